@@ -1,0 +1,1 @@
+"""The ``evalledger`` command and the watch daemon: argument parsing and printing, no domain logic."""

@@ -1,0 +1,121 @@
+"""Ledger commands: init, note, log, verify, export, import."""
+
+from __future__ import annotations
+
+import sys
+
+import orjson
+
+import ledger
+from ledger import NewEvent
+
+
+def home_of(args) -> str:
+    """The home directory (or ledger file) the command works on."""
+    return args.home or ledger.default_home()
+
+
+def open_existing(args, readonly: bool = False) -> ledger.Ledger:
+    """Open the ledger named by --home, refusing to create one where none exists."""
+    path = home_of(args)
+    return ledger.open_ledger(path, readonly=True) if readonly else _open_checked(path)
+
+
+def _open_checked(path: str) -> ledger.Ledger:
+    if not path.endswith((".jsonl", ".db")) and not ledger.is_home(path):
+        raise ledger.LedgerError(f"{path}: no evalledger home here (run 'evalledger --home {path} init')")
+    return ledger.open_ledger(path)
+
+
+def cmd_init(args) -> int:
+    home = ledger.init_home(home_of(args))
+    print(f"initialised {home}")
+    return 0
+
+
+def cmd_note(args) -> int:
+    with ledger.open_ledger(home_of(args)) as led:
+        [event] = led.append(NewEvent(args.stream, "note.added", {"text": args.text, "author": args.author}))
+    print(f"seq {event.seq} {event.type} {event.stream} {event.hash}")
+    return 0
+
+
+def format_event(event: ledger.Event) -> str:
+    """One readable line for an event: seq, time, type, stream, then the payload."""
+    when = event.meta.get("recorded_at", "")
+    stage = event.meta.get("stage")
+    data = orjson.dumps(event.data, option=orjson.OPT_SORT_KEYS).decode()
+    if len(data) > 160:
+        data = data[:157] + "..."
+    return f"{event.seq:>6}  {when}  {event.type:<20} {event.stream}{'  [' + stage + ']' if stage else ''}  {data}"
+
+
+def cmd_log(args) -> int:
+    with open_existing(args) as led:
+        out = sys.stdout.buffer
+        for event in led.read(from_seq=args.from_seq, types=args.type, stream=args.stream):
+            if args.json:
+                out.write(event.line())
+            else:
+                out.write(format_event(event).encode() + b"\n")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    with open_existing(args) as led:
+        report = led.verify(expect_head=args.expect_head)
+    for problem in report.problems:
+        print(f"FAILED {problem}", file=sys.stderr)
+    print(f"seq {report.head.seq} {report.head.hash}")
+    if report.ok and args.expect_head:
+        print(f"published head {args.expect_head} is a prefix of this ledger")
+    return 0 if report.ok else 1
+
+
+def cmd_export(args) -> int:
+    with open_existing(args) as led:
+        if args.out:
+            count = led.export(args.out)
+            print(f"exported {count} events to {args.out}", file=sys.stderr)
+        else:
+            led.export(sys.stdout.buffer)
+    return 0
+
+
+def cmd_import(args) -> int:
+    with ledger.open_ledger(home_of(args)) as led:
+        count = led.import_file(args.file)
+        head = led.head()
+    print(f"imported {count} events; seq {head.seq} {head.hash}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("init", help="create a home (inbox, processed, rejected, reports, ledger)")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("note", help="append a note.added event to a stream")
+    p.add_argument("stream", help="e.g. case:<id> or benchmark:<id>")
+    p.add_argument("text")
+    p.add_argument("--author", default=None)
+    p.set_defaults(func=cmd_note)
+
+    p = sub.add_parser("log", help="list events, readable or as JSONL envelopes")
+    p.add_argument("--type", action="append", default=None, help="only this event type (repeatable)")
+    p.add_argument("--stream", default=None, help="only this stream")
+    p.add_argument("--from", dest="from_seq", type=int, default=1, help="start at this seq")
+    p.add_argument("--json", action="store_true", help="one JSON envelope a line")
+    p.set_defaults(func=cmd_log)
+
+    p = sub.add_parser("verify", help="recompute the hash chain over the stored bytes")
+    p.add_argument("--expect-head", default=None, metavar="SEQ:HASH",
+                   help="also check that a head published earlier is still a prefix")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("export", help="write the ledger as canonical JSONL")
+    p.add_argument("--out", default=None, help="file to write (default: standard output)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import", help="import an exported JSONL ledger into an empty home")
+    p.add_argument("file")
+    p.set_defaults(func=cmd_import)

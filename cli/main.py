@@ -1,0 +1,57 @@
+"""Entry point of ``evalledger``: global options, then one sub-command per public operation.
+
+Each command module under ``cli/`` has ``register(subparsers)`` that adds its commands with
+``set_defaults(func=handler)``; a handler takes the parsed args and returns the exit code:
+0 ok, 1 findings (failed verify, rejected input), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ledger import EnvelopeError, LedgerError
+
+# Command modules, in the order their commands appear in --help.
+COMMAND_MODULES = [
+    "cli.ledger_commands",
+]
+
+
+class UsageError(Exception):
+    """A command was called in a way that cannot work; exits 2 with the message."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evalledger",
+        description="An event-sourced ledger for LLM-as-judge evaluation.",
+    )
+    parser.add_argument("--home", default=None,
+                        help="ledger home directory (default: $EVALLEDGER_HOME or ./evalledger)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (UsageError, LedgerError, EnvelopeError) as exc:
+        print(f"evalledger {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""The documented Python API of the ledger: open, append, read, head, verify, export, import.
+
+    >>> import ledger
+    >>> led = ledger.open_ledger("evalledger")          # a home: SQLite + events.jsonl mirror
+    >>> led.append(ledger.NewEvent("case:q1", "note.added", {"text": "looks odd"}))
+    >>> for event in led.read(types=["note.added"]):
+    ...     print(event.seq, event.data["text"])
+    >>> led.verify().ok
+    True
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import IO, Iterable, Iterator, Mapping
+
+import ledger.events  # noqa: F401  (registers the catalog)
+from ledger.envelope import Event, NewEvent
+from ledger.jsonl import JSONLRecorder
+from ledger.persistence import Head, LedgerError, Recorder, normalise_expected, prepare
+from ledger.sqlite import SQLiteRecorder
+from ledger.verify import VerifyReport, verify_lines, verify_sqlite
+
+HOME_FOLDERS = ("inbox", "processed", "rejected", "reports")
+
+
+def default_home() -> str:
+    """The home named by EVALLEDGER_HOME, else ``./evalledger``."""
+    return os.environ.get("EVALLEDGER_HOME") or "evalledger"
+
+
+def init_home(home: str | os.PathLike) -> Path:
+    """Create a home's layout (DESIGN.md): ledger.db, events.jsonl, inbox/, processed/, rejected/, reports/."""
+    home = Path(home)
+    home.mkdir(parents=True, exist_ok=True)
+    for name in HOME_FOLDERS:
+        (home / name).mkdir(exist_ok=True)
+    open_ledger(home).close()
+    return home
+
+
+def is_home(path: str | os.PathLike) -> bool:
+    """True when ``path`` is a directory holding a ledger.db."""
+    return (Path(path) / "ledger.db").is_file()
+
+
+class Ledger:
+    """One ledger: a recorder (SQLite or JSONL) and, for a home, its folders and mirror."""
+
+    def __init__(self, recorder: Recorder, home: Path | None = None):
+        self.recorder = recorder
+        self.home = home
+
+    # --- writing ---------------------------------------------------------------------------------
+    def append(self, events: NewEvent | Iterable[NewEvent],
+               expected_version: int | Mapping[str, int] | None = None,
+               tracking: tuple[str, int] | None = None) -> list[Event]:
+        """Append a batch atomically (all or nothing) and return the stored events, in order.
+
+        An event whose id (from stream, type, key) exists is not appended again: the stored
+        event is returned in its place. ``expected_version`` (an int for a one-stream batch, or
+        ``{stream: version}``) raises ConflictError, appending nothing, when a stream has moved on.
+        ``tracking=(name, position)`` commits a tracking record in the same transaction.
+        """
+        batch = [events] if isinstance(events, NewEvent) else list(events)
+        prepared = [prepare(e) for e in batch]
+        if not prepared:
+            if tracking is not None:
+                self.recorder.set_tracking(*tracking)
+            return []
+        return self.recorder.append(prepared, normalise_expected(prepared, expected_version), tracking)
+
+    # --- reading ---------------------------------------------------------------------------------
+    def read(self, from_seq: int = 1, types: str | Iterable[str] | None = None,
+             stream: str | None = None, to_seq: int | None = None) -> Iterator[Event]:
+        """Stream events in seq order from ``from_seq`` (constant memory), filtered by type/stream."""
+        if isinstance(types, str):
+            types = [types]
+        return self.recorder.read(from_seq, types, stream, to_seq)
+
+    def head(self) -> Head:
+        """The last event's seq and hash."""
+        return self.recorder.head()
+
+    def get(self, id: str) -> Event | None:
+        """The event with this id, or None."""
+        return self.recorder.get(id)
+
+    def stream_version(self, stream: str) -> int:
+        """The version of the last event in ``stream`` (0 when empty)."""
+        return self.recorder.stream_version(stream)
+
+    def tracking_position(self, name: str) -> int:
+        """The last committed position of tracking record ``name`` (0 when none)."""
+        return self.recorder.tracking_position(name)
+
+    @property
+    def db(self):
+        """The sqlite_utils.Database of a SQLite-backed ledger (projection tables live there), else None."""
+        return getattr(self.recorder, "db", None)
+
+    # --- integrity -------------------------------------------------------------------------------
+    def verify(self, expect_head: Head | str | None = None) -> VerifyReport:
+        """Recompute the hash chain over the stored bytes of the store (and the mirror)."""
+        if isinstance(expect_head, str):
+            expect_head = parse_head(expect_head)
+        rec = self.recorder
+        if isinstance(rec, SQLiteRecorder):
+            mirror = rec.mirror
+            if mirror is None:
+                return verify_sqlite(rec.rows(), rec.location, expect_head=expect_head)
+            with open(mirror.path, "rb") as fh:
+                report = verify_sqlite(rec.rows(), rec.location, fh, mirror.path, expect_head)
+            if mirror.problem and not any(p.source == mirror.path for p in report.problems):
+                from ledger.verify import Problem
+                report.problems.append(Problem(0, mirror.path, mirror.problem))
+            return report
+        with open(rec.path, "rb") as fh:
+            return verify_lines(fh, rec.location, expect_head)
+
+    # --- export / import -------------------------------------------------------------------------
+    def export(self, out: str | os.PathLike | IO[bytes]) -> int:
+        """Write every event as canonical JSONL (the mirror's exact bytes); returns the count."""
+        if isinstance(out, (str, os.PathLike)):
+            with open(out, "wb") as fh:
+                return self.export(fh)
+        count = 0
+        for _, line in self.recorder.lines():
+            out.write(line)
+            count += 1
+        return count
+
+    def import_file(self, path: str | os.PathLike) -> int:
+        """Import an exported JSONL ledger into this empty ledger, after verifying its whole chain."""
+        if self.head().seq:
+            raise LedgerError("import goes into an empty ledger only; this one has events")
+        with open(path, "rb") as fh:
+            report = verify_lines(fh, str(path))
+        if not report.ok:
+            raise LedgerError(f"refusing to import {path}: " + "; ".join(map(str, report.problems)))
+        with open(path, "rb") as fh:
+            return self.recorder.import_lines(fh)
+
+    def close(self) -> None:
+        self.recorder.close()
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def parse_head(text: str) -> Head:
+    """Parse ``SEQ:HASH`` (as printed by verify) into a Head."""
+    seq, sep, hash = text.partition(":")
+    if not sep or not seq.strip().isdigit() or len(hash.strip()) != 64:
+        raise LedgerError(f"expected head as SEQ:HASH (64 hex digits), got {text!r}")
+    return Head(int(seq), hash.strip().lower())
+
+
+def open_ledger(path: str | os.PathLike | None = None, *, durability: str = "normal",
+                readonly: bool = False) -> Ledger:
+    """Open a ledger: a home directory (SQLite + events.jsonl mirror), a ``.jsonl`` file, or a ``.db``.
+
+    A home that does not exist is created (``init_home``) unless ``readonly``.
+    """
+    path = Path(path if path is not None else default_home())
+    if path.suffix == ".jsonl":
+        return Ledger(JSONLRecorder(str(path), durability, readonly=readonly))
+    if path.suffix in (".db", ".sqlite", ".sqlite3"):
+        if readonly and not path.exists():
+            raise LedgerError(f"{path}: no such ledger file")
+        return Ledger(SQLiteRecorder(str(path), durability))
+    if not (path / "ledger.db").exists():
+        if readonly:
+            raise LedgerError(f"{path}: no evalledger home here (run 'evalledger init' first)")
+        path.mkdir(parents=True, exist_ok=True)
+        for name in HOME_FOLDERS:
+            (path / name).mkdir(exist_ok=True)
+    recorder = SQLiteRecorder(str(path / "ledger.db"), durability, mirror_path=str(path / "events.jsonl"),
+                              lock_path=str(path / "ledger.lock"))
+    return Ledger(recorder, home=path)

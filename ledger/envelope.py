@@ -1,0 +1,227 @@
+"""The event envelope: canonical bytes, hashing, deterministic ids, the stored line format.
+
+An event's canonical bytes are orjson with sorted keys over every envelope field except
+``prev_hash`` and ``hash``; ``data`` and ``meta`` are embedded exactly as they were stored, so
+verification hashes stored bytes and never a re-serialisation:
+
+    hash = sha256(prev_hash + canonical)
+
+A JSONL line is the canonical bytes with ``prev_hash`` and ``hash`` appended as the last two keys.
+That suffix has a fixed length, so a verifier recovers the canonical bytes from a line by slicing.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+import orjson
+
+GENESIS_HASH = "0" * 64
+ENVELOPE_FIELDS = ("seq", "id", "stream", "version", "type", "schema", "data", "meta", "prev_hash", "hash")
+META_KEYS = ("run", "causation", "stage", "stage_version", "config_hash", "recorded_at")
+
+_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
+# orjson refuses integers outside 64 bits and reads them back as floats; a run of 20 digits is the
+# only way such an integer can appear in canonical JSON (floats carry at most 17 significant digits).
+_LONG_DIGITS = re.compile(rb"\d{20}")
+_SUFFIX_LEN = len(b',"prev_hash":"') + 64 + len(b'","hash":"') + 64 + len(b'"}')
+
+
+class EnvelopeError(ValueError):
+    """An event or payload that cannot be stored (not JSON, NaN, bad type name...)."""
+
+
+def canonical_json(value: Any) -> bytes:
+    """Canonical JSON bytes of a JSON value: sorted keys, no whitespace, UTF-8, no NaN/Infinity."""
+    try:
+        out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError as exc:
+        if "64-bit" not in str(exc):
+            raise EnvelopeError(f"payload is not canonical JSON: {exc}") from None
+        # Integers beyond 64 bits: the standard library writes them exactly.
+        try:
+            out = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                             allow_nan=False).encode("utf-8")
+        except (ValueError, TypeError, UnicodeEncodeError) as exc2:
+            raise EnvelopeError(f"payload is not canonical JSON: {exc2}") from None
+    if b"null" in out:
+        _refuse_non_finite(value)  # orjson writes NaN and Infinity as null; refuse, never lose them
+    return out
+
+
+def _refuse_non_finite(value: Any) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise EnvelopeError(f"payload holds {value!r}, which JSON cannot represent")
+    if isinstance(value, dict):
+        for item in value.values():
+            _refuse_non_finite(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _refuse_non_finite(item)
+
+
+def decode_json(raw: bytes | str) -> Any:
+    """Decode stored canonical JSON exactly (integers beyond 64 bits stay integers)."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8")
+    if _LONG_DIGITS.search(raw):
+        return json.loads(raw)
+    return orjson.loads(raw)
+
+
+def event_id(stream: str, type: str, key: str | None) -> str:
+    """Deterministic id from (stream, type, idempotency key); a random one when key is None."""
+    if key is None:
+        return uuid.uuid4().hex
+    return hashlib.sha256(f"{stream}\x1f{type}\x1f{key}".encode("utf-8")).hexdigest()[:32]
+
+
+def utc_now() -> str:
+    """The current time in UTC as ISO 8601 with microseconds and a Z."""
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def check_type_name(type: str) -> None:
+    """Refuse a type name that is not a dotted lowercase name such as ``note.added``."""
+    if not isinstance(type, str) or not _TYPE_NAME.match(type):
+        raise EnvelopeError(f"event type {type!r} is not a dotted lowercase name like 'note.added'")
+
+
+def canonical_bytes(seq: int, id: str, stream: str, version: int, type: str, schema: int,
+                    data: bytes, meta: bytes) -> bytes:
+    """The hashed bytes of an envelope, with data and meta embedded verbatim."""
+    return orjson.dumps(
+        {"data": orjson.Fragment(data), "id": id, "meta": orjson.Fragment(meta), "schema": schema,
+         "seq": seq, "stream": stream, "type": type, "version": version},
+        option=orjson.OPT_SORT_KEYS,
+    )
+
+
+def chain_hash(prev_hash: str, canonical: bytes) -> str:
+    """sha256(prev_hash + canonical bytes) as hex."""
+    return hashlib.sha256(prev_hash.encode("ascii") + canonical).hexdigest()
+
+
+def line_bytes(canonical: bytes, prev_hash: str, hash: str) -> bytes:
+    """The JSONL line (with newline) of an envelope: canonical bytes plus prev_hash and hash."""
+    return b"".join((canonical[:-1], b',"prev_hash":"', prev_hash.encode("ascii"),
+                     b'","hash":"', hash.encode("ascii"), b'"}\n'))
+
+
+def split_line(line: bytes) -> tuple[bytes, str, str]:
+    """Split a stored JSONL line into (canonical bytes, prev_hash, hash) without parsing it.
+
+    Raises EnvelopeError when the line does not end with the fixed prev_hash/hash suffix.
+    """
+    body = line[:-1] if line.endswith(b"\n") else line
+    if len(body) < _SUFFIX_LEN + 2:
+        raise EnvelopeError("line too short to be an event")
+    suffix = body[-_SUFFIX_LEN:]
+    if not (suffix.startswith(b',"prev_hash":"') and suffix[78:88] == b'","hash":"' and suffix.endswith(b'"}')):
+        raise EnvelopeError("line does not end with the prev_hash and hash fields")
+    prev_hash = suffix[14:78].decode("ascii", "replace")
+    hash = suffix[88:152].decode("ascii", "replace")
+    return body[:-_SUFFIX_LEN] + b"}", prev_hash, hash
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to append: the store assigns seq, version, id (from key), hashes and recorded_at.
+
+    ``data`` is a payload model instance or a dict validated against the type's registered model.
+    ``key`` is the idempotency key: the same (stream, type, key) appends once. None means "always new".
+    ``meta`` may carry run, causation, stage, stage_version, config_hash (recorded_at is added).
+    """
+
+    stream: str
+    type: str
+    data: Any
+    key: str | None = None
+    meta: Mapping[str, Any] | None = None
+
+    @property
+    def id(self) -> str:
+        return event_id(self.stream, self.type, self.key) if self.key is not None else ""
+
+
+class Event:
+    """A stored event: the ten envelope fields, with data and meta decoded.
+
+    ``raw`` keeps the stored canonical bytes (data and meta exactly as hashed).
+    ``payload()`` gives the typed, upcast payload model.
+    """
+
+    __slots__ = ("seq", "id", "stream", "version", "type", "schema", "data", "meta",
+                 "prev_hash", "hash", "raw_data", "raw_meta")
+
+    def __init__(self, seq: int, id: str, stream: str, version: int, type: str, schema: int,
+                 raw_data: bytes, raw_meta: bytes, prev_hash: str, hash: str,
+                 data: Any = None, meta: Any = None):
+        self.seq = seq
+        self.id = id
+        self.stream = stream
+        self.version = version
+        self.type = type
+        self.schema = schema
+        self.raw_data = raw_data
+        self.raw_meta = raw_meta
+        self.prev_hash = prev_hash
+        self.hash = hash
+        self.data = decode_json(raw_data) if data is None else data
+        self.meta = decode_json(raw_meta) if meta is None else meta
+
+    def canonical(self) -> bytes:
+        """The canonical (hashed) bytes of this event."""
+        return canonical_bytes(self.seq, self.id, self.stream, self.version, self.type, self.schema,
+                               self.raw_data, self.raw_meta)
+
+    def line(self) -> bytes:
+        """The JSONL line of this event, exactly as the JSONL store and export write it."""
+        return line_bytes(self.canonical(), self.prev_hash, self.hash)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The envelope as a plain dict (data and meta decoded)."""
+        return {name: getattr(self, name) for name in ENVELOPE_FIELDS}
+
+    def upcast(self) -> dict[str, Any]:
+        """The payload dict at the current schema version of its type (stored bytes untouched)."""
+        from ledger.catalog import upcast
+        return upcast(self.type, self.schema, self.data)
+
+    def payload(self):
+        """The payload as its registered (frozen) pydantic model, upcast to the current schema."""
+        from ledger.catalog import payload_model
+        return payload_model(self.type).model_validate(self.upcast())
+
+    def __repr__(self) -> str:
+        return f"Event(seq={self.seq}, type={self.type!r}, stream={self.stream!r}, version={self.version})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Event) and other.hash == self.hash and other.seq == self.seq
+
+    def __hash__(self) -> int:
+        return hash((self.seq, self.hash))
+
+
+def event_from_line(line: bytes) -> Event:
+    """Parse one stored JSONL line into an Event (raw data/meta re-encoded canonically)."""
+    canonical, prev_hash, hash = split_line(line)
+    env = decode_json(canonical)
+    return Event(env["seq"], env["id"], env["stream"], env["version"], env["type"], env["schema"],
+                 canonical_json(env["data"]), canonical_json(env["meta"]), prev_hash, hash,
+                 data=env["data"], meta=env["meta"])
+
+
+def iter_lines(fh, chunk_size: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
+    """Yield (byte offset, line) from a binary file, the last line possibly without newline."""
+    offset = 0
+    for line in fh:
+        yield offset, line
+        offset += len(line)

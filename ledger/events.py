@@ -1,0 +1,242 @@
+"""The event catalog of DESIGN.md: names and fixed payload keys are part of the public format.
+
+Each model declares the keys DESIGN.md fixes (and the ones the stages rely on). Domain payloads
+accept further keys (``extra="allow"``): "more keys are welcome; these names are fixed".
+Operations payloads (notes, overrides, runs) are closed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ConfigDict
+
+from ledger.catalog import Payload, event_type
+
+
+class DomainPayload(Payload):
+    """A payload whose fixed keys are declared and that may carry more."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
+
+
+class WhereReason(Payload):
+    where: str
+    reason: str
+
+
+# --- Ingestion -----------------------------------------------------------------------------------
+
+@event_type("file.received")
+class FileReceived(DomainPayload):
+    file: str
+    sha256: str
+    size: int
+    format: str | None = None
+
+
+@event_type("benchmark.registered")
+class BenchmarkRegistered(DomainPayload):
+    benchmark: str
+    name: str
+    kind: Literal["template", "reconstruction", "audit"]
+
+
+@event_type("benchmark.rejected")
+class BenchmarkRejected(DomainPayload):
+    file: str
+    errors: list[WhereReason]
+
+
+@event_type("responses.registered")
+class ResponsesRegistered(DomainPayload):
+    benchmark: str
+
+
+@event_type("case.opened")
+class CaseOpened(DomainPayload):
+    case_id: str
+    benchmark: str
+    kind: Literal["template", "reconstruction", "audit"]
+    question_id: str
+    model: str | None = None
+
+
+# --- Judge traffic -------------------------------------------------------------------------------
+
+@event_type("judge.called")
+class JudgeCalled(DomainPayload):
+    role: str
+    backend: str
+    model: str | None
+    request_hash: str
+    attempt: int
+    error: str | None = None
+    usage: dict[str, Any] | None = None
+    latency_ms: float | None = None
+
+
+# --- Template deep judgment ----------------------------------------------------------------------
+
+@event_type("excerpt.extracted")
+class ExcerptExtracted(DomainPayload):
+    case_id: str
+    attribute: str
+    text: str
+    confidence: str | float | None = None
+    similarity: float
+    attempt: int
+
+
+class FailedExcerpt(Payload):
+    text: str
+    similarity: float
+
+
+@event_type("excerpt.retried")
+class ExcerptRetried(DomainPayload):
+    case_id: str
+    attribute: str
+    attempt: int
+    failed: list[FailedExcerpt]
+
+
+@event_type("excerpt.missing")
+class ExcerptMissing(DomainPayload):
+    case_id: str
+    attribute: str
+
+
+@event_type("risk.assessed")
+class RiskAssessed(DomainPayload):
+    case_id: str
+    attribute: str
+
+
+@event_type("reasoning.generated")
+class ReasoningGenerated(DomainPayload):
+    case_id: str
+
+
+@event_type("answer.parsed")
+class AnswerParsed(DomainPayload):
+    case_id: str
+
+
+@event_type("field.verified")
+class FieldVerified(DomainPayload):
+    case_id: str
+    field: str
+    primitive: dict[str, Any]
+    extracted: Any = None
+    expected: Any = None
+    passed: bool | None
+
+
+@event_type("case.auto_failed")
+class CaseAutoFailed(DomainPayload):
+    case_id: str
+    reasons: list[str]
+
+
+@event_type("case.judged")
+class CaseJudged(DomainPayload):
+    case_id: str
+    verdict: Literal["pass", "fail"]
+    auto_failed: bool
+    reasons: list[str]
+
+
+# --- Rubrics -------------------------------------------------------------------------------------
+
+@event_type("trait.scored")
+class TraitScored(DomainPayload):
+    case_id: str
+    trait: str
+    mode: Literal["deep", "standard"]
+    score: bool | int | float | None
+
+
+@event_type("trait.auto_failed")
+class TraitAutoFailed(DomainPayload):
+    case_id: str
+    trait: str
+
+
+# --- Reconstruction ------------------------------------------------------------------------------
+
+@event_type("claim.scored")
+class ClaimScored(DomainPayload):
+    case_id: str
+    claim_id: str
+    score: int
+    justification: str
+    evidence_refs: list[str]
+
+
+# --- Audit (VerifyFast) --------------------------------------------------------------------------
+
+class AuditError(Payload):
+    model_config = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
+    level: str
+    severity: Literal["high", "low"]
+    detail: str
+
+
+@event_type("facts.decomposed")
+class FactsDecomposed(DomainPayload):
+    case_id: str
+
+
+@event_type("facts.checked")
+class FactsChecked(DomainPayload):
+    case_id: str
+    errors: list[AuditError]
+
+
+@event_type("logic.checked")
+class LogicChecked(DomainPayload):
+    case_id: str
+    errors: list[AuditError]
+
+
+@event_type("credit.scored")
+class CreditScored(DomainPayload):
+    case_id: str
+    high: int
+    low: int
+    credit_score: int
+    zone: Literal["BAD", "MID", "GOOD"]
+
+
+# --- Operations ----------------------------------------------------------------------------------
+
+@event_type("stage.failed")
+class StageFailed(DomainPayload):
+    case_id: str | None = None
+    stage: str
+    reason: str
+
+
+@event_type("run.started")
+class RunStarted(DomainPayload):
+    run: str
+
+
+@event_type("run.completed")
+class RunCompleted(DomainPayload):
+    run: str
+
+
+@event_type("note.added")
+class NoteAdded(Payload):
+    text: str
+    author: str | None = None
+
+
+@event_type("verdict.overridden")
+class VerdictOverridden(Payload):
+    case_id: str
+    verdict: Literal["pass", "fail"]
+    reason: str
+    author: str

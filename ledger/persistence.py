@@ -1,0 +1,152 @@
+"""The abstract recorder every storage backend implements, and the sealing logic they share.
+
+A backend (``sqlite.py``, ``jsonl.py``) stores sealed envelopes and reads them back; everything
+above it (the ``Ledger`` API, the stages, the projections) talks to this interface only, so a
+backend can be added without touching anything above it.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping
+
+from ledger.catalog import validate_payload
+from ledger.envelope import (
+    GENESIS_HASH, EnvelopeError, Event, NewEvent, canonical_bytes, canonical_json, chain_hash,
+    check_type_name, event_id, utc_now,
+)
+
+_STREAM = re.compile(r"^[a-z][a-z0-9_-]*:[A-Za-z0-9._:/@+=-]+$")
+
+
+class LedgerError(Exception):
+    """Base of the ledger's own errors."""
+
+
+class ConflictError(LedgerError):
+    """A stale expected stream version: someone appended to the stream first. Nothing was appended."""
+
+
+class LedgerLockedError(LedgerError):
+    """The store could not be locked for writing in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """The last event of a ledger: its seq and hash (seq 0 and 64 zeros when empty)."""
+
+    seq: int
+    hash: str
+
+    def __str__(self) -> str:
+        return f"seq {self.seq} {self.hash}"
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """An event validated and encoded, waiting for the store to give it a seq and version."""
+
+    id: str
+    stream: str
+    type: str
+    schema: int
+    data: bytes
+    meta: bytes
+    data_obj: Any
+    meta_obj: Any
+
+
+def check_stream(stream: str) -> None:
+    """Refuse a stream name that is not ``kind:identifier`` (e.g. ``case:ab12``)."""
+    if not isinstance(stream, str) or not _STREAM.match(stream):
+        raise EnvelopeError(
+            f"stream {stream!r} is not 'kind:identifier' (lowercase kind, then letters, digits or ._:/@+=-)")
+
+
+def prepare(event: NewEvent) -> Prepared:
+    """Validate a NewEvent against the catalog and encode its data and meta canonically."""
+    check_stream(event.stream)
+    check_type_name(event.type)
+    schema, data = validate_payload(event.type, event.data)
+    meta = dict(event.meta or {})
+    meta.setdefault("recorded_at", utc_now())
+    return Prepared(event_id(event.stream, event.type, event.key), event.stream, event.type, schema,
+                    canonical_json(data), canonical_json(meta), data, meta)
+
+
+def seal(p: Prepared, seq: int, version: int, prev_hash: str) -> tuple[Event, bytes]:
+    """Give a prepared event its place: returns the stored Event and its canonical bytes."""
+    canonical = canonical_bytes(seq, p.id, p.stream, version, p.type, p.schema, p.data, p.meta)
+    hash = chain_hash(prev_hash, canonical)
+    return Event(seq, p.id, p.stream, version, p.type, p.schema, p.data, p.meta, prev_hash, hash,
+                 data=p.data_obj, meta=p.meta_obj), canonical
+
+
+def normalise_expected(batch: list[Prepared], expected_version: int | Mapping[str, int] | None) -> dict[str, int]:
+    """Turn the caller's expected version (one int for a one-stream batch, or a dict) into a dict."""
+    if expected_version is None:
+        return {}
+    if isinstance(expected_version, Mapping):
+        return dict(expected_version)
+    streams = {p.stream for p in batch}
+    if len(streams) != 1:
+        raise LedgerError("expected_version as a number needs a batch on one stream; pass {stream: version}")
+    return {streams.pop(): int(expected_version)}
+
+
+class Recorder(ABC):
+    """A store of sealed events. Appends are atomic batches; nothing is ever updated or deleted."""
+
+    #: a short name for messages: the file or table that holds the events
+    location: str
+
+    @abstractmethod
+    def append(self, batch: list[Prepared], expected: dict[str, int],
+               tracking: tuple[str, int] | None = None) -> list[Event]:
+        """Append a batch atomically: stored events for ids that exist, new ones for the rest.
+
+        Raises ConflictError (appending nothing) when a stream's current version differs from
+        ``expected``. ``tracking`` = (name, position) is committed in the same transaction.
+        """
+
+    @abstractmethod
+    def read(self, from_seq: int = 1, types: Iterable[str] | None = None,
+             stream: str | None = None, to_seq: int | None = None) -> Iterator[Event]:
+        """Stream events in seq order from ``from_seq``, optionally filtered, in constant memory."""
+
+    @abstractmethod
+    def head(self) -> Head:
+        """The last stored event's seq and hash."""
+
+    @abstractmethod
+    def get(self, id: str) -> Event | None:
+        """The event with this id, or None."""
+
+    @abstractmethod
+    def stream_version(self, stream: str) -> int:
+        """The version of the last event in ``stream`` (0 when the stream is empty)."""
+
+    @abstractmethod
+    def lines(self, from_seq: int = 1) -> Iterator[tuple[int, bytes]]:
+        """(seq, stored JSONL line) pairs in seq order: what export writes and verify hashes."""
+
+    @abstractmethod
+    def import_lines(self, lines: Iterable[bytes]) -> int:
+        """Store already-sealed, already-verified lines into an empty store; returns the count."""
+
+    def tracking_position(self, name: str) -> int:
+        """The last position committed for tracking record ``name`` (0 when none)."""
+        return 0
+
+    def set_tracking(self, name: str, position: int) -> None:
+        """Record a tracking position on its own (stages use ``append(..., tracking=...)``)."""
+
+    def close(self) -> None:
+        """Release files and connections."""
+
+
+def chain_start(head: Head) -> tuple[int, str]:
+    """(next seq, prev_hash) after ``head``."""
+    return head.seq + 1, head.hash if head.seq else GENESIS_HASH
