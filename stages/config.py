@@ -1,0 +1,244 @@
+"""The verification configuration: one typed ``VerificationConfig`` and where its values come from.
+
+Field names and defaults follow the deep-judgment specs (``deep_judgment_*``), plus the judge
+backend and model, the VerifyFast audit strategy (``audit``) and the reconstruction claim score
+bands (``claim_bands``). Sources, later winning:
+
+1. the defaults below,
+2. the benchmark file's ``config`` (carried by ``case.opened``),
+3. a ``--config FILE`` (TOML or JSON),
+4. ``--set key=value`` (dotted keys reach nested models: ``audit.high_severe_min=4``).
+
+The judge backend and model are chosen per run (layers 3-4 and ``--judge/--model``), never by
+a dropped benchmark file: a file in an inbox must not be able to switch on paid API calls.
+``config_hash`` is the sha256 of the effective config's canonical JSON; every stage output
+event carries it in ``meta``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+RUN_ONLY_KEYS = ("judge_backend", "judge_model")
+
+
+class StrictModel(BaseModel):
+    """Frozen, and unknown keys are errors (a typo in a config must not pass silently)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class DeepJudgmentTraitConfig(StrictModel):
+    """One trait's deep-judgment settings in ``custom`` mode (spec: DeepJudgmentTraitConfig)."""
+
+    enabled: bool = True
+    excerpt_enabled: bool = True
+    max_excerpts: int | None = Field(default=None, ge=1)
+    fuzzy_match_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    excerpt_retry_attempts: int | None = Field(default=None, ge=0)
+    search_enabled: bool = False
+
+
+class RubricDeepJudgmentConfig(StrictModel):
+    """``deep_judgment_rubric_config``: ``global`` per trait, ``question_specific`` per question and trait."""
+
+    global_: dict[str, DeepJudgmentTraitConfig] = Field(default_factory=dict, alias="global")
+    question_specific: dict[str, dict[str, DeepJudgmentTraitConfig]] = Field(default_factory=dict)
+
+    def model_dump_json_ready(self) -> dict[str, Any]:
+        """The JSON shape with the spec's key ``global``."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class AuditStrategy(StrictModel):
+    """VerifyFast's deterministic scoring parameters (spec defaults; strategy.yaml's ``params``).
+
+    credit score: high >= ``high_severe_min`` -> 1; high >= 1 -> 2; low >= ``low_boundary_min``
+    (no high) -> 3; low >= 1 -> 4; no errors -> 5. Zone: score <= ``zone_bad_max`` BAD,
+    <= ``zone_mid_max`` MID, else GOOD.
+    """
+
+    max_facts: int = Field(default=5, ge=1)
+    numeric_deviation_threshold: float = Field(default=0.10, ge=0.0)
+    max_errors_per_phase: int = Field(default=3, ge=1)
+    high_severe_min: int = Field(default=3, ge=1)
+    low_boundary_min: int = Field(default=2, ge=1)
+    zone_bad_max: int = Field(default=2, ge=1, le=5)
+    zone_mid_max: int = Field(default=3, ge=1, le=5)
+
+    @model_validator(mode="after")
+    def _zones_ordered(self) -> "AuditStrategy":
+        if self.zone_mid_max < self.zone_bad_max:
+            raise ValueError("zone_mid_max must be >= zone_bad_max")
+        return self
+
+
+class ClaimScoreBands(StrictModel):
+    """Reconstruction bands (spec): fully >= ``fully_min``, partially >= ``partially_min``, else not."""
+
+    fully_min: int = Field(default=8, ge=0, le=10)
+    partially_min: int = Field(default=4, ge=0, le=10)
+
+    @model_validator(mode="after")
+    def _bands_ordered(self) -> "ClaimScoreBands":
+        if self.partially_min > self.fully_min:
+            raise ValueError("partially_min must be <= fully_min")
+        return self
+
+
+class VerificationConfig(StrictModel):
+    """Every setting a stage reads. Names and defaults of the deep-judgment specs."""
+
+    # Template deep judgment (deep-judgment-templates.md)
+    deep_judgment_enabled: bool = False
+    deep_judgment_max_excerpts_per_attribute: int = Field(default=3, ge=1)
+    deep_judgment_fuzzy_match_threshold: float = Field(default=0.80, ge=0.0, le=1.0)
+    deep_judgment_excerpt_retry_attempts: int = Field(default=2, ge=0)
+    deep_judgment_search_enabled: bool = False
+    # DESIGN.md: the embedded default search port is the local FTS5 index, not Tavily.
+    deep_judgment_search_tool: Literal["local", "tavily"] = "local"
+
+    # Rubric deep judgment (deep-judgment-rubrics.md)
+    deep_judgment_rubric_mode: Literal["disabled", "enable_all", "use_checkpoint", "custom"] = "disabled"
+    deep_judgment_rubric_global_excerpts: bool = True
+    deep_judgment_rubric_max_excerpts_default: int = Field(default=7, ge=1)
+    deep_judgment_rubric_fuzzy_match_threshold_default: float = Field(default=0.80, ge=0.0, le=1.0)
+    deep_judgment_rubric_excerpt_retry_attempts_default: int = Field(default=2, ge=0)
+    deep_judgment_rubric_search_enabled: bool = False
+    deep_judgment_rubric_search_tool: Literal["local", "tavily"] = "local"
+    deep_judgment_rubric_config: RubricDeepJudgmentConfig | None = None
+
+    # Judge (run-level only, see RUN_ONLY_KEYS)
+    judge_backend: Literal["offline", "openai", "replay"] = "offline"
+    judge_model: str | None = None
+
+    # Reconstruction and audit
+    claim_bands: ClaimScoreBands = Field(default_factory=ClaimScoreBands)
+    audit: AuditStrategy = Field(default_factory=AuditStrategy)
+
+    @field_validator("deep_judgment_rubric_config", mode="before")
+    @classmethod
+    def _empty_rubric_config(cls, value: Any) -> Any:
+        return None if value == {} else value
+
+    def to_json(self) -> dict[str, Any]:
+        """The effective config as JSON (spec key names, ``global`` not ``global_``)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    def hash(self) -> str:
+        """sha256 of the canonical JSON of the effective config (stamped into every output's meta)."""
+        return hashlib.sha256(orjson.dumps(self.to_json(), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; ``errors`` lists ``{where, reason}``."""
+
+    def __init__(self, errors: list[dict[str, str]]):
+        self.errors = errors
+        super().__init__("; ".join(f"{e['where']}: {e['reason']}" for e in errors))
+
+
+def _validation_errors(exc: ValidationError, where: str) -> list[dict[str, str]]:
+    """Pydantic errors as ``{where, reason}`` with a dotted path under ``where``."""
+    out = []
+    for err in exc.errors():
+        path = ".".join(str(p) for p in err["loc"] if p != "global_")
+        out.append({"where": f"{where}.{path}" if path else where, "reason": err["msg"]})
+    return out
+
+
+def benchmark_config_errors(data: Any, where: str = "config") -> list[dict[str, str]]:
+    """Why a benchmark file's ``config`` is not valid (empty list when it is).
+
+    The intake validates with this before registering a benchmark, so a bad key rejects the
+    file with a message naming it instead of failing a run later.
+    """
+    if data is None:
+        return []
+    if not isinstance(data, Mapping):
+        return [{"where": where, "reason": "config must be an object of VerificationConfig keys"}]
+    errors = [{"where": f"{where}.{key}", "reason": "the judge is chosen per run (--judge/--model or "
+               "--config), not by a benchmark file"} for key in RUN_ONLY_KEYS if key in data]
+    try:
+        VerificationConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        errors += _validation_errors(exc, where)
+    return errors
+
+
+def merge_layers(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Merge config dicts, later winning; nested dicts (audit, claim_bands) merge key by key."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in (layer or {}).items():
+            if isinstance(value, Mapping) and isinstance(merged.get(key), dict) \
+                    and key != "deep_judgment_rubric_config":
+                merged[key] = merge_layers(merged[key], value)
+            else:
+                merged[key] = value
+    return merged
+
+
+def effective_config(benchmark: Mapping[str, Any] | None = None,
+                     run_layer: Mapping[str, Any] | None = None) -> VerificationConfig:
+    """Defaults <- the benchmark's config (minus run-only keys) <- the run's layer (file + --set)."""
+    bench = {k: v for k, v in (benchmark or {}).items() if k not in RUN_ONLY_KEYS}
+    try:
+        return VerificationConfig.model_validate(merge_layers(bench, run_layer))
+    except ValidationError as exc:
+        raise ConfigError(_validation_errors(exc, "config")) from None
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a ``--config`` file: TOML (``.toml``) or JSON (anything else), a table of config keys."""
+    path = Path(path)
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError([{"where": str(path), "reason": f"cannot read: {exc.strerror}"}]) from None
+    try:
+        data = tomllib.loads(text.decode("utf-8")) if path.suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError) as exc:
+        raise ConfigError([{"where": str(path), "reason": f"not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}"}]) from None
+    if not isinstance(data, dict):
+        raise ConfigError([{"where": str(path), "reason": "a config file holds a table/object of keys"}])
+    return data
+
+
+def parse_set(items: list[str] | None) -> dict[str, Any]:
+    """``--set key=value`` pairs as a nested dict. Values are JSON when they parse, else text.
+
+    ``--set deep_judgment_enabled=true --set audit.high_severe_min=4 --set deep_judgment_rubric_mode=custom``
+    """
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError([{"where": f"--set {item}", "reason": "expected key=value"}])
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        target = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise ConfigError([{"where": f"--set {item}", "reason": f"{part} is not a table"}])
+        target[leaf] = value
+    return out
+
+
+def run_layer(config_file: str | Path | None = None, sets: list[str] | None = None) -> dict[str, Any]:
+    """The run's own layer: the ``--config`` file then ``--set``, validated as a whole."""
+    layer = merge_layers(load_config_file(config_file) if config_file else {}, parse_set(sets))
+    effective_config(None, layer)  # fail early, naming the bad key
+    return layer
