@@ -1,0 +1,96 @@
+"""Trace primitives, which read the raw response: TraceRegex, TraceContains, TraceLength.
+
+A trace field passes when `check_trace(raw_response) == bool(ground_truth)`, so a ground truth
+of false tests for absence.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+from stages.primitives.base import TracePrimitive
+from stages.primitives.normalizers import StrictStr
+from stages.primitives.text import compile_pattern
+
+PositiveInt = Annotated[int, Field(strict=True, ge=1)]
+NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
+
+
+def _text(raw: object) -> str:
+    """The raw response as text (a missing response is empty)."""
+    return raw if isinstance(raw, str) else "" if raw is None else str(raw)
+
+
+class TraceRegex(TracePrimitive):
+    """True when `pattern` is found in the raw response, or found at least `count_min` times
+    (non-overlapping matches) when that is given."""
+
+    pattern: StrictStr
+    count_min: PositiveInt | None = None
+    _regex: re.Pattern[str] = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _compile(self) -> TraceRegex:
+        """Compile once; a bad pattern is a load-time error."""
+        self._regex = compile_pattern(self.pattern)
+        return self
+
+    def check_trace(self, raw: str) -> bool:
+        text = _text(raw)
+        if self.count_min is None:
+            return self._regex.search(text) is not None
+        found = 0
+        for _ in self._regex.finditer(text):
+            found += 1
+            if found >= self.count_min:
+                return True
+        return False
+
+
+class TraceContains(TracePrimitive):
+    """True when `substring` appears in the raw response (case-sensitive)."""
+
+    substring: StrictStr
+
+    @field_validator("substring", mode="after")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        """The empty string is in every response, so it would test nothing."""
+        if not value:
+            raise ValueError("must not be empty (it is in every response)")
+        return value
+
+    def check_trace(self, raw: str) -> bool:
+        return self.substring in _text(raw)
+
+
+class TraceLength(TracePrimitive):
+    """True when the raw response's length lies within [min, max], in characters or in
+    whitespace-separated words (either bound may be omitted, not both)."""
+
+    min: NonNegativeInt | None = None
+    max: NonNegativeInt | None = None
+    unit: Literal["chars", "words"] = "chars"
+
+    @model_validator(mode="after")
+    def _bounds(self) -> TraceLength:
+        """A length check needs a bound, and min must not exceed max."""
+        if self.min is None and self.max is None:
+            raise ValueError("needs min, max or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min}) is greater than max ({self.max})")
+        return self
+
+    def length(self, raw: str) -> int:
+        """The response's length in this primitive's unit."""
+        text = _text(raw)
+        return len(text.split()) if self.unit == "words" else len(text)
+
+    def check_trace(self, raw: str) -> bool:
+        size = self.length(raw)
+        if self.min is not None and size < self.min:
+            return False
+        return self.max is None or size <= self.max
