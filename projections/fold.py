@@ -1,0 +1,256 @@
+"""The fold: apply one event at a time to the read-model states (cases, benchmarks, runs).
+
+States are plain JSON-ready dicts keyed by ids, so they can be stored as rows and folded further
+later (incremental update) with exactly the result a fold from seq 1 gives. Nothing here depends
+on global seq order across cases: inside one case the stream ``version`` decides "latest wins",
+and everything keyed by event id is rendered sorted, so two interleavings of the same per-case
+histories give the same states.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+# Event types the read models fold; anything else is skipped (the history command reads the ledger).
+CASE_TYPES = (
+    "case.opened", "judge.called", "excerpt.extracted", "excerpt.retried", "excerpt.missing",
+    "risk.assessed", "reasoning.generated", "answer.parsed", "field.verified", "case.auto_failed",
+    "case.judged", "trait.scored", "trait.auto_failed", "claim.scored", "facts.decomposed",
+    "facts.checked", "logic.checked", "credit.scored", "stage.failed", "verdict.overridden",
+)
+BENCHMARK_TYPES = ("benchmark.registered", "benchmark.rejected")
+RUN_TYPES = ("run.started", "run.completed")
+FOLDED_TYPES = CASE_TYPES + BENCHMARK_TYPES + RUN_TYPES
+
+
+def new_case(case_id: str) -> dict[str, Any]:
+    """An empty case state: every key present, so rendering never guesses."""
+    return {
+        "case_id": case_id, "opened": False, "benchmark": None, "kind": None, "question_id": None,
+        "model": None, "question": {}, "config": {}, "config_hashes": [],
+        "judged": None, "auto_fail_reasons": [], "fields": {}, "excerpts": {}, "excerpt_retries": {},
+        "missing_excerpts": [], "risk": {}, "reasoning": None, "parsed": None, "traits": {},
+        "traits_auto_failed": [], "claims": {}, "decomposed": None, "facts_errors": None,
+        "logic_errors": None, "credit": None, "calls": {}, "failures": {}, "overrides": [],
+    }
+
+
+def case_id_of(event) -> str | None:
+    """The case an event belongs to: its payload's ``case_id``, else a ``case:<id>`` stream."""
+    data = event.data
+    if isinstance(data, dict) and isinstance(data.get("case_id"), str):
+        return data["case_id"]
+    if event.stream.startswith("case:"):
+        return event.stream[5:]
+    return None
+
+
+def _question_summary(kind: str | None, question: Any) -> dict[str, Any]:
+    """The part of ``case.opened.question`` the reports need (claims, audit expectations, text)."""
+    if not isinstance(question, dict):
+        return {}
+    if kind == "reconstruction":
+        claims = [{"id": str(c.get("id")), "text": c.get("text"), "type": c.get("type"),
+                   "importance": c.get("importance")}
+                  for c in question.get("original_claims") or [] if isinstance(c, dict)]
+        return {"doc_id": question.get("doc_id"), "original_claims": claims}
+    if kind == "audit":
+        return {key: question.get(key) for key in ("id", "tag", "difficulty", "description",
+                                                   "expected_credit_score")}
+    fields = (question.get("template") or {}).get("fields") or []
+    return {"question": question.get("question"),
+            "fields": sorted(str(f.get("name")) for f in fields if isinstance(f, dict))}
+
+
+def _latest(slot: dict | None, version: int) -> bool:
+    """True when an event at stream ``version`` should replace ``slot`` (later in its stream wins)."""
+    return slot is None or slot.get("v", 0) <= version
+
+
+def _set_versioned(table: dict, key: str, value: dict, version: int) -> None:
+    if _latest(table.get(key), version):
+        table[key] = {**value, "v": version}
+
+
+def _usage_tokens(usage: Any) -> tuple[int, int, int]:
+    """(input, output, total) tokens from a judge call's ``usage`` in OpenAI or Anthropic naming."""
+    if not isinstance(usage, dict):
+        return 0, 0, 0
+    inp = usage.get("prompt_tokens", usage.get("input_tokens")) or 0
+    out = usage.get("completion_tokens", usage.get("output_tokens")) or 0
+    total = usage.get("total_tokens") or (inp + out)
+    return int(inp), int(out), int(total)
+
+
+def _call_cost(data: dict) -> float:
+    """A judge call's cost in USD, wherever the port put it (``cost``, ``cost_usd``, ``usage.cost``)."""
+    for value in (data.get("cost"), data.get("cost_usd"), (data.get("usage") or {}).get("cost")):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, dict):
+            inner = value.get("usd", value.get("total"))
+            if isinstance(inner, (int, float)):
+                return float(inner)
+    return 0.0
+
+
+# --- per-type appliers ------------------------------------------------------------------------------
+
+def _opened(case, d, ev):
+    case.update(opened=True, benchmark=d.get("benchmark"), kind=d.get("kind"),
+                question_id=str(d.get("question_id")), model=d.get("model"),
+                question=_question_summary(d.get("kind"), d.get("question")),
+                config=d.get("config") if isinstance(d.get("config"), dict) else {})
+
+
+def _judge_called(case, d, ev):
+    inp, out, total = _usage_tokens(d.get("usage"))
+    case["calls"][ev.id] = {
+        "role": d.get("role"), "backend": d.get("backend"), "model": d.get("model"),
+        "attempt": d.get("attempt"), "request_hash": d.get("request_hash"), "error": d.get("error"),
+        "input_tokens": inp, "output_tokens": out, "tokens": total, "cost": _call_cost(d),
+        "latency_ms": d.get("latency_ms"), "cached": bool(d.get("cached") or d.get("reused")),
+    }
+
+
+def _excerpt(case, d, ev):
+    per_attr = case["excerpts"].setdefault(str(d.get("attribute")), {})
+    per_attr[ev.id] = {"text": d.get("text"), "similarity": d.get("similarity"),
+                       "confidence": d.get("confidence"), "attempt": d.get("attempt"), "v": ev.version}
+
+
+def _retried(case, d, ev):
+    attr = str(d.get("attribute"))
+    case["excerpt_retries"].setdefault(attr, {})[ev.id] = {
+        "attempt": d.get("attempt"), "failed": d.get("failed") or []}
+
+
+def _missing(case, d, ev):
+    attr = str(d.get("attribute"))
+    if attr not in case["missing_excerpts"]:
+        case["missing_excerpts"] = sorted([*case["missing_excerpts"], attr])
+
+
+def _risk(case, d, ev):
+    _set_versioned(case["risk"], str(d.get("attribute")), _without(d, "case_id", "attribute"), ev.version)
+
+
+def _without(d: dict, *keys: str) -> dict:
+    return {k: v for k, v in d.items() if k not in keys}
+
+
+def _reasoning(case, d, ev):
+    if _latest(case["reasoning"], ev.version):
+        case["reasoning"] = {**_without(d, "case_id"), "v": ev.version}
+
+
+def _parsed(case, d, ev):
+    if _latest(case["parsed"], ev.version):
+        case["parsed"] = {**_without(d, "case_id"), "v": ev.version}
+
+
+def _field(case, d, ev):
+    _set_versioned(case["fields"], str(d.get("field")), {
+        "primitive": d.get("primitive"), "extracted": d.get("extracted"),
+        "expected": d.get("expected"), "passed": d.get("passed")}, ev.version)
+
+
+def _auto_failed(case, d, ev):
+    case["auto_fail_reasons"] = sorted(set(case["auto_fail_reasons"]) | set(map(str, d.get("reasons") or [])))
+
+
+def _judged(case, d, ev):
+    if _latest(case["judged"], ev.version):
+        case["judged"] = {"verdict": d.get("verdict"), "auto_failed": bool(d.get("auto_failed")),
+                          "reasons": list(d.get("reasons") or []), "v": ev.version}
+
+
+def _trait(case, d, ev):
+    _set_versioned(case["traits"], str(d.get("trait")), {
+        "mode": d.get("mode"), "score": d.get("score"), "reasoning": d.get("reasoning")}, ev.version)
+
+
+def _trait_auto_failed(case, d, ev):
+    trait = str(d.get("trait"))
+    if trait not in case["traits_auto_failed"]:
+        case["traits_auto_failed"] = sorted([*case["traits_auto_failed"], trait])
+
+
+def _claim(case, d, ev):
+    _set_versioned(case["claims"], str(d.get("claim_id")), {
+        "score": d.get("score"), "justification": d.get("justification"),
+        "evidence_refs": list(d.get("evidence_refs") or [])}, ev.version)
+
+
+def _decomposed(case, d, ev):
+    if _latest(case["decomposed"], ev.version):
+        case["decomposed"] = {**_without(d, "case_id"), "v": ev.version}
+
+
+def _checked(slot: str):
+    def apply(case, d, ev):
+        if _latest(case[slot], ev.version):
+            case[slot] = {"errors": list(d.get("errors") or []), "v": ev.version}
+    return apply
+
+
+def _credit(case, d, ev):
+    if _latest(case["credit"], ev.version):
+        case["credit"] = {"high": d.get("high"), "low": d.get("low"),
+                          "credit_score": d.get("credit_score"), "zone": d.get("zone"), "v": ev.version}
+
+
+def _stage_failed(case, d, ev):
+    case["failures"][ev.id] = {"stage": d.get("stage"), "reason": d.get("reason"), "v": ev.version}
+
+
+def _overridden(case, d, ev):
+    entry = {"verdict": d.get("verdict"), "reason": d.get("reason"), "author": d.get("author"),
+             "v": ev.version, "id": ev.id}
+    if entry not in case["overrides"]:
+        case["overrides"] = sorted([*case["overrides"], entry], key=lambda o: (o["v"], o["id"]))
+
+
+CASE_APPLIERS: dict[str, Callable] = {
+    "case.opened": _opened, "judge.called": _judge_called, "excerpt.extracted": _excerpt,
+    "excerpt.retried": _retried, "excerpt.missing": _missing, "risk.assessed": _risk,
+    "reasoning.generated": _reasoning, "answer.parsed": _parsed, "field.verified": _field,
+    "case.auto_failed": _auto_failed, "case.judged": _judged, "trait.scored": _trait,
+    "trait.auto_failed": _trait_auto_failed, "claim.scored": _claim, "facts.decomposed": _decomposed,
+    "facts.checked": _checked("facts_errors"), "logic.checked": _checked("logic_errors"),
+    "credit.scored": _credit, "stage.failed": _stage_failed, "verdict.overridden": _overridden,
+}
+
+
+def apply_case_event(case: dict, event) -> None:
+    """Fold one case event into its case state (in place)."""
+    data = event.data if isinstance(event.data, dict) else {}
+    CASE_APPLIERS[event.type](case, data, event)
+    config_hash = (event.meta or {}).get("config_hash")
+    if config_hash and event.type != "case.opened" and config_hash not in case["config_hashes"]:
+        case["config_hashes"] = sorted([*case["config_hashes"], config_hash])
+
+
+def apply_benchmark_event(states: dict, event) -> None:
+    """Fold ``benchmark.registered`` / ``benchmark.rejected`` into the benchmark states."""
+    d = event.data
+    if event.type == "benchmark.registered":
+        states[str(d.get("benchmark"))] = {
+            "benchmark": d.get("benchmark"), "name": d.get("name"), "kind": d.get("kind"),
+            "config": d.get("config") or {}, "question_count": len(d.get("questions") or []),
+            "source": d.get("source"), "rejected_questions": d.get("rejected_questions") or []}
+    else:
+        key = "rejected:" + str(d.get("file"))
+        states[key] = {"benchmark": None, "rejected_file": d.get("file"), "errors": d.get("errors") or []}
+
+
+def apply_run_event(states: dict, event) -> None:
+    """Fold ``run.started`` / ``run.completed``: the judge and the effective config of each run."""
+    d = event.data
+    run = str(d.get("run"))
+    state = states.setdefault(run, {"run": run, "started": None, "completed": None})
+    meta_hash = (event.meta or {}).get("config_hash")
+    if event.type == "run.started":
+        state["started"] = {**_without(d, "run"), "config_hash": d.get("config_hash") or meta_hash}
+    else:
+        state["completed"] = _without(d, "run")

@@ -1,0 +1,264 @@
+"""Results per case and per benchmark x model: status, verdicts, rates, usage, per field and trait,
+and the paired model comparison.
+
+Every function takes case states (``projections.fold``) and returns JSON-ready values; callers
+pass cases sorted by id and every sum runs in that order, so the numbers never depend on the
+order in which cases finished.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+from projections.stats import (
+    mcnemar_exact, paired_bootstrap_interval, ratio, rnd, seed_for, wilson_interval,
+)
+
+NUMERIC = (int, float)
+
+
+# --- one case ----------------------------------------------------------------------------------------
+
+def is_finished(case: dict) -> bool:
+    """A case is finished when its kind's final event is in: case.judged (template), every original
+    claim scored (reconstruction), credit.scored (audit)."""
+    if case["judged"] is not None:
+        return True
+    if case["kind"] == "reconstruction":
+        wanted = {c["id"] for c in case["question"].get("original_claims", [])}
+        return bool(case["claims"]) and wanted <= set(case["claims"])
+    if case["kind"] == "audit":
+        return case["credit"] is not None
+    return False
+
+
+def case_status(case: dict) -> str:
+    """judged (finished), failed (a stage gave up and it did not finish), or pending (not finished)."""
+    if is_finished(case):
+        return "judged"
+    return "failed" if case["failures"] else "pending"
+
+
+def original_verdict(case: dict) -> str | None:
+    """The verdict the stages gave (case.judged), before any reviewer override."""
+    return case["judged"]["verdict"] if case["judged"] else None
+
+
+def override_of(case: dict) -> dict | None:
+    """The reviewer override in force: the latest verdict.overridden in the case's stream."""
+    return case["overrides"][-1] if case["overrides"] else None
+
+
+def effective_verdict(case: dict) -> str | None:
+    """The verdict reports count: the latest override when there is one, else the stages' verdict."""
+    override = override_of(case)
+    return override["verdict"] if override else original_verdict(case)
+
+
+def is_auto_failed(case: dict) -> bool:
+    return bool(case["auto_fail_reasons"]) or bool(case["judged"] and case["judged"]["auto_failed"])
+
+
+def call_list(case: dict) -> list[dict]:
+    """The case's judge calls, sorted by (role, attempt, request hash, event id)."""
+    return [dict(call, id=cid) for cid, call in sorted(
+        case["calls"].items(),
+        key=lambda kv: (str(kv[1]["role"]), kv[1]["attempt"] or 0, str(kv[1]["request_hash"]), kv[0]))]
+
+
+def usage_of(case: dict) -> dict[str, Any]:
+    """Judge calls, retried attempts, errors, tokens and cost of one case."""
+    calls = call_list(case)
+    return {
+        "judge_calls": len(calls),
+        "judge_retries": sum(1 for c in calls if (c["attempt"] or 1) > 1),
+        "judge_errors": sum(1 for c in calls if c["error"]),
+        "input_tokens": sum(c["input_tokens"] for c in calls),
+        "output_tokens": sum(c["output_tokens"] for c in calls),
+        "tokens": sum(c["tokens"] for c in calls),
+        "cost": math.fsum(c["cost"] for c in calls),
+    }
+
+
+def excerpt_retry_count(case: dict) -> int:
+    return sum(len(v) for v in case["excerpt_retries"].values())
+
+
+def case_result(case: dict) -> dict[str, Any]:
+    """The full per-case result (one line of evaluations.jsonl), with no internal bookkeeping."""
+    from projections.audit import zone_of
+    from projections.reconstruction import calculated_metrics
+    override = override_of(case)
+    excerpts = {attr: sorted(({k: e[k] for k in ("text", "similarity", "confidence", "attempt")}
+                              for e in per.values()), key=lambda e: (e["attempt"] or 0, str(e["text"])))
+                for attr, per in sorted(case["excerpts"].items())}
+    result: dict[str, Any] = {
+        "case_id": case["case_id"], "benchmark": case["benchmark"], "kind": case["kind"],
+        "question_id": case["question_id"], "model": case["model"], "status": case_status(case),
+        "verdict": effective_verdict(case), "original_verdict": original_verdict(case),
+        "override": {k: override[k] for k in ("verdict", "reason", "author")} if override else None,
+        "auto_failed": is_auto_failed(case),
+        "auto_fail_reasons": sorted(set(case["auto_fail_reasons"])
+                                    | set(case["judged"]["reasons"] if case["judged"] else [])),
+        "fields": {name: _strip(f) for name, f in sorted(case["fields"].items())},
+        "excerpts": excerpts,
+        "excerpt_retries": excerpt_retry_count(case),
+        "missing_excerpts": case["missing_excerpts"],
+        "reasoning": _strip(case["reasoning"]),
+        "traits": {name: _strip(t) for name, t in sorted(case["traits"].items())},
+        "traits_auto_failed": case["traits_auto_failed"],
+        "failures": sorted((_strip(f) for f in case["failures"].values()),
+                           key=lambda f: (str(f["stage"]), str(f["reason"]))),
+        "judge": {**usage_of(case), "cost": rnd(usage_of(case)["cost"], 6)},
+        "config_hashes": case["config_hashes"],
+    }
+    if case["kind"] == "reconstruction":
+        result["calculated_metrics"] = calculated_metrics(case)
+    if case["kind"] == "audit":
+        credit = _strip(case["credit"])
+        expected = case["question"].get("expected_credit_score")
+        result["audit"] = {"tag": case["question"].get("tag"), "expected_credit_score": expected,
+                           "expected_zone": zone_of(expected), "credit": credit,
+                           "facts_errors": (case["facts_errors"] or {}).get("errors"),
+                           "logic_errors": (case["logic_errors"] or {}).get("errors")}
+    return result
+
+
+def _strip(value: dict | None) -> dict | None:
+    """A state slot without its bookkeeping keys (stream version, event id)."""
+    if value is None:
+        return None
+    return {k: v for k, v in value.items() if k not in ("v", "id")}
+
+
+# --- per benchmark x model -------------------------------------------------------------------------
+
+def group_cases(cases: Iterable[dict]) -> dict[tuple[str, str], list[dict]]:
+    """Cases by (benchmark, model), each list in case-id order, keys sorted."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for case in cases:
+        groups.setdefault((str(case["benchmark"]), str(case["model"])), []).append(case)
+    return {key: sorted(groups[key], key=lambda c: c["case_id"]) for key in sorted(groups)}
+
+
+def group_summary(cases: list[dict]) -> dict[str, Any]:
+    """Counts, pass rate with its 95% Wilson interval, auto-fail rate, usage; failed cases stay in
+    the denominator (pass rate = passed / all cases)."""
+    n = len(cases)
+    statuses = [case_status(c) for c in cases]
+    verdicts = [effective_verdict(c) for c in cases]
+    passed = verdicts.count("pass")
+    with_verdict = sum(1 for v in verdicts if v is not None)
+    auto_failed = sum(1 for c in cases if is_auto_failed(c))
+    usages = [usage_of(c) for c in cases]
+    interval = wilson_interval(passed, n) if with_verdict else None
+    return {
+        "cases": n, "judged": statuses.count("judged"), "failed": statuses.count("failed"),
+        "pending": statuses.count("pending"), "passed": passed, "failed_verdict": verdicts.count("fail"),
+        "pass_rate": rnd(ratio(passed, n)) if with_verdict else None,
+        "pass_rate_ci95": [rnd(interval[0]), rnd(interval[1])] if interval else None,
+        "auto_failed": auto_failed, "auto_fail_rate": rnd(ratio(auto_failed, n)),
+        "overridden": sum(1 for c in cases if c["overrides"]),
+        "excerpt_retries": sum(excerpt_retry_count(c) for c in cases),
+        "judge_calls": sum(u["judge_calls"] for u in usages),
+        "judge_retries": sum(u["judge_retries"] for u in usages),
+        "judge_errors": sum(u["judge_errors"] for u in usages),
+        "input_tokens": sum(u["input_tokens"] for u in usages),
+        "output_tokens": sum(u["output_tokens"] for u in usages),
+        "tokens": sum(u["tokens"] for u in usages),
+        "cost": rnd(math.fsum(u["cost"] for u in usages), 6),
+    }
+
+
+def per_field(cases: list[dict]) -> dict[str, dict[str, Any]]:
+    """Per template field: verified, passed, failed, undecided (passed null) and the pass rate."""
+    out: dict[str, dict[str, Any]] = {}
+    for case in cases:
+        for name, field in case["fields"].items():
+            row = out.setdefault(name, {"verified": 0, "passed": 0, "failed": 0, "undecided": 0})
+            row["verified"] += 1
+            row[{True: "passed", False: "failed"}.get(field["passed"], "undecided")] += 1
+    for row in out.values():
+        row["pass_rate"] = rnd(ratio(row["passed"], row["passed"] + row["failed"]))
+    return {k: out[k] for k in sorted(out)}
+
+
+def per_trait(cases: list[dict]) -> dict[str, dict[str, Any]]:
+    """Per rubric trait: scored, mean of numeric scores, share true of boolean scores, auto-failed."""
+    scores: dict[str, list] = {}
+    auto: dict[str, int] = {}
+    for case in cases:
+        for name, trait in case["traits"].items():
+            scores.setdefault(name, []).append(trait["score"])
+        for name in case["traits_auto_failed"]:
+            auto[name] = auto.get(name, 0) + 1
+            scores.setdefault(name, [])
+    out = {}
+    for name in sorted(scores):
+        values = scores[name]
+        booleans = [v for v in values if isinstance(v, bool)]
+        numbers = [v for v in values if isinstance(v, NUMERIC) and not isinstance(v, bool)]
+        out[name] = {"scored": len(values), "auto_failed": auto.get(name, 0),
+                     "mean_score": rnd(math.fsum(numbers) / len(numbers)) if numbers else None,
+                     "true_rate": rnd(ratio(sum(booleans), len(booleans))) if booleans else None}
+    return out
+
+
+# --- model comparison ------------------------------------------------------------------------------
+
+def _outcomes(cases: list[dict]) -> dict[str, tuple[int, bool]]:
+    """question_id -> (passed 0/1, finished) for one model; several cases of a question pass only
+    if all pass."""
+    out: dict[str, tuple[int, bool]] = {}
+    for case in cases:
+        passed = int(effective_verdict(case) == "pass")
+        finished = case_status(case) == "judged"
+        prev = out.get(case["question_id"])
+        out[case["question_id"]] = (passed, finished) if prev is None else (prev[0] & passed, prev[1] and finished)
+    return out
+
+
+def compare_models(benchmark: str, by_model: dict[str, list[dict]]) -> list[dict[str, Any]]:
+    """For every pair of models (sorted) on the same questions: paired counts, the difference in
+    pass rate (B - A), McNemar's exact p-value and a seeded 95% bootstrap interval.
+
+    A case that did not finish counts as not passed, as in the pass rate; their pairs are counted
+    in ``unfinished_pairs``.
+    """
+    models = sorted(m for m, cases in by_model.items() if any(effective_verdict(c) for c in cases)
+                    or any(c["kind"] == "template" for c in cases))
+    outcomes = {m: _outcomes(by_model[m]) for m in models}
+    rows = []
+    for i, a in enumerate(models):
+        for b_model in models[i + 1:]:
+            shared = sorted(set(outcomes[a]) & set(outcomes[b_model]))
+            if not shared:
+                continue
+            pa = [outcomes[a][q] for q in shared]
+            pb = [outcomes[b_model][q] for q in shared]
+            both = sum(1 for x, y in zip(pa, pb) if x[0] and y[0])
+            a_only = sum(1 for x, y in zip(pa, pb) if x[0] and not y[0])
+            b_only = sum(1 for x, y in zip(pa, pb) if y[0] and not x[0])
+            n = len(shared)
+            interval = paired_bootstrap_interval(a_only, b_only, n, seed_for(benchmark, a, b_model))
+            rows.append({
+                "model_a": a, "model_b": b_model, "pairs": n, "both_pass": both, "a_only": a_only,
+                "b_only": b_only, "neither": n - both - a_only - b_only,
+                "a_pass_rate": rnd((both + a_only) / n), "b_pass_rate": rnd((both + b_only) / n),
+                "difference": rnd((b_only - a_only) / n),
+                "difference_ci95": [rnd(interval[0]), rnd(interval[1])],
+                "mcnemar_p": rnd(mcnemar_exact(a_only, b_only), 6),
+                "unfinished_pairs": sum(1 for x, y in zip(pa, pb) if not (x[1] and y[1])),
+                "verdict": _comparison_sentence(a, b_model, a_only, b_only, mcnemar_exact(a_only, b_only)),
+            })
+    return rows
+
+
+def _comparison_sentence(a: str, b: str, a_only: int, b_only: int, p: float) -> str:
+    """A one-line reading of the test: which model is better, and whether the evidence holds at 5%."""
+    if a_only == b_only:
+        return f"no difference between {a} and {b} on these questions"
+    better, worse = (b, a) if b_only > a_only else (a, b)
+    strength = "significant at 5%" if p < 0.05 else "not significant at 5%"
+    return f"{better} passes more than {worse} ({strength}, McNemar exact p = {rnd(p, 6)})"

@@ -1,0 +1,128 @@
+"""Where the read models live: ``proj_*`` tables in the ledger's SQLite file, with their position.
+
+A home's read models sit beside the events in ``ledger.db`` (Datasette shows both); a ``.jsonl``
+ledger gets a sibling ``<name>.projections.db``. The store uses its own connection, so a fold
+never interleaves with a stage's append transaction on the ledger's connection.
+
+Tables: ``proj_position`` (name, seq, hash: the ledger event the models were folded up to),
+``proj_cases`` (one row per case: ids for querying plus the JSON state), ``proj_benchmarks``,
+``proj_runs``. States are stored as canonical JSON (sorted keys), so the tables themselves are
+the same bytes after an incremental update and after a rebuild.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import orjson
+
+POSITION_NAME = "projections"
+TABLES = ("proj_position", "proj_cases", "proj_benchmarks", "proj_runs")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS proj_position (name TEXT PRIMARY KEY, seq INTEGER NOT NULL, hash TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS proj_cases (
+    case_id TEXT PRIMARY KEY, benchmark TEXT, model TEXT, kind TEXT, question_id TEXT, status TEXT,
+    verdict TEXT, state TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS proj_cases_benchmark ON proj_cases (benchmark, model);
+CREATE TABLE IF NOT EXISTS proj_benchmarks (key TEXT PRIMARY KEY, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS proj_runs (run TEXT PRIMARY KEY, state TEXT NOT NULL);
+"""
+
+
+def dumps(value: Any) -> str:
+    """Canonical JSON text (sorted keys) of a state."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+
+
+def store_path(led) -> str:
+    """The SQLite file holding ``led``'s read models."""
+    recorder = led.recorder
+    if getattr(recorder, "db", None) is not None:
+        return recorder.path
+    path = Path(recorder.path)
+    return str(path.with_name(path.stem + ".projections.db"))
+
+
+def reports_dir(led) -> Path:
+    """Where reports go: ``<home>/reports``, else ``<name>-reports`` beside a bare ledger file."""
+    if led.home is not None:
+        return Path(led.home) / "reports"
+    path = Path(led.recorder.path)
+    return path.with_name(path.stem + "-reports")
+
+
+class ReadModelStore:
+    """The read-model tables of one ledger, on a connection of their own."""
+
+    def __init__(self, led):
+        self.conn = sqlite3.connect(store_path(led), isolation_level=None, timeout=60)
+        self.conn.execute("PRAGMA busy_timeout = 60000")
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # --- position ------------------------------------------------------------------------------
+    def position(self) -> tuple[int, str]:
+        """(seq, hash) of the last ledger event folded; (0, 64 zeros) before the first fold."""
+        row = self.conn.execute("SELECT seq, hash FROM proj_position WHERE name = ?",
+                                (POSITION_NAME,)).fetchone()
+        return (row[0], row[1]) if row else (0, "0" * 64)
+
+    # --- writing -------------------------------------------------------------------------------
+    def drop(self) -> None:
+        """Drop every read model (a rebuild then folds from seq 1)."""
+        self.conn.executescript("".join(f"DROP TABLE IF EXISTS {t};" for t in TABLES))
+        self.conn.executescript(SCHEMA)
+
+    def save(self, cases: Iterable[dict], benchmarks: dict[str, dict], runs: dict[str, dict],
+             position: tuple[int, str] | None) -> None:
+        """Upsert states and (when given) the new position, in one transaction."""
+        from projections.results import case_status, effective_verdict
+        rows = [(c["case_id"], c["benchmark"], c["model"], c["kind"], c["question_id"],
+                 case_status(c), effective_verdict(c), dumps(c)) for c in cases]
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("INSERT OR REPLACE INTO proj_cases VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            conn.executemany("INSERT OR REPLACE INTO proj_benchmarks VALUES (?, ?)",
+                             [(k, dumps(v)) for k, v in benchmarks.items()])
+            conn.executemany("INSERT OR REPLACE INTO proj_runs VALUES (?, ?)",
+                             [(k, dumps(v)) for k, v in runs.items()])
+            if position is not None:
+                conn.execute("INSERT OR REPLACE INTO proj_position VALUES (?, ?, ?)",
+                             (POSITION_NAME, position[0], position[1]))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # --- reading -------------------------------------------------------------------------------
+    def load_cases(self, case_ids: Iterable[str]) -> dict[str, dict]:
+        """The stored states of these cases (missing ids are simply absent)."""
+        ids = list(case_ids)
+        out: dict[str, dict] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for case_id, state in self.conn.execute(
+                    f"SELECT case_id, state FROM proj_cases WHERE case_id IN ({marks})", chunk):
+                out[case_id] = orjson.loads(state)
+        return out
+
+    def load_keyed(self, table: str) -> dict[str, dict]:
+        """Every state of ``proj_benchmarks`` or ``proj_runs``, by key."""
+        key = "run" if table == "proj_runs" else "key"
+        return {k: orjson.loads(s) for k, s in self.conn.execute(f"SELECT {key}, state FROM {table}")}
+
+    def iter_cases(self) -> Iterator[dict]:
+        """Every case state, sorted by case id."""
+        for (state,) in self.conn.execute("SELECT state FROM proj_cases ORDER BY case_id"):
+            yield orjson.loads(state)
+
+    def case_count(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM proj_cases").fetchone()[0]
