@@ -33,6 +33,9 @@ class FileReceived(DomainPayload):
     sha256: str
     size: int
     format: str | None = None
+    status: str | None = None            # accepted | pending (intake)
+    benchmark: str | None = None         # the benchmark id the file registered or answered
+    benchmark_name: str | None = None
 
 
 @event_type("benchmark.registered")
@@ -40,17 +43,34 @@ class BenchmarkRegistered(DomainPayload):
     benchmark: str
     name: str
     kind: Literal["template", "reconstruction", "audit"]
+    format: str | None = None            # the input format it came from (benchmark, karenina, ...)
+    config: dict[str, Any] = {}
+    questions: list[dict[str, Any]] = []
+    source: dict[str, Any] | None = None  # {"file", "sha256"}
+    rejected_questions: list[WhereReason] = []
+    rejected_traits: list[WhereReason] = []
 
 
 @event_type("benchmark.rejected")
 class BenchmarkRejected(DomainPayload):
     file: str
     errors: list[WhereReason]
+    sha256: str | None = None
+    size: int | None = None
 
 
 @event_type("responses.registered")
 class ResponsesRegistered(DomainPayload):
-    benchmark: str
+    benchmark: str                       # the benchmark id; for pending responses, the name or id they gave
+    pending: bool = False
+    file: str | None = None
+    sha256: str | None = None
+    count: int = 0
+    cases: list[str] = []
+    responses: list[dict[str, Any]] = []  # pending only: the responses held until the benchmark arrives
+    resolved_from: str | None = None     # id of the pending event this resolves
+    rejected: bool = False
+    errors: list[WhereReason] = []
 
 
 @event_type("case.opened")
@@ -60,6 +80,11 @@ class CaseOpened(DomainPayload):
     kind: Literal["template", "reconstruction", "audit"]
     question_id: str
     model: str | None = None
+    benchmark_name: str | None = None
+    question: dict[str, Any] | None = None   # internals.md: self-contained question per kind
+    response: Any = None                     # text (template, audit) or reconstruction object
+    config: dict[str, Any] = {}
+    source: dict[str, Any] | None = None     # {"file", "sha256"} of the file that opened it
 
 
 # --- Judge traffic -------------------------------------------------------------------------------

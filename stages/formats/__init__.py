@@ -1,0 +1,99 @@
+"""Readers for the five input formats of FORMATS.md, recognised by content.
+
+``parse(raw, filename)`` returns a ParsedFile or raises FileRejected listing every problem found
+(each with the place and the reason). Nothing here touches the ledger, and nothing executes any
+part of a file: Karenina template source is only read with ``ast``.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Any
+
+from stages.formats.decode import decode_text, first_json_line, loads, parse_jsonl
+from stages.formats.errors import FileRejected, Problem
+from stages.formats.model import FORMAT_NAMES, ParsedBenchmark, ParsedFile, ParsedResponse
+
+__all__ = ["FORMAT_NAMES", "FileRejected", "ParsedBenchmark", "ParsedFile", "ParsedResponse", "Problem",
+           "parse"]
+
+_AUDIT_KEYS = {"tag", "model_output", "context_input"}
+_RESPONSE_KEYS = {"question_id", "model", "text"}
+_FORMAT_HELP = ("expected one of: a native benchmark ({\"format\": \"evalledger/benchmark@1\"}), responses "
+                "({\"format\": \"evalledger/responses@1\"} or JSONL lines with benchmark, question_id, model, "
+                "text), a reconstruction ({\"format\": \"evalledger/reconstruction@1\"}), VerifyFast audit JSONL "
+                "(id, tag, difficulty, description, context_input, model_output), or a Karenina checkpoint "
+                "(JSON-LD with \"@type\": \"DataFeed\")")
+
+
+def parse(raw: bytes, filename: str = "input") -> ParsedFile:
+    """Recognise and read one file's bytes. Raises FileRejected with every problem found."""
+    text = decode_text(raw)
+    stem = PurePath(filename).stem or "benchmark"
+    try:
+        doc = loads(text)
+    except FileRejected as whole_error:
+        first = first_json_line(text)
+        if isinstance(first, dict) and text.lstrip().startswith("{") and "\n" in text.strip():
+            return _read_lines(text, first, stem)
+        raise whole_error
+    if isinstance(doc, dict) and not _looks_like_line(doc):
+        return _read_document(doc)
+    if isinstance(doc, dict):
+        return _read_lines(text, doc, stem)
+    raise FileRejected([Problem("$", f"the top level is {_kind(doc)}, not an object; {_FORMAT_HELP}")])
+
+
+def _looks_like_line(doc: dict) -> bool:
+    """A one-line JSONL file (an audit case or a response line) parses as a single object."""
+    return "format" not in doc and "@type" not in doc and (
+        _AUDIT_KEYS <= doc.keys() or (_RESPONSE_KEYS <= doc.keys() and "benchmark" in doc))
+
+
+def _read_document(doc: dict) -> ParsedFile:
+    """A JSON document: native benchmark, responses, reconstruction or Karenina checkpoint."""
+    from stages.formats import native, reconstruction
+    fmt = doc.get("format")
+    if fmt == native.BENCHMARK_FORMAT:
+        return native.read_benchmark(doc)
+    if fmt == native.RESPONSES_FORMAT:
+        return native.read_responses(doc)
+    if fmt == "evalledger/reconstruction@1" or (fmt is None and {"doc_id", "original_claims"} <= doc.keys()):
+        return reconstruction.read_reconstruction(doc)
+    if doc.get("@type") == "DataFeed" or "dataFeedElement" in doc:
+        from stages.formats import karenina
+        return karenina.read_checkpoint(doc)
+    if fmt is not None:
+        raise FileRejected([Problem("$.format", f"unknown format {fmt!r}; {_FORMAT_HELP}")])
+    raise FileRejected([Problem("$", f"not a recognised format; {_FORMAT_HELP}")])
+
+
+def _read_lines(text: str, first: dict, stem: str) -> ParsedFile:
+    """A JSONL file: audit cases or response lines, decided by the first line's keys."""
+    from stages.formats import audit, native
+    rows, problems = parse_jsonl(text)
+    if _AUDIT_KEYS & first.keys():
+        reader = lambda: audit.read_audit(rows, stem)  # noqa: E731
+    elif _RESPONSE_KEYS & first.keys():
+        reader = lambda: native.read_responses_lines(rows)  # noqa: E731
+    else:
+        raise FileRejected([Problem("line 1", f"not a recognised JSONL format; {_FORMAT_HELP}")])
+    try:
+        parsed = reader()
+    except FileRejected as exc:
+        problems.extend(exc.problems)
+        parsed = None
+    if problems or parsed is None:
+        raise FileRejected(sorted(problems, key=_line_order))
+    return parsed
+
+
+def _line_order(problem: Problem) -> tuple[int, str]:
+    head = problem.where.split(":")[0].split(",")[0]
+    number = head.removeprefix("line ").strip()
+    return (int(number) if number.isdigit() else 0, problem.where)
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}.get(
+        type(value), "null" if value is None else type(value).__name__)

@@ -1,0 +1,56 @@
+"""VerifyFast audit cases (JSONL), exactly the fields of spec/verifyfast-audit.md.
+
+One line is one case: the line's ``id`` becomes the question id, ``model_output`` the response.
+The file as a whole is one ``audit`` benchmark; its name is the file name's stem (informational:
+the benchmark id comes from the cases only).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, StringConstraints
+
+from stages.formats.errors import FileRejected, Problems
+from stages.formats.model import ParsedBenchmark, ParsedFile, ParsedResponse
+from stages.formats.native import Strict, _validate
+
+TAGS = ("clean", "minor_factual", "minor_logic", "multi_minor", "major_factual", "major_logic",
+        "severe_factual", "severe_logic", "severe_mixed", "severe_fabrication", "sycophancy")
+Text = Annotated[str, StringConstraints(min_length=1, max_length=1_000_000)]
+
+
+class AuditLine(Strict):
+    id: Union[Annotated[int, Field(ge=0, lt=2**53)], Annotated[str, StringConstraints(min_length=1, max_length=200)]]
+    tag: Literal[TAGS]  # type: ignore[valid-type]
+    difficulty: Annotated[str, StringConstraints(min_length=1, max_length=50)]
+    description: str
+    context_input: Text
+    model_output: Text
+    expected_credit_score: Annotated[int, Field(ge=1, le=5)] | None = None
+
+
+def read_audit(rows: list[tuple[int, Any]], name: str) -> ParsedFile:
+    """Every line validated (all errors reported), ids unique, one case per line."""
+    problems = Problems()
+    questions: list[dict] = []
+    responses: list[ParsedResponse] = []
+    seen: dict[str, int] = {}
+    for number, row in rows:
+        try:
+            line = _validate(AuditLine, row, f"line {number}: $")
+        except FileRejected as exc:
+            problems.extend(exc.problems)
+            continue
+        qid = str(line.id)
+        if qid in seen:
+            problems.add(f"line {number}: $.id", f"duplicate case id {line.id!r} (first on line {seen[qid]})")
+            continue
+        seen[qid] = number
+        question = line.model_dump(mode="json", exclude={"model_output"})
+        question["id"] = qid
+        questions.append(question)
+        responses.append(ParsedResponse(qid, None, line.model_output, f"line {number}"))
+    problems.raise_if_any()
+    bench = ParsedBenchmark("audit", name, {}, questions)
+    return ParsedFile("audit", bench, responses)

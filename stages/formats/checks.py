@@ -1,0 +1,117 @@
+"""The two validations other parts own: primitive specs and benchmark ``config`` keys.
+
+Primitive specs go through ``stages.primitives.from_spec`` (the primitives issue); benchmark
+``config`` goes through ``stages.config.VerificationConfig`` (the configuration issue). While
+either is missing, a conservative fallback runs here, so switching over is this file only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stages.formats.errors import Problem, from_validation_error, join_path
+
+# The 18 primitives of spec/verification-primitives.md, for the fallback only.
+FALLBACK_PRIMITIVES = frozenset({
+    "BooleanMatch", "ContainsAll", "ContainsAny", "DateMatch", "DateRange", "DateTolerance",
+    "ExactMatch", "LiteralMatch", "NumericExact", "NumericRange", "NumericTolerance", "OrderedMatch",
+    "RegexMatch", "SemanticMatch", "SetContainment", "TraceContains", "TraceLength", "TraceRegex",
+})
+TRACE_PRIMITIVES = frozenset({"TraceContains", "TraceLength", "TraceRegex"})
+
+# The VerificationConfig fields named by spec/deep-judgment-templates.md and deep-judgment-rubrics.md,
+# with the JSON type each takes, for the fallback only.
+FALLBACK_CONFIG_FIELDS: dict[str, tuple[type, ...]] = {
+    "deep_judgment_enabled": (bool,),
+    "deep_judgment_max_excerpts_per_attribute": (int,),
+    "deep_judgment_fuzzy_match_threshold": (int, float),
+    "deep_judgment_excerpt_retry_attempts": (int,),
+    "deep_judgment_search_enabled": (bool,),
+    "deep_judgment_search_tool": (str,),
+    "deep_judgment_rubric_mode": (str,),
+    "deep_judgment_rubric_global_excerpts": (bool,),
+    "deep_judgment_rubric_max_excerpts_default": (int,),
+    "deep_judgment_rubric_fuzzy_match_threshold_default": (int, float),
+    "deep_judgment_rubric_excerpt_retry_attempts_default": (int,),
+    "deep_judgment_rubric_search_enabled": (bool,),
+    "deep_judgment_rubric_search_tool": (str,),
+    "deep_judgment_rubric_config": (dict, type(None)),
+}
+
+
+def check_primitive(spec: Any, where: str) -> tuple[Any, list[Problem]]:
+    """Load a ``verify_with`` spec: (primitive or None, problems). Never raises on bad input."""
+    try:
+        from stages.primitives import PrimitiveSpecError, from_spec
+    except ImportError:
+        return None, _fallback_primitive(spec, where)
+    try:
+        return from_spec(spec, where=where), []
+    except PrimitiveSpecError as exc:
+        return None, [Problem(exc.where or where, exc.reason)]
+    except (ValueError, TypeError) as exc:
+        return None, [Problem(where, str(exc))]
+
+
+def _fallback_primitive(spec: Any, where: str) -> list[Problem]:
+    if not isinstance(spec, dict):
+        return [Problem(where, "a primitive spec is an object like {\"type\": \"ExactMatch\"}")]
+    kind = spec.get("type")
+    if kind not in FALLBACK_PRIMITIVES:
+        return [Problem(join_path(where, ["type"]),
+                        f"unknown primitive {kind!r}; known: {', '.join(sorted(FALLBACK_PRIMITIVES))}")]
+    return []
+
+
+def is_trace(spec: Any) -> bool:
+    """True when a spec names a trace primitive (reads the raw response, field must be bool)."""
+    return isinstance(spec, dict) and spec.get("type") in TRACE_PRIMITIVES
+
+
+def check_expected(primitive: Any, ground_truth: Any, where: str) -> list[Problem]:
+    """Ask the loaded primitive whether it can use this ground truth."""
+    checker = getattr(primitive, "check_expected", None)
+    if checker is None:
+        return []
+    try:
+        checker(ground_truth)
+    except (ValueError, TypeError) as exc:
+        return [Problem(where, str(exc))]
+    return []
+
+
+def check_config(config: Any, where: str = "$.config") -> list[Problem]:
+    """Validate a benchmark's ``config`` against VerificationConfig (missing fields are fine)."""
+    if not isinstance(config, dict):
+        return [Problem(where, "config is an object of VerificationConfig fields")]
+    try:
+        from stages.config import VerificationConfig
+    except ImportError:
+        return _fallback_config(config, where)
+    return _with_model(VerificationConfig, config, where)
+
+
+def _with_model(model: Any, config: dict, where: str) -> list[Problem]:
+    from pydantic import ValidationError
+    problems = [Problem(join_path(where, [key]), "unknown VerificationConfig field")
+                for key in config if key not in model.model_fields]
+    try:
+        model.model_validate({k: v for k, v in config.items() if k in model.model_fields})
+    except ValidationError as exc:
+        for problem in from_validation_error(exc, where):
+            if problem.reason != "required key is missing":
+                problems.append(problem)
+    return problems
+
+
+def _fallback_config(config: dict, where: str) -> list[Problem]:
+    problems = []
+    for key, value in config.items():
+        kinds = FALLBACK_CONFIG_FIELDS.get(key)
+        if kinds is None:
+            problems.append(Problem(join_path(where, [key]),
+                                    f"unknown VerificationConfig field; known: {', '.join(FALLBACK_CONFIG_FIELDS)}"))
+        elif isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            names = " or ".join(k.__name__.replace("NoneType", "null") for k in kinds)
+            problems.append(Problem(join_path(where, [key]), f"expected {names}, got {value!r}"))
+    return problems

@@ -1,0 +1,157 @@
+"""Bytes to JSON values, safely: UTF-8 (a BOM is accepted), limits, and exact error places.
+
+Everything a reader needs to know about the raw file is checked here once: the file is not
+empty, is UTF-8, parses as JSON (or JSONL, line by line), nests at most ``MAX_DEPTH`` levels, has
+no duplicate keys, no NaN/Infinity, no integer beyond 64 bits and no unpaired surrogate. Any of
+these would either be ambiguous (duplicate keys) or could not be stored as canonical JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from stages.formats.errors import FileRejected, Problem, join_path
+
+MAX_DEPTH = 64
+_INT_LIMIT = 2**63
+_BOM = b"\xef\xbb\xbf"
+
+
+class _BadNumber:
+    """A number JSON allows but we cannot keep (NaN, Infinity, overflow); reported with its path."""
+
+    def __init__(self, text: str, reason: str):
+        self.text = text
+        self.reason = reason
+
+
+class _DupDict(dict):
+    """An object that repeated a key; the walk reports it with its path."""
+
+    duplicates: list[str]
+
+
+def decode_text(raw: bytes) -> str:
+    """UTF-8 text of the file (a leading BOM removed); raises FileRejected when empty or not UTF-8."""
+    if raw.startswith(_BOM):
+        raw = raw[len(_BOM):]
+    if not raw.strip():
+        raise FileRejected([Problem("$", "the file is empty")])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise FileRejected([Problem(f"line {line}, byte {exc.start}",
+                                    f"not valid UTF-8 ({exc.reason}); save the file as UTF-8")]) from None
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    duplicates = []
+    for key, value in pairs:
+        if key in out:
+            duplicates.append(key)
+        out[key] = value
+    if duplicates:
+        marked = _DupDict(out)
+        marked.duplicates = duplicates
+        return marked
+    return out
+
+
+def _float(text: str) -> Any:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        return _BadNumber(text, f"the number {text[:40]} is too large to represent")
+    return value
+
+
+def _int(text: str) -> Any:
+    digits = text.lstrip("-")
+    if len(digits) > 19 or not -_INT_LIMIT <= int(text) < _INT_LIMIT:
+        return _BadNumber(text, f"the integer {text[:40]}{'...' if len(text) > 40 else ''} "
+                                "does not fit in 64 bits")
+    return int(text)
+
+
+def _constant(text: str) -> Any:
+    return _BadNumber(text, f"{text} is not a JSON number (NaN and Infinity are not allowed)")
+
+
+def loads(text: str, where: str = "$", line_offset: int = 0) -> Any:
+    """Parse one JSON document; raises FileRejected naming the line and column of a syntax error."""
+    try:
+        value = json.loads(text, object_pairs_hook=_pairs, parse_float=_float, parse_int=_int,
+                           parse_constant=_constant)
+    except json.JSONDecodeError as exc:
+        place = f"line {exc.lineno + line_offset}, column {exc.colno}"
+        raise FileRejected([Problem(place, f"not valid JSON: {exc.msg}")]) from None
+    except RecursionError:
+        raise FileRejected([Problem(where, f"nesting deeper than {MAX_DEPTH} levels")]) from None
+    problems = check_tree(value, where)
+    if problems:
+        raise FileRejected(problems)
+    return value
+
+
+def check_tree(value: Any, where: str = "$") -> list[Problem]:
+    """Every place in a parsed value that cannot be kept: depth, numbers, duplicate keys, surrogates."""
+    problems: list[Problem] = []
+    stack: list[tuple[Any, str, int]] = [(value, where, 1)]
+    while stack:
+        node, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            problems.append(Problem(path, f"nesting deeper than {MAX_DEPTH} levels"))
+            continue
+        if isinstance(node, _BadNumber):
+            problems.append(Problem(path, node.reason))
+        elif isinstance(node, str):
+            if _has_surrogate(node):
+                problems.append(Problem(path, "text holds an unpaired surrogate escape (\\ud800-\\udfff), "
+                                              "which is not valid Unicode"))
+        elif isinstance(node, dict):
+            for key in getattr(node, "duplicates", ()):
+                problems.append(Problem(join_path(path, [key]), "duplicate key in the same object"))
+            for key, item in node.items():
+                if _has_surrogate(key):
+                    problems.append(Problem(path, "a key holds an unpaired surrogate escape"))
+                stack.append((item, join_path(path, [key]), depth + 1))
+        elif isinstance(node, list):
+            for index, item in enumerate(node):
+                stack.append((item, join_path(path, [index]), depth + 1))
+    problems.sort(key=lambda p: p.where)
+    return problems
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def parse_jsonl(text: str) -> tuple[list[tuple[int, Any]], list[Problem]]:
+    """Parse JSONL: (line number, value) for each non-blank line, and the problems of bad lines."""
+    rows: list[tuple[int, Any]] = []
+    problems: list[Problem] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((number, loads(line, where=f"line {number}: $", line_offset=number - 1)))
+        except FileRejected as exc:
+            problems.extend(exc.problems)
+    return rows, problems
+
+
+def first_json_line(text: str) -> Any:
+    """The first non-blank line parsed as JSON, or None when it does not parse."""
+    for line in text.splitlines():
+        if line.strip():
+            try:
+                return loads(line)
+            except FileRejected:
+                return None
+    return None

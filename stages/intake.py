@@ -1,0 +1,285 @@
+"""Benchmark intake: a file becomes ``file.received``, ``benchmark.registered``,
+``responses.registered`` and ``case.opened`` events in one atomic batch, or one
+``benchmark.rejected`` event and nothing else.
+
+The content hash (sha256 of the bytes) decides "known": the same bytes are ingested once.
+Responses naming a benchmark that is not registered yet are kept pending (in the ledger, so a
+restart loses nothing) and open their cases in the batch that registers that benchmark.
+From the inbox, a file is moved only after its events committed: after a crash it is simply
+ingested again, which is a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from ledger import Event, Ledger, NewEvent, event_id
+from stages import intake_events as ev
+from stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
+
+DEFAULT_MAX_BYTES = 50 * 2**20
+
+
+@dataclass
+class IngestResult:
+    """What happened to one file. ``status``: accepted | known | rejected | pending."""
+
+    file: str
+    sha256: str
+    status: str
+    format: str | None = None
+    benchmark: str | None = None
+    benchmark_name: str | None = None
+    cases_opened: int = 0
+    errors: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    moved_to: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "rejected"
+
+    def line(self) -> str:
+        """One line for the command line: status, file, and what it became."""
+        parts = [f"{self.status:<8} {self.file}"]
+        if self.format:
+            parts.append(self.format)
+        if self.benchmark_name or self.benchmark:
+            parts.append(f"benchmark {self.benchmark_name or ''} ({self.benchmark or 'not registered yet'})")
+        if self.status in ("accepted", "known"):
+            parts.append(f"{self.cases_opened} new case{'s' if self.cases_opened != 1 else ''}")
+        if self.errors:
+            parts.append(f"{len(self.errors)} error{'s' if len(self.errors) != 1 else ''}")
+        return "  ".join(parts + self.notes)
+
+    def error_lines(self) -> list[str]:
+        """``file: where: reason`` for every error (what the .error.txt holds)."""
+        return [f"{self.file}: {e['where']}: {e['reason']}" for e in self.errors]
+
+
+def sha256_of(path: Path) -> tuple[str, int]:
+    """The sha256 hex digest and size of a file, read in chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = False,
+                max_bytes: int = DEFAULT_MAX_BYTES) -> IngestResult:
+    """Ingest one file; from the inbox it then moves to processed/ or rejected/."""
+    path = Path(path)
+    sha, size = sha256_of(path)
+    if size > max_bytes:
+        problems = [Problem("$", f"the file is {size} bytes, over the limit of {max_bytes} bytes")]
+        result = _reject(led, path.name, sha, size, problems)
+    else:
+        result = ingest_bytes(led, path.read_bytes(), path.name, sha=sha)
+    if led.home is not None:
+        result.moved_to = _file_away(led.home, path, result, from_inbox)
+    return result
+
+
+def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None) -> IngestResult:
+    """Ingest one file's bytes under the file name ``name`` (no file is moved)."""
+    sha = sha or hashlib.sha256(raw).hexdigest()
+    known = led.get(event_id(f"file:{sha}", "file.received", sha))
+    if known is not None:
+        result = _known(led, known)
+    else:
+        try:
+            parsed = parse(raw, name)
+        except FileRejected as exc:
+            return _reject(led, name, sha, len(raw), exc.problems)
+        result = _accept(led, parsed, name, sha, len(raw))
+    if result.ok:
+        resolve_pending(led)
+    return result
+
+
+def _known(led: Ledger, event: Event) -> IngestResult:
+    data = event.data
+    return IngestResult(data["file"], data["sha256"], "known", data.get("format"), data.get("benchmark"),
+                        data.get("benchmark_name"), notes=[f"(same bytes as seq {event.seq})"])
+
+
+def _reject(led: Ledger, name: str, sha: str, size: int, problems: list[Problem]) -> IngestResult:
+    [stored] = led.append([ev.rejected(name, sha, size, problems)])
+    return IngestResult(name, sha, "rejected", errors=list(stored.data["errors"]))
+
+
+def _accept(led: Ledger, parsed: ParsedFile, name: str, sha: str, size: int) -> IngestResult:
+    """Build the file's whole batch and append it at once."""
+    source = {"file": name, "sha256": sha}
+    if parsed.benchmark is not None:
+        return _accept_benchmark(led, parsed, source, size)
+    bench = find_benchmark(led, parsed.benchmark_ref)
+    if bench is None:
+        received = ev.file_received(name, sha, size, parsed.format, "pending", None, parsed.benchmark_ref)
+        held = ev.pending(parsed.benchmark_ref, parsed.responses, source, received.id)
+        led.append([received, held])
+        return IngestResult(name, sha, "pending", parsed.format, None, parsed.benchmark_ref,
+                            notes=[f"({len(parsed.responses)} responses wait for benchmark "
+                                   f"{parsed.benchmark_ref!r})"])
+    problems = ev.unknown_questions(bench, parsed.responses)
+    if problems:
+        return _reject(led, name, sha, size, problems)
+    received = ev.file_received(name, sha, size, parsed.format, "accepted", bench["benchmark"], bench["name"])
+    case_events = ev.cases(bench, parsed.responses, source, received.id)
+    batch = [received, ev.responses_registered(bench, source, case_events, received.id), *case_events]
+    return _commit(led, batch, IngestResult(name, sha, "accepted", parsed.format, bench["benchmark"], bench["name"]))
+
+
+def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) -> IngestResult:
+    """A file that defines a benchmark: register it, open its own cases and any pending ones."""
+    bench = parsed.benchmark
+    bid, registered = ev.registered(bench, source, parsed.format, ev.file_event_id(source["sha256"]))
+    received = ev.file_received(source["file"], source["sha256"], size, parsed.format, "accepted", bid, bench.name)
+    record = registered.data
+    batch: list[NewEvent] = [received, registered]
+    if parsed.responses:
+        case_events = ev.cases(record, parsed.responses, source, received.id)
+        batch += [ev.responses_registered(record, source, case_events, received.id), *case_events]
+    for held in pending_for(led, record):
+        batch += _resolution(record, held)
+    result = IngestResult(source["file"], source["sha256"], "accepted", parsed.format, bid, bench.name)
+    if bench.rejected_questions or bench.rejected_traits:
+        result.errors = [p.as_dict() for p in bench.rejected_questions + bench.rejected_traits]
+        result.notes.append(f"({len(bench.rejected_questions)} questions and {len(bench.rejected_traits)} "
+                            "traits could not be translated; the rest is registered)")
+    return _commit(led, batch, result)
+
+
+def _commit(led: Ledger, batch: list[NewEvent], result: IngestResult) -> IngestResult:
+    """Append the batch atomically and count the cases it newly opened."""
+    before = led.head().seq
+    stored = led.append(batch)
+    result.cases_opened = sum(1 for e in stored if e.type == "case.opened" and e.seq > before)
+    if any(e.type == "benchmark.registered" and e.seq <= before for e in stored):
+        result.notes.append("(benchmark already registered from another file)")
+    return result
+
+
+# --- benchmarks and pending responses ------------------------------------------------------------
+
+def registered_benchmarks(led: Ledger) -> Iterator[Event]:
+    """Every ``benchmark.registered`` event, in ledger order."""
+    return led.read(types=["benchmark.registered"])
+
+
+def find_benchmark(led: Ledger, ref: str | None) -> dict | None:
+    """The registered benchmark a responses file names: by id, else the latest with that name."""
+    if ref is None:
+        return None
+    by_id = led.get(event_id(f"benchmark:{ref}", "benchmark.registered", ref))
+    if by_id is not None:
+        return by_id.data
+    latest = None
+    for event in registered_benchmarks(led):
+        if event.data["name"] == ref:
+            latest = event.data
+    return latest
+
+
+def pending_responses(led: Ledger) -> list[Event]:
+    """Pending ``responses.registered`` events that no benchmark has resolved yet."""
+    held, resolved = [], set()
+    for event in led.read(types=["responses.registered"]):
+        if event.data.get("pending"):
+            held.append(event)
+        elif event.data.get("resolved_from"):
+            resolved.add(event.data["resolved_from"])
+    return [e for e in held if e.id not in resolved]
+
+
+def pending_for(led: Ledger, bench: dict) -> list[Event]:
+    """The pending responses that name this benchmark (by id or by name)."""
+    return [e for e in pending_responses(led) if e.data["benchmark"] in (bench["benchmark"], bench["name"])]
+
+
+def _resolution(bench: dict, held: Event) -> list[NewEvent]:
+    """The events that resolve pending responses against their benchmark: all cases, or none."""
+    source = {"file": held.data["file"], "sha256": held.data["sha256"]}
+    responses = [ParsedResponse(r["question_id"], r["model"], r["text"], r["where"])
+                 for r in held.data["responses"]]
+    problems = ev.unknown_questions(bench, responses)
+    if problems:
+        return [ev.resolution_rejected(bench, source, problems, held.id)]
+    case_events = ev.cases(bench, responses, source, held.id)
+    return [ev.responses_registered(bench, source, case_events, held.id, resolved_from=held.id), *case_events]
+
+
+def resolve_pending(led: Ledger) -> int:
+    """Open the cases of pending responses whose benchmark is now registered; returns how many.
+
+    The registering batch already does this; running it again after every file closes the race
+    where responses and their benchmark are ingested at the same time by two processes.
+    """
+    opened = 0
+    for held in pending_responses(led):
+        bench = find_benchmark(led, held.data["benchmark"])
+        if bench is not None:
+            before = led.head().seq
+            stored = led.append(_resolution(bench, held))
+            opened += sum(1 for e in stored if e.type == "case.opened" and e.seq > before)
+    return opened
+
+
+# --- moving files ----------------------------------------------------------------------------------
+
+def _file_away(home: Path, path: Path, result: IngestResult, from_inbox: bool) -> Path | None:
+    """processed/<sha256>.<ext> for accepted files (moved from the inbox, else copied);
+    rejected/<name> plus <name>.error.txt for rejected inbox files."""
+    if result.status == "rejected":
+        return _move_rejected(home, path, result) if from_inbox else None
+    dest = home / "processed" / f"{result.sha256}{path.suffix.lower()}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists():
+        if from_inbox:
+            path.unlink(missing_ok=True)
+        return dest
+    if from_inbox:
+        os.replace(path, dest) if _same_device(path, dest.parent) else shutil.move(str(path), dest)
+    else:
+        _atomic_copy(path, dest)
+    return dest
+
+
+def _move_rejected(home: Path, path: Path, result: IngestResult) -> Path:
+    folder = home / "rejected"
+    folder.mkdir(parents=True, exist_ok=True)
+    dest = folder / path.name
+    if dest.exists():
+        dest = folder / f"{path.stem}.{result.sha256[:12]}{path.suffix}"
+    shutil.move(str(path), dest)
+    header = f"{result.file}: rejected (sha256 {result.sha256})"
+    Path(f"{dest}.error.txt").write_text("\n".join([header, *result.error_lines()]) + "\n", encoding="utf-8")
+    return dest
+
+
+def _same_device(path: Path, folder: Path) -> bool:
+    try:
+        return path.stat().st_dev == folder.stat().st_dev
+    except OSError:
+        return False
+
+
+def _atomic_copy(path: Path, dest: Path) -> None:
+    """Copy beside the destination, then rename: a reader never sees half a file."""
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".incoming-")
+    os.close(fd)
+    try:
+        shutil.copyfile(path, tmp)
+        os.replace(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
