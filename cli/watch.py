@@ -1,0 +1,354 @@
+"""The watch daemon's loop: inbox files in, pending work run, reports refreshed; stops cleanly on signals.
+
+The daemon orchestrates; it does not judge or render. What it does with a file, with pending
+work and with the reports are three callbacks (``Callbacks``): ``cli/watch_commands.py`` passes
+the real entry points (intake, dispatcher, projections), tests pass plain functions.
+
+One loop in the main thread does all the work. The observer thread only records what it saw and
+sets ``wake``; the loop sleeps on ``wake`` (no busy polling), probing files only while some are
+waiting to be ready, and rescanning the inbox every ``rescan_seconds`` because watchers lose
+events. Work is found from the ledger, not from memory: whenever the ledger head differs from
+the one the last pass started from (our own ingest, or an ``evalledger ingest``/``note`` from a
+shell, seen through ``ledger.db-wal``/``events.jsonl``), the dispatcher runs again. So a daemon
+killed at any moment finds the same work after a restart.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from watchdog.events import (
+    FileClosedEvent, FileCreatedEvent, FileModifiedEvent, FileMovedEvent, FileSystemEvent,
+    FileSystemEventHandler,
+)
+from watchdog.observers.polling import PollingObserver
+
+from cli.watch_inbox import InboxTracker, is_ignored, scan_inbox
+from cli.watch_log import Log
+
+# Files of a home whose change means "the ledger may have new events".
+LEDGER_FILES = ("ledger.db", "ledger.db-wal", "events.jsonl")
+WATCHED_EVENTS = [FileCreatedEvent, FileMovedEvent, FileModifiedEvent, FileClosedEvent]
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """How the daemon watches; the defaults are the ones docs/watch.md describes."""
+
+    rescan_seconds: float = 30.0   # safety-net rescan of the inbox
+    polling: bool = False          # PollingObserver, for network filesystems
+    once: bool = False             # process the inbox and pending work, then return
+    quiet: float = 0.2             # a renamed-in or closed file must hold still this long
+    settle: float = 1.0            # a file of unknown origin must be unchanged this long
+    grace_seconds: float = 10.0    # after SIGTERM/SIGINT, in-flight work may finish within this
+
+
+@dataclass
+class Callbacks:
+    """What the daemon does; each may raise, the daemon logs it and carries on."""
+
+    ingest: Callable[[Path], Any]    # one ready inbox file -> a result with ``.status``
+    process: Callable[[], Any]       # run every pending step until idle -> a summary
+    refresh: Callable[[], list]      # rewrite the reports -> their paths
+    head: Callable[[], Any]          # the ledger head, compared to notice new events
+
+
+class Abandoned(BaseException):
+    """Raised in the main thread to abandon in-flight work after a stop request (not an Exception,
+    so that no ``except Exception`` in a callback swallows it)."""
+
+
+@dataclass
+class Outcome:
+    """What a daemon run did, for --once callers and the demo."""
+
+    ingested: dict[str, int] = field(default_factory=dict)   # status -> count
+    batches: int = 0
+    errors: int = 0
+    summaries: list[Any] = field(default_factory=list)
+    reports: list[Path] = field(default_factory=list)
+    abandoned: bool = False
+
+
+class Daemon:
+    """One watch daemon on one home; ``run()`` blocks until stopped (or idle, with ``once``)."""
+
+    def __init__(self, home: Path, callbacks: Callbacks, options: WatchOptions = WatchOptions(),
+                 log: Log | None = None):
+        self.home = Path(home)
+        self.inbox = self.home / "inbox"
+        self.callbacks = callbacks
+        self.options = options
+        self.log = log or Log()
+        self.tracker = InboxTracker(quiet=options.quiet, settle=options.settle)
+        self.outcome = Outcome()
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()      # guards the tracker between observer thread and loop
+        self._busy = False                 # inside a callback: a stop must wait or abandon it
+        self._signals = 0
+        self._grace_over = False
+        self._done_head: Any = None        # head the last completed dispatcher pass started from
+        self._reported_head: Any = None    # head the reports were last refreshed at
+        self._failed: dict[Path, tuple[int, int]] = {}   # files whose ingest raised, by (size, mtime)
+        self._retry_batch = False          # the last dispatcher pass raised: try again at the next rescan
+
+    # --- the loop ----------------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        """Watch until stopped; returns what was done. Installs SIGTERM/SIGINT handlers when it can."""
+        restore = self._install_signals()
+        observer = None if self.options.once else self._start_observer()
+        self.log("started", home=str(self.home), pid=os.getpid(), once=self.options.once,
+                 observer="none" if observer is None else type(observer).__name__,
+                 rescan_seconds=self.options.rescan_seconds)
+        try:
+            self._loop()
+        except Abandoned:
+            self.outcome.abandoned = True
+            self.log("abandoned", level="warning",
+                     reason="in-flight work abandoned; recorded calls and committed events stay usable")
+        finally:
+            if observer is not None:
+                observer.stop()
+                observer.join(timeout=5)
+            restore()
+        self.log("stopped", ingested=self.outcome.ingested, batches=self.outcome.batches,
+                 errors=self.outcome.errors)
+        return self.outcome
+
+    def _loop(self) -> None:
+        next_rescan = 0.0
+        while not self.stopping.is_set():
+            self.wake.clear()
+            now = time.monotonic()
+            if now >= next_rescan and not (self.options.once and next_rescan):
+                self._rescan()
+                next_rescan = now + self.options.rescan_seconds
+            ingested = self._ingest_ready()
+            if self.stopping.is_set():
+                break
+            if ingested or self.callbacks.head() != self._done_head:
+                self._process_batch()
+                continue  # look at the head again: events may have arrived during the pass
+            with self._lock:
+                pending = self.tracker.next_check()
+            if self.options.once and pending is None:
+                break
+            until_rescan = max(0.0, next_rescan - time.monotonic())
+            self.wake.wait(until_rescan if pending is None else min(pending, until_rescan))
+
+    def stop(self) -> None:
+        """Ask the loop to stop taking work (thread-safe; what the signal handlers do first)."""
+        self.stopping.set()
+        self.wake.set()
+
+    # --- inbox -------------------------------------------------------------------------------------
+    def _rescan(self) -> None:
+        """Add inbox files the watcher may have missed (at start, and as a periodic safety net)."""
+        found = scan_inbox(self.inbox)
+        with self._lock:
+            for path in found:
+                if not self._failed_before(path):
+                    self.tracker.found(path)
+        if self._retry_batch:
+            self._retry_batch = False
+            self._done_head = None
+
+    def _failed_before(self, path: Path) -> bool:
+        """True for a file whose ingest raised and that has not changed since."""
+        probe = self._failed.get(path)
+        if probe is None:
+            return False
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            self._failed.pop(path, None)
+            return True
+        return probe == (st.st_size, st.st_mtime_ns)
+
+    def _ingest_ready(self) -> int:
+        """Ingest every ready inbox file, in name order; returns how many were handed to intake."""
+        with self._lock:
+            ready = self.tracker.ready()
+        count = 0
+        for path in ready:
+            if self.stopping.is_set():
+                break
+            with self._lock:
+                self.tracker.forget(path)
+            self._ingest_one(path)
+            count += 1
+        return count
+
+    def _ingest_one(self, path: Path) -> None:
+        """Hand one file to intake and log what became of it."""
+        started = time.monotonic()
+        try:
+            st = path.stat()
+            result = self._call(self.callbacks.ingest, path)
+        except FileNotFoundError:
+            return  # taken away between the probe and now: nothing to do
+        except Exception as exc:
+            self._failed[path] = (st.st_size, st.st_mtime_ns)
+            self._error("ingest_failed", exc, file=path.name)
+            return
+        status = str(getattr(result, "status", result))
+        self.outcome.ingested[status] = self.outcome.ingested.get(status, 0) + 1
+        fields = _result_fields(result)
+        self.log("ingested", level="warning" if status == "rejected" else "info", file=path.name,
+                 status=status, ms=_ms(started), **fields)
+
+    # --- pending work and reports ------------------------------------------------------------------
+    def _process_batch(self) -> None:
+        """Run the dispatcher until idle, then refresh the reports if the ledger moved."""
+        started = time.monotonic()
+        seen = self.callbacks.head()
+        try:
+            summary = self._call(self.callbacks.process)
+            current = self.callbacks.head()
+            reports = []
+            if current != self._reported_head and not self.stopping.is_set():
+                reports = self._call(self.callbacks.refresh) or []
+                self._reported_head = current
+                self.outcome.reports = list(reports)
+        except Exception as exc:
+            self._error("batch_failed", exc)
+            self._done_head = self.callbacks.head()  # retried at the next rescan, not in a hot loop
+            self._retry_batch = True
+            return
+        self._done_head = seen
+        if summary is not None or reports:
+            self.outcome.batches += 1
+            self.outcome.summaries.append(summary)
+            self.log("batch", head=getattr(current, "seq", str(current)), reports=len(reports),
+                     ms=_ms(started), **_result_fields(summary, prefix="run_"))
+
+    def _call(self, fn: Callable, *args):
+        """Run a callback, marking the daemon busy so a signal knows work is in flight."""
+        self._busy = True
+        try:
+            return fn(*args)
+        finally:
+            self._busy = False
+
+    def _error(self, event: str, exc: BaseException, **fields) -> None:
+        self.outcome.errors += 1
+        where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+        at = f"{Path(where[0].filename).name}:{where[0].lineno}" if where else ""
+        self.log(event, level="error", error=f"{type(exc).__name__}: {exc}", at=at, **fields)
+
+    # --- watching ----------------------------------------------------------------------------------
+    def _start_observer(self):
+        """One observer on the inbox and on the home (for the ledger files)."""
+        if self.options.polling:
+            observer = PollingObserver(timeout=1)
+        else:
+            observer = _native_observer()
+        observer.schedule(_InboxHandler(self), str(self.inbox), recursive=False, event_filter=WATCHED_EVENTS)
+        observer.schedule(_LedgerHandler(self), str(self.home), recursive=False, event_filter=WATCHED_EVENTS)
+        observer.start()
+        return observer
+
+    def inbox_event(self, path: Path, kind: str) -> None:
+        """Called from the observer thread for a file event in the inbox."""
+        if is_ignored(path.name) or path.parent != self.inbox:
+            return
+        with self._lock:
+            if self.options.polling:
+                self.tracker.found(path)   # polling cannot tell a rename from a write
+            else:
+                self.tracker.on_event(path, kind)
+        self.wake.set()
+
+    # --- signals -----------------------------------------------------------------------------------
+    def _install_signals(self) -> Callable[[], None]:
+        """SIGTERM/SIGINT stop the daemon; returns a function restoring the previous handlers."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        return lambda: [signal.signal(sig, handler) for sig, handler in previous.items()]
+
+    def _on_signal(self, signum, frame) -> None:
+        """First signal: stop taking work, give in-flight work ``grace_seconds``. Then abandon it."""
+        self._signals += 1
+        if self._signals == 1:
+            self.log("stopping", signal=signal.Signals(signum).name, busy=self._busy,
+                     grace_seconds=self.options.grace_seconds)
+            self.stop()
+            if self._busy:
+                threading.Thread(target=self._grace_timer, args=(signum,), daemon=True).start()
+            return
+        if self._busy and (self._grace_over or self._signals > 1):
+            raise Abandoned()
+
+    def _grace_timer(self, signum: int) -> None:
+        """After the grace period, re-deliver the signal to the main thread to abandon in-flight work."""
+        time.sleep(self.options.grace_seconds)
+        if self._busy:
+            self._grace_over = True
+            _thread.interrupt_main(signum)
+
+
+class _InboxHandler(FileSystemEventHandler):
+    """Forwards file events in the inbox to the daemon's tracker."""
+
+    def __init__(self, daemon: Daemon):
+        self.daemon = daemon
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.is_directory:
+            return
+        if isinstance(event, FileMovedEvent):
+            if event.dest_path:
+                self.daemon.inbox_event(Path(event.dest_path), "moved")
+            return
+        kind = {FileCreatedEvent: "created", FileModifiedEvent: "modified", FileClosedEvent: "closed"}.get(type(event))
+        if kind:
+            self.daemon.inbox_event(Path(event.src_path), kind)
+
+
+class _LedgerHandler(FileSystemEventHandler):
+    """Wakes the daemon when the ledger's files change (another process may have appended)."""
+
+    def __init__(self, daemon: Daemon):
+        self.daemon = daemon
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        path = event.dest_path if isinstance(event, FileMovedEvent) and event.dest_path else event.src_path
+        if not event.is_directory and Path(path).name in LEDGER_FILES:
+            self.daemon.wake.set()
+
+
+def _native_observer():
+    """inotify with full move events on Linux (a rename into the inbox is told apart from a write);
+    the platform's default observer elsewhere."""
+    if sys.platform.startswith("linux"):
+        from watchdog.observers.inotify import InotifyObserver
+        return InotifyObserver(generate_full_events=True)
+    from watchdog.observers import Observer
+    return Observer()
+
+
+def _result_fields(result: Any, prefix: str = "") -> dict[str, Any]:
+    """Loggable fields of an entry point's result: its simple attributes (dataclass or object)."""
+    if result is None or isinstance(result, (str, int, float)):
+        return {}
+    if hasattr(result, "to_log"):
+        return {prefix + k: v for k, v in result.to_log().items()}
+    items = getattr(result, "__dict__", {}) or {}
+    return {prefix + k: v for k, v in items.items()
+            if not k.startswith("_") and k != "status" and isinstance(v, (str, int, float, bool, type(None)))}
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
