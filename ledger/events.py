@@ -99,6 +99,18 @@ class JudgeCalled(DomainPayload):
     error: str | None = None
     usage: dict[str, Any] | None = None
     latency_ms: float | None = None
+    # Declared by the judge and search ports (stages/judge, stages/search; docs/judge.md):
+    case_id: str | None = None
+    step_attempt: int | None = None        # the stage's own attempt (an excerpt retry); keys the event
+    request: dict[str, Any] | None = None  # {"payload", "messages", "parameters"}: all replay needs
+    reply: Any = None                      # the validated reply (null on failure)
+    raw_reply: str | None = None           # the text the model sent (openai)
+    sent: list[dict[str, Any]] | None = None  # messages actually sent, when they differ (feedback, schema in prompt)
+    http_status: int | None = None
+    cost: float | None = None              # USD, when the model is in the price table
+    degraded: bool | None = None           # search: it failed and gave no results
+    source_event: str | None = None        # answered from this recorded event (replay, or reuse on another case)
+    source_backend: str | None = None      # the backend that originally answered (replay)
 
 
 # --- Template deep judgment ----------------------------------------------------------------------

@@ -1,0 +1,93 @@
+"""What passes between the judge port and its backends: a pending call, one attempt, the errors.
+
+A backend gets a ``PendingCall`` and a ``record`` coroutine; it records every attempt it makes
+(success or failure) through ``record`` the moment the attempt ends, and returns the validated
+reply, or raises ``JudgeCallFailed`` after recording the last failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Protocol
+
+from stages.judge.roles import Model, RoleSpec
+
+
+class JudgeError(Exception):
+    """Base of the judge port's errors."""
+
+
+class JudgeCallFailed(JudgeError):
+    """A call that failed after its bounded attempts (every attempt is recorded)."""
+
+    def __init__(self, role: str, case_id: str, request_hash: str, reason: str, attempts: int):
+        super().__init__(f"judge role {role!r} for case {case_id} (request {request_hash[:16]}) failed "
+                         f"after {attempts} attempt(s): {reason}")
+        self.role, self.case_id, self.request_hash, self.reason, self.attempts = (
+            role, case_id, request_hash, reason, attempts)
+
+
+class UnrecordedRequest(JudgeError):
+    """Replay was asked a request that the source ledger never recorded."""
+
+    def __init__(self, role: str, case_id: str, request_hash: str, source: str):
+        super().__init__(f"replay: no recorded answer for role {role!r}, case {case_id}, request hash "
+                         f"{request_hash} in {source}")
+        self.role, self.case_id, self.request_hash, self.source = role, case_id, request_hash, source
+
+
+@dataclass
+class Attempt:
+    """One attempt as it will be recorded: the reply (or the error) and what it cost."""
+
+    number: int
+    reply: Any = None
+    error: str | None = None
+    usage: dict[str, Any] | None = None
+    latency_ms: float | None = None
+    cost: float | None = None
+    raw_reply: str | None = None
+    sent: list[dict[str, Any]] | None = None     # the messages sent, when they differ from the request's
+    http_status: int | None = None
+    source_event: str | None = None              # answered from this recorded event (replay, reuse)
+    source_backend: str | None = None
+    backend: str | None = None                   # overrides the port's backend name (replay)
+    model: str | None = None
+    request_hash: str | None = None              # overrides the call's hash (replay matched another)
+
+
+@dataclass
+class PendingCall:
+    """A call the port is about to make: the role, the typed request, its messages and hash."""
+
+    spec: RoleSpec
+    request: Model
+    messages: list[dict[str, str]]
+    parameters: dict[str, Any]
+    request_hash: str
+    case_id: str
+    step_attempt: int
+    first_attempt: int
+    record: Callable[[Attempt], Awaitable[Any]]
+    candidates: list[str] = field(default_factory=list)   # replay: every hash this request may be recorded under
+
+    @property
+    def role(self) -> str:
+        return self.spec.name
+
+
+class Backend(Protocol):
+    """A judge backend: names itself, and answers a pending call (recording each attempt)."""
+
+    name: str
+    model: str | None
+    network: bool
+
+    def identities(self, role: str) -> list[tuple[str, str | None]]:
+        """The (backend, model) pairs a request of ``role`` is hashed under, the first being its own."""
+
+    async def answer(self, call: PendingCall) -> Model:
+        """The validated reply; raises JudgeCallFailed (or UnrecordedRequest) otherwise."""
+
+    async def aclose(self) -> None:
+        """Release connections."""

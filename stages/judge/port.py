@@ -1,0 +1,153 @@
+"""The judge port the stages call: ``await judge.call(role, request, case_id=..., attempt=1)``.
+
+For every call it builds the role's messages, hashes the request, reuses a recorded success
+with that hash (unless ``no_cache``), and otherwise lets the backend answer, recording every
+attempt as a ``judge.called`` event on ``case:<case_id>`` the moment the attempt ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from stages.judge.calls import Attempt, Backend, PendingCall
+from stages.judge.recording import CallIndex, case_stream, index_for, record_attempt, request_hash
+from stages.judge.roles import Model, role as role_spec
+from stages.judge.settings import JudgeSettings
+
+
+class Judge:
+    """One judge port: a backend, the ledger it records into, and that ledger's call index."""
+
+    def __init__(self, settings: JudgeSettings, led, backend: Backend):
+        self.settings = settings
+        self.led = led
+        self.backend = backend
+        self.index: CallIndex | None = index_for(led) if led is not None else None
+        self.calls = 0            # calls answered by the backend (not from the record)
+        self.reused = 0           # calls answered from a recorded success
+        self._writer: ThreadPoolExecutor | None = None
+
+    @property
+    def name(self) -> str:
+        """The backend's name: offline, openai or replay."""
+        return self.backend.name
+
+    @property
+    def model(self) -> str | None:
+        return self.backend.model
+
+    @property
+    def unrecorded(self) -> list[dict[str, Any]]:
+        """Replay: the requests asked that the source never recorded (role, case_id, request_hash)."""
+        return list(getattr(self.backend, "misses", []))
+
+    async def call(self, role: str, request: Model | dict[str, Any], *, case_id: str, attempt: int = 1,
+                   meta: dict[str, Any] | None = None) -> Model:
+        """Answer ``request`` for ``role`` on behalf of case ``case_id``: the role's reply model.
+
+        ``attempt`` is the stage's own attempt (an excerpt retry, say); it is recorded as
+        ``step_attempt`` and keys the events, so a redone step appends nothing new.
+        """
+        spec = role_spec(role)
+        typed = request if isinstance(request, spec.request) else spec.request.model_validate(
+            request.model_dump() if isinstance(request, Model) else request)
+        messages = spec.build_messages(typed)
+        parameters = self.settings.parameters()
+        hashes = [request_hash(role, b, m, parameters, messages) for b, m in self.backend.identities(role)]
+        if not self.settings.no_cache and self.index is not None:
+            reply = await self._reuse(spec, typed, hashes, case_id, attempt, meta)
+            if reply is not None:
+                return reply
+        stream = case_stream(case_id)
+        first = self.index.next_attempt(stream, role, hashes[0], attempt) if self.index else 1
+        pending = PendingCall(spec, typed, messages, parameters, hashes[0], case_id, attempt, first,
+                              record=self._recorder(role, typed, messages, parameters, hashes[0],
+                                                    case_id, attempt, meta),
+                              candidates=hashes)
+        self.calls += 1
+        return await self.backend.answer(pending)
+
+    async def _reuse(self, spec, request, hashes, case_id, step_attempt, meta) -> Model | None:
+        """A recorded success of this request, validated; recorded on this case too when it came from another."""
+        for hash in hashes:
+            found = self.index.success(hash)
+            if found is None:
+                continue
+            event = self.led.get(found.id)
+            if event is None or event.data.get("reply") is None:
+                continue
+            try:
+                reply = spec.validate_reply(request, event.data["reply"])
+            except ValueError:
+                continue  # a record this version cannot read: ask again rather than trust it
+            if found.stream != case_stream(case_id) and self.settings.record:
+                payload = {**_copy_of(event.data), "source_event": event.id, "usage": None, "cost": None,
+                           "latency_ms": None, "attempt": 1}
+                record_attempt(self.led, self.index, case_id, payload, step_attempt, "reused", meta)
+            self.reused += 1
+            return reply
+        return None
+
+    def _recorder(self, role, request, messages, parameters, hash, case_id, step_attempt, meta):
+        """The ``record`` coroutine handed to the backend for this call."""
+        request_record = {"payload": request.model_dump(mode="json"), "messages": messages,
+                          "parameters": parameters}
+
+        async def record(attempt: Attempt):
+            if not self.settings.record or self.led is None:
+                return None
+            payload = {
+                "role": role, "backend": attempt.backend or self.backend.name,
+                "model": attempt.model if attempt.model is not None else self.backend.model,
+                "request_hash": attempt.request_hash or hash, "attempt": attempt.number,
+                "error": attempt.error, "usage": attempt.usage, "latency_ms": attempt.latency_ms,
+                "request": request_record, "reply": _jsonable(attempt.reply), "cost": attempt.cost,
+                "raw_reply": attempt.raw_reply, "sent": attempt.sent, "http_status": attempt.http_status,
+                "source_event": attempt.source_event, "source_backend": attempt.source_backend,
+            }
+            if self.backend.network:  # keep the event loop serving other calls while SQLite commits
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(self._executor(), record_attempt, self.led, self.index,
+                                                  case_id, payload, step_attempt, attempt.number, meta)
+            return record_attempt(self.led, self.index, case_id, payload, step_attempt, attempt.number, meta)
+
+        return record
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-record")
+        return self._writer
+
+    async def aclose(self) -> None:
+        """Close the backend's connections and the recording thread."""
+        await self.backend.aclose()
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+            self._writer = None
+
+    async def __aenter__(self) -> "Judge":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+
+def _jsonable(reply: Any) -> Any:
+    """A reply model as JSON data (dicts and None pass through)."""
+    if isinstance(reply, Model):
+        return reply.model_dump(mode="json")
+    return reply
+
+
+def _copy_of(data: dict[str, Any]) -> dict[str, Any]:
+    """The keys of a recorded call that a reuse on another case carries over."""
+    keep = ("role", "backend", "model", "request_hash", "request", "reply", "source_backend")
+    return {k: data.get(k) for k in keep} | {"error": None}
+
+
+def monotonic_ms(start: float) -> float:
+    """Milliseconds since ``start`` (a time.perf_counter value), rounded to microseconds."""
+    return round((time.perf_counter() - start) * 1000, 3)

@@ -1,0 +1,133 @@
+"""Recording judge and search calls as ``judge.called`` events, and finding recorded answers fast.
+
+- ``request_hash``: sha256 over the canonical (role, backend, model, parameters, messages).
+- ``CallIndex``: an in-memory index of a ledger's ``judge.called`` events (request hash -> the
+  first recorded success; call -> the highest attempt number), built once per ledger and caught
+  up from the ledger before every miss, so events appended by another process are seen too.
+  Correctness never depends on it: a miss only means "call", and event ids are deterministic.
+- ``record_attempt``: appends one attempt (success or failure) on the case's stream, with an id
+  from (case, role, request hash, step attempt, attempt), so a redone step appends nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger import Event, NewEvent, canonical_json
+
+CALL_EVENT = "judge.called"
+
+
+def request_hash(role: str, backend: str, model: str | None, parameters: dict[str, Any],
+                 messages: list[dict[str, Any]]) -> str:
+    """sha256 (hex) of the canonical JSON of (role, backend, model, parameters, messages)."""
+    body = canonical_json({"role": role, "backend": backend, "model": model,
+                           "parameters": parameters, "messages": messages})
+    return hashlib.sha256(body).hexdigest()
+
+
+def case_stream(case_id: str) -> str:
+    """The stream a case's calls are recorded on."""
+    return f"case:{case_id}"
+
+
+def call_key(role: str, hash: str, step_attempt: int, attempt: int | str) -> str:
+    """The idempotency key of one recorded attempt (the stream carries the case)."""
+    return f"judge:{role}:{hash}:{step_attempt}:{attempt}"
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """Where a recorded success is: its event id, stream, backend and model."""
+
+    id: str
+    stream: str
+    backend: str
+    model: str | None
+
+
+@dataclass
+class CallIndex:
+    """Recorded successes by request hash and attempt counts by call, for one ledger."""
+
+    led: Any
+    last_seq: int = 0
+    successes: dict[str, Recorded] = field(default_factory=dict)
+    attempts: dict[tuple[str, str, str, int], int] = field(default_factory=dict)
+    identities: dict[str, set[tuple[str, str | None]]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def catch_up(self) -> None:
+        """Fold the ``judge.called`` events appended since the last look (by anyone)."""
+        with self.lock:
+            for event in self.led.read(from_seq=self.last_seq + 1, types=[CALL_EVENT]):
+                self.add(event)
+
+    def add(self, event: Event, advance: bool = True) -> None:
+        """Fold one ``judge.called`` event into the index.
+
+        ``advance=False`` (for an event this process just appended) leaves the catch-up position
+        alone, so events another process appended just before it are still read.
+        """
+        data = event.data
+        role, hash = data.get("role"), data.get("request_hash")
+        backend = data.get("source_backend") or data.get("backend")
+        key = (event.stream, role, hash, data.get("step_attempt") or 1)
+        number = data.get("attempt") or 0
+        if number > self.attempts.get(key, 0):
+            self.attempts[key] = number
+        if data.get("error") is None and not data.get("degraded") and hash not in self.successes:
+            self.successes[hash] = Recorded(event.id, event.stream, data.get("backend"), data.get("model"))
+        self.identities.setdefault(role, set()).add((backend, data.get("model")))
+        if advance:
+            self.last_seq = max(self.last_seq, event.seq)
+
+    def success(self, hash: str) -> Recorded | None:
+        """The first recorded success of this request, looking at new events on a miss."""
+        found = self.successes.get(hash)
+        if found is None:
+            self.catch_up()
+            found = self.successes.get(hash)
+        return found
+
+    def next_attempt(self, stream: str, role: str, hash: str, step_attempt: int) -> int:
+        """The number the next attempt of this call gets (1 unless attempts were recorded)."""
+        return self.attempts.get((stream, role, hash, step_attempt), 0) + 1
+
+    def seen_identities(self, role: str) -> list[tuple[str, str | None]]:
+        """Every (backend, model) that answered ``role`` in this ledger, sorted."""
+        self.catch_up()
+        return sorted(self.identities.get(role, ()), key=lambda i: (i[0] or "", i[1] or ""))
+
+
+_INDEXES: "weakref.WeakKeyDictionary[Any, CallIndex]" = weakref.WeakKeyDictionary()
+_INDEXES_LOCK = threading.Lock()
+
+
+def index_for(led) -> CallIndex:
+    """The one CallIndex of a ledger (shared by every judge and search port on it), caught up."""
+    with _INDEXES_LOCK:
+        index = _INDEXES.get(led)
+        if index is None:
+            index = _INDEXES[led] = CallIndex(led)
+    index.catch_up()
+    return index
+
+
+def record_attempt(led, index: CallIndex | None, case_id: str, payload: dict[str, Any],
+                   step_attempt: int, attempt: int | str, meta: dict[str, Any] | None = None) -> Event:
+    """Append one ``judge.called`` event on the case's stream and fold it into the index."""
+    data = {k: v for k, v in payload.items() if v is not None or k in ("error", "model")}
+    data["case_id"] = case_id
+    data["step_attempt"] = step_attempt
+    key = call_key(payload["role"], payload["request_hash"], step_attempt, attempt)
+    event_meta = {"stage": "judge", **(meta or {})}
+    [event] = led.append([NewEvent(case_stream(case_id), CALL_EVENT, data, key=key, meta=event_meta)])
+    if index is not None:
+        with index.lock:
+            index.add(event, advance=False)
+    return event

@@ -1,0 +1,452 @@
+"""The judge roles: one typed request and one typed reply model per role.
+
+The reply models are also the JSON schemas the model must answer in (``response_format``), and
+they parse what real judges send: each reply model accepts the shapes Karenina's recorded replies
+use (a flat ``{attribute: [excerpts]}`` object, ``{"score": 5}``, ``{"scores": {...}}``, a bare
+array of claim evaluations) besides its own. ``ROLES`` maps each role name of docs/internals.md
+to its models, its prompt builder and its request-aware reply validation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Confidence = Literal["high", "medium", "low", "none"]
+Risk = Literal["none", "low", "medium", "high"]
+RISK_ORDER: tuple[str, ...] = ("none", "low", "medium", "high")
+
+
+class Model(BaseModel):
+    """Base of the role models: frozen, unknown keys ignored (models add keys freely)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+# --- shared parts --------------------------------------------------------------------------------
+
+class AttributeSpec(Model):
+    """A template field or a rubric trait that excerpts are wanted for."""
+
+    name: str
+    description: str = ""
+    type: str | None = None            # bool, int, float, str, list[str], literal, date (templates)
+    values: list[Any] | None = None    # the allowed values of a literal field
+
+
+class Excerpt(Model):
+    """A verbatim quote from the response and how directly it states the attribute."""
+
+    text: str
+    confidence: Confidence = "medium"
+    explanation: str | None = None
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+class FailedQuote(Model):
+    """A quote that failed fuzzy validation: what the retry feedback tells the judge."""
+
+    attribute: str
+    text: str
+    similarity: float
+    threshold: float
+
+
+class SearchHit(Model):
+    """One search result as the search port returns it."""
+
+    title: str = ""
+    content: str = ""
+    url: str = ""
+
+
+class TraitSpec(Model):
+    """A rubric trait scored by the judge: boolean, or an integer score in [min_score, max_score]."""
+
+    name: str
+    description: str = ""
+    kind: Literal["boolean", "score"] = "score"
+    min_score: int = 1
+    max_score: int = 5
+
+
+class AuditFinding(Model):
+    """An error found by the fact or logic check (verifyfast-audit.md)."""
+
+    level: Literal["contradiction", "unsupported"]
+    severity: Literal["high", "low"]
+    detail: str
+    claim: str | None = None
+
+    @field_validator("level", "severity", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+class ReasoningChain(Model):
+    """A deduction in the model output: premises and the conclusion drawn from them."""
+
+    premises: list[str] = Field(default_factory=list)
+    conclusion: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, value: Any) -> Any:
+        if isinstance(value, str):  # "A, so B" given as one string
+            return {"premises": [], "conclusion": value}
+        return value
+
+
+# --- extract_excerpts (templates and rubric traits) ----------------------------------------------
+
+class ExtractExcerptsRequest(Model):
+    question: str
+    response: str
+    attributes: list[AttributeSpec]
+    subject: Literal["template", "rubric"] = "template"
+    max_excerpts: int = 3
+    feedback: list[FailedQuote] = Field(default_factory=list)
+
+
+class ExtractExcerptsReply(Model):
+    excerpts: dict[str, list[Excerpt]]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "excerpts" not in value:
+            return {"excerpts": value}  # Karenina's {"attribute": [{"text", "confidence"}]}
+        return value
+
+
+def _check_excerpts(request: ExtractExcerptsRequest, reply: ExtractExcerptsReply) -> None:
+    names = {a.name for a in request.attributes}
+    missing = sorted(names - set(reply.excerpts))
+    if missing:
+        raise ValueError(f"no entry for attribute(s) {', '.join(missing)}; give every attribute a list "
+                         "(one entry with empty text and confidence 'none' when there is no excerpt)")
+
+
+# --- assess_risk ---------------------------------------------------------------------------------
+
+class ExcerptEvidence(Model):
+    excerpt: str
+    results: list[SearchHit] = Field(default_factory=list)
+
+
+class AssessRiskRequest(Model):
+    attribute: str
+    description: str = ""
+    evidence: list[ExcerptEvidence]
+
+
+class ExcerptRisk(Model):
+    excerpt: str
+    risk: Risk
+    justification: str = ""
+
+    @field_validator("risk", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+class AssessRiskReply(Model):
+    risks: list[ExcerptRisk]
+
+    def overall(self) -> str:
+        """The attribute-level risk: the maximum over its excerpts ("none" when there are none)."""
+        return max((r.risk for r in self.risks), key=RISK_ORDER.index, default="none")
+
+
+# --- reason --------------------------------------------------------------------------------------
+
+class ReasonRequest(Model):
+    question: str
+    response: str
+    attributes: list[AttributeSpec]
+    subject: Literal["template", "rubric"] = "template"
+    excerpts: dict[str, list[str]] = Field(default_factory=dict)
+    risks: dict[str, Risk] = Field(default_factory=dict)
+
+
+class ReasonReply(Model):
+    reasoning: dict[str, str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "reasoning" not in value:
+            value = {"reasoning": value}
+        if isinstance(value, dict) and isinstance(value.get("reasoning"), dict):
+            # with search the reasoning comes nested: {"attr": {"reasoning": ..., "hallucination_risk": ...}}
+            value = {**value, "reasoning": {k: v.get("reasoning", "") if isinstance(v, dict) else v
+                                            for k, v in value["reasoning"].items()}}
+        return value
+
+
+def _check_reasoning(request: ReasonRequest, reply: ReasonReply) -> None:
+    missing = sorted({a.name for a in request.attributes} - set(reply.reasoning))
+    if missing:
+        raise ValueError(f"no reasoning for attribute(s) {', '.join(missing)}")
+
+
+# --- parse ---------------------------------------------------------------------------------------
+
+class ParseRequest(Model):
+    question: str
+    response: str
+    fields: list[AttributeSpec]
+    reasoning: dict[str, str] = Field(default_factory=dict)
+    excerpts: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class ParseReply(Model):
+    values: dict[str, Any]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, value: Any) -> Any:
+        if isinstance(value, dict) and not (set(value) == {"values"} and isinstance(value["values"], dict)):
+            return {"values": value}  # the template's own object, as Karenina's parsers answer
+        return value
+
+
+# --- score_trait ---------------------------------------------------------------------------------
+
+class ScoreTraitRequest(Model):
+    question: str
+    response: str
+    trait: TraitSpec
+    reasoning: str | None = None
+    excerpts: list[str] = Field(default_factory=list)
+
+
+class ScoreTraitReply(Model):
+    score: bool | int
+    reasoning: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "score" not in value:
+            if "result" in value:
+                return {**value, "score": value["result"]}
+            scores = value.get("scores")
+            if isinstance(scores, dict) and len(scores) == 1:
+                return {**value, "score": next(iter(scores.values()))}
+        return value
+
+
+def _check_trait(request: ScoreTraitRequest, reply: ScoreTraitReply) -> ScoreTraitReply:
+    trait = request.trait
+    if trait.kind == "boolean":
+        if not isinstance(reply.score, bool):
+            raise ValueError(f"trait {trait.name!r} is boolean: answer true or false, not {reply.score!r}")
+        return reply
+    if isinstance(reply.score, bool) or not trait.min_score <= reply.score <= trait.max_score:
+        raise ValueError(f"trait {trait.name!r} takes an integer from {trait.min_score} to "
+                         f"{trait.max_score}, not {reply.score!r}")
+    return reply
+
+
+def _pick_trait(request: ScoreTraitRequest, data: Any) -> Any:
+    """A batch reply ``{"scores": {...}}`` naming several traits: take this request's trait."""
+    if isinstance(data, dict) and "score" not in data and isinstance(data.get("scores"), dict):
+        scores = data["scores"]
+        if request.trait.name in scores:
+            return {**data, "score": scores[request.trait.name]}
+    return data
+
+
+# --- score_claims (reconstruction) ---------------------------------------------------------------
+
+class Claim(Model):
+    id: str
+    text: str
+    type: str = ""
+    importance: int | float = 1
+
+
+class ReconstructionAnswer(Model):
+    id: str
+    question: str = ""
+    answer: str
+
+
+class ScoreClaimsRequest(Model):
+    doc_id: str
+    claims: list[Claim]
+    answers: list[ReconstructionAnswer]
+    synthesis: str = ""
+    target_document: str | None = None
+
+
+class ClaimEvaluation(Model):
+    claim_id: str
+    score: int = Field(ge=0, le=10)
+    justification: str
+    evidence_refs: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            value = dict(value)
+            if "claim_id" not in value and "id" in value:
+                value["claim_id"] = value["id"]
+            refs = value.pop("evidence", None) if "evidence_refs" not in value else None
+            if refs is not None:
+                value["evidence_refs"] = [] if refs in ("none", "") else [refs] if isinstance(refs, str) else refs
+            if isinstance(value.get("claim_id"), str):
+                value["claim_id"] = value["claim_id"].strip("[] ")
+        return value
+
+
+class ScoreClaimsReply(Model):
+    evaluations: list[ClaimEvaluation]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _array(cls, value: Any) -> Any:
+        if isinstance(value, list):  # the spec's prompt asks for a JSON array
+            return {"evaluations": value}
+        if isinstance(value, dict) and "evaluations" not in value and "claim_evaluations" in value:
+            return {"evaluations": value["claim_evaluations"]}
+        return value
+
+
+def _check_claims(request: ScoreClaimsRequest, reply: ScoreClaimsReply) -> None:
+    wanted = [c.id for c in request.claims]
+    got = [e.claim_id for e in reply.evaluations]
+    missing = [c for c in wanted if c not in got]
+    extra = sorted({g for g in got if g not in wanted})
+    twice = sorted({g for g in got if got.count(g) > 1})
+    if missing or extra or twice:
+        parts = ([f"missing claim(s) {', '.join(missing)}"] if missing else []) + \
+                ([f"unknown claim id(s) {', '.join(extra)}"] if extra else []) + \
+                ([f"claim(s) scored twice: {', '.join(twice)}"] if twice else [])
+        raise ValueError("score every claim exactly once: " + "; ".join(parts))
+
+
+# --- audit: decompose, check_facts, check_logic --------------------------------------------------
+
+class DecomposeRequest(Model):
+    context_input: str
+    model_output: str
+    max_facts: int = 5
+
+
+class DecomposeReply(Model):
+    facts: list[str] = Field(max_length=5)
+    reasoning_chains: list[ReasoningChain] = Field(default_factory=list)
+
+
+class CheckFactsRequest(Model):
+    context_input: str
+    model_output: str
+    facts: list[str]
+    numeric_deviation_threshold: float = 0.10
+
+
+class CheckLogicRequest(Model):
+    context_input: str
+    model_output: str
+    reasoning_chains: list[ReasoningChain]
+
+
+class AuditReply(Model):
+    errors: list[AuditFinding] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return {"errors": value}
+        if isinstance(value, dict) and "errors" not in value:
+            for key in ("factual_errors", "logic_errors"):
+                if key in value:
+                    return {**value, "errors": value[key]}
+        return value
+
+
+class CheckFactsReply(AuditReply):
+    pass
+
+
+class CheckLogicReply(AuditReply):
+    pass
+
+
+# --- the registry --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """A role: its models, how its chat messages are built, and request-aware reply checks."""
+
+    name: str
+    request: type[Model]
+    reply: type[Model]
+    build_messages: Callable[[Any], list[dict[str, str]]]
+    check: Callable[[Any, Any], Any] | None = None
+    prepare: Callable[[Any, Any], Any] | None = None
+
+    def validate_reply(self, request: Any, data: Any) -> Model:
+        """Validate a decoded reply for this request; raises ValueError (or ValidationError) with the reason."""
+        if self.prepare is not None:
+            data = self.prepare(request, data)
+        reply = self.reply.model_validate(data)
+        if self.check is not None:
+            reply = self.check(request, reply) or reply
+        return reply
+
+    def reply_schema(self, request: Any) -> dict[str, Any]:
+        """The JSON schema the judge must answer in (the parse role's depends on the template)."""
+        if self.name == "parse":
+            from stages.judge.template_schema import template_schema
+            return template_schema(request.fields)
+        return self.reply.model_json_schema()
+
+
+def _registry() -> dict[str, RoleSpec]:
+    from stages.judge import prompts_audit as audit
+    from stages.judge import prompts_deep as deep
+    from stages.judge import prompts_reconstruction as recon
+    from stages.judge.template_schema import check_parsed
+
+    specs = [
+        RoleSpec("extract_excerpts", ExtractExcerptsRequest, ExtractExcerptsReply, deep.excerpt_messages,
+                 _check_excerpts),
+        RoleSpec("assess_risk", AssessRiskRequest, AssessRiskReply, deep.risk_messages),
+        RoleSpec("reason", ReasonRequest, ReasonReply, deep.reason_messages, _check_reasoning),
+        RoleSpec("parse", ParseRequest, ParseReply, deep.parse_messages, check_parsed),
+        RoleSpec("score_trait", ScoreTraitRequest, ScoreTraitReply, deep.trait_messages, _check_trait,
+                 _pick_trait),
+        RoleSpec("score_claims", ScoreClaimsRequest, ScoreClaimsReply, recon.claims_messages, _check_claims),
+        RoleSpec("decompose", DecomposeRequest, DecomposeReply, audit.decompose_messages),
+        RoleSpec("check_facts", CheckFactsRequest, CheckFactsReply, audit.facts_messages),
+        RoleSpec("check_logic", CheckLogicRequest, CheckLogicReply, audit.logic_messages),
+    ]
+    return {spec.name: spec for spec in specs}
+
+
+ROLE_NAMES = ("extract_excerpts", "assess_risk", "reason", "parse", "score_trait", "score_claims",
+              "decompose", "check_facts", "check_logic")
+_ROLES: dict[str, RoleSpec] = {}
+
+
+def role(name: str) -> RoleSpec:
+    """The spec of role ``name``; a ValueError naming the known roles for anything else."""
+    if not _ROLES:
+        _ROLES.update(_registry())
+    try:
+        return _ROLES[name]
+    except KeyError:
+        raise ValueError(f"unknown judge role {name!r}; roles: {', '.join(ROLE_NAMES)}") from None

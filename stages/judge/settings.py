@@ -1,0 +1,84 @@
+"""Judge settings: which backend answers, how hard it tries, what it costs. No secrets in here.
+
+The API key is never a setting: the openai backend reads it from the environment variable named
+by ``api_key_env`` when it starts, so settings can be hashed, logged and recorded safely.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+OFFLINE_MODEL = "offline-heuristics-1"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+class Price(BaseModel):
+    """What a model costs, in USD per million tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+
+    def cost(self, usage: dict[str, Any] | None) -> float | None:
+        """The cost of one call from its token usage (None when the usage is unknown)."""
+        if not usage:
+            return None
+        prompt = usage.get("prompt_tokens") or 0
+        completion = usage.get("completion_tokens") or 0
+        return round((prompt * self.input_per_million + completion * self.output_per_million) / 1e6, 8)
+
+
+class JudgeSettings(BaseModel):
+    """How the judge port answers: backend, model, concurrency, retries, timeouts, prices, caching."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Literal["offline", "openai", "replay"] = "offline"
+    model: str | None = None                 # openai: required (or OPENAI_MODEL); offline: fixed name
+    base_url: str | None = None              # default: OPENAI_BASE_URL, else the public API
+    api_key_env: str = "OPENAI_API_KEY"      # the NAME of the variable holding the key
+    concurrency: int = Field(8, ge=1)        # calls in flight at once (one shared connection pool)
+    max_attempts: int = Field(5, ge=1)       # per call: attempts on 429, 5xx, timeouts, dropped connections
+    max_invalid_replies: int = Field(2, ge=0)  # re-asks with the validation error as feedback
+    timeout_s: float = Field(60.0, gt=0)     # per request
+    backoff_base_s: float = Field(0.5, ge=0)
+    backoff_max_s: float = Field(30.0, ge=0)
+    retry_after_max_s: float = Field(120.0, ge=0)  # a longer Retry-After is cut to this
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    response_format: bool = True             # send the reply schema as response_format json_schema
+    prices: dict[str, Price] = Field(default_factory=dict)  # model -> price
+    no_cache: bool = False                   # do not reuse recorded successes
+    replay_source: str | None = None         # replay: the ledger to answer from (default: the recording one)
+    live: Literal["openai", "offline"] | None = None  # replay: answer an unrecorded request live
+    record: bool = True                      # False: call without appending judge.called (benchmarks only)
+
+    def resolved_model(self) -> str | None:
+        """The model name recorded and hashed: the offline heuristics' version, or the configured model."""
+        if self.backend == "offline":
+            return OFFLINE_MODEL
+        return self.model or os.environ.get("OPENAI_MODEL") or None
+
+    def live_model(self) -> str | None:
+        """The model of the live backend behind replay."""
+        if self.live == "offline":
+            return OFFLINE_MODEL
+        return self.model or os.environ.get("OPENAI_MODEL") or None
+
+    def resolved_base_url(self) -> str:
+        """The chat-completions base URL: setting, else OPENAI_BASE_URL, else the public API."""
+        return (self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+    def parameters(self) -> dict[str, Any]:
+        """The sampling parameters that shape an answer (hashed into every request)."""
+        params: dict[str, Any] = {"temperature": self.temperature}
+        if self.max_tokens is not None:
+            params["max_tokens"] = self.max_tokens
+        return params
+
+    def price_of(self, model: str | None) -> Price | None:
+        """The price entry of ``model``, when the table has one."""
+        return self.prices.get(model) if model else None

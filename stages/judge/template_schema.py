@@ -1,0 +1,65 @@
+"""The parse role's schema: a template's fields as a pydantic model (and so a JSON schema).
+
+Field types are those of FORMATS.md: bool, int, float, str, list[str], literal (with ``values``)
+and date. Every field may be null: "use null for information not present in the response".
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from functools import lru_cache
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+_SIMPLE = {"bool": bool, "int": int, "float": float, "str": str, "list[str]": list[str], "date": _dt.date}
+
+
+def python_type(type_name: str | None, values: list[Any] | None = None) -> Any:
+    """The Python type of a template field type name (unknown names parse as str)."""
+    if type_name == "literal":
+        if not values:
+            raise ValueError("a literal field needs its list of values")
+        return Literal[tuple(values)]  # type: ignore[misc]
+    return _SIMPLE.get((type_name or "str").strip(), str)
+
+
+def _freeze(values: list[Any] | None) -> tuple | None:
+    return tuple(values) if values is not None else None
+
+
+@lru_cache(maxsize=256)
+def _model_for(spec: tuple[tuple[str, str | None, str, tuple | None], ...]) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for name, type_name, description, values in spec:
+        annotation = Optional[python_type(type_name, list(values) if values is not None else None)]
+        fields[name] = (annotation, Field(..., description=description or None))
+    return create_model("TemplateAnswer", __config__=ConfigDict(extra="ignore"), **fields)
+
+
+def template_model(fields) -> type[BaseModel]:
+    """A pydantic model with one nullable, required attribute per template field."""
+    return _model_for(tuple((f.name, f.type, f.description, _freeze(f.values)) for f in fields))
+
+
+def template_schema(fields) -> dict[str, Any]:
+    """The JSON schema the parse role answers in: ``{field: value or null, ...}``."""
+    return template_model(fields).model_json_schema()
+
+
+def check_parsed(request, reply):
+    """Validate a parse reply against the request's fields, returning the typed values as JSON.
+
+    Raises ValueError listing every field that is missing or of the wrong type, so the judge can
+    be asked again with that feedback.
+    """
+    from stages.judge.roles import ParseReply
+
+    model = template_model(request.fields)
+    try:
+        parsed = model.model_validate(reply.values)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"the reply does not fit the template: {problems}") from None
+    values = parsed.model_dump(mode="json")
+    return ParseReply(values={f.name: values[f.name] for f in request.fields})
