@@ -1,0 +1,90 @@
+"""One case in the hands of one stage: its inputs, its effective config, and the events it will emit.
+
+A stage handler reads ``work.question``/``work.response``, asks the judge through ``work.ask``
+(recorded and cached by the port) and collects its output events with ``work.emit``. Nothing is
+written while the handler runs: the dispatcher commits ``work.outputs`` in one transaction with
+the stage's tracking position, so a case's outputs are in the ledger entirely or not at all.
+
+Every output event gets a deterministic id from ``key = "<stage>:<case>:<step>[:<part>]:<attempt>"``:
+doing the case again after a crash appends nothing new (at-least-once processing, exactly-once
+ledger).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger import Event, NewEvent
+from stages.config import VerificationConfig
+
+STAGE_VERSIONS = {"template": "1", "rubric": "1", "reconstruction": "1", "audit": "1"}
+
+
+@dataclass
+class Counters:
+    """What a run has done so far, for the progress display and the run summary."""
+
+    judge_calls: int = 0
+    retries: int = 0
+    failures: int = 0
+    cases_done: int = 0
+
+
+@dataclass
+class CaseWork:
+    """A case being processed by one stage (see module docstring)."""
+
+    opened: Event
+    stage: str
+    config: VerificationConfig
+    config_hash: str
+    run_id: str
+    judge: Any
+    search: Any = None
+    counters: Counters = field(default_factory=Counters)
+    outputs: list[NewEvent] = field(default_factory=list)
+
+    # --- the case's inputs (case.opened, docs/internals.md) -------------------------------------
+    @property
+    def case_id(self) -> str:
+        return self.opened.data["case_id"]
+
+    @property
+    def stream(self) -> str:
+        return f"case:{self.case_id}"
+
+    @property
+    def question(self) -> dict[str, Any]:
+        return self.opened.data.get("question") or {}
+
+    @property
+    def question_id(self) -> str:
+        return self.opened.data["question_id"]
+
+    @property
+    def response(self) -> Any:
+        return self.opened.data.get("response")
+
+    # --- judge ----------------------------------------------------------------------------------
+    async def ask(self, role: str, request: Any, *, attempt: int = 1) -> Any:
+        """One judge call for this case (the port records it and reuses a recorded success)."""
+        self.counters.judge_calls += 1
+        if attempt > 1:
+            self.counters.retries += 1
+        return await self.judge.call(role, request, case_id=self.case_id, attempt=attempt,
+                                     meta=self.meta(self.stage))
+
+    # --- outputs --------------------------------------------------------------------------------
+    def meta(self, stage: str) -> dict[str, Any]:
+        """The meta of an output event: run, causation, stage, stage_version, config_hash."""
+        return {"run": self.run_id, "causation": self.opened.id, "stage": stage,
+                "stage_version": STAGE_VERSIONS[stage], "config_hash": self.config_hash}
+
+    def emit(self, type: str, data: dict[str, Any], *, step: str, attempt: int = 1,
+             part: str | None = None, stage: str | None = None) -> None:
+        """Collect an output event with its deterministic idempotency key."""
+        stage = stage or self.stage
+        key = ":".join([stage, self.case_id, step] + ([part] if part is not None else []) + [str(attempt)])
+        self.outputs.append(NewEvent(self.stream, type, {"case_id": self.case_id, **data}, key=key,
+                                     meta=self.meta(stage)))

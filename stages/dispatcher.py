@@ -1,0 +1,339 @@
+"""The dispatcher: finds pending work in the ledger and runs the stages until idle, exactly once.
+
+Stages subscribe to ``case.opened`` of their kind (template, reconstruction, audit). A case is
+pending for a stage when its ``case.opened`` is in the ledger and the stage's terminal output is
+not (``case.judged``, ``claim.scored``, ``credit.scored``), nor a ``stage.failed`` (unless
+``retry_failed``). Work is derived from the ledger, never from memory, so a restarted dispatcher
+finds the same pending cases whatever was in flight when it died.
+
+A case's steps run in order inside its handler; cases run concurrently (the judge port bounds
+the calls in flight). A handler's outputs are committed in ONE append together with the stage's
+tracking position; their ids are deterministic (``stages.casework``), so redoing a case after a
+crash appends nothing twice, and the port reuses every recorded judge reply, so nothing is paid
+twice. The tracking position only lets a scan start late; it is a low watermark (every case at or
+below it is finished), so correctness never depends on it.
+
+A case whose handler raises gets ``stage.failed`` with the reason; every other case goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ledger import Event, NewEvent
+from stages.audit import judge_audit
+from stages.casework import CaseWork, Counters
+from stages.config import VerificationConfig, effective_config
+from stages.reconstruction import judge_reconstruction
+from stages.template import judge_template
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stage: the case kind it subscribes to, the event that says a case is done, its handler."""
+
+    name: str
+    kind: str
+    terminal: str
+    handler: Callable[[CaseWork], Awaitable[None]]
+
+    @property
+    def tracking(self) -> str:
+        return f"stage:{self.name}"
+
+
+STAGES = (
+    Stage("template", "template", "case.judged", judge_template),
+    Stage("reconstruction", "reconstruction", "claim.scored", judge_reconstruction),
+    Stage("audit", "audit", "credit.scored", judge_audit),
+)
+
+
+class RunSettings(BaseModel):
+    """What a run needs besides the ledger: the run's config layer, the judge, and flags.
+
+    ``config_layer`` is the ``--config`` file merged with ``--set`` (``stages.config.run_layer``);
+    each case's effective config is defaults <- its benchmark's config <- this layer. The judge is
+    ``judge`` when given (``evalledger replay`` hands in a replay port), else built from
+    ``judge_backend``/``judge_model`` (the CLI's ``--judge``/``--model``), else from the config.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
+
+    config_layer: dict[str, Any] = Field(default_factory=dict)
+    judge_backend: str | None = None
+    judge_model: str | None = None
+    judge_options: dict[str, Any] = Field(default_factory=dict)   # more JudgeSettings keys
+    retry_failed: bool = False
+    no_cache: bool = False
+    max_cases_in_flight: int = Field(16, ge=1)
+    judge: Any = None
+    search: Any = None
+
+    def run_config(self) -> VerificationConfig:
+        """The run-level config (defaults <- config layer): it chooses the judge and is recorded."""
+        return effective_config(None, self.config_layer)
+
+
+@dataclass
+class RunSummary:
+    """What ``run_until_idle`` did."""
+
+    run_id: str | None = None
+    cases: int = 0
+    judged: int = 0
+    failed: int = 0
+    judge_calls: int = 0
+    retries: int = 0
+    busy: bool = False                       # another run_until_idle of this process was running
+    failures: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class _Pending:
+    """The pending cases of one scan, per stage, with the scan's upper bound."""
+
+    upto: int
+    cases: list[tuple[Stage, Event, int]]   # (stage, case.opened, prior stage.failed count)
+
+
+def find_pending(led, retry_failed: bool = False, upto: int | None = None) -> _Pending:
+    """Every (stage, case.opened) whose stage output is not in the ledger, in seq order."""
+    upto = led.head().seq if upto is None else upto
+    found: list[tuple[Stage, Event, int]] = []
+    for stage in STAGES:
+        start = 1 if retry_failed else led.tracking_position(stage.tracking) + 1
+        if start > upto:
+            continue
+        done = {e.data.get("case_id") for e in led.read(from_seq=start, types=[stage.terminal])}
+        failures: dict[str, int] = {}
+        for event in led.read(from_seq=start if not retry_failed else 1, types=["stage.failed"]):
+            if event.data.get("stage") == stage.name:
+                failures[event.data.get("case_id")] = failures.get(event.data.get("case_id"), 0) + 1
+        for opened in led.read(from_seq=start, types=["case.opened"], to_seq=upto):
+            case_id = opened.data.get("case_id")
+            if opened.data.get("kind") != stage.kind or case_id in done:
+                continue
+            if case_id in failures and not retry_failed:
+                continue
+            found.append((stage, opened, _failure_count(led, case_id, stage) if case_id in failures else 0))
+    found.sort(key=lambda item: item[1].seq)
+    return _Pending(upto, found)
+
+
+def _failure_count(led, case_id: str, stage: Stage) -> int:
+    """How many ``stage.failed`` this case has for this stage (keys the next one)."""
+    return sum(1 for e in led.read(types=["stage.failed"], stream=f"case:{case_id}")
+               if e.data.get("stage") == stage.name)
+
+
+class _Watermarks:
+    """Per stage, the highest seq below which every scanned case is finished."""
+
+    def __init__(self, led, pending: _Pending):
+        self.led = led
+        self.upto = pending.upto
+        self.open: dict[str, set[int]] = {s.name: set() for s in STAGES}
+        for stage, opened, _ in pending.cases:
+            self.open[stage.name].add(opened.seq)
+
+    def after(self, stage: Stage, seq: int) -> tuple[str, int] | None:
+        """The tracking record to commit with case ``seq``'s outputs (None when it would not advance)."""
+        self.open[stage.name].discard(seq)
+        still = self.open[stage.name]
+        position = (min(still) - 1) if still else self.upto
+        return (stage.tracking, position) if position > self.led.tracking_position(stage.tracking) else None
+
+    def settle(self) -> None:
+        """Advance the stages that had nothing pending up to the scan's bound (cheap next time)."""
+        for stage in STAGES:
+            if not self.open[stage.name] and self.led.tracking_position(stage.tracking) < self.upto:
+                self.led.append([], tracking=(stage.tracking, self.upto))
+
+
+class _Run:
+    """One run: its id, judge, counters and progress; processes scans until nothing is pending."""
+
+    def __init__(self, led, settings: RunSettings, progress):
+        self.led = led
+        self.settings = settings
+        self.progress = progress
+        self.run_config = settings.run_config()
+        self.id = uuid.uuid4().hex[:16]
+        self.counters = Counters()
+        self.summary = RunSummary(run_id=self.id)
+        self.judge = settings.judge
+        self._own_judge = self.judge is None
+        self.search = settings.search
+        self.total = 0
+
+    def _make_judge(self):
+        """The judge port: the CLI's choice, else the config's (which defaults to offline)."""
+        from stages.judge import JudgeSettings, make_judge
+        options = {"backend": self.settings.judge_backend or self.run_config.judge_backend,
+                   "model": self.settings.judge_model or self.run_config.judge_model,
+                   "no_cache": self.settings.no_cache, **self.settings.judge_options}
+        return make_judge(JudgeSettings(**options), self.led)
+
+    def _make_search(self):
+        """The search port, built on first use (most runs never search)."""
+        try:
+            from stages.search import make_search
+        except ImportError:
+            return None
+        return make_search(self.run_config.deep_judgment_search_tool, self.led)
+
+    def _judge_identity(self) -> dict[str, Any]:
+        return {"backend": getattr(self.judge, "name", None), "model": getattr(self.judge, "model", None)}
+
+    def _append_run_event(self, type: str, data: dict[str, Any]) -> None:
+        self.led.append(NewEvent(f"run:{self.id}", type, {"run": self.id, **data}, key=type,
+                                 meta={"run": self.id, "stage": "dispatcher",
+                                       "config_hash": self.run_config.hash()}))
+
+    async def execute(self) -> RunSummary:
+        """Scan, process, scan again until a scan finds nothing; write run.started/completed."""
+        pending = find_pending(self.led, self.settings.retry_failed)
+        if not pending.cases:
+            _Watermarks(self.led, pending).settle()
+            return self.summary
+        if self.judge is None:
+            self.judge = self._make_judge()
+        self._append_run_event("run.started", {
+            "judge": self._judge_identity(), "config": self.run_config.to_json(),
+            "config_layer": self.settings.config_layer, "retry_failed": self.settings.retry_failed,
+            "no_cache": self.settings.no_cache, "pending": len(pending.cases)})
+        try:
+            retry_failed = self.settings.retry_failed
+            while pending.cases:
+                await self._process(pending)
+                retry_failed = False  # failures of this run are not retried within it
+                pending = find_pending(self.led, retry_failed)
+            _Watermarks(self.led, pending).settle()
+        finally:
+            if self._own_judge and hasattr(self.judge, "aclose"):
+                await self.judge.aclose()
+        s = self.summary
+        s.judge_calls, s.retries = self.counters.judge_calls, self.counters.retries
+        self._append_run_event("run.completed", {"cases": s.cases, "judged": s.judged, "failed": s.failed,
+                                                 "judge_calls": s.judge_calls, "retries": s.retries,
+                                                 "judge": self._judge_identity()})
+        if self.progress is not None:
+            self.progress.finish(self.counters)
+        return s
+
+    async def _process(self, pending: _Pending) -> None:
+        """Run every pending case of one scan, concurrently, each committed on its own."""
+        self.total += len(pending.cases)
+        if self.progress is not None:
+            self.progress.start(self.total, self.counters)
+        marks = _Watermarks(self.led, pending)
+        gate = asyncio.Semaphore(self.settings.max_cases_in_flight)
+
+        async def one(stage: Stage, opened: Event, failures: int) -> None:
+            async with gate:
+                await self._case(stage, opened, failures, marks)
+
+        await asyncio.gather(*(one(*item) for item in pending.cases))
+        marks.settle()
+
+    async def _case(self, stage: Stage, opened: Event, failures: int, marks: _Watermarks) -> None:
+        """Process one case; commit its outputs with the tracking record, or ``stage.failed``."""
+        self.summary.cases += 1
+        try:
+            config = effective_config(opened.data.get("config"), self.settings.config_layer)
+            work = CaseWork(opened, stage.name, config, config.hash(), self.id, self.judge,
+                            _LazySearch(self), self.counters)
+            await stage.handler(work)
+            self.led.append(work.outputs, tracking=marks.after(stage, opened.seq))
+            self.summary.judged += 1
+        except Exception as exc:  # isolate the case: record why, let every other case go on
+            reason = f"{type(exc).__name__}: {exc}"
+            case_id = opened.data.get("case_id")
+            self.led.append(NewEvent(f"case:{case_id}", "stage.failed",
+                                     {"case_id": case_id, "stage": stage.name, "reason": reason,
+                                      "failure": failures + 1},
+                                     key=f"{stage.name}:{case_id}:failed:{failures + 1}",
+                                     meta={"run": self.id, "causation": opened.id, "stage": stage.name,
+                                           "config_hash": self.run_config.hash()}),
+                            tracking=marks.after(stage, opened.seq))
+            self.summary.failed += 1
+            self.counters.failures += 1
+            self.summary.failures.append({"case_id": case_id, "stage": stage.name, "reason": reason})
+        self.counters.cases_done += 1
+        if self.progress is not None:
+            self.progress.update(self.counters)
+
+
+class _LazySearch:
+    """The search port, built the first time a case searches."""
+
+    def __init__(self, run: _Run):
+        self.run = run
+
+    async def search(self, query: str, *, case_id: str) -> list[dict[str, Any]]:
+        if self.run.search is None:
+            self.run.search = self.run._make_search()
+        if self.run.search is None:
+            return []
+        return await self.run.search.search(query, case_id=case_id)
+
+
+_LOCK = threading.Lock()
+
+
+async def run_until_idle_async(led, settings: RunSettings | None = None, progress=None) -> RunSummary:
+    """``run_until_idle`` for callers that already run an event loop."""
+    if not _LOCK.acquire(blocking=False):
+        return RunSummary(busy=True)
+    try:
+        with _home_lock(led):
+            return await _Run(led, settings or RunSettings(), progress).execute()
+    finally:
+        _LOCK.release()
+
+
+def run_until_idle(led, settings: RunSettings | None = None, progress=None) -> RunSummary:
+    """Process everything pending until idle, then return what was done (see module docstring).
+
+    Reentrant-safe: a call while another runs in this process returns at once with ``busy``;
+    across processes, runs on one home take turns (a lock file beside the ledger). Cheap when
+    nothing is pending: one scan from each stage's tracking position.
+    """
+    coroutine = run_until_idle_async(led, settings, progress)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    result: list[RunSummary] = []
+    worker = threading.Thread(target=lambda: result.append(asyncio.run(coroutine)))
+    worker.start()
+    worker.join()
+    return result[0]
+
+
+class _home_lock:
+    """An exclusive flock on ``<home>/dispatch.lock`` (no-op for a ledger without a home)."""
+
+    def __init__(self, led):
+        self.path = (led.home / "dispatch.lock") if getattr(led, "home", None) else None
+        self.fd = None
+
+    def __enter__(self):
+        if self.path is not None:
+            import fcntl
+            import os
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            import os
+            os.close(self.fd)

@@ -1,0 +1,94 @@
+"""Excerpt extraction with fuzzy validation and retries: the one procedure for templates and rubrics.
+
+Attempt 1 asks for up to ``max_excerpts`` verbatim quotes per attribute. Every quote is scored
+with the fuzzy rule of DESIGN.md (``stages.fuzzy``); a quote passes iff score >= threshold. An
+attribute whose quotes all failed is asked again, up to ``retry_attempts`` more times, with
+feedback listing each failed quote, its score and the threshold. An attribute is *missing* when
+it has no valid quote after its final attempt: the list is recomputed from the final state, so
+an attribute rescued by a retry is never reported missing (Karenina keeps the stale entry and
+fails cases falsely).
+
+Events: ``excerpt.extracted`` per valid quote, ``excerpt.retried`` per attribute asked again,
+``excerpt.missing`` per attribute without a valid quote at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from stages.casework import CaseWork
+from stages.fuzzy import similarity
+from stages.judge.roles import AttributeSpec, ExtractExcerptsRequest, FailedQuote
+
+
+@dataclass
+class ExcerptOutcome:
+    """Valid quotes per attribute (``{text, confidence, similarity, attempt}``), the missing ones, retries."""
+
+    valid: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    retries: int = 0
+
+    def texts(self) -> dict[str, list[str]]:
+        """The valid quotes' texts per attribute, as the reason and parse requests take them."""
+        return {name: [q["text"] for q in quotes] for name, quotes in self.valid.items()}
+
+
+@dataclass(frozen=True)
+class ExcerptSettings:
+    """How many quotes, how close they must be, how many retries (per spec and per trait)."""
+
+    max_excerpts: int
+    threshold: float
+    retry_attempts: int
+
+
+def _offered(quotes: list[Any], limit: int) -> list[Any]:
+    """The quotes the judge really offered (empty text or confidence 'none' means 'no excerpt')."""
+    return [q for q in quotes if q.text.strip() and q.confidence != "none"][:limit]
+
+
+async def extract_excerpts(work: CaseWork, attributes: list[AttributeSpec], settings: ExcerptSettings, *,
+                           subject: str, stage: str, response_text: str) -> ExcerptOutcome:
+    """Run the extraction with retries for ``attributes`` and emit its events (see module docstring)."""
+    outcome = ExcerptOutcome()
+    last_failed: dict[str, list[dict[str, Any]]] = {}
+    pending, feedback = list(attributes), []
+    question = work.question.get("question", "") if isinstance(work.question, dict) else ""
+    for attempt in range(1, settings.retry_attempts + 2):
+        request = ExtractExcerptsRequest(question=question, response=response_text, attributes=pending,
+                                         subject=subject, max_excerpts=settings.max_excerpts, feedback=feedback)
+        reply = await work.ask("extract_excerpts", request, attempt=attempt)
+        retry, feedback = [], []
+        for attribute in pending:
+            scored = [(q, round(similarity(q.text, response_text), 6))
+                      for q in _offered(reply.excerpts.get(attribute.name, []), settings.max_excerpts)]
+            passed = [(q, s) for q, s in scored if s >= settings.threshold]
+            failed = [{"text": q.text, "similarity": s} for q, s in scored if s < settings.threshold]
+            for index, (quote, score) in enumerate(passed):
+                entry = {"text": quote.text, "confidence": quote.confidence, "similarity": score, "attempt": attempt}
+                outcome.valid.setdefault(attribute.name, []).append(entry)
+                work.emit("excerpt.extracted", {"attribute": attribute.name, "subject": subject,
+                                                "threshold": settings.threshold, **entry},
+                          step="excerpt", part=f"{attribute.name}:{index}", attempt=attempt, stage=stage)
+            last_failed[attribute.name] = failed
+            if not passed and failed:
+                retry.append(attribute)
+                feedback += [FailedQuote(attribute=attribute.name, text=f["text"], similarity=f["similarity"],
+                                         threshold=settings.threshold) for f in failed]
+        if not retry or attempt > settings.retry_attempts:
+            break
+        for attribute in retry:
+            outcome.retries += 1
+            work.emit("excerpt.retried", {"attribute": attribute.name, "subject": subject, "attempt": attempt + 1,
+                                          "failed": last_failed[attribute.name], "threshold": settings.threshold},
+                      step="excerpt_retry", part=attribute.name, attempt=attempt + 1, stage=stage)
+        pending = retry
+    # Recomputed from the final state of every attribute, never accumulated across attempts.
+    outcome.missing = [a.name for a in attributes if a.name not in outcome.valid]
+    for name in outcome.missing:
+        work.emit("excerpt.missing", {"attribute": name, "subject": subject, "threshold": settings.threshold,
+                                      "failed": last_failed.get(name, [])},
+                  step="excerpt_missing", part=name, stage=stage)
+    return outcome

@@ -1,0 +1,42 @@
+"""The reconstruction stage (reconstruction-judge.md): the judge scores every original claim 0-10.
+
+One ``score_claims`` call sees the original claims beside the reconstruction's answers and
+synthesis. The port validates the reply against the request: a reply that misses a claim, scores
+one twice, names an unknown claim, or gives a score that is not an integer in 0..10 is asked again
+with the problem named. Each claim then gets ``claim.scored`` (claim id, score, justification,
+evidence refs, and the claim's type and importance for the projections). Averages, weighted
+averages and bands are never asked of the judge: the projections compute them.
+"""
+
+from __future__ import annotations
+
+from stages.casework import CaseWork
+from stages.judge.roles import Claim, ReconstructionAnswer, ScoreClaimsRequest
+
+STAGE = "reconstruction"
+
+
+def claims_request(work: CaseWork) -> ScoreClaimsRequest:
+    """The judge's input: claims, answers, synthesis (the target document for reference only)."""
+    question, response = work.question, work.response or {}
+    answers = [ReconstructionAnswer(id=str(a.get("id", f"q{i + 1}")), question=a.get("question", ""),
+                                    answer=a.get("answer", ""))
+               for i, a in enumerate(response.get("answers", []))]
+    return ScoreClaimsRequest(doc_id=question.get("doc_id", work.question_id),
+                              claims=[Claim.model_validate(c) for c in question.get("original_claims", [])],
+                              answers=answers, synthesis=response.get("synthesis", ""),
+                              target_document=question.get("target_document"))
+
+
+async def judge_reconstruction(work: CaseWork) -> None:
+    """Score the claims and emit one ``claim.scored`` per original claim, in the claims' order."""
+    request = claims_request(work)
+    reply = await work.ask("score_claims", request)
+    by_id = {e.claim_id: e for e in reply.evaluations}
+    for claim in request.claims:
+        evaluation = by_id[claim.id]
+        work.emit("claim.scored", {
+            "claim_id": claim.id, "score": evaluation.score, "justification": evaluation.justification,
+            "evidence_refs": list(evaluation.evidence_refs), "claim_text": claim.text,
+            "claim_type": claim.type, "importance": claim.importance, "doc_id": request.doc_id,
+        }, step="claim", part=claim.id)

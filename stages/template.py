@@ -1,0 +1,108 @@
+"""The template stage (deep-judgment-templates.md): from a response to a verdict, step by step.
+
+Deep judgment on: excerpts per attribute (``stages.excerpts``: fuzzy validation, retries with
+feedback, the missing list recomputed from the final attempt) -> optional search risk per
+attribute (the maximum over its excerpts) -> reasoning -> parse from reasoning and excerpts ->
+``field.verified`` per field through the primitives (trace fields on the raw response, never sent
+to the judge) -> the case's rubric traits (``stages.rubric``) -> ``case.auto_failed`` when
+attributes or deep traits lack excerpts -> ``case.judged``.
+Deep judgment off: parse -> verify -> rubric -> judged.
+
+Spec degradations kept: a failed reasoning call continues with empty reasoning (and says so in
+``reasoning.generated``); a failed parse is a hard failure (the dispatcher records ``stage.failed``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stages.casework import CaseWork
+from stages.excerpts import ExcerptSettings, extract_excerpts
+from stages.judge.roles import AttributeSpec, ParseRequest, ReasonRequest
+from stages.risk import assess_risk
+from stages.rubric import judge_rubric
+from stages.verification import TemplateSpec
+
+STAGE = "template"
+
+
+def judge_attributes(template: dict[str, Any], spec: TemplateSpec) -> list[AttributeSpec]:
+    """The fields the judge sees: every non-trace field (trace fields are decided on the raw text)."""
+    trace = {f.name for f in spec.fields if f.trace}
+    return [AttributeSpec(name=f["name"], description=f.get("description", ""), type=f.get("type"),
+                          values=f.get("values"))
+            for f in template.get("fields", []) if f["name"] not in trace]
+
+
+async def judge_template(work: CaseWork) -> None:
+    """Run the template path and the rubric for one case, ending with ``case.judged``."""
+    template = work.question.get("template") or {"fields": []}
+    spec = TemplateSpec.from_dict(template)
+    attributes = judge_attributes(template, spec)
+    response = str(work.response)
+    cfg = work.config
+    deep = cfg.deep_judgment_enabled and bool(attributes)
+    excerpts: dict[str, list[str]] = {}
+    reasoning: dict[str, str] = {}
+    missing: list[str] = []
+    if deep:
+        outcome = await extract_excerpts(work, attributes, ExcerptSettings(
+            cfg.deep_judgment_max_excerpts_per_attribute, cfg.deep_judgment_fuzzy_match_threshold,
+            cfg.deep_judgment_excerpt_retry_attempts), subject="template", stage=STAGE, response_text=response)
+        excerpts, missing = outcome.texts(), outcome.missing
+        risks = await _risks(work, attributes, excerpts) if cfg.deep_judgment_search_enabled else {}
+        reasoning = await _reason(work, attributes, excerpts, risks)
+    values = await _parse(work, attributes, reasoning, excerpts, deep) if attributes else {}
+    results, verdict = spec.verify(values, response)
+    for result in results:
+        work.emit("field.verified", result.as_dict(), step="verify", part=result.field)
+    failed_traits = await judge_rubric(work, work.question.get("rubric"))
+    _judge(work, verdict, deep, missing, failed_traits)
+
+
+async def _risks(work: CaseWork, attributes: list[AttributeSpec], excerpts: dict[str, list[str]]) -> dict[str, str]:
+    """Risk per attribute that has excerpts (attributes without excerpts have nothing to check)."""
+    return {a.name: await assess_risk(work, a.name, a.description, excerpts[a.name], stage=STAGE,
+                                      subject="template")
+            for a in attributes if excerpts.get(a.name)}
+
+
+async def _reason(work: CaseWork, attributes: list[AttributeSpec], excerpts: dict[str, list[str]],
+                  risks: dict[str, str]) -> dict[str, str]:
+    """Reasoning per attribute; on failure, empty reasoning and the error recorded (spec: graceful)."""
+    request = ReasonRequest(question=work.question.get("question", ""), response=str(work.response),
+                            attributes=attributes, subject="template", excerpts=excerpts, risks=risks)
+    try:
+        reasoning, error = dict((await work.ask("reason", request)).reasoning), None
+    except Exception as exc:  # the port gave up; the spec continues with empty reasoning
+        reasoning, error = {}, f"{type(exc).__name__}: {exc}"
+    work.emit("reasoning.generated", {"reasoning": reasoning, "risks": risks, "error": error}, step="reason")
+    return reasoning
+
+
+async def _parse(work: CaseWork, attributes: list[AttributeSpec], reasoning: dict[str, str],
+                 excerpts: dict[str, list[str]], deep: bool) -> dict[str, Any]:
+    """The template's values as the judge parses them (from reasoning and excerpts when deep)."""
+    reply = await work.ask("parse", ParseRequest(question=work.question.get("question", ""),
+                                                 response=str(work.response), fields=attributes,
+                                                 reasoning=reasoning, excerpts=excerpts))
+    values = dict(reply.values)
+    work.emit("answer.parsed", {"values": values, "deep_judgment": deep}, step="parse")
+    return values
+
+
+def _judge(work: CaseWork, verdict: Any, deep: bool, missing: list[str], failed_traits: list[str]) -> None:
+    """``case.auto_failed`` when evidence is missing, then ``case.judged`` (the verdict)."""
+    auto = [f"attribute {name!r} has no valid excerpt" for name in missing] + \
+           [f"rubric trait {name!r} has no valid excerpt" for name in failed_traits]
+    if auto:
+        work.emit("case.auto_failed", {"reasons": auto, "attributes": missing, "traits": failed_traits},
+                  step="auto_fail")
+    passed = verdict.passed and not auto
+    work.emit("case.judged", {
+        "verdict": "pass" if passed else "fail", "auto_failed": bool(auto),
+        "reasons": auto + list(verdict.reasons), "score": round(verdict.score, 6),
+        "strategy": verdict.rule.to_spec(), "deep_judgment": deep,
+        "fields": {"passed": list(verdict.passed_fields), "failed": list(verdict.failed_fields),
+                   "unverifiable": list(verdict.unverifiable_fields)},
+    }, step="judge")
