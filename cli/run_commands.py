@@ -1,0 +1,57 @@
+"""``evalledger run``: process everything pending until idle, then exit (no domain logic here)."""
+
+from __future__ import annotations
+
+import sys
+
+from cli.ledger_commands import open_existing
+from stages.config import ConfigError, run_layer
+from stages.dispatcher import RunSettings, run_until_idle
+from stages.progress import Progress
+
+
+def register(sub) -> None:
+    """Add the ``run`` command."""
+    p = sub.add_parser("run", help="judge every pending case until idle, then exit",
+                       description="Process everything pending until idle, then exit. The judge defaults "
+                                   "to the configuration's judge_backend, which defaults to offline.")
+    p.add_argument("--judge", choices=("offline", "openai", "replay"), default=None,
+                   help="judge backend (default: the config's judge_backend, else offline)")
+    p.add_argument("--model", default=None, help="judge model (openai: required unless OPENAI_MODEL is set)")
+    p.add_argument("--config", dest="config_file", default=None, metavar="FILE",
+                   help="a TOML or JSON file of VerificationConfig keys (wins over a benchmark's config)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="one config key (dotted for nested: audit.high_severe_min=4); wins over --config")
+    p.add_argument("--retry-failed", action="store_true", help="try the cases with stage.failed again")
+    p.add_argument("--no-cache", action="store_true", help="do not reuse recorded judge replies")
+    p.add_argument("--concurrency", type=int, default=None, help="judge calls in flight at once")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_run(args) -> int:
+    """Run until idle; exit 1 when a case failed (its stage.failed says why), else 0."""
+    from cli.main import UsageError
+    try:
+        layer = run_layer(args.config_file, args.sets)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if args.concurrency is not None and args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    options = {"concurrency": args.concurrency} if args.concurrency else {}
+    settings = RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model,
+                           judge_options=options, retry_failed=args.retry_failed, no_cache=args.no_cache)
+    progress = None if args.quiet else Progress(sys.stderr)
+    with open_existing(args) as led:
+        try:
+            summary = run_until_idle(led, settings, progress)
+        except (ConfigError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
+    if summary.run_id is None or summary.cases == 0:
+        print("nothing pending")
+        return 0
+    print(f"run {summary.run_id}: {summary.cases} case(s), {summary.judged} judged, {summary.failed} failed, "
+          f"{summary.judge_calls} judge call(s), {summary.retries} retr{'y' if summary.retries == 1 else 'ies'}")
+    for failure in summary.failures:
+        print(f"  failed {failure['stage']} case {failure['case_id']}: {failure['reason']}")
+    return 1 if summary.failed else 0
