@@ -123,6 +123,8 @@ class ExcerptExtracted(DomainPayload):
     confidence: str | float | None = None
     similarity: float
     attempt: int
+    subject: Literal["template", "rubric"] = "template"   # stages: a template field or a rubric trait
+    threshold: float | None = None                        # stages: the fuzzy threshold it passed
 
 
 class FailedExcerpt(Payload):
@@ -136,28 +138,42 @@ class ExcerptRetried(DomainPayload):
     attribute: str
     attempt: int
     failed: list[FailedExcerpt]
+    subject: Literal["template", "rubric"] = "template"
+    threshold: float | None = None
 
 
 @event_type("excerpt.missing")
 class ExcerptMissing(DomainPayload):
     case_id: str
     attribute: str
+    subject: Literal["template", "rubric"] = "template"
+    threshold: float | None = None
+    failed: list[FailedExcerpt] = []                      # the final attempt's failed quotes
 
 
 @event_type("risk.assessed")
 class RiskAssessed(DomainPayload):
     case_id: str
     attribute: str
+    subject: Literal["template", "rubric"] = "template"
+    risk: Literal["none", "low", "medium", "high"] | None = None   # the maximum over the excerpts
+    excerpts: list[dict[str, Any]] = []                   # {text, risk, justification}
+    searches: list[dict[str, Any]] = []                   # {excerpt, results}: how many hits each search gave
 
 
 @event_type("reasoning.generated")
 class ReasoningGenerated(DomainPayload):
     case_id: str
+    reasoning: dict[str, str] = {}
+    risks: dict[str, str] = {}
+    error: str | None = None                              # the reasoning call failed; reasoning is empty
 
 
 @event_type("answer.parsed")
 class AnswerParsed(DomainPayload):
     case_id: str
+    values: dict[str, Any] = {}
+    deep_judgment: bool = False
 
 
 @event_type("field.verified")
@@ -168,12 +184,16 @@ class FieldVerified(DomainPayload):
     extracted: Any = None
     expected: Any = None
     passed: bool | None
+    weight: float = 1.0
+    reason: str | None = None
 
 
 @event_type("case.auto_failed")
 class CaseAutoFailed(DomainPayload):
     case_id: str
     reasons: list[str]
+    attributes: list[str] = []                            # template attributes without a valid excerpt
+    traits: list[str] = []                                # deep rubric traits without a valid excerpt
 
 
 @event_type("case.judged")
@@ -182,6 +202,10 @@ class CaseJudged(DomainPayload):
     verdict: Literal["pass", "fail"]
     auto_failed: bool
     reasons: list[str]
+    score: float | None = None                            # weighted share of counted fields that passed
+    strategy: dict[str, Any] | None = None                # the verdict rule ({"type": "all_of"} ...)
+    deep_judgment: bool = False
+    fields: dict[str, list[str]] | None = None            # {passed, failed, unverifiable}
 
 
 # --- Rubrics -------------------------------------------------------------------------------------
@@ -192,12 +216,22 @@ class TraitScored(DomainPayload):
     trait: str
     mode: Literal["deep", "standard"]
     score: bool | int | float | None
+    kind: Literal["llm", "regex", "metric"] = "llm"
+    reasoning: str | None = None
+    excerpts: list[str] = []
+    risk: str | None = None
+    plan: dict[str, Any] | None = None                    # deep traits: the resolved settings and their source
+    metrics: dict[str, float | None] | None = None        # metric traits: computed from counts, not asked
+    counts: dict[str, int] | None = None                  # metric traits: tp, fn, fp, tn
 
 
 @event_type("trait.auto_failed")
 class TraitAutoFailed(DomainPayload):
     case_id: str
     trait: str
+    reason: str | None = None
+    retries: int = 0
+    plan: dict[str, Any] | None = None
 
 
 # --- Reconstruction ------------------------------------------------------------------------------
@@ -209,6 +243,10 @@ class ClaimScored(DomainPayload):
     score: int
     justification: str
     evidence_refs: list[str]
+    claim_text: str | None = None
+    claim_type: str | None = None
+    importance: int | float | None = None
+    doc_id: str | None = None
 
 
 # --- Audit (VerifyFast) --------------------------------------------------------------------------
@@ -223,6 +261,8 @@ class AuditError(Payload):
 @event_type("facts.decomposed")
 class FactsDecomposed(DomainPayload):
     case_id: str
+    facts: list[str] = []
+    reasoning_chains: list[dict[str, Any]] = []
 
 
 @event_type("facts.checked")
@@ -244,6 +284,9 @@ class CreditScored(DomainPayload):
     low: int
     credit_score: int
     zone: Literal["BAD", "MID", "GOOD"]
+    formula: dict[str, Any] | None = None                 # the strategy parameters that decided
+    expected_credit_score: int | None = None
+    expected_zone: Literal["BAD", "MID", "GOOD"] | None = None
 
 
 # --- Operations ----------------------------------------------------------------------------------
@@ -253,16 +296,25 @@ class StageFailed(DomainPayload):
     case_id: str | None = None
     stage: str
     reason: str
+    failure: int = 1                                      # 1 for the first failure of this case and stage
 
 
 @event_type("run.started")
 class RunStarted(DomainPayload):
     run: str
+    judge: dict[str, Any] | None = None                   # {backend, model}
+    config: dict[str, Any] | None = None                  # the run-level effective config
+    configs: dict[str, Any] = {}                          # config_hash -> effective config of the cases to do
 
 
 @event_type("run.completed")
 class RunCompleted(DomainPayload):
     run: str
+    judge: dict[str, Any] | None = None
+    configs: dict[str, Any] = {}                          # config_hash -> effective config of the cases done
+    cases: int = 0
+    judged: int = 0
+    failed: int = 0
 
 
 @event_type("note.added")

@@ -172,6 +172,7 @@ class _Run:
         self._own_judge = self.judge is None
         self.search = settings.search
         self.total = 0
+        self.configs: dict[str, Any] = {}
 
     def _make_judge(self):
         """The judge port: the CLI's choice, else the config's (which defaults to offline)."""
@@ -207,6 +208,7 @@ class _Run:
             self.judge = self._make_judge()
         self._append_run_event("run.started", {
             "judge": self._judge_identity(), "config": self.run_config.to_json(),
+            "configs": _configs_of(pending, self.settings.config_layer),
             "config_layer": self.settings.config_layer, "retry_failed": self.settings.retry_failed,
             "no_cache": self.settings.no_cache, "pending": len(pending.cases)})
         try:
@@ -223,7 +225,7 @@ class _Run:
         s.judge_calls, s.retries = self.counters.judge_calls, self.counters.retries
         self._append_run_event("run.completed", {"cases": s.cases, "judged": s.judged, "failed": s.failed,
                                                  "judge_calls": s.judge_calls, "retries": s.retries,
-                                                 "judge": self._judge_identity()})
+                                                 "judge": self._judge_identity(), "configs": self.configs})
         if self.progress is not None:
             self.progress.finish(self.counters)
         return s
@@ -248,6 +250,7 @@ class _Run:
         self.summary.cases += 1
         try:
             config = effective_config(opened.data.get("config"), self.settings.config_layer)
+            self.configs[config.hash()] = config.to_json()
             work = CaseWork(opened, stage.name, config, config.hash(), self.id, self.judge,
                             _LazySearch(self), self.counters)
             await stage.handler(work)
@@ -269,6 +272,18 @@ class _Run:
         self.counters.cases_done += 1
         if self.progress is not None:
             self.progress.update(self.counters)
+
+
+def _configs_of(pending: _Pending, layer: dict[str, Any]) -> dict[str, Any]:
+    """config_hash -> effective config for the pending cases (a case whose config is invalid is skipped)."""
+    out: dict[str, Any] = {}
+    for _, opened, _ in pending.cases:
+        try:
+            config = effective_config(opened.data.get("config"), layer)
+        except ValueError:
+            continue
+        out.setdefault(config.hash(), config.to_json())
+    return out
 
 
 class _LazySearch:
