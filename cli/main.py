@@ -17,6 +17,7 @@ from ledger import EnvelopeError, LedgerError
 COMMAND_MODULES = [
     "cli.ledger_commands",
     "cli.run_commands",
+    "cli.watch_commands",
 ]
 
 

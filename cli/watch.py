@@ -203,9 +203,8 @@ class Daemon:
             return
         status = str(getattr(result, "status", result))
         self.outcome.ingested[status] = self.outcome.ingested.get(status, 0) + 1
-        fields = _result_fields(result)
-        self.log("ingested", level="warning" if status == "rejected" else "info", file=path.name,
-                 status=status, ms=_ms(started), **fields)
+        fields = {**_result_fields(result), "file": path.name, "status": status, "ms": _ms(started)}
+        self.log("ingested", level="warning" if status == "rejected" else "info", **fields)
 
     # --- pending work and reports ------------------------------------------------------------------
     def _process_batch(self) -> None:
@@ -226,11 +225,12 @@ class Daemon:
             self._retry_batch = True
             return
         self._done_head = seen
-        if summary is not None or reports:
+        if current != seen or reports:   # a pass that found nothing to do is not worth a line
             self.outcome.batches += 1
             self.outcome.summaries.append(summary)
-            self.log("batch", head=getattr(current, "seq", str(current)), reports=len(reports),
-                     ms=_ms(started), **_result_fields(summary, prefix="run_"))
+            fields = {**_result_fields(summary, prefix="run_"), "head": getattr(current, "seq", str(current)),
+                      "reports": len(reports), "ms": _ms(started)}
+            self.log("batch", **fields)
 
     def _call(self, fn: Callable, *args):
         """Run a callback, marking the daemon busy so a signal knows work is in flight."""
@@ -339,14 +339,18 @@ def _native_observer():
 
 
 def _result_fields(result: Any, prefix: str = "") -> dict[str, Any]:
-    """Loggable fields of an entry point's result: its simple attributes (dataclass or object)."""
+    """Loggable fields of an entry point's result: its simple, non-empty attributes, and the first
+    error of a rejection (intake's ``error_lines()``)."""
     if result is None or isinstance(result, (str, int, float)):
         return {}
-    if hasattr(result, "to_log"):
-        return {prefix + k: v for k, v in result.to_log().items()}
     items = getattr(result, "__dict__", {}) or {}
-    return {prefix + k: v for k, v in items.items()
-            if not k.startswith("_") and k != "status" and isinstance(v, (str, int, float, bool, type(None)))}
+    fields = {prefix + k: v for k, v in items.items() if not k.startswith("_") and k != "status"
+              and v is not None and isinstance(v, (str, int, float, bool))}
+    errors = result.error_lines() if hasattr(result, "error_lines") else []
+    if errors:
+        fields[prefix + "errors"] = len(errors)
+        fields[prefix + "first_error"] = errors[0]
+    return fields
 
 
 def _ms(started: float) -> int:

@@ -28,6 +28,8 @@ def utc_now() -> str:
 
 def _text_value(value: Any) -> str:
     """A field value for a text line: quoted when it holds spaces or quotes."""
+    if isinstance(value, dict):   # counts by name read better as name:count,name:count
+        value = ",".join(f"{k}:{v}" for k, v in value.items())
     text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
     if not text or any(c in text for c in ' "=\n'):
         return orjson.dumps(text).decode()

@@ -1,0 +1,125 @@
+"""The ``watch`` and ``demo`` commands: the daemon wired to the real entry points.
+
+``watch`` takes the home's watch lock, opens the ledger and runs ``cli.watch.Daemon`` with three
+callbacks: intake (``stages.intake.ingest_path``), the dispatcher
+(``stages.dispatcher.run_until_idle``) and the projections (``projections.refresh``). Nothing
+here judges or renders; see docs/watch.md for the behaviour.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import ledger
+from cli import daemon_lock
+from cli.watch import Callbacks, Daemon, Outcome, WatchOptions
+from cli.watch_log import FORMATS, Log
+
+
+class LogProgress:
+    """The dispatcher's progress as log lines (a daemon's stderr is a log, not a terminal bar)."""
+
+    def __init__(self, log: Log, every_seconds: float = 5.0):
+        self.log = log
+        self.every = every_seconds
+        self._last = 0.0
+
+    def start(self, total: int, *counters) -> None:
+        self.log("judging", cases=total)
+        self._last = time.monotonic()
+
+    def update(self, counters) -> None:
+        if time.monotonic() - self._last >= self.every:
+            self._last = time.monotonic()
+            self.log("progress", cases_done=counters.cases_done, judge_calls=counters.judge_calls,
+                     failures=counters.failures)
+
+    def finish(self, counters) -> None:
+        """Nothing: the daemon logs the batch's summary itself."""
+
+
+def real_callbacks(led: ledger.Ledger, settings, log: Log) -> Callbacks:
+    """Intake, dispatcher and projections, bound to one open ledger and the run's settings."""
+    from projections import refresh
+    from stages.dispatcher import run_until_idle
+    from stages.intake import ingest_path
+    progress = LogProgress(log)
+
+    return Callbacks(
+        ingest=lambda path: ingest_path(led, path, from_inbox=True),
+        process=lambda: run_until_idle(led, settings, progress),
+        refresh=lambda: refresh(led),
+        head=led.head,
+    )
+
+
+def run_daemon(home: Path, settings, options: WatchOptions, log: Log) -> Outcome:
+    """Hold the home's watch lock and run the daemon on it (AlreadyRunning when another holds it)."""
+    with daemon_lock.acquire(home):
+        with ledger.open_ledger(home) as led:
+            return Daemon(home, real_callbacks(led, settings, log), options, log).run()
+
+
+def cmd_watch(args) -> int:
+    from cli.ledger_commands import home_of
+    from cli.main import UsageError
+    home = Path(home_of(args))
+    if not ledger.is_home(home):
+        raise UsageError(f"{home}: no evalledger home here (run 'evalledger --home {home} init')")
+    if args.rescan_seconds <= 0:
+        raise UsageError("--rescan-seconds must be positive")
+    options = WatchOptions(rescan_seconds=args.rescan_seconds, polling=args.polling, once=args.once,
+                           grace_seconds=args.grace_seconds)
+    log = Log(args.log_format)
+    try:
+        outcome = run_daemon(home, run_settings(args), options, log)
+    except daemon_lock.AlreadyRunning as exc:
+        if args.log_format == "json":
+            log("already_running", level="error", pid=exc.pid, lock=str(exc.path), message=str(exc))
+        else:
+            print(f"evalledger watch: {exc}", file=sys.stderr)
+        return 1
+    if args.once and (outcome.errors or outcome.ingested.get("rejected")):
+        return 1
+    return 0
+
+
+def run_settings(args):
+    """The dispatcher's settings from the judge and config options (as ``evalledger run`` builds them)."""
+    from stages.config import ConfigError, run_layer
+    from stages.dispatcher import RunSettings
+    try:
+        layer = run_layer(args.config_file, args.sets)
+    except ConfigError as exc:
+        from cli.main import UsageError
+        raise UsageError(str(exc)) from None
+    return RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model)
+
+
+def add_watch_options(p) -> None:
+    """The daemon's options, then the judge and config options a run takes."""
+    p.add_argument("--once", action="store_true",
+                   help="process the inbox and all pending work, then exit (for scripts and tests)")
+    p.add_argument("--rescan-seconds", type=float, default=30.0, metavar="S",
+                   help="rescan the inbox every S seconds as a safety net for lost events (default 30)")
+    p.add_argument("--polling", action="store_true",
+                   help="poll the folders instead of kernel notifications (network filesystems)")
+    p.add_argument("--log-format", choices=FORMATS, default="text",
+                   help="log lines on stderr: text (default) or json, one object a line")
+    p.add_argument("--judge", choices=("offline", "openai", "replay"), default=None,
+                   help="judge backend (default: the config's, which is offline)")
+    p.add_argument("--model", default=None, help="judge model")
+    p.add_argument("--config", dest="config_file", default=None, metavar="FILE",
+                   help="a TOML or JSON file of config keys")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="one config key (repeatable), e.g. deep_judgment_enabled=true")
+    p.add_argument("--grace-seconds", type=float, default=10.0, metavar="S",
+                   help="after SIGTERM/SIGINT, let in-flight work finish for S seconds before abandoning it")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("watch", help="daemon: ingest files dropped into the inbox, judge them, refresh reports")
+    add_watch_options(p)
+    p.set_defaults(func=cmd_watch)
