@@ -1,0 +1,62 @@
+"""Projections: pure folds of ledger events into read models, statistics and reports.
+
+    projections.refresh(led) -> list[Path]   # fold events after the tracked position, write reports
+    projections.rebuild(led) -> list[Path]   # drop the read models, fold from seq 1: the same bytes
+    projections.update(led) -> FoldResult    # fold only (no reports): the incremental path
+
+Read models are the ``proj_*`` tables of the ledger's SQLite file (``projections.store``);
+reports go to ``<home>/reports/`` (``projections.reports``). Nothing here calls a judge or
+imports ``stages``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from projections import folding as _update
+from projections.reports import render_files, write_files
+from projections.store import ReadModelStore, reports_dir
+from projections.folding import FoldResult
+
+
+def update(led) -> FoldResult:
+    """Fold the events appended since the last update into the read models (no reports)."""
+    store = ReadModelStore(led)
+    try:
+        return _update.update(led, store)
+    finally:
+        store.close()
+
+
+def _fold_and_write(led, fresh: bool) -> list[Path]:
+    store = ReadModelStore(led)
+    try:
+        if fresh:
+            _update.rebuild(led, store)
+        else:
+            _update.update(led, store)
+        return write_files(reports_dir(led), render_files(store))
+    finally:
+        store.close()
+
+
+def refresh(led) -> list[Path]:
+    """Update the read models incrementally and (re)write every report; returns the report paths."""
+    return _fold_and_write(led, fresh=False)
+
+
+def rebuild(led) -> list[Path]:
+    """Drop every read model, fold the ledger from seq 1, write every report (byte-identical)."""
+    return _fold_and_write(led, fresh=True)
+
+
+def render(led) -> dict[str, bytes]:
+    """The report files the current read models render to (relative path -> bytes), written nowhere."""
+    store = ReadModelStore(led)
+    try:
+        return render_files(store)
+    finally:
+        store.close()
+
+
+__all__ = ["FoldResult", "rebuild", "refresh", "render", "update"]

@@ -1,0 +1,100 @@
+"""Assemble every aggregate from the read models: per benchmark x model, comparisons,
+reconstruction AggregateStats, audit zone metrics, and the provenance every report states
+(ledger head, judge backend and model, config hashes).
+
+The result is the content of ``aggregate-stats.json``; the markdown renderers read it, so the
+JSON and the markdown can never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from projections.audit import audit_groups
+from projections.reconstruction import aggregate_stats
+from projections.results import compare_models, group_cases, group_summary, per_field, per_trait
+
+OFFLINE_NOTE = "offline heuristic baseline, not a language model"
+
+
+def judges_of(cases: list[dict], runs: dict[str, dict] | None = None) -> list[dict[str, Any]]:
+    """The judges behind these cases: (backend, model) with call counts, plus those runs declared."""
+    seen: dict[tuple[str, str], int] = {}
+    for case in cases:
+        for call in case["calls"].values():
+            key = (str(call["backend"]), str(call["model"]))
+            seen[key] = seen.get(key, 0) + 1
+    for run in (runs or {}).values():
+        started = run.get("started") or {}
+        judge = started.get("judge") if isinstance(started.get("judge"), dict) else {}
+        backend = started.get("backend") or judge.get("backend")
+        if backend:
+            key = (str(backend), str(started.get("model") or judge.get("model")))
+            seen.setdefault(key, 0)
+    return [{"backend": b, "model": m, "calls": n, "note": OFFLINE_NOTE if b == "offline" else None}
+            for (b, m), n in sorted(seen.items())]
+
+
+def config_hashes_of(cases: list[dict], runs: dict[str, dict] | None = None) -> list[str]:
+    """Every config hash the stages stamped on these cases' events, plus those of the runs."""
+    hashes = {h for case in cases for h in case["config_hashes"]}
+    for run in (runs or {}).values():
+        started = run.get("started") or {}
+        if started.get("config_hash"):
+            hashes.add(str(started["config_hash"]))
+    return sorted(hashes)
+
+
+def provenance(position: tuple[int, str], cases: list[dict], runs: dict | None) -> dict[str, Any]:
+    """What a report was built from: ledger head, judges, config hashes."""
+    return {"ledger_head": {"seq": position[0], "hash": position[1]},
+            "judges": judges_of(cases, runs), "config_hashes": config_hashes_of(cases, runs)}
+
+
+def benchmark_kind(benchmark: dict | None, cases: list[dict]) -> str | None:
+    if benchmark and benchmark.get("kind"):
+        return benchmark["kind"]
+    kinds = sorted({str(c["kind"]) for c in cases})
+    return kinds[0] if kinds else None
+
+
+def benchmark_aggregates(benchmark_id: str, benchmark: dict | None, cases: list[dict]) -> dict[str, Any]:
+    """Everything computed for one benchmark (cases sorted by id)."""
+    by_model = {model: group for (_, model), group in group_cases(cases).items()}
+    kind = benchmark_kind(benchmark, cases)
+    out: dict[str, Any] = {
+        "benchmark": benchmark_id, "name": (benchmark or {}).get("name"), "kind": kind,
+        "registered": benchmark is not None,
+        "question_count": (benchmark or {}).get("question_count"),
+        "rejected_questions": (benchmark or {}).get("rejected_questions", []),
+        "models": {m: {**group_summary(g), "per_field": per_field(g), "per_trait": per_trait(g)}
+                   for m, g in by_model.items()},
+        "comparisons": compare_models(benchmark_id, by_model),
+    }
+    recon = {m: aggregate_stats(g) for m, g in by_model.items() if any(c["kind"] == "reconstruction" for c in g)}
+    if recon:
+        out["reconstruction"] = recon
+    audited = [c for c in cases if c["kind"] == "audit"]
+    if audited:
+        out["audit"] = audit_groups(audited)
+    return out
+
+
+def build_aggregates(position: tuple[int, str], cases: list[dict], benchmarks: dict[str, dict],
+                     runs: dict[str, dict]) -> dict[str, Any]:
+    """The whole ``aggregate-stats.json`` document."""
+    by_benchmark: dict[str, list[dict]] = {}
+    for case in cases:
+        by_benchmark.setdefault(str(case["benchmark"]), []).append(case)
+    registered = {k: v for k, v in benchmarks.items() if v.get("benchmark") is not None}
+    ids = sorted(set(by_benchmark) | set(registered))
+    return {
+        **provenance(position, cases, runs),
+        "runs": [{"run": k, **(runs[k].get("started") or {}),
+                  "completed": runs[k].get("completed") is not None} for k in sorted(runs)],
+        "benchmarks": {b: benchmark_aggregates(b, registered.get(b), sorted(by_benchmark.get(b, []),
+                                                                            key=lambda c: c["case_id"]))
+                       for b in ids},
+        "rejected_files": [{"file": v["rejected_file"], "errors": v["errors"]}
+                           for k, v in sorted(benchmarks.items()) if v.get("benchmark") is None],
+    }

@@ -1,0 +1,140 @@
+"""The per-benchmark ``report.md`` (models side by side) and the per-document reconstruction report.
+
+Numbers come from the aggregate document and from ``case_result``; this module only lays them out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from projections.markdown import (
+    SUMMARY_HEADER, audit_section, cell, comparison_section, fmt, pct, provenance_lines,
+    reconstruction_section, summary_rows, table,
+)
+
+
+def verdict_text(result: dict[str, Any]) -> str:
+    """A case's verdict as a reader needs it: the override next to the original, failures named."""
+    if result["override"]:
+        o = result["override"]
+        return (f"{o['verdict']} (overridden by {o['author']}: {o['reason']}; "
+                f"original {fmt(result['original_verdict'])})")
+    if result["verdict"]:
+        return result["verdict"] + (" (auto-fail)" if result["auto_failed"] else "")
+    return result["status"]
+
+
+def side_by_side(results: list[dict], models: list[str]) -> list[str]:
+    """One row per question, one column per model: the verdict (or score) each model got."""
+    by_question: dict[str, dict[str, list[dict]]] = {}
+    for r in results:
+        by_question.setdefault(str(r["question_id"]), {}).setdefault(str(r["model"]), []).append(r)
+    rows = []
+    for question in sorted(by_question):
+        row: list[Any] = [question]
+        for model in models:
+            row.append("; ".join(_outcome(r) for r in by_question[question].get(model, [])) or "-")
+        rows.append(row)
+    return ["### Side by side", ""] + table(["question", *models], rows)
+
+
+def _outcome(result: dict) -> str:
+    if result["kind"] == "reconstruction" and result.get("calculated_metrics"):
+        m = result["calculated_metrics"]
+        return f"avg {fmt(m['average_score'])} (weighted {fmt(m['weighted_average_score'])})"
+    if result["kind"] == "audit" and result["audit"]["credit"]:
+        a = result["audit"]
+        return (f"credit {a['credit']['credit_score']} {a['credit']['zone']} "
+                f"(expected {fmt(a['expected_credit_score'])} {fmt(a['expected_zone'])})")
+    return verdict_text(result)
+
+
+def field_section(models: dict[str, dict]) -> list[str]:
+    rows = [[m, f, v["verified"], v["passed"], v["failed"], v["undecided"], pct(v["pass_rate"])]
+            for m, s in models.items() for f, v in s["per_field"].items()]
+    if not rows:
+        return []
+    return ["### Per field", ""] + table(["model", "field", "verified", "passed", "failed", "undecided",
+                                          "pass rate"], rows)
+
+
+def trait_section(models: dict[str, dict]) -> list[str]:
+    rows = [[m, t, v["scored"], v["mean_score"], pct(v["true_rate"]), v["auto_failed"]]
+            for m, s in models.items() for t, v in s["per_trait"].items()]
+    if not rows:
+        return []
+    return ["### Per rubric trait", ""] + table(["model", "trait", "scored", "mean score", "true rate",
+                                                 "auto-failed"], rows)
+
+
+def attention_section(results: list[dict]) -> list[str]:
+    """Cases a reader must see: failed or pending (still in every denominator), overridden, auto-failed."""
+    rows = []
+    for r in results:
+        why = []
+        if r["status"] != "judged":
+            why.append(r["status"] + ": " + ("; ".join(f"{f['stage']}: {f['reason']}" for f in r["failures"])
+                                             or "no final event yet"))
+        if r["override"]:
+            why.append("overridden: " + verdict_text(r))
+        if r["auto_failed"]:
+            why.append("auto-failed: " + ", ".join(r["auto_fail_reasons"]))
+        if why:
+            rows.append([r["case_id"], r["question_id"], r["model"], " / ".join(why)])
+    if not rows:
+        return []
+    return ["### Cases to look at", ""] + table(["case", "question", "model", "why"], rows)
+
+
+def render_benchmark(data: dict[str, Any], prov: dict[str, Any], results: list[dict],
+                     pictures: list[tuple[str, str]], documents: dict[str, str]) -> str:
+    """``<benchmark>/report.md``."""
+    models = list(data["models"])
+    lines = [f"# Benchmark {data['benchmark']}" + (f": {data['name']}" if data["name"] else ""), ""]
+    lines += provenance_lines(prov)
+    lines += [f"Kind: {data['kind']}. Questions registered: {fmt(data['question_count'])}. "
+              "Pass rate = passed / all cases: failed and pending cases stay in the denominator.", ""]
+    if data["rejected_questions"]:
+        lines += ["Questions not registered: " + "; ".join(f"{q.get('where')}: {q.get('reason')}"
+                                                           for q in data["rejected_questions"]), ""]
+    lines += ["## Summary", ""] + table(SUMMARY_HEADER, summary_rows(data["models"]))
+    for title, name in pictures:
+        lines += [f"![{title}]({name})", ""]
+    lines += comparison_section(data["comparisons"])
+    lines += side_by_side(results, models)
+    lines += field_section(data["models"]) + trait_section(data["models"])
+    lines += reconstruction_section(data.get("reconstruction", {}))
+    if documents:
+        lines += ["### Documents", ""] + [f"- [{doc}]({path})" for doc, path in documents.items()] + [""]
+    lines += audit_section(data.get("audit", {}), svg_names={k: v for k, v in pictures if k in data.get("audit", {})})
+    lines += attention_section(results)
+    return "\n".join(lines)
+
+
+def render_document(doc: dict[str, Any], prov: dict[str, Any]) -> str:
+    """``{doc_id}.md``: one reconstruction document, claim by claim, then its metrics."""
+    m = doc["calculated_metrics"]
+    lines = [f"# Reconstruction {doc['doc_id']}", ""] + provenance_lines(prov)
+    lines += [f"Case `{doc['case_id']}`, benchmark {doc['benchmark']}, model {doc['metadata']['model']}, "
+              f"status {doc['status']}; {doc['metadata']['total_tokens']} tokens, "
+              f"{doc['metadata']['cost_usd']:.6f} USD.", ""]
+    lines += table(["metric", "value"], [
+        ["total claims scored", m["total_claims"]], ["average score", m["average_score"]],
+        ["importance-weighted average", m["weighted_average_score"]],
+        ["fully reconstructed (>= 8)", m["fully_reconstructed"]],
+        ["partially reconstructed (4-7)", m["partially_reconstructed"]],
+        ["not reconstructed (< 4)", m["not_reconstructed"]],
+        ["claims not scored", ", ".join(doc["unscored_claims"]) or "none"]])
+    lines += ["## Claims", ""]
+    lines += table(["claim", "type", "importance", "score", "justification", "evidence", "text"],
+                   [[c["claim_id"], c["claim_type"], c["importance"], c["score"], c["justification"],
+                     ", ".join(c["evidence_refs"]) or "none", c["claim_text"]] for c in doc["claim_evaluations"]])
+    lines += ["## By type", ""] + table(["type", "count", "average"],
+                                        [[k, v["count"], v["average_score"]] for k, v in m["by_type"].items()])
+    lines += ["## By importance", ""] + table(["importance", "count", "average"],
+                                              [[k, v["count"], v["average_score"]]
+                                               for k, v in m["by_importance"].items()])
+    return "\n".join(lines)
+
+
+__all__ = ["render_benchmark", "render_document", "verdict_text", "cell"]

@@ -1,0 +1,175 @@
+"""Markdown building blocks and the two top-level reports: ``index.md`` and ``aggregate-report.md``.
+
+Everything renders from the aggregate document (``projections.aggregate``): no number is
+computed here, only formatted, so the markdown always says what the JSON says.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from projections.audit import CROSS_BAND_TARGET, ZONES
+
+
+def fmt(value: Any) -> str:
+    """A cell: n/a for None, yes/no for booleans, numbers as they are."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def pct(value: float | None, digits: int = 1) -> str:
+    """A 0-1 rate as a percentage (n/a when there is no denominator)."""
+    return "n/a" if value is None else f"{value * 100:.{digits}f}%"
+
+
+def interval(ci: list[float] | None) -> str:
+    return "n/a" if not ci else f"[{ci[0] * 100:.1f}%, {ci[1] * 100:.1f}%]"
+
+
+def cell(text: Any) -> str:
+    """Table-safe text: pipes escaped, newlines flattened."""
+    return fmt(text).replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: list[str], rows: Iterable[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def judge_line(judges: list[dict]) -> str:
+    if not judges:
+        return "none recorded"
+    parts = []
+    for j in judges:
+        note = f" ({j['note']})" if j.get("note") else ""
+        parts.append(f"{j['backend']} / {j['model']}{note}: {j['calls']} calls")
+    return "; ".join(parts)
+
+
+def provenance_lines(prov: dict[str, Any]) -> list[str]:
+    """The header every report carries: ledger head, judge backend and model, config hashes."""
+    head = prov["ledger_head"]
+    hashes = ", ".join(f"`{h}`" for h in prov["config_hashes"]) or "none recorded"
+    return [f"- Built from ledger head: seq {head['seq']}, hash `{head['hash']}`",
+            f"- Judge: {judge_line(prov['judges'])}",
+            f"- Config hash: {hashes}", ""]
+
+
+SUMMARY_HEADER = ["model", "cases", "judged", "failed", "pending", "passed", "pass rate", "95% CI",
+                  "auto-failed", "overridden", "excerpt retries", "judge calls", "judge retries",
+                  "tokens", "cost (USD)"]
+
+
+def summary_rows(models: dict[str, dict]) -> list[list[Any]]:
+    return [[m, s["cases"], s["judged"], s["failed"], s["pending"], s["passed"], pct(s["pass_rate"]),
+             interval(s["pass_rate_ci95"]), f"{s['auto_failed']} ({pct(s['auto_fail_rate'])})",
+             s["overridden"], s["excerpt_retries"], s["judge_calls"], s["judge_retries"], s["tokens"],
+             f"{s['cost']:.6f}"] for m, s in models.items()]
+
+
+COMPARISON_HEADER = ["A", "B", "pairs", "both pass", "A only", "B only", "neither", "A rate",
+                     "B rate", "B - A", "bootstrap 95% CI", "McNemar exact p", "unfinished pairs"]
+
+
+def comparison_rows(comparisons: list[dict]) -> list[list[Any]]:
+    return [[c["model_a"], c["model_b"], c["pairs"], c["both_pass"], c["a_only"], c["b_only"],
+             c["neither"], pct(c["a_pass_rate"]), pct(c["b_pass_rate"]), pct(c["difference"]),
+             interval(c["difference_ci95"]), c["mcnemar_p"], c["unfinished_pairs"]] for c in comparisons]
+
+
+def comparison_section(comparisons: list[dict]) -> list[str]:
+    if not comparisons:
+        return []
+    lines = ["### Model comparison (paired, same questions)", ""]
+    lines += table(COMPARISON_HEADER, comparison_rows(comparisons))
+    lines += [f"- {c['verdict']}" for c in comparisons] + [""]
+    return lines
+
+
+def reconstruction_section(stats: dict[str, dict], level: str = "###") -> list[str]:
+    lines = []
+    for model, agg in stats.items():
+        o = agg["overall"]
+        lines += [f"{level} Reconstruction: {model}", "",
+                  f"{agg['total_documents']} documents, {agg['total_claims']} scored claims; "
+                  f"average {fmt(o['average_score'])}, importance-weighted {fmt(o['weighted_average_score'])}; "
+                  f"fully (>= 8) {fmt(o['pct_fully_reconstructed'])}%, partially (4-7) "
+                  f"{fmt(o['pct_partially_reconstructed'])}%, not (< 4) {fmt(o['pct_not_reconstructed'])}%.", ""]
+        lines += table(["claim type", "count", "average", "% >= 8"],
+                       [[t, v["count"], v["average_score"], v["pct_reconstructed"]]
+                        for t, v in agg["by_claim_type"].items()])
+        lines += table(["importance", "count", "average", "% >= 8"],
+                       [[t, v["count"], v["average_score"], v["pct_reconstructed"]]
+                        for t, v in agg["by_importance"].items()])
+    return lines
+
+
+def matrix_table(matrix: dict[str, dict[str, int]]) -> list[str]:
+    return table(["expected \\ actual", *ZONES], [[row, *(matrix[row][col] for col in ZONES)] for row in ZONES])
+
+
+def audit_section(groups: dict[str, dict], level: str = "###", svg_names: dict[str, str] | None = None) -> list[str]:
+    lines = []
+    for key, g in groups.items():
+        met = {True: "met", False: "NOT met", None: "n/a (nothing compared)"}[g["target_met"]]
+        lines += [f"{level} Audit zones: {key}", ""]
+        if svg_names and key in svg_names:
+            lines += [f"![zone confusion matrix, {key}]({svg_names[key]})", ""]
+        lines += matrix_table(g["matrix"])
+        lines += table(["metric", "value"], [
+            ["cases", g["cases"]], ["compared (expected and scored)", g["compared"]],
+            ["not scored (expected, no credit score)", g["not_scored"]],
+            ["zone accuracy", f"{g['zone_matches']}/{g['compared']} = {pct(g['zone_accuracy'])}"],
+            ["cross-band confusion", f"{g['cross_band']}/{g['compared']} = {pct(g['cross_band_confusion_rate'])}"],
+            ["target: cross-band < " + pct(CROSS_BAND_TARGET, 0), met],
+            ["exact match", f"{g['exact_matches']}/{g['compared']} = {pct(g['exact_match_rate'])}"],
+            ["within +-1", f"{g['within_one']}/{g['compared']} = {pct(g['within_one_rate'])}"]])
+        if g["per_tag"]:
+            lines += table(["tag", "compared", "exact", "zone accuracy", "cross-band", "mean expected",
+                            "mean actual"],
+                           [[t, v["compared"], v["exact_matches"], pct(v["zone_accuracy"]), v["cross_band"],
+                             v["mean_expected"], v["mean_actual"]] for t, v in g["per_tag"].items()])
+    return lines
+
+
+def bench_link(benchmark: str, folder: str) -> str:
+    return f"[{benchmark}]({folder}/report.md)"
+
+
+def render_index(agg: dict[str, Any], folders: dict[str, str]) -> str:
+    """``index.md``: what the ledger holds and where each report is."""
+    lines = ["# evalledger reports", ""] + provenance_lines(agg)
+    lines += ["Files: [aggregate-report.md](aggregate-report.md) (every aggregate), "
+              "[aggregate-stats.json](aggregate-stats.json) (the same, for programs), "
+              "[evaluations.jsonl](evaluations.jsonl) (one line per case).", ""]
+    rows = []
+    for b, data in agg["benchmarks"].items():
+        models = data["models"]
+        rows.append([bench_link(b, folders[b]), data["kind"], len(models),
+                     sum(s["cases"] for s in models.values()), sum(s["judged"] for s in models.values()),
+                     sum(s["failed"] for s in models.values()), sum(s["pending"] for s in models.values())])
+    lines += ["## Benchmarks", ""]
+    lines += table(["benchmark", "kind", "models", "cases", "judged", "failed", "pending"], rows)
+    if agg["rejected_files"]:
+        lines += ["## Rejected files", ""]
+        lines += table(["file", "errors"], [[r["file"], "; ".join(f"{e.get('where')}: {e.get('reason')}"
+                                                                  for e in r["errors"])]
+                                            for r in agg["rejected_files"]])
+    return "\n".join(lines)
+
+
+def render_aggregate_report(agg: dict[str, Any]) -> str:
+    """``aggregate-report.md``: every aggregate of aggregate-stats.json, as tables."""
+    lines = ["# Aggregate report", ""] + provenance_lines(agg)
+    for b, data in agg["benchmarks"].items():
+        lines += [f"## {b} ({data['kind']})", ""]
+        if data["models"]:
+            lines += table(SUMMARY_HEADER, summary_rows(data["models"]))
+        lines += comparison_section(data["comparisons"])
+        lines += reconstruction_section(data.get("reconstruction", {}))
+        lines += audit_section(data.get("audit", {}))
+    return "\n".join(lines)

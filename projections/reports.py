@@ -1,0 +1,143 @@
+"""Render every report file from the read models and write them under ``<home>/reports/``.
+
+``render_files`` is a pure function of the stored read models (cases sorted by id, canonical
+JSON with sorted keys, fixed rounding): the same models give the same bytes. ``write_files``
+writes only what changed (atomically) and removes files an earlier render wrote that this one
+no longer produces, so an updated folder equals a rebuilt one file for file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from projections.aggregate import build_aggregates, provenance
+from projections.audit import ZONES
+from projections.benchmark_md import render_benchmark, render_document
+from projections.markdown import render_aggregate_report, render_index
+from projections.reconstruction import document_report, score_histogram
+from projections.results import case_result, usage_of
+from projections.store import ReadModelStore
+from projections import svg
+
+MANIFEST = ".evalledger-reports"
+
+
+def pretty_json(value: Any) -> bytes:
+    """Indented canonical JSON with a final newline."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of an id (letters, digits, . _ - kept)."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).strip("._") or "_"
+    return cleaned[:80]
+
+
+def unique_names(ids: list[str]) -> dict[str, str]:
+    """A distinct slug per id (sorted ids; a short hash is added where two slugs collide)."""
+    names: dict[str, str] = {}
+    taken: set[str] = set()
+    counts: dict[str, int] = {}
+    for i in ids:
+        counts[slug(i)] = counts.get(slug(i), 0) + 1
+    for i in sorted(ids):
+        name = slug(i)
+        if counts[name] > 1 or name in taken:
+            name = f"{name}-{hashlib.sha256(str(i).encode()).hexdigest()[:8]}"
+        taken.add(name)
+        names[i] = name
+    return names
+
+
+def _benchmark_files(bench: str, folder: str, data: dict, cases: list[dict], results: list[dict],
+                     agg: dict, position: tuple[int, str], runs: dict) -> dict[str, bytes]:
+    """report.md, pictures and per-document files of one benchmark."""
+    files: dict[str, bytes] = {}
+    prov = provenance(position, cases, runs)
+    pictures: list[tuple[str, str]] = []
+    model_names = unique_names(list(data["models"]))
+    for model, _ in data.get("reconstruction", {}).items():
+        counts = score_histogram([c for c in cases if c["model"] == model])
+        name = f"claim-scores-{model_names[model]}.svg"
+        files[f"{folder}/{name}"] = svg.histogram([str(i) for i in range(11)], counts,
+                                                  f"Claim scores, {model}", "score (0-10)").encode()
+        pictures.append((f"claim score histogram, {model}", name))
+    audit = data.get("audit", {})
+    group_names = unique_names(list(audit))
+    for key, group in audit.items():
+        name = f"zones-{group_names[key]}.svg"
+        files[f"{folder}/{name}"] = svg.confusion_matrix(ZONES, group["matrix"],
+                                                         f"Zone confusion matrix, {key}").encode()
+        pictures.append((key, name))
+    documents: dict[str, str] = {}
+    recon = [c for c in cases if c["kind"] == "reconstruction"]
+    per_doc: dict[str, int] = {}
+    for case in recon:
+        per_doc[case["question_id"]] = per_doc.get(case["question_id"], 0) + 1
+    for case in recon:
+        doc = document_report(case, usage_of(case))
+        base = slug(doc["doc_id"]) + ("" if per_doc[case["question_id"]] == 1 else f".{slug(case['model'])}")
+        label = doc["doc_id"] + ("" if per_doc[case["question_id"]] == 1 else f" ({case['model']})")
+        files[f"{folder}/documents/{base}.json"] = pretty_json({"built_from": prov["ledger_head"], **doc})
+        files[f"{folder}/documents/{base}.md"] = render_document(doc, prov).encode()
+        documents[label] = f"documents/{base}.md"
+    audit_pictures = [(t, n) for t, n in pictures if t in audit]
+    other_pictures = [(t, n) for t, n in pictures if t not in audit]
+    text = render_benchmark(data, prov, results, other_pictures + audit_pictures,
+                            dict(sorted(documents.items())))
+    files[f"{folder}/report.md"] = text.encode()
+    return files
+
+
+def render_files(store: ReadModelStore) -> dict[str, bytes]:
+    """Every report file, relative path -> bytes, rendered from the read models alone."""
+    position = store.position()
+    cases = list(store.iter_cases())
+    benchmarks = store.load_keyed("proj_benchmarks")
+    runs = store.load_keyed("proj_runs")
+    agg = build_aggregates(position, cases, benchmarks, runs)
+    results = [case_result(c) for c in cases]
+    files: dict[str, bytes] = {
+        "aggregate-stats.json": pretty_json(agg),
+        "evaluations.jsonl": b"".join(orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in results),
+    }
+    folders = unique_names(list(agg["benchmarks"]))
+    by_bench: dict[str, list[int]] = {}
+    for i, case in enumerate(cases):
+        by_bench.setdefault(str(case["benchmark"]), []).append(i)
+    for bench, data in agg["benchmarks"].items():
+        idx = by_bench.get(bench, [])
+        files.update(_benchmark_files(bench, folders[bench], data, [cases[i] for i in idx],
+                                      [results[i] for i in idx], agg, position, runs))
+    files["index.md"] = render_index(agg, folders).encode()
+    files["aggregate-report.md"] = render_aggregate_report(agg).encode()
+    return dict(sorted(files.items()))
+
+
+def write_files(directory: Path, files: dict[str, bytes]) -> list[Path]:
+    """Write the rendered files (only those whose bytes changed), drop stale ones; all paths back."""
+    directory.mkdir(parents=True, exist_ok=True)
+    manifest = directory / MANIFEST
+    previous = set(manifest.read_text().splitlines()) if manifest.exists() else set()
+    written = []
+    for rel, data in files.items():
+        path = directory / rel
+        written.append(path)
+        if path.exists() and path.read_bytes() == data:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    for rel in sorted(previous - set(files)):
+        stale = directory / rel
+        if stale.is_file():
+            stale.unlink()
+    manifest.write_text("".join(rel + "\n" for rel in files))
+    return written
