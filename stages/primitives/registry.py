@@ -9,6 +9,7 @@ type, bad regex, unknown mode or unit, min > max, and so on.
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -139,4 +140,5 @@ def _location(loc: tuple[Any, ...]) -> str:
 def _plain(message: str) -> str:
     """Pydantic's 'Input should be a valid tuple' in the JSON vocabulary: 'must be a list'."""
     text = message.replace("Input should be ", "must be ").replace("a valid ", "a ")
-    return text.replace("a tuple", "a list").replace("a dictionary", "an object")
+    text = text.replace("a tuple", "a list").replace("a dictionary", "an object")
+    return re.sub(r"\ba (?=[aeiou])", "an ", text)
