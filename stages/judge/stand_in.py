@@ -1,0 +1,223 @@
+"""A scriptable OpenAI-compatible chat-completions stand-in, for tests and for trying the openai
+backend offline. It listens on 127.0.0.1 only.
+
+    stand_in = StandIn(delay=0.05)                # every reply waits 50 ms
+    base_url = await stand_in.start()             # "http://127.0.0.1:PORT/v1"
+    stand_in.script(Reply({"score": 4}, fenced=True), Status(429, retry_after=1), Drop(), Slow(5))
+    ...
+    await stand_in.stop()
+
+Scripted behaviours are served first, in order; after them every request gets the default
+reply: ``reply_fn(body)`` when given, else the smallest JSON instance of the request's
+``response_format`` schema (plumbing only: it is not a judge). ``StandInThread`` runs one in a
+background thread for synchronous code; ``python -m stages.judge.stand_in --port N`` serves one.
+Every request body and whether it carried an Authorization header are kept in ``requests``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from aiohttp import web
+
+
+@dataclass
+class Reply:
+    """A 200 completion whose content is ``content`` (a dict is JSON-encoded), maybe fenced."""
+
+    content: Any
+    fenced: bool = False
+    prose: str = ""          # text put before the JSON ("Sure! Here it is:")
+    delay: float | None = None
+
+
+@dataclass
+class Status:
+    """An HTTP error status (429, 500, 400 ...) with an optional Retry-After and body."""
+
+    status: int
+    retry_after: float | str | None = None
+    body: str = '{"error": {"message": "stand-in error"}}'
+    delay: float | None = None
+
+
+@dataclass
+class Drop:
+    """Close the connection without answering."""
+
+    delay: float | None = None
+
+
+@dataclass
+class Slow:
+    """Answer (with the default reply) only after ``seconds``: longer than a client's timeout."""
+
+    seconds: float
+
+
+Behaviour = Reply | Status | Drop | Slow
+
+
+def minimal_instance(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any:
+    """The smallest JSON value valid for a (pydantic-made) JSON schema."""
+    defs = defs if defs is not None else schema.get("$defs", {})
+    if "$ref" in schema:
+        return minimal_instance(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if key in schema:
+            options = [o for o in schema[key] if o.get("type") != "null"] or schema[key]
+            return minimal_instance(options[0], defs)
+    kind = schema.get("type")
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        return {name: minimal_instance(props[name], defs) for name in schema.get("required", [])}
+    if kind == "array":
+        return [minimal_instance(schema["items"], defs) for _ in range(schema.get("minItems", 0))]
+    return {"string": "stand-in", "integer": schema.get("minimum", 0), "number": schema.get("minimum", 0.0),
+            "boolean": True, "null": None}.get(kind, None)
+
+
+def default_reply(body: dict[str, Any]) -> Any:
+    """The smallest instance of the request's response_format schema, else an empty object."""
+    fmt = body.get("response_format") or {}
+    schema = (fmt.get("json_schema") or {}).get("schema")
+    return minimal_instance(schema) if schema else {}
+
+
+@dataclass
+class StandIn:
+    """The server: a queue of scripted behaviours, a default reply, a delay per reply."""
+
+    delay: float = 0.0
+    reply_fn: Callable[[dict[str, Any]], Any] | None = None
+    reject_response_format: bool = False
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    _queue: collections.deque = field(default_factory=collections.deque)
+    _runner: web.AppRunner | None = None
+    port: int | None = None
+
+    def script(self, *behaviours: Behaviour) -> "StandIn":
+        """Queue behaviours for the next requests, in order."""
+        self._queue.extend(behaviours)
+        return self
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def start(self, port: int = 0) -> str:
+        """Listen on 127.0.0.1 (port 0: any free one); returns the base URL ending in /v1."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_post("/chat/completions", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self.base_url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append({"body": body, "authorized": "Authorization" in request.headers})
+        if self.reject_response_format and "response_format" in body:
+            return web.json_response({"error": {"message": "response_format json_schema is not supported "
+                                                           "by this server"}}, status=400)
+        behaviour = self._queue.popleft() if self._queue else None
+        wait = getattr(behaviour, "delay", None)
+        if isinstance(behaviour, Slow):
+            wait = behaviour.seconds
+        if wait is None:
+            wait = self.delay
+        if wait:
+            await asyncio.sleep(wait)
+        if isinstance(behaviour, Drop):
+            request.transport.abort()  # type: ignore[union-attr]
+            return web.Response(status=500)
+        if isinstance(behaviour, Status):
+            headers = {"Retry-After": str(behaviour.retry_after)} if behaviour.retry_after is not None else {}
+            return web.Response(status=behaviour.status, text=behaviour.body, headers=headers,
+                                content_type="application/json")
+        if isinstance(behaviour, Reply):
+            return self._completion(body, behaviour.content, behaviour.fenced, behaviour.prose)
+        return self._completion(body, (self.reply_fn or default_reply)(body), False, "")
+
+    def _completion(self, body: dict[str, Any], content: Any, fenced: bool, prose: str) -> web.Response:
+        text = content if isinstance(content, str) else json.dumps(content)
+        if fenced:
+            text = f"```json\n{text}\n```"
+        if prose:
+            text = f"{prose}\n{text}"
+        prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        completion = len(text.split())
+        return web.json_response({
+            "id": f"standin-{len(self.requests)}", "object": "chat.completion", "model": body.get("model"),
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        })
+
+
+class StandInThread:
+    """A StandIn served from a background thread (its own event loop), as a context manager."""
+
+    def __init__(self, stand_in: StandIn | None = None, port: int = 0):
+        self.stand_in = stand_in or StandIn()
+        self._port = port
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="stand-in", daemon=True)
+
+    def __enter__(self) -> StandIn:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.stand_in.start(self._port), self._loop).result(10)
+        return self.stand_in
+
+    def __exit__(self, *exc) -> None:
+        asyncio.run_coroutine_threadsafe(self.stand_in.stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a stand-in until interrupted: ``python -m stages.judge.stand_in --port 8099``."""
+    parser = argparse.ArgumentParser(description="A stand-in OpenAI-compatible chat-completions server "
+                                                 "(127.0.0.1 only); replies are the smallest instance of "
+                                                 "the requested schema.")
+    parser.add_argument("--port", type=int, default=8099)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds each reply waits")
+    parser.add_argument("--reject-response-format", action="store_true")
+    args = parser.parse_args(argv)
+
+    async def serve() -> None:
+        stand_in = StandIn(delay=args.delay, reject_response_format=args.reject_response_format)
+        url = await stand_in.start(args.port)
+        print(f"stand-in chat completions at {url} (OPENAI_BASE_URL={url})", flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await stand_in.stop()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,174 @@
+"""The search port: ``await search.search(query, case_id=...) -> list[{title, content, url}]``.
+
+Backends: ``local`` (``<home>/corpus/`` with SQLite FTS5, BM25; the default), ``tavily``
+(tavily-python, ``TAVILY_API_KEY``), a user callable ``module:function``, and ``replay`` (only
+what a ledger recorded). Every search is a ``judge.called`` event with role ``search`` on the
+case's stream, and a recorded success is reused by request hash. A failing search never
+raises into a stage: it gives ``[]`` and is recorded with ``degraded: true`` and the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from stages.judge.recording import case_stream, index_for, record_attempt, request_hash
+from stages.search.backends import CallableSearch, SearchFailed, TavilySearch, normalise
+from stages.search.local import LocalCorpus
+
+ROLE = "search"
+
+__all__ = ["Search", "SearchSettings", "make_search"]
+
+
+class SearchSettings(BaseModel):
+    """Which search answers and how: backend, corpus folder, result count, timeouts, caching."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: str = "local"                 # local | tavily | replay | module:function
+    corpus: str | None = None              # local: default <home>/corpus
+    max_results: int = Field(3, ge=1)
+    search_depth: str = "basic"            # tavily
+    api_key_env: str = "TAVILY_API_KEY"    # the NAME of the variable holding the key
+    timeout_s: float = Field(30.0, gt=0)
+    no_cache: bool = False
+    replay_source: str | None = None       # replay: the ledger to answer from
+    live: str | None = None                # replay: answer unrecorded searches with this backend
+
+
+def _backend(settings: SearchSettings, kind: str, led):
+    if kind == "local":
+        folder = settings.corpus or (Path(led.home) / "corpus" if led is not None and led.home else "corpus")
+        return LocalCorpus(folder)
+    if kind == "tavily":
+        return TavilySearch(settings.api_key_env, settings.search_depth)
+    if ":" in kind:
+        return CallableSearch(kind)
+    raise ValueError(f"unknown search backend {kind!r}: local, tavily, replay or module:function")
+
+
+class Search:
+    """One search port over one backend, recording into ``led``."""
+
+    def __init__(self, settings: SearchSettings, led, backend, source=None, live=None):
+        self.settings = settings
+        self.led = led
+        self.backend = backend            # None for replay
+        self.index = index_for(led) if led is not None else None
+        self.source = source
+        self.source_index = index_for(source) if source is not None else None
+        self.live = live
+        self.misses: list[dict[str, Any]] = []
+
+    @property
+    def name(self) -> str:
+        return self.backend.name if self.backend is not None else "replay"
+
+    def _identities(self) -> list[tuple[str, str | None]]:
+        if self.backend is not None:
+            return [(self.backend.name, self.backend.model)]
+        seen = [i for i in self.source_index.seen_identities(ROLE) if i[0] != "replay"]
+        if self.live is not None:
+            seen.append((self.live.name, self.live.model))
+        return seen or [("replay", None)]
+
+    async def search(self, query: str, *, case_id: str, attempt: int = 1,
+                     meta: dict[str, Any] | None = None) -> list[dict[str, str]]:
+        """Results for ``query`` (at most ``max_results``); ``[]`` when the search failed."""
+        messages = [{"role": "user", "content": query}]
+        params = {"max_results": self.settings.max_results}
+        hashes = [request_hash(ROLE, b, m, params, messages) for b, m in self._identities()]
+        request = {"payload": {"query": query}, "messages": messages, "parameters": params}
+        if not self.settings.no_cache and self.index is not None:
+            for hash in hashes:
+                found = self.index.success(hash)
+                if found is None:
+                    continue
+                event = self.led.get(found.id)
+                if found.stream != case_stream(case_id):  # answered for another case: say where from
+                    self._record(case_id, attempt, meta, hash, request, event.data["reply"]["results"], None,
+                                 None, backend=event.data["backend"], model=event.data.get("model"),
+                                 source_event=event.id, source_backend=event.data.get("source_backend"))
+                return list(event.data["reply"]["results"])
+        if self.backend is None:
+            replayed = self._replayed(hashes)
+            if replayed is not None:
+                event, hash = replayed
+                self._record(case_id, attempt, meta, hash, request, event.data["reply"]["results"], None, None,
+                             backend="replay", model=event.data.get("model"), source_event=event.id,
+                             source_backend=event.data.get("source_backend") or event.data.get("backend"))
+                return list(event.data["reply"]["results"])
+            if self.live is None:
+                self.misses.append({"role": ROLE, "case_id": case_id, "request_hash": hashes[0]})
+                self._record(case_id, attempt, meta, hashes[0], request, [], "replay: this search was never "
+                             "recorded in the source ledger", None, backend="replay")
+                return []
+        backend = self.backend or self.live
+        hash = hashes[0] if self.backend is not None else hashes[-1]
+        results, error, latency = await self._run(backend, query)
+        self._record(case_id, attempt, meta, hash, request, results, error, latency,
+                     backend=backend.name, model=backend.model)
+        return results
+
+    def _replayed(self, hashes: list[str]):
+        for hash in hashes:
+            found = self.source_index.success(hash)
+            if found is not None:
+                return self.source.get(found.id), hash
+        return None
+
+    async def _run(self, backend, query: str) -> tuple[list[dict[str, str]], str | None, float]:
+        """Run a blocking backend in a thread with a timeout; failures become an error text."""
+        start = time.perf_counter()
+        try:
+            raw = await asyncio.wait_for(asyncio.to_thread(backend.search, query, self.settings.max_results),
+                                         self.settings.timeout_s)
+            return normalise(raw), None, _ms(start)
+        except TimeoutError:
+            return [], f"search timed out after {self.settings.timeout_s:g} s", _ms(start)
+        except Exception as exc:  # a search must degrade, never break the stage
+            text = str(exc) if isinstance(exc, SearchFailed) else f"{type(exc).__name__}: {exc}"
+            return [], _redact(text, self.settings.api_key_env), _ms(start)
+
+    def _record(self, case_id, step_attempt, meta, hash, request, results, error, latency, *, backend,
+                model=None, source_event=None, source_backend=None) -> None:
+        if self.led is None:
+            return
+        number = self.index.next_attempt(case_stream(case_id), ROLE, hash, step_attempt)
+        payload = {"role": ROLE, "backend": backend, "model": model, "request_hash": hash, "attempt": number,
+                   "error": error, "usage": None, "latency_ms": latency, "request": request,
+                   "reply": {"results": results}, "degraded": error is not None,
+                   "source_event": source_event, "source_backend": source_backend}
+        record_attempt(self.led, self.index, case_id, payload, step_attempt, number, meta)
+
+    async def aclose(self) -> None:
+        if self.source is not None and self.source is not self.led and getattr(self, "_opened", False):
+            self.source.close()
+
+
+def _redact(text: str, env: str) -> str:
+    import os
+    key = os.environ.get(env)
+    return text.replace(key, "[redacted]") if key else text
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+def make_search(settings: SearchSettings | None = None, led=None, *, source=None) -> Search:
+    """A search port recording into ``led`` (see the module doc for the backends)."""
+    settings = settings or SearchSettings()
+    if settings.backend != "replay":
+        return Search(settings, led, _backend(settings, settings.backend, led))
+    from stages.judge.replay import open_source
+    src, opened = open_source(source or settings.replay_source, led)
+    live = _backend(settings, settings.live, led) if settings.live else None
+    port = Search(settings, led, None, source=src, live=live)
+    port._opened = opened
+    return port
