@@ -317,6 +317,16 @@ class RunCompleted(DomainPayload):
     failed: int = 0
 
 
+@event_type("replay.started")
+class ReplayStarted(DomainPayload):
+    """The first event of a home made by ``evalledger replay``: where it came from, under what change."""
+    source: str                                           # the source home (or ledger file)
+    source_head_seq: int
+    source_head_hash: str
+    overrides: dict[str, Any] = {}                        # the --set layer applied over each case's config
+    live: str | None = None                               # the live backend for unrecorded requests, if any
+
+
 @event_type("note.added")
 class NoteAdded(Payload):
     text: str
