@@ -111,7 +111,11 @@ class CharNgramEmbedder:
 
     def grams(self, text: str) -> Counter[str]:
         """Counts of the character n-grams of the normalised, padded text."""
-        padded = f" {normalise_for_ngrams(text)} "
+        return self._grams_of_normalised(normalise_for_ngrams(text))
+
+    def _grams_of_normalised(self, text: str) -> Counter[str]:
+        """Counts of the character n-grams of already normalised text, padded with spaces."""
+        padded = f" {text} "
         n = self.n
         return Counter(padded[i : i + n] for i in range(max(1, len(padded) - n + 1)))
 
@@ -122,7 +126,7 @@ class CharNgramEmbedder:
             return 1.0
         if not left or not right:
             return 0.0
-        ga, gb = self.grams(left), self.grams(right)
+        ga, gb = self._grams_of_normalised(left), self._grams_of_normalised(right)
         dot = sum(count * gb[gram] for gram, count in ga.items() if gram in gb)
         norm = math.sqrt(sum(c * c for c in ga.values())) * math.sqrt(sum(c * c for c in gb.values()))
         return min(1.0, max(0.0, dot / norm))

@@ -98,7 +98,7 @@ class PartialDate:
             return datetime.max.replace(tzinfo=start.tzinfo)
 
     def describe(self) -> str:
-        """'2016' is only precise to the year', for messages."""
+        """"'2016' (precise to the year)", for messages."""
         return f"{self.text!r} (precise to the {LEVEL_NAMES[self.precision]})"
 
 
