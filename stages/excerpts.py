@@ -3,7 +3,9 @@
 Attempt 1 asks for up to ``max_excerpts`` verbatim quotes per attribute. Every quote is scored
 with the fuzzy rule of DESIGN.md (``stages.fuzzy``); a quote passes iff score >= threshold. An
 attribute whose quotes all failed is asked again, up to ``retry_attempts`` more times, with
-feedback listing each failed quote, its score and the threshold. An attribute is *missing* when
+feedback listing each failed quote, its score and the threshold (every failed quote of the
+earlier attempts, so each retry is a new request: the port would answer a repeated one from its
+record). An attribute is *missing* when
 it has no valid quote after its final attempt: the list is recomputed from the final state, so
 an attribute rescued by a retry is never reported missing (Karenina keeps the stale entry and
 fails cases falsely).
@@ -60,7 +62,7 @@ async def extract_excerpts(work: CaseWork, attributes: list[AttributeSpec], sett
         request = ExtractExcerptsRequest(question=question, response=response_text, attributes=pending,
                                          subject=subject, max_excerpts=settings.max_excerpts, feedback=feedback)
         reply = await work.ask("extract_excerpts", request, attempt=attempt)
-        retry, feedback = [], []
+        retry = []
         for attribute in pending:
             scored = [(q, round(similarity(q.text, response_text), 6))
                       for q in _offered(reply.excerpts.get(attribute.name, []), settings.max_excerpts)]
@@ -85,6 +87,7 @@ async def extract_excerpts(work: CaseWork, attributes: list[AttributeSpec], sett
                                           "failed": last_failed[attribute.name], "threshold": settings.threshold},
                       step="excerpt_retry", part=attribute.name, attempt=attempt + 1, stage=stage)
         pending = retry
+        feedback = [f for f in feedback if f.attribute in {a.name for a in retry}]
     # Recomputed from the final state of every attribute, never accumulated across attempts.
     outcome.missing = [a.name for a in attributes if a.name not in outcome.valid]
     for name in outcome.missing:

@@ -1,0 +1,197 @@
+"""Stage paths against the real chat-completions stand-in on 127.0.0.1 with scripted replies:
+excerpt retries with feedback, missing excerpts and auto-fail, search risk, trait auto-fail,
+claim re-asks with the problem named, the audit phases."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+import ledger
+from cli.main import main
+from stages.dispatcher import RunSettings, run_until_idle
+from stages.judge.stand_in import Reply, StandIn, StandInThread
+from stages_scripted import dispatch, pairs_sentence, role_of, template_judge, user_text
+from stages_support import AUDIT_LINES, RESPONSE, data, events, home_with, reconstruction_file, template_benchmark
+
+DEEP = {"deep_judgment_enabled": True}
+
+
+def run_openai(home, stand_in: StandIn, **settings) -> object:
+    settings = RunSettings(judge_backend="openai", judge_model="stand-in-model",
+                           judge_options={"base_url": stand_in.base_url, "backoff_base_s": 0.01}, **settings)
+    with ledger.open_ledger(home) as led:
+        return run_until_idle(led, settings)
+
+
+def test_failed_quote_is_retried_with_feedback_and_the_rescued_attribute_is_not_missing(tmp_path):
+    home = home_with(tmp_path, ("b.json", template_benchmark(config=DEEP)))
+    with StandInThread(StandIn(reply_fn=dispatch(template_judge(paraphrase_first=True)))) as stand_in:
+        summary = run_openai(home, stand_in)
+    assert summary.judged == 1 and summary.failed == 0
+    [retried] = data(home, "excerpt.retried")
+    assert retried["attribute"] == "pair_count" and retried["attempt"] == 2 and retried["threshold"] == 0.8
+    [failed] = retried["failed"]
+    assert failed["text"].startswith("humans possess") and failed["similarity"] < 0.8
+    # the retry request names the failed quote, its score and the threshold
+    asks = [r["body"] for r in stand_in.requests if role_of(r["body"]) == "extract_excerpts"]
+    assert len(asks) == 2
+    assert f'"{failed["text"]}" scored {failed["similarity"]:.2f}' in user_text(asks[1])
+    assert "threshold 0.80" in user_text(asks[1])
+    [extracted] = data(home, "excerpt.extracted")
+    assert extracted["attempt"] == 2 and extracted["text"] == pairs_sentence(RESPONSE)
+    assert not data(home, "excerpt.missing") and not data(home, "case.auto_failed")
+    [judged] = data(home, "case.judged")
+    assert judged["verdict"] == "pass" and judged["auto_failed"] is False
+
+
+def test_quotes_failing_every_retry_leave_the_attribute_missing_and_auto_fail(tmp_path):
+    config = {**DEEP, "deep_judgment_excerpt_retry_attempts": 2}
+    home = home_with(tmp_path, ("b.json", template_benchmark(config=config)))
+    with StandInThread(StandIn(reply_fn=dispatch(template_judge(always_paraphrase=True)))) as stand_in:
+        run_openai(home, stand_in)
+    assert sum(role_of(r["body"]) == "extract_excerpts" for r in stand_in.requests) == 3   # 1 + 2 retries
+    assert [d["attempt"] for d in data(home, "excerpt.retried")] == [2, 3]
+    [missing] = data(home, "excerpt.missing")
+    assert missing["attribute"] == "pair_count" and missing["failed"][0]["similarity"] < 0.8
+    [auto] = data(home, "case.auto_failed")
+    assert auto["attributes"] == ["pair_count"]
+    [judged] = data(home, "case.judged")
+    # the parse still ran and the field passed: the auto-fail alone fails the case
+    assert judged["verdict"] == "fail" and judged["auto_failed"] and judged["fields"]["passed"]
+
+
+class Search:
+    """A custom search callable port (DESIGN.md: any callable returning {title, content, url})."""
+
+    def __init__(self):
+        self.queries = []
+
+    async def search(self, query, *, case_id):
+        self.queries.append(query)
+        return [{"title": "Karyotype", "content": "Humans have 23 pairs of chromosomes.", "url": "https://x"}]
+
+
+def test_search_risk_per_excerpt_and_attribute_risk_is_the_maximum(tmp_path):
+    text = "Cells hold 23 pairs of chromosomes. In total there are 23 pairs, 46 chromosomes [1]."
+    home = home_with(tmp_path, ("b.json", template_benchmark(
+        config={**DEEP, "deep_judgment_search_enabled": True},
+        responses=[{"question_id": "q1", "model": "m", "text": text}])))
+    quotes = ["Cells hold 23 pairs of chromosomes.", "In total there are 23 pairs, 46 chromosomes [1]."]
+
+    def handle(body, role):
+        if role == "extract_excerpts":
+            return {"excerpts": {"pair_count": [{"text": q, "confidence": "high"} for q in quotes]}}
+        if role == "assess_risk":
+            return {"risks": [{"excerpt": quotes[0], "risk": "low", "justification": "ok"},
+                              {"excerpt": quotes[1], "risk": "high", "justification": "contradicted"}]}
+        return template_judge()(body, role)
+
+    search = Search()
+    with StandInThread(StandIn(reply_fn=dispatch(handle))) as stand_in:
+        run_openai(home, stand_in, search=search)
+    assert search.queries == quotes
+    [risk] = data(home, "risk.assessed")
+    assert risk["risk"] == "high" and [e["risk"] for e in risk["excerpts"]] == ["low", "high"]
+    [reasoning] = data(home, "reasoning.generated")
+    assert reasoning["risks"] == {"pair_count": "high"}
+    [judged] = data(home, "case.judged")
+    assert judged["verdict"] == "pass"   # risk informs, it never fails a case by itself
+
+
+def test_deep_trait_without_valid_excerpts_is_auto_failed_without_score(tmp_path):
+    rubric = {"traits": [
+        {"name": "cites_trials", "kind": "llm", "description": "Cites a trial", "min_score": 1, "max_score": 5},
+        {"name": "tone", "kind": "llm", "description": "Neutral tone", "min_score": 1, "max_score": 5},
+        {"name": "clarity", "kind": "llm", "description": "Clear", "min_score": 1, "max_score": 5},
+    ]}
+    config = {"deep_judgment_rubric_mode": "custom", "deep_judgment_rubric_config": {"global": {
+        "cites_trials": {"excerpt_retry_attempts": 1}, "tone": {"excerpt_enabled": False}}}}
+    home = home_with(tmp_path, ("b.json", template_benchmark(config=config, rubric=rubric)))
+
+    def handle(body, role):
+        if role == "extract_excerpts":   # only rubric traits ask for excerpts here
+            return {"excerpts": {"cites_trials": [{"text": "NCT01234567 showed benefit", "confidence": "high"}]}}
+        if role == "reason":
+            name = re.search(r"- (\w+):", body["messages"][0]["content"]).group(1)
+            return {"reasoning": {name: "neutral wording throughout"}}
+        return template_judge()(body, role)
+
+    with StandInThread(StandIn(reply_fn=dispatch(handle))) as stand_in:
+        run_openai(home, stand_in)
+    [auto] = data(home, "trait.auto_failed")
+    assert auto["trait"] == "cites_trials" and auto["retries"] == 1
+    scored = {d["trait"]: d for d in data(home, "trait.scored")}
+    assert set(scored) == {"tone", "clarity"}
+    assert scored["tone"]["mode"] == "deep" and scored["tone"]["excerpts"] == [] and scored["tone"]["score"] == 4
+    assert scored["tone"]["reasoning"] == "neutral wording throughout"
+    assert scored["clarity"]["mode"] == "standard"
+    [judged] = data(home, "case.judged")
+    assert judged["verdict"] == "fail" and judged["auto_failed"]
+    assert data(home, "case.auto_failed")[0]["traits"] == ["cites_trials"]
+
+
+def test_claim_replies_with_problems_are_asked_again_with_the_problem_named(tmp_path):
+    home = home_with(tmp_path, ("r.json", reconstruction_file()))
+    good = [{"claim_id": "c1", "score": 9, "justification": "Stated.", "evidence_refs": ["q1"]},
+            {"claim_id": "c2", "score": 0, "justification": "Absent.", "evidence_refs": []},
+            {"claim_id": "c3", "score": 6, "justification": "Roughly.", "evidence_refs": ["q2", "synthesis"]}]
+    stand_in = StandIn().script(
+        Reply({"evaluations": good[:1] + good[2:]}),                                    # misses c2
+        Reply({"evaluations": [good[0], {**good[1], "score": 7.5}, good[2]]}, fenced=True),  # not an integer
+        Reply(good))                                                                     # the spec's JSON array
+    with StandInThread(stand_in):
+        summary = run_openai(home, stand_in)
+    assert summary.judged == 1
+    bodies = [r["body"] for r in stand_in.requests]
+    assert len(bodies) == 3
+    assert "missing claim(s) c2" in bodies[1]["messages"][-1]["content"]
+    assert "integer" in bodies[2]["messages"][-1]["content"]
+    scored = data(home, "claim.scored")
+    assert [(s["claim_id"], s["score"], s["evidence_refs"]) for s in scored] == \
+        [("c1", 9, ["q1"]), ("c2", 0, []), ("c3", 6, ["q2", "synthesis"])]
+    calls = data(home, "judge.called")
+    assert [c["error"] is None for c in calls] == [False, False, True]
+
+
+def test_audit_phases_and_credit_from_error_counts(tmp_path):
+    home = home_with(tmp_path, ("a.jsonl", AUDIT_LINES[1:]))
+
+    def handle(body, role):
+        if role == "decompose":
+            return {"facts": ["Revenue fell 12% in 2023"], "reasoning_chains": [
+                {"premises": ["Revenue fell 12%"], "conclusion": "the company is shrinking"}]}
+        if role == "check_facts":
+            return {"errors": [{"level": "contradiction", "severity": "high", "detail": "rose, not fell"}]}
+        if role == "check_logic":
+            return {"errors": [{"level": "unsupported", "severity": "low", "detail": "overgeneralises"}]}
+        raise AssertionError(role)
+
+    with StandInThread(StandIn(delay=0.05, reply_fn=dispatch(handle))) as stand_in:
+        run_openai(home, stand_in)
+    assert [role_of(r["body"]) for r in stand_in.requests][0] == "decompose"
+    [decomposed] = data(home, "facts.decomposed")
+    assert decomposed["facts"] == ["Revenue fell 12% in 2023"]
+    assert decomposed["reasoning_chains"][0]["conclusion"] == "the company is shrinking"
+    [facts] = data(home, "facts.checked")
+    [logic] = data(home, "logic.checked")
+    assert facts["errors"][0]["severity"] == "high" and logic["errors"][0]["level"] == "unsupported"
+    [credit] = data(home, "credit.scored")
+    assert (credit["high"], credit["low"], credit["credit_score"], credit["zone"]) == (1, 1, 2, "BAD")
+    assert credit["expected_zone"] == "BAD"
+
+
+def test_cli_run_with_the_openai_judge_against_the_stand_in(tmp_path, monkeypatch, capsys):
+    home = home_with(tmp_path, ("b.json", template_benchmark(config=DEEP)))
+    with StandInThread(StandIn(reply_fn=dispatch(template_judge()))) as stand_in:
+        monkeypatch.setenv("OPENAI_BASE_URL", stand_in.base_url)
+        code = main(["--home", str(home), "run", "--judge", "openai", "--model", "m1"])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "cases 1/1" in err and "judge calls 3" in err
+    [started] = data(home, "run.started")
+    assert started["judge"] == {"backend": "openai", "model": "m1"}
+    assert {c["backend"] for c in data(home, "judge.called")} == {"openai"}
