@@ -126,7 +126,8 @@ def _parse_free_text(text: str) -> PartialDate:
     try:
         first = _PARSER.parse(text, default=_DEFAULT_A, tzinfos=_tzinfos)
         second = _PARSER.parse(text, default=_DEFAULT_B, tzinfos=_tzinfos)
-    except (ValueError, OverflowError) as error:
+    except (ValueError, ArithmeticError, TypeError) as error:
+        # dateutil reads untrusted text; huge digit runs raise decimal/overflow errors.
         raise CheckError(f"{text!r} is not a date ({error})") from None
     precision = -1
     for name in _COMPONENTS:
@@ -142,7 +143,7 @@ def _parse_with_format(text: str, fmt: str) -> PartialDate:
     """Parse with strptime; the precision is what the format's directives supply."""
     try:
         parsed = datetime.strptime(text, fmt)
-    except ValueError as error:
+    except (ValueError, OverflowError) as error:
         raise CheckError(f"{text!r} does not match the format {fmt!r} ({error})") from None
     precision = format_precision(fmt)
     return PartialDate(text, truncate(parsed, precision), precision)

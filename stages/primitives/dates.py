@@ -143,7 +143,10 @@ class DateRange(ParsedPrimitive):
         self._low = self._bound("min", self.min)
         self._high = self._bound("max", self.max)
         if self._low is not None and self._high is not None:
-            low, high = on_common_clock(self._low.value, self._high.end())
+            try:
+                low, high = on_common_clock(self._low.value, self._high.end())
+            except OverflowError:
+                raise ValueError(f"min ({self.min!r}) or max ({self.max!r}) is out of range") from None
             if low >= high:
                 raise ValueError(f"min ({self.min!r}) is after max ({self.max!r})")
         return self
