@@ -16,7 +16,8 @@ How the longest common substring is found, exactly and fast (n = response, m = e
 3. A `ResponseIndex` keeps a budget of such tests, roughly the cost of building a suffix
    automaton of the response. Once the budget is spent (many or adversarial excerpts), it
    builds the automaton (O(n), pure Python, flat lists) and answers every later excerpt in
-   O(m). Total work per response is therefore O(n) plus O(m) per excerpt.
+   O(m). Total work per response is therefore O(n) plus O(m) per excerpt. (Responses over
+   MAX_AUTOMATON_CHARS are only scanned, to bound memory.)
 Indexes of the last few responses are cached, since every excerpt of a case is checked
 against the same response.
 """
@@ -45,6 +46,10 @@ _FOLD = str.maketrans(
 SCAN_BUDGET = 2000
 
 CACHE_SIZE = 4  # responses whose index is kept (a 50 KB automaton holds ~75k small dicts)
+
+# Above this many characters the automaton would cost hundreds of MB (about 300 bytes per
+# character), so such a response is only ever scanned: still exact, just slower per excerpt.
+MAX_AUTOMATON_CHARS = 250_000
 
 
 class ExcerptCheck(NamedTuple):
@@ -78,7 +83,8 @@ class ResponseIndex:
 
     def __init__(self, response: str, *, scan_budget: int = SCAN_BUDGET) -> None:
         self.text = normalize(response)
-        self.scan_budget = scan_budget
+        # A response too large for an automaton scans without limit.
+        self.scan_budget = scan_budget if len(self.text) <= MAX_AUTOMATON_CHARS else math.inf
         self._automaton: _Automaton | None = None
         self._lock = threading.Lock()
 

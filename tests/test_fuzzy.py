@@ -163,6 +163,15 @@ def test_budget_switches_to_the_automaton_and_stays_exact() -> None:
     assert index.automaton_built and index.scan_budget == 0
 
 
+def test_huge_responses_are_only_scanned(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fuzzy, "MAX_AUTOMATON_CHARS", 100)
+    response = long_response(1_000, seed=3)
+    index = ResponseIndex(response, scan_budget=0)
+    excerpt = normalize(response[100:160] + "#" + response[161:200])
+    assert index.similarity(excerpt) == difflib_score(excerpt, index.text)
+    assert not index.automaton_built
+
+
 def test_index_build_is_lazy() -> None:
     index = ResponseIndex("some response text")
     assert index.similarity("response text") == 1.0

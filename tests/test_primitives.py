@@ -362,6 +362,12 @@ def test_karenina_difference_naive_and_aware_datetimes_do_not_crash() -> None:
     assert DateMatch().check(date(2016, 4, 11), "April 11 2016")
 
 
+def test_hostile_date_text_fails_instead_of_raising() -> None:
+    digits = "12345678901234567890" * 2
+    assert not DateMatch().check(f"10:30{digits}", "2016-04-11")
+    assert "is not a date" in DateTolerance(tolerance=1).explain(f"April{digits}", "2016-04-11")
+
+
 def test_unknown_zone_names_are_wall_clock_not_machine_local() -> None:
     assert DateTolerance(tolerance=0, unit="minutes").check("2016-04-11 10:00 EST", "2016-04-11 10:00")
 
