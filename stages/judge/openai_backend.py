@@ -115,7 +115,7 @@ class OpenAIBackend:
                 invalid += 1
                 number += 1
                 conversation = list(call.messages) + [
-                    {"role": "assistant", "content": outcome.content or ""},
+                    {"role": "assistant", "content": record.raw_reply},
                     {"role": "user", "content": f"That reply is not valid: {reason}\nAnswer again with only "
                                                 "the JSON object, matching the schema."}]
                 continue

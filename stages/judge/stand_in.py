@@ -105,6 +105,8 @@ class StandIn:
     _queue: collections.deque = field(default_factory=collections.deque)
     _runner: web.AppRunner | None = None
     port: int | None = None
+    in_flight: int = 0           # requests being answered now
+    max_in_flight: int = 0       # the most answered at once
 
     def script(self, *behaviours: Behaviour) -> "StandIn":
         """Queue behaviours for the next requests, in order."""
@@ -120,7 +122,7 @@ class StandIn:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/chat/completions", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.2)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
@@ -133,6 +135,14 @@ class StandIn:
             self._runner = None
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append({"body": body, "authorized": "Authorization" in request.headers})
         if self.reject_response_format and "response_format" in body:

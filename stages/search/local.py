@@ -9,6 +9,7 @@ query, same results.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
 import threading
@@ -31,10 +32,14 @@ class LocalCorpus:
         self._lock = threading.Lock()
         self._signature: tuple | None = None
         self._db: sqlite3.Connection | None = None
+        self._content_hash = ""
 
     @property
     def model(self) -> str:
-        return "fts5-bm25"
+        """The ranking and the corpus content it ranks: a changed corpus is a different search."""
+        with self._lock:
+            self._index()
+            return f"fts5-bm25:{self._content_hash}"
 
     def _scan(self) -> tuple:
         if not self.folder.is_dir():
@@ -51,15 +56,17 @@ class LocalCorpus:
         db = sqlite3.connect(":memory:", check_same_thread=False)
         db.execute("CREATE VIRTUAL TABLE passages USING fts5(title, content, path UNINDEXED, "
                    "part UNINDEXED, tokenize='porter unicode61')")
-        rows = []
+        rows, digest = [], hashlib.sha256()
         for rel, _, _ in signature:
-            text = (self.folder / rel).read_text(encoding="utf-8", errors="replace")
+            raw = (self.folder / rel).read_bytes()
+            digest.update(rel.encode() + b"\0" + hashlib.sha256(raw).digest())
+            text = raw.decode("utf-8", errors="replace")
             for part, (title, passage) in enumerate(passages(rel, text), 1):
                 rows.append((title, passage, rel, part))
         db.executemany("INSERT INTO passages (title, content, path, part) VALUES (?, ?, ?, ?)", rows)
         if self._db is not None:
             self._db.close()
-        self._db, self._signature = db, signature
+        self._db, self._signature, self._content_hash = db, signature, digest.hexdigest()[:16]
         return db
 
     def search(self, query: str, max_results: int = 3) -> list[dict[str, str]]:

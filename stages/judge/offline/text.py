@@ -77,7 +77,7 @@ def stem(word: str) -> str:
         if len(w) > len(suffix) + 2 and w.endswith(suffix) and not w.endswith("ss"):
             base = w[: -len(suffix)]
             return base + "y" if suffix == "ies" else base
-    return w
+    return w[:-1] if len(w) > 4 and w.endswith("e") else w  # 'chromosome' meets 'chromosomes
 
 
 def words(text: str) -> list[str]:

@@ -1,0 +1,146 @@
+"""The offline judge: its heuristics do real work, and its calls are recorded like any other.
+
+Each test goes through the public port (``make_judge(...).call``) with a real SQLite ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import ledger
+from stages.judge import OFFLINE_MODEL, JudgeSettings, make_judge
+
+CHROMOSOMES = ("Human somatic cells are diploid, containing 46 chromosomes organized into 23 pairs. "
+               "This was established in 1956 by Tjio and Levan [1].")
+MOON = ("The first moon landing occurred on July 20, 1969, as part of NASA's Apollo 11 mission. "
+        "The mission was commanded by Neil Armstrong, who became the first human to walk on the lunar surface.")
+
+
+@pytest.fixture()
+def led(tmp_path):
+    with ledger.open_ledger(tmp_path / "home") as handle:
+        yield handle
+
+
+def ask(led, role, request, case_id="case1", **settings):
+    """One call through a fresh offline judge port."""
+    async def go():
+        async with make_judge(JudgeSettings(**settings), led) as judge:
+            return await judge.call(role, request, case_id=case_id)
+    return asyncio.run(go())
+
+
+def test_excerpts_are_verbatim_sentences_that_carry_the_field(led):
+    reply = ask(led, "extract_excerpts", {
+        "question": "How many chromosome pairs?", "response": CHROMOSOMES,
+        "attributes": [{"name": "pair_count", "type": "int", "description": "The number of chromosome pairs"},
+                       {"name": "eye_colour", "type": "str", "description": "Colour of the iris"}]})
+    pairs = reply.excerpts["pair_count"]
+    assert pairs[0].text == "Human somatic cells are diploid, containing 46 chromosomes organized into 23 pairs."
+    assert pairs[0].confidence == "high"
+    assert all(q.text in CHROMOSOMES for q in pairs)
+    assert [(q.text, q.confidence) for q in reply.excerpts["eye_colour"]] == [("", "none")]
+
+
+def test_parse_extracts_each_type(led):
+    reply = ask(led, "parse", {
+        "question": "When was the first moon landing and who commanded the mission?", "response": MOON,
+        "fields": [{"name": "year", "type": "int", "description": "Year of the landing"},
+                   {"name": "landing_date", "type": "date", "description": "Date of the landing"},
+                   {"name": "commander", "type": "str", "description": "Name of the mission commander"},
+                   {"name": "walked", "type": "bool", "description": "Whether the commander walked on the lunar surface"},
+                   {"name": "agency", "type": "literal", "values": ["ESA", "NASA", "Roscosmos"],
+                    "description": "The agency of the mission"}]})
+    assert reply.values == {"year": 1969, "landing_date": "1969-07-20", "commander": "Neil Armstrong",
+                            "walked": True, "agency": "NASA"}
+
+
+def test_parse_reads_negation_and_numbers_next_to_their_terms(led):
+    reply = ask(led, "parse", {
+        "question": "q", "response": "The study did not reach significance. It enrolled 120 patients over 3 years.",
+        "fields": [{"name": "significant", "type": "bool", "description": "Whether the study reached significance"},
+                   {"name": "patients", "type": "int", "description": "Number of patients enrolled"}]})
+    assert reply.values == {"significant": False, "patients": 120}
+
+
+def test_claim_scores_follow_overlap_and_cite_their_evidence(led):
+    reply = ask(led, "score_claims", {
+        "doc_id": "d1",
+        "claims": [{"id": "c1", "text": "The embassy reports that Singapore supports the ASEAN trade agreement"},
+                   {"id": "c2", "text": "Troop levels will fall by 30,000 in 1977"},
+                   {"id": "c3", "text": "The ambassador met the fisheries minister about tuna quotas"}],
+        "answers": [{"id": "q1", "answer": "Singapore supports the ASEAN trade agreement, the embassy reports."},
+                    {"id": "q2", "answer": "Troop levels will fall in 1977, by some 10,000."}],
+        "synthesis": "Singapore backs ASEAN trade; troops will be reduced."})
+    scores = {e.claim_id: e for e in reply.evaluations}
+    assert scores["c1"].score >= 8 and "q1" in scores["c1"].evidence_refs
+    assert 1 <= scores["c2"].score <= 5 and "30000" in scores["c2"].justification
+    assert scores["c3"].score <= 1 and scores["c3"].evidence_refs == []
+
+
+CONTEXT = "Revenue rose 12% to $4.5 billion in 2023. Operating costs fell 3%. The company did not pay a dividend."
+
+
+def test_fact_check_finds_reversed_direction_and_wrong_numbers(led):
+    reply = ask(led, "check_facts", {
+        "context_input": CONTEXT, "model_output": "",
+        "facts": ["Revenue fell 12% to $4.5 billion in 2023.", "Revenue rose 12.5% in 2023.",
+                  "Revenue rose 40% in 2023.", "Operating costs fell 3%.", "The company paid a dividend."]})
+    by_claim = {e.claim: (e.level, e.severity) for e in reply.errors}
+    assert by_claim["Revenue fell 12% to $4.5 billion in 2023."] == ("contradiction", "high")
+    assert by_claim["Revenue rose 12.5% in 2023."] == ("contradiction", "low")
+    assert by_claim["Revenue rose 40% in 2023."] == ("contradiction", "high")
+    assert by_claim["The company paid a dividend."] == ("contradiction", "high")
+    assert "Operating costs fell 3%." not in by_claim
+
+
+def test_decompose_then_logic_check_flags_a_reversed_conclusion(led):
+    output = "Operating costs fell 3%. Therefore revenue decreased. Revenue rose 12%, so growth will always continue."
+    facts = ask(led, "decompose", {"context_input": CONTEXT, "model_output": output})
+    assert len(facts.facts) <= 5 and len(facts.reasoning_chains) == 2
+    logic = ask(led, "check_logic", {"context_input": CONTEXT, "model_output": output,
+                                     "reasoning_chains": [c.model_dump() for c in facts.reasoning_chains]})
+    assert [(e.level, e.severity) for e in logic.errors] == [("contradiction", "high"), ("unsupported", "low")]
+
+
+def test_a_clean_output_gets_no_errors(led):
+    facts = ask(led, "check_facts", {"context_input": CONTEXT, "model_output": "",
+                                     "facts": ["Revenue rose 12% to $4.5 billion in 2023."]})
+    assert facts.errors == []
+
+
+def test_offline_calls_are_recorded_as_offline_with_request_and_reply(led):
+    request = {"question": "How many chromosome pairs?", "response": CHROMOSOMES,
+               "fields": [{"name": "pair_count", "type": "int", "description": "chromosome pairs"}]}
+    reply = ask(led, "parse", request, case_id="abc")
+    [event] = list(led.read(types=["judge.called"]))
+    data = event.data
+    assert event.stream == "case:abc"
+    assert (data["role"], data["backend"], data["model"], data["attempt"], data["error"]) == \
+        ("parse", "offline", OFFLINE_MODEL, 1, None)
+    assert data["reply"] == reply.model_dump(mode="json")
+    assert data["request"]["payload"]["response"] == CHROMOSOMES
+    assert data["request"]["messages"][0]["role"] == "system"
+    assert len(data["request_hash"]) == 64 and data["case_id"] == "abc"
+    assert event.payload().request_hash == data["request_hash"]  # the declared keys validate
+
+
+def test_a_redone_step_appends_nothing_and_no_cache_records_a_new_attempt(led):
+    request = {"question": "q", "response": MOON, "fields": [{"name": "year", "type": "int"}]}
+    first = ask(led, "parse", request)
+    again = ask(led, "parse", request)
+    assert first == again and len(list(led.read(types=["judge.called"]))) == 1
+    ask(led, "parse", request, no_cache=True)
+    attempts = [e.data["attempt"] for e in led.read(types=["judge.called"])]
+    assert attempts == [1, 2]
+
+
+def test_a_recorded_answer_reused_on_another_case_is_recorded_there_with_its_source(led):
+    request = {"question": "q", "response": MOON, "fields": [{"name": "year", "type": "int"}]}
+    ask(led, "parse", request, case_id="first")
+    ask(led, "parse", request, case_id="second")
+    first, second = list(led.read(types=["judge.called"]))
+    assert second.stream == "case:second" and second.data["source_event"] == first.id
+    assert second.data["reply"] == first.data["reply"] and second.data["usage"] is None
