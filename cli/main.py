@@ -16,6 +16,7 @@ from ledger import EnvelopeError, LedgerError
 # Command modules, in the order their commands appear in --help.
 COMMAND_MODULES = [
     "cli.ledger_commands",
+    "cli.intake_commands",
     "cli.run_commands",
     "cli.watch_commands",
 ]

@@ -38,6 +38,7 @@ class IngestResult:
     benchmark_name: str | None = None
     cases_opened: int = 0
     errors: list[dict] = field(default_factory=list)
+    untranslated: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     moved_to: Path | None = None
 
@@ -53,14 +54,21 @@ class IngestResult:
         if self.benchmark_name or self.benchmark:
             parts.append(f"benchmark {self.benchmark_name or ''} ({self.benchmark or 'not registered yet'})")
         if self.status in ("accepted", "known"):
-            parts.append(f"{self.cases_opened} new case{'s' if self.cases_opened != 1 else ''}")
+            parts.append(f"{_count(self.cases_opened, 'new case')}")
         if self.errors:
-            parts.append(f"{len(self.errors)} error{'s' if len(self.errors) != 1 else ''}")
+            parts.append(_count(len(self.errors), "error"))
         return "  ".join(parts + self.notes)
 
     def error_lines(self) -> list[str]:
-        """``file: where: reason`` for every error (what the .error.txt holds)."""
-        return [f"{self.file}: {e['where']}: {e['reason']}" for e in self.errors]
+        """``file: where: reason`` for every error (what the .error.txt holds), then every
+        untranslated part of an accepted Karenina checkpoint."""
+        return ([f"{self.file}: {e['where']}: {e['reason']}" for e in self.errors]
+                + [f"{self.file}: not translated: {e['where']}: {e['reason']}" for e in self.untranslated])
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 question``, ``2 questions``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def sha256_of(path: Path) -> tuple[str, int]:
@@ -152,10 +160,10 @@ def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) 
     for held in pending_for(led, record):
         batch += _resolution(record, held)
     result = IngestResult(source["file"], source["sha256"], "accepted", parsed.format, bid, bench.name)
-    if bench.rejected_questions or bench.rejected_traits:
-        result.errors = [p.as_dict() for p in bench.rejected_questions + bench.rejected_traits]
-        result.notes.append(f"({len(bench.rejected_questions)} questions and {len(bench.rejected_traits)} "
-                            "traits could not be translated; the rest is registered)")
+    result.untranslated = [p.as_dict() for p in bench.rejected_questions + bench.rejected_traits]
+    if result.untranslated:
+        result.notes.append(f"({_count(len(bench.rejected_questions), 'question')} and "
+                            f"{_count(len(bench.rejected_traits), 'trait')} not translated; the rest is registered)")
     return _commit(led, batch, result)
 
 
@@ -247,10 +255,13 @@ def _file_away(home: Path, path: Path, result: IngestResult, from_inbox: bool) -
         if from_inbox:
             path.unlink(missing_ok=True)
         return dest
-    if from_inbox:
-        os.replace(path, dest) if _same_device(path, dest.parent) else shutil.move(str(path), dest)
-    else:
-        _atomic_copy(path, dest)
+    try:
+        if from_inbox:
+            os.replace(path, dest) if _same_device(path, dest.parent) else shutil.move(str(path), dest)
+        else:
+            _atomic_copy(path, dest)
+    except FileNotFoundError:
+        pass  # another process (the watch daemon, a second ingest) filed it first
     return dest
 
 

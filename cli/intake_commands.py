@@ -1,0 +1,119 @@
+"""Intake commands: ``ingest FILE...`` and ``status``. No domain logic: it lives in stages.intake."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import orjson
+
+import ledger
+from stages.intake import DEFAULT_MAX_BYTES, IngestResult, ingest_path
+from stages.intake_status import CASE_STATES, status
+
+# Files a writer is still producing (write elsewhere, then rename in) and our own error notes.
+_SKIPPED_SUFFIXES = (".error.txt", ".tmp", ".part", ".partial", ".swp")
+
+
+def _home(args) -> str:
+    return args.home or ledger.default_home()
+
+
+def inbox_files(inbox: Path) -> list[Path]:
+    """The files waiting in an inbox, oldest name first; hidden and partial files are left alone."""
+    if not inbox.is_dir():
+        return []
+    return sorted(p for p in inbox.iterdir()
+                  if p.is_file() and not p.name.startswith(".") and not p.name.endswith(_SKIPPED_SUFFIXES))
+
+
+def _targets(args, home: Path) -> list[tuple[Path, bool]]:
+    """(path, from_inbox) for every file to ingest; raises UsageError for paths that do not exist."""
+    from cli.main import UsageError
+    inbox = (home / "inbox").resolve()
+    if not args.files:
+        return [(p, True) for p in inbox_files(inbox)]
+    out: list[tuple[Path, bool]] = []
+    missing = [f for f in args.files if not Path(f).exists()]
+    if missing:
+        raise UsageError(f"no such file: {', '.join(missing)}")
+    for name in args.files:
+        path = Path(name)
+        for file in (inbox_files(path) if path.is_dir() else [path]):
+            out.append((file, file.resolve().parent == inbox))
+    return out
+
+
+def cmd_ingest(args) -> int:
+    """Ingest files (or the whole inbox); one line per file; exit 1 when any was rejected."""
+    home = Path(_home(args))
+    with ledger.open_ledger(home) as led:
+        targets = _targets(args, home)
+        results = []
+        for path, from_inbox in targets:
+            try:
+                result = ingest_path(led, path, from_inbox=from_inbox, max_bytes=args.max_bytes)
+            except FileNotFoundError:
+                print(f"skipped  {path.name}  (gone before it could be read; another process took it)")
+                continue
+            results.append(result)
+            _print_result(result)
+    if not targets:
+        print(f"nothing to ingest in {home / 'inbox'}")
+    return 1 if any(r.status == "rejected" for r in results) else 0
+
+
+def _print_result(result: IngestResult) -> None:
+    print(result.line())
+    for line in result.error_lines():
+        print(f"    {line}")
+
+
+def cmd_status(args) -> int:
+    """Benchmarks, cases by state, pending responses, rejected files and the ledger head."""
+    with ledger.open_ledger(_home(args), readonly=True) as led:
+        report = status(led)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(report.as_dict(), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2))
+        sys.stdout.write("\n")
+        return 0
+    for line in render_status(report):
+        print(line)
+    return 0
+
+
+def render_status(report) -> list[str]:
+    """The status as readable lines."""
+    lines = [f"benchmarks: {len(report.benchmarks)}"]
+    for b in report.benchmarks:
+        counts = ", ".join(f"{b['cases'][s]} {s}" for s in CASE_STATES)
+        extra = ""
+        if b["rejected_questions"] or b["rejected_traits"]:
+            extra = f"  ({b['rejected_questions']} questions, {b['rejected_traits']} traits not translated)"
+        lines.append(f"  {b['benchmark']}  {b['name']}  [{b['kind']}, {b['format']}]  "
+                     f"{b['questions']} questions  cases: {counts}{extra}")
+    lines.append("cases: " + ", ".join(f"{report.cases.get(s, 0)} {s}" for s in CASE_STATES))
+    lines.append(f"pending responses: {len(report.pending)}")
+    for p in report.pending:
+        lines.append(f"  {p['file']}  {p['responses']} responses wait for benchmark {p['benchmark']!r}  "
+                     f"(sha256 {p['sha256'][:12]})")
+    lines.append(f"rejected files: {len(report.rejected)}")
+    for r in report.rejected:
+        first = r["first_error"]
+        why = f"{first['where']}: {first['reason']}" if first else ""
+        lines.append(f"  {r['file']}  {r['errors']} error{'s' if r['errors'] != 1 else ''}  {why}")
+    lines.append(f"ledger head: seq {report.head['seq']} {report.head['hash']}")
+    return lines
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ingest", help="ingest benchmark, responses, reconstruction, audit or Karenina files")
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="files or folders to ingest (default: every file in the home's inbox/)")
+    p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
+                   help=f"reject files larger than this (default {DEFAULT_MAX_BYTES} = 50 MB)")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("status", help="benchmarks, cases by state, pending responses, rejected files, head")
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
+    p.set_defaults(func=cmd_status)

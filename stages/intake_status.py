@@ -1,0 +1,110 @@
+"""Case states and the intake status summary, derived from the ledger alone.
+
+``case_states(led)`` is the one place that says what state a case is in; stages, projections
+and the CLI reuse it:
+
+- ``judged``: a ``case.judged`` (template) or ``credit.scored`` (audit) event names the case, or
+  (reconstruction) every original claim of the case has a ``claim.scored`` event;
+- ``failed``: not judged, and a ``stage.failed`` event names the case;
+- ``opened``: otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger import Ledger
+
+CASE_STATES = ("opened", "judged", "failed")
+_STATE_EVENTS = ["case.opened", "case.judged", "credit.scored", "claim.scored", "stage.failed"]
+
+
+def case_states(led: Ledger, events=None) -> dict[str, str]:
+    """``{case_id: "opened" | "judged" | "failed"}`` for every opened case, in one pass.
+
+    ``events`` may be given (any iterable of events in seq order) to fold without reading the ledger.
+    """
+    claims_needed: dict[str, set[str]] = {}
+    claims_scored: dict[str, set[str]] = {}
+    opened: list[str] = []
+    judged: set[str] = set()
+    failed: set[str] = set()
+    for event in events if events is not None else led.read(types=_STATE_EVENTS):
+        data = event.data
+        cid = data.get("case_id")
+        if event.type == "case.opened":
+            opened.append(cid)
+            if data.get("kind") == "reconstruction":
+                claims = (data.get("question") or {}).get("original_claims") or []
+                claims_needed[cid] = {c.get("id") for c in claims}
+        elif event.type in ("case.judged", "credit.scored"):
+            judged.add(cid)
+        elif event.type == "claim.scored":
+            claims_scored.setdefault(cid, set()).add(data.get("claim_id"))
+        elif event.type == "stage.failed" and cid:
+            failed.add(cid)
+    for cid, needed in claims_needed.items():
+        if needed and needed <= claims_scored.get(cid, set()):
+            judged.add(cid)
+    return {cid: "judged" if cid in judged else "failed" if cid in failed else "opened" for cid in opened}
+
+
+@dataclass
+class Status:
+    """What ``evalledger status`` shows."""
+
+    benchmarks: list[dict] = field(default_factory=list)
+    cases: dict[str, int] = field(default_factory=dict)
+    pending: list[dict] = field(default_factory=list)
+    rejected: list[dict] = field(default_factory=list)
+    head: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"benchmarks": self.benchmarks, "cases": self.cases, "pending": self.pending,
+                "rejected": self.rejected, "head": self.head}
+
+
+def status(led: Ledger) -> Status:
+    """Benchmarks (with their cases by state), pending responses, rejected files, the ledger head."""
+    from stages.intake import pending_responses
+    head = led.head()
+    states = case_states(led)
+    per_benchmark: dict[str, dict[str, int]] = {}
+    for event in led.read(types=["case.opened"]):
+        counts = per_benchmark.setdefault(event.data["benchmark"], dict.fromkeys(CASE_STATES, 0))
+        counts[states[event.data["case_id"]]] += 1
+    out = Status(head={"seq": head.seq, "hash": head.hash})
+    for event in led.read(types=["benchmark.registered"]):
+        data = event.data
+        out.benchmarks.append({
+            "benchmark": data["benchmark"], "name": data["name"], "kind": data["kind"],
+            "format": data.get("format"), "questions": len(data.get("questions") or []),
+            "rejected_questions": len(data.get("rejected_questions") or []),
+            "rejected_traits": len(data.get("rejected_traits") or []),
+            "cases": per_benchmark.get(data["benchmark"], dict.fromkeys(CASE_STATES, 0)),
+            "seq": event.seq})
+    out.cases = {state: sum(1 for s in states.values() if s == state) for state in CASE_STATES}
+    out.pending = [{"file": e.data["file"], "sha256": e.data["sha256"], "benchmark": e.data["benchmark"],
+                    "responses": e.data.get("count", 0), "seq": e.seq} for e in pending_responses(led)]
+    out.rejected = _rejected_files(led)
+    return out
+
+
+def _rejected_files(led: Ledger) -> list[dict]:
+    """Rejected files not accepted since, and pending responses that did not fit their benchmark."""
+    accepted = {e.data["sha256"] for e in led.read(types=["file.received"])}
+    latest: dict[str, Any] = {}
+    for event in led.read(types=["benchmark.rejected"]):
+        sha = event.data.get("sha256") or event.stream.removeprefix("file:")
+        if sha not in accepted:
+            latest[sha] = event
+    out = [{"file": e.data["file"], "sha256": sha, "errors": len(e.data["errors"]),
+            "first_error": e.data["errors"][0] if e.data["errors"] else None, "seq": e.seq}
+           for sha, e in latest.items()]
+    for event in led.read(types=["responses.registered"]):
+        if event.data.get("rejected"):
+            errors = event.data.get("errors") or []
+            out.append({"file": event.data.get("file"), "sha256": event.data.get("sha256"), "errors": len(errors),
+                        "first_error": errors[0] if errors else None, "seq": event.seq})
+    return sorted(out, key=lambda r: r["seq"])
