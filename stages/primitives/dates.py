@@ -9,9 +9,10 @@ enough precision for the comparison asked for, the check fails and says so.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from stages.primitives.base import CheckError, ParameterError, ParsedPrimitive
 from stages.primitives.dateparse import (
@@ -132,24 +133,31 @@ class DateRange(ParsedPrimitive):
 
     min: StrictStr | None = None
     max: StrictStr | None = None
-    _low: PartialDate | None = PrivateAttr(default=None)
-    _high: PartialDate | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _parse_bounds(self) -> DateRange:
+    def _valid_bounds(self) -> DateRange:
         """Bounds must be dates with a year, at least one given, min not after max."""
         if self.min is None and self.max is None:
             raise ValueError("needs min, max or both")
-        self._low = self._bound("min", self.min)
-        self._high = self._bound("max", self.max)
-        if self._low is not None and self._high is not None:
+        low_bound, high_bound = self._bound("min", self.min), self._bound("max", self.max)
+        if low_bound is not None and high_bound is not None:
             try:
-                low, high = on_common_clock(self._low.value, self._high.end())
+                low, high = on_common_clock(low_bound.value, high_bound.end())
             except OverflowError:
                 raise ValueError(f"min ({self.min!r}) or max ({self.max!r}) is out of range") from None
             if low >= high:
                 raise ValueError(f"min ({self.min!r}) is after max ({self.max!r})")
         return self
+
+    @cached_property
+    def _low(self) -> PartialDate | None:
+        """The parsed lower bound (validated at load time)."""
+        return self._bound("min", self.min)
+
+    @cached_property
+    def _high(self) -> PartialDate | None:
+        """The parsed upper bound (validated at load time)."""
+        return self._bound("max", self.max)
 
     @staticmethod
     def _bound(name: str, text: str | None) -> PartialDate | None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, model_validator
 
 from stages.primitives.base import CheckError, ParsedPrimitive
 from stages.primitives.coerce import as_list, as_text
@@ -34,17 +35,21 @@ class SetContainment(ParsedPrimitive):
     mode: Literal["exact", "subset", "superset", "overlap"] = "exact"
     min_overlap: PositiveInt | None = None
     normalize: NormalizerList = ()
-    _key: Callable[[Any], Any] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _prepare(self) -> SetContainment:
-        """min_overlap only means something in overlap mode; build the element key once."""
+    def _overlap_only(self) -> SetContainment:
+        """min_overlap only means something in overlap mode."""
         if self.min_overlap is not None and self.mode != "overlap":
             raise ValueError(f"min_overlap is only used with mode 'overlap', not {self.mode!r}")
-        if self.normalize:
-            apply = compile_normalizers(self.normalize)
-            self._key = lambda item: apply(as_text(item))
         return self
+
+    @cached_property
+    def _key(self) -> Callable[[Any], Any] | None:
+        """How an element is compared: normalized text when `normalize` is given, else as is."""
+        if not self.normalize:
+            return None
+        apply = compile_normalizers(self.normalize)
+        return lambda item: apply(as_text(item))
 
     def _as_set(self, value: Any, role: str) -> set[Any]:
         """The elements of a list as a set (normalized when asked); CheckError if impossible."""
@@ -85,13 +90,11 @@ class OrderedMatch(ParsedPrimitive):
     after normalization (default: lowercase, strip). A bare string is not a list."""
 
     normalize: NormalizerList = ("lowercase", "strip")
-    _apply: Callable[[str], str] = PrivateAttr()
 
-    @model_validator(mode="after")
-    def _compile(self) -> OrderedMatch:
-        """Build the normalizer pipeline once."""
-        self._apply = compile_normalizers(self.normalize)
-        return self
+    @cached_property
+    def _apply(self) -> Callable[[str], str]:
+        """The normalizer pipeline, built once."""
+        return compile_normalizers(self.normalize)
 
     def _compare(self, extracted: Any, expected: Any, embedder: Any) -> bool:
         got, want = as_list(extracted), as_list(expected)

@@ -7,9 +7,10 @@ of false tests for absence.
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from typing import Annotated, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from stages.primitives.base import TracePrimitive
 from stages.primitives.normalizers import StrictStr
@@ -30,13 +31,17 @@ class TraceRegex(TracePrimitive):
 
     pattern: StrictStr
     count_min: PositiveInt | None = None
-    _regex: re.Pattern[str] = PrivateAttr()
 
     @model_validator(mode="after")
-    def _compile(self) -> TraceRegex:
-        """Compile once; a bad pattern is a load-time error."""
-        self._regex = compile_pattern(self.pattern)
+    def _valid_pattern(self) -> TraceRegex:
+        """A bad pattern is a load-time error."""
+        compile_pattern(self.pattern)
         return self
+
+    @cached_property
+    def _regex(self) -> re.Pattern[str]:
+        """The compiled pattern."""
+        return compile_pattern(self.pattern)
 
     def check_trace(self, raw: str) -> bool:
         text = _text(raw)
