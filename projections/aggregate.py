@@ -39,9 +39,10 @@ def config_hashes_of(cases: list[dict], runs: dict[str, dict] | None = None) -> 
     """Every config hash the stages stamped on these cases' events, plus those of the runs."""
     hashes = {h for case in cases for h in case["config_hashes"]}
     for run in (runs or {}).values():
-        started = run.get("started") or {}
-        if started.get("config_hash"):
-            hashes.add(str(started["config_hash"]))
+        for part in (run.get("started") or {}, run.get("completed") or {}):
+            if part.get("config_hash"):
+                hashes.add(str(part["config_hash"]))
+            hashes.update(str(h) for h in (part.get("configs") or {}))
     return sorted(hashes)
 
 

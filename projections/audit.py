@@ -31,17 +31,26 @@ def zone_of(score: Any) -> str | None:
     return None
 
 
+def expected_score(case: dict) -> Any:
+    """The case's expected credit score: from its question, else as credit.scored echoed it."""
+    expected = case["question"].get("expected_credit_score")
+    if expected is None and case["credit"]:
+        expected = case["credit"].get("expected_credit_score")
+    return expected
+
+
 def group_key(case: dict) -> str:
     """The audit group of a case: its model, with the profile when the config names one."""
     profile = (case.get("config") or {}).get("profile")
-    return f"{case['model']} [{profile}]" if profile else str(case["model"])
+    model = case["model"] if case["model"] is not None else "audited outputs"
+    return f"{model} [{profile}]" if profile else str(model)
 
 
 def _pairs(cases: list[dict]) -> tuple[list[tuple[int, int, str, str, dict]], list[str]]:
     """(expected, actual, expected zone, actual zone, case) for compared cases; ids not scored."""
     pairs, not_scored = [], []
     for case in cases:
-        expected = case["question"].get("expected_credit_score")
+        expected = expected_score(case)
         if zone_of(expected) is None:
             continue
         credit = case["credit"]

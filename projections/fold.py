@@ -179,7 +179,8 @@ def _trait_auto_failed(case, d, ev):
 def _claim(case, d, ev):
     _set_versioned(case["claims"], str(d.get("claim_id")), {
         "score": d.get("score"), "justification": d.get("justification"),
-        "evidence_refs": list(d.get("evidence_refs") or [])}, ev.version)
+        "evidence_refs": list(d.get("evidence_refs") or []), "claim_text": d.get("claim_text"),
+        "claim_type": d.get("claim_type"), "importance": d.get("importance")}, ev.version)
 
 
 def _decomposed(case, d, ev):
@@ -197,7 +198,8 @@ def _checked(slot: str):
 def _credit(case, d, ev):
     if _latest(case["credit"], ev.version):
         case["credit"] = {"high": d.get("high"), "low": d.get("low"),
-                          "credit_score": d.get("credit_score"), "zone": d.get("zone"), "v": ev.version}
+                          "credit_score": d.get("credit_score"), "zone": d.get("zone"),
+                          "expected_credit_score": d.get("expected_credit_score"), "v": ev.version}
 
 
 def _stage_failed(case, d, ev):
@@ -249,8 +251,7 @@ def apply_run_event(states: dict, event) -> None:
     d = event.data
     run = str(d.get("run"))
     state = states.setdefault(run, {"run": run, "started": None, "completed": None})
-    meta_hash = (event.meta or {}).get("config_hash")
     if event.type == "run.started":
-        state["started"] = {**_without(d, "run"), "config_hash": d.get("config_hash") or meta_hash}
+        state["started"] = _without(d, "run")
     else:
         state["completed"] = _without(d, "run")

@@ -25,9 +25,10 @@ def scored_claims(case: dict) -> list[dict[str, Any]]:
     for claim_id in sorted(case["claims"]):
         scored = case["claims"][claim_id]
         original = originals.get(claim_id, {})
-        out.append({"claim_id": claim_id, "claim_text": original.get("text"),
-                    "claim_type": original.get("type") or "unknown",
-                    "importance": original.get("importance"), "score": scored["score"],
+        out.append({"claim_id": claim_id, "claim_text": original.get("text") or scored.get("claim_text"),
+                    "claim_type": original.get("type") or scored.get("claim_type") or "unknown",
+                    "importance": original.get("importance", scored.get("importance")),
+                    "score": scored["score"],
                     "justification": scored["justification"], "evidence_refs": scored["evidence_refs"]})
     return out
 

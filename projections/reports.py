@@ -26,6 +26,7 @@ from projections.store import ReadModelStore
 from projections import svg
 
 MANIFEST = ".evalledger-reports"
+TOP_LEVEL = {"index.md", "aggregate-stats.json", "aggregate-report.md", "evaluations.jsonl", MANIFEST}
 
 
 def pretty_json(value: Any) -> bytes:
@@ -55,11 +56,24 @@ def unique_names(ids: list[str]) -> dict[str, str]:
     return names
 
 
+def benchmark_folders(benchmarks: dict[str, dict]) -> dict[str, str]:
+    """A folder per benchmark, named after the benchmark's name (its id added where names clash)."""
+    labels = {b: str(data.get("name") or b) for b, data in benchmarks.items()}
+    slugs = [slug(n) for n in labels.values()]
+    out = {}
+    for bench in sorted(labels):
+        name = slug(labels[bench])
+        if slugs.count(name) > 1 or name in TOP_LEVEL:
+            name = f"{name}-{slug(bench)[:16]}"
+        out[bench] = name
+    return out
+
+
 def _benchmark_files(bench: str, folder: str, data: dict, cases: list[dict], results: list[dict],
                      agg: dict, position: tuple[int, str], runs: dict) -> dict[str, bytes]:
     """report.md, pictures and per-document files of one benchmark."""
     files: dict[str, bytes] = {}
-    prov = provenance(position, cases, runs)
+    prov = provenance(position, cases, None)   # this benchmark's own judges and configs
     pictures: list[tuple[str, str]] = []
     model_names = unique_names(list(data["models"]))
     for model, _ in data.get("reconstruction", {}).items():
@@ -107,7 +121,7 @@ def render_files(store: ReadModelStore) -> dict[str, bytes]:
         "aggregate-stats.json": pretty_json(agg),
         "evaluations.jsonl": b"".join(orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in results),
     }
-    folders = unique_names(list(agg["benchmarks"]))
+    folders = benchmark_folders(agg["benchmarks"])
     by_bench: dict[str, list[int]] = {}
     for i, case in enumerate(cases):
         by_bench.setdefault(str(case["benchmark"]), []).append(i)
@@ -139,5 +153,9 @@ def write_files(directory: Path, files: dict[str, bytes]) -> list[Path]:
         stale = directory / rel
         if stale.is_file():
             stale.unlink()
+        for parent in stale.parents:            # folders the stale file leaves empty go too
+            if parent == directory or not parent.is_dir() or any(parent.iterdir()):
+                break
+            parent.rmdir()
     manifest.write_text("".join(rel + "\n" for rel in files))
     return written

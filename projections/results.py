@@ -117,7 +117,8 @@ def case_result(case: dict) -> dict[str, Any]:
         result["calculated_metrics"] = calculated_metrics(case)
     if case["kind"] == "audit":
         credit = _strip(case["credit"])
-        expected = case["question"].get("expected_credit_score")
+        from projections.audit import expected_score
+        expected = expected_score(case)
         result["audit"] = {"tag": case["question"].get("tag"), "expected_credit_score": expected,
                            "expected_zone": zone_of(expected), "credit": credit,
                            "facts_errors": (case["facts_errors"] or {}).get("errors"),

@@ -1,0 +1,188 @@
+"""Report commands: report, rebuild, history, override, replay, diff (the logic is in projections/)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import orjson
+
+import ledger
+import projections
+from cli.ledger_commands import home_of, open_existing
+from ledger import NewEvent
+from projections.history import CaseNotFound, case_history, format_history, resolve_case
+from projections.store import ReadModelStore, reports_dir
+
+
+def _usage(message: str):
+    from cli.main import UsageError
+    return UsageError(message)
+
+
+def _print_json(value) -> None:
+    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
+
+
+def _built(led, paths: list[Path], verb: str) -> None:
+    head = ReadModelStore(led)
+    try:
+        seq, hash = head.position()
+    finally:
+        head.close()
+    print(f"{verb} {len(paths)} report files in {reports_dir(led)} from seq {seq} {hash}")
+
+
+def cmd_report(args) -> int:
+    with open_existing(args) as led:
+        _built(led, projections.refresh(led), "updated")
+    return 0
+
+
+def cmd_rebuild(args) -> int:
+    with open_existing(args) as led:
+        _built(led, projections.rebuild(led), "rebuilt")
+    return 0
+
+
+def cmd_history(args) -> int:
+    with open_existing(args) as led:
+        try:
+            history = case_history(led, resolve_case(led, args.case))
+        except CaseNotFound as exc:
+            raise _usage(str(exc)) from None
+    if args.json:
+        _print_json(history)
+    else:
+        sys.stdout.write(format_history(history))
+    return 0
+
+
+def cmd_override(args) -> int:
+    if not args.reason.strip() or not args.author.strip():
+        raise _usage("--reason and --author must not be empty")
+    with open_existing(args) as led:
+        try:
+            case_id = resolve_case(led, args.case)
+        except CaseNotFound as exc:
+            raise _usage(str(exc)) from None
+        [event] = led.append(NewEvent(f"case:{case_id}", "verdict.overridden",
+                                      {"case_id": case_id, "verdict": args.verdict, "reason": args.reason,
+                                       "author": args.author}, meta={"stage": "review"}))
+    print(f"seq {event.seq} verdict.overridden case {case_id} -> {args.verdict} by {args.author} {event.hash}")
+    print("run 'evalledger report' to update the reports")
+    return 0
+
+
+def cmd_replay(args) -> int:
+    from stages.config import ConfigError, run_layer
+    from stages.dispatcher import RunSettings, run_until_idle
+    from stages.judge import JudgeSettings, make_judge
+    from projections.replay import live_calls, merge_misses, seed_replay, unrecorded_requests
+
+    try:
+        layer = run_layer(None, args.sets)
+    except ConfigError as exc:
+        raise _usage(str(exc)) from None
+    target = Path(args.into)
+    if target.exists() and any(target.iterdir()):
+        raise _usage(f"{target} is not empty; replay makes a new home")
+    source_path = home_of(args)
+    with open_existing(args) as source:
+        live = _live_backend(source, args.live)
+        with ledger.open_ledger(target) as led:
+            origin, copied = seed_replay(source, led, str(Path(source_path).resolve()), layer, live)
+            print(f"replay of seq {origin.data['source_head_seq']} {origin.data['source_head_hash']} "
+                  f"into {target}: {copied} input events copied")
+            judge = make_judge(JudgeSettings(backend="replay", replay_source=str(Path(source_path).resolve()),
+                                             live=live), led)
+            try:
+                summary = run_until_idle(led, RunSettings(config_layer=layer, judge=judge))
+            finally:
+                asyncio.run(judge.aclose())
+            missing = merge_misses(judge.unrecorded, unrecorded_requests(led))
+            made_live = live_calls(led)
+            projections.refresh(led)
+    print(f"{summary.cases} case(s) re-run: {summary.judged} judged, {summary.failed} failed; "
+          f"{made_live} live judge call(s)")
+    for miss in missing:
+        print(f"  not recorded in the source: case {miss['case_id']} role {miss['role']} "
+              f"request {miss['request_hash']} ({miss['stage']})")
+    if missing:
+        print(f"{len(missing)} judge request(s) the new configuration needs were never recorded; "
+              "'--live' makes those calls")
+    return 1 if missing else 0
+
+
+def _live_backend(source, wanted: str | None) -> str | None:
+    """The live backend for --live: as named, or (bare --live) the backend the source's runs used."""
+    if wanted in (None, "offline", "openai"):
+        return wanted
+    backends = set()
+    for event in source.read(types=["run.started"]):
+        judge = event.data.get("judge") or {}
+        if judge.get("backend") in ("offline", "openai"):
+            backends.add(judge["backend"])
+    return "openai" if "openai" in backends else "offline"
+
+
+def cmd_diff(args) -> int:
+    from projections.diff import diff_models, format_diff
+    from projections.folding import update
+
+    opened = []
+    try:
+        for home in (args.home_a, args.home_b):
+            if not ledger.is_home(home) and not home.endswith((".jsonl", ".db")):
+                raise _usage(f"{home}: no evalledger home here")
+            led = ledger.open_ledger(home)
+            store = ReadModelStore(led)
+            opened.append((led, store))
+            update(led, store)
+        (led_a, store_a), (led_b, store_b) = opened
+        result = diff_models(led_a, store_a, led_b, store_b)
+    finally:
+        for led, store in opened:
+            store.close()
+            led.close()
+    if args.json:
+        _print_json(result)
+    else:
+        sys.stdout.write(format_diff(result, args.home_a, args.home_b))
+    return 1 if result["changed_cases"] or result["metric_changes"] else 0
+
+
+def register(sub) -> None:
+    """Add report, rebuild, history, override, replay and diff."""
+    p = sub.add_parser("report", help="update the read models and write <home>/reports/")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("rebuild", help="drop every read model, fold from seq 1, rewrite the reports")
+    p.set_defaults(func=cmd_rebuild)
+
+    p = sub.add_parser("history", help="the exact ordered stage history of one case, with its judge calls")
+    p.add_argument("case", help="case id (or a unique prefix)")
+    p.add_argument("--json", action="store_true", help="the history as JSON")
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("override", help="record a reviewer's verdict for a case (verdict.overridden)")
+    p.add_argument("case", help="case id (or a unique prefix)")
+    p.add_argument("--verdict", choices=("pass", "fail"), required=True)
+    p.add_argument("--reason", required=True)
+    p.add_argument("--author", required=True)
+    p.set_defaults(func=cmd_override)
+
+    p = sub.add_parser("replay", help="re-run the stages into a new home, answering from recorded judge calls")
+    p.add_argument("--into", required=True, metavar="DIR", help="the new home (must not exist or be empty)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="a config key applied over every case's config (repeatable)")
+    p.add_argument("--live", nargs="?", const="auto", default=None, choices=("auto", "offline", "openai"),
+                   help="call the judge for requests the source never recorded (default backend: the source's)")
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("diff", help="which verdicts, scores and metrics differ between two homes, and why")
+    p.add_argument("home_a")
+    p.add_argument("home_b")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_diff)

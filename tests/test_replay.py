@@ -1,0 +1,146 @@
+"""Replay under a new configuration, and diff: a source judged by a scripted model on the local
+stand-in, replayed without any network with a stricter fuzzy threshold."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+import ledger
+from cli.main import main
+from stages.dispatcher import RunSettings, run_until_idle
+from stages.fuzzy import similarity
+from stages.judge.stand_in import StandIn, StandInThread
+from stages_scripted import dispatch, pairs_sentence, response_of
+from stages_support import RESPONSE, home_with, template_benchmark
+
+NEAR_MARK = "Notes:"   # responses starting with this get a near-verbatim excerpt (similarity ~0.9)
+SUFFIX = " overall"
+
+
+def scripted(body, role):
+    """Quote the pairs sentence, verbatim or with a few extra characters; reason; parse the count."""
+    response = response_of(body)
+    sentence = pairs_sentence(response)
+    if role == "extract_excerpts":
+        text = sentence + SUFFIX if response.startswith(NEAR_MARK) else sentence
+        return {"excerpts": {"pair_count": [{"text": text, "confidence": "high"}]}}
+    if role == "reason":
+        return {"reasoning": {"pair_count": "the response states the count"}}
+    if role == "parse":
+        return {"pair_count": int(re.search(r"(\d+) pairs", response).group(1))}
+    raise AssertionError(role)
+
+
+RESPONSES = [
+    {"question_id": "q1", "model": "exact-1", "text": RESPONSE},
+    {"question_id": "q1", "model": "exact-2", "text": "Short: " + RESPONSE},
+    {"question_id": "q1", "model": "near-1", "text": NEAR_MARK + " " + RESPONSE},
+    {"question_id": "q1", "model": "near-2", "text": NEAR_MARK + " in short, " + RESPONSE},
+]
+
+
+def source_home(tmp_path, retries: int):
+    config = {"deep_judgment_enabled": True, "deep_judgment_excerpt_retry_attempts": retries}
+    home = home_with(tmp_path, ("b.json", template_benchmark(config=config, responses=RESPONSES,
+                                                             fields=[_pair_field()])))
+    with StandInThread(StandIn(reply_fn=dispatch(scripted))) as stand_in:
+        settings = RunSettings(judge_backend="openai", judge_model="scripted-model",
+                               judge_options={"base_url": stand_in.base_url, "backoff_base_s": 0.01})
+        with ledger.open_ledger(home) as led:
+            summary = run_until_idle(led, settings)
+    assert summary.judged == 4 and summary.failed == 0
+    return home
+
+
+def _pair_field():
+    return {"name": "pair_count", "type": "int", "description": "The number of chromosome pairs",
+            "ground_truth": 23, "verify_with": {"type": "NumericExact"}}
+
+
+def results(home) -> dict[str, dict]:
+    lines = (home / "reports" / "evaluations.jsonl").read_text().splitlines()
+    return {r["model"]: r for r in map(json.loads, lines)}
+
+
+def test_raising_the_fuzzy_threshold_changes_exactly_the_near_verbatim_verdicts(tmp_path, capsys):
+    source = source_home(tmp_path, retries=0)
+    assert main(["--home", str(source), "report"]) == 0
+    before = results(source)
+    sims = {m: r["excerpts"]["pair_count"][0]["similarity"] for m, r in before.items()}
+    assert all(sims[m] == 1.0 for m in ("exact-1", "exact-2"))
+    assert all(0.8 <= sims[m] < 0.95 for m in ("near-1", "near-2"))            # passed at 0.8
+    assert {m: r["verdict"] for m, r in before.items()} == dict.fromkeys(before, "pass")
+
+    # Without --live: the parse request of a case whose excerpt is now missing was never recorded.
+    code = main(["--home", str(source), "replay", "--into", str(tmp_path / "no-live"),
+                 "--set", "deep_judgment_fuzzy_match_threshold=0.95"])
+    out = capsys.readouterr().out
+    assert code == 1
+    listed = re.findall(r"not recorded in the source: case (\w+) role (\w+)", out)
+    near = {before[m]["case_id"] for m in ("near-1", "near-2")}
+    assert sorted(listed) == sorted((case, role) for case in near for role in ("parse", "reason"))
+    assert "'--live' makes those calls" in out and "0 live judge call(s)" in out
+
+    target = tmp_path / "strict"
+    code = main(["--home", str(source), "replay", "--into", str(target),
+                 "--set", "deep_judgment_fuzzy_match_threshold=0.95", "--live", "offline"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "4 live judge call(s)" in out
+    after = results(target)
+    assert {m: r["verdict"] for m, r in after.items()} == {
+        "exact-1": "pass", "exact-2": "pass", "near-1": "fail", "near-2": "fail"}
+    assert after["near-1"]["auto_failed"] and after["near-1"]["missing_excerpts"] == ["pair_count"]
+
+    with ledger.open_ledger(target) as led:
+        first = next(led.read())
+        with ledger.open_ledger(source, readonly=True) as src:
+            source_head = src.head()
+        assert first.type == "replay.started"
+        assert (first.data["source_head_seq"], first.data["source_head_hash"]) == (source_head.seq, source_head.hash)
+        assert first.data["overrides"] == {"deep_judgment_fuzzy_match_threshold": 0.95}
+        calls = [e.data for e in led.read(types=["judge.called"])]
+    replayed = [c for c in calls if c["backend"] == "replay"]
+    live = [c for c in calls if c["backend"] != "replay"]
+    assert replayed and {c["source_backend"] for c in replayed} == {"openai"}
+    assert sorted((c["case_id"], c["role"], c["backend"]) for c in live) == sorted(
+        (case, role, "offline") for case in near for role in ("parse", "reason"))
+
+    assert main(["diff", str(source), str(target), "--json"]) == 1
+    diff = json.loads(capsys.readouterr().out)
+    changed = {c["model"]: c for c in diff["changed_cases"]}
+    assert set(changed) == {"near-1", "near-2"}
+    assert {"what": "verdict", "a": "pass", "b": "fail"} in changed["near-1"]["changes"]
+    because = " ".join(changed["near-1"]["events"]["only_in_b"])
+    assert "excerpt.missing" in because and "case.auto_failed" in because
+    assert "excerpt.extracted" in " ".join(changed["near-1"]["events"]["only_in_a"])
+    rates = {m["metric"]: (m["a"], m["b"]) for m in diff["metric_changes"] if not m["usage"]}
+    bench = next(iter(diff["changed_cases"]))["benchmark"]
+    assert rates[f"benchmarks.{bench}.models.near-1.pass_rate"] == (1.0, 0.0)
+    assert not any(".exact-1." in k for k in rates)
+
+    assert main(["diff", str(source), str(target)]) == 1
+    text = capsys.readouterr().out
+    assert "2 of 4 cases changed" in text and "verdict: \"pass\" -> \"fail\"" in text
+
+
+def test_replay_refuses_a_home_that_has_content(tmp_path, capsys):
+    source = home_with(tmp_path, ("b.json", template_benchmark()))
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "x").write_text("x")
+    assert main(["--home", str(source), "replay", "--into", str(busy)]) == 2
+    assert "not empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sets", [["no_equals_sign"], ["not_a_config_key=1"]])
+def test_replay_rejects_a_bad_set(tmp_path, sets, capsys):
+    source = home_with(tmp_path, ("b.json", template_benchmark()))
+    args = ["--home", str(source), "replay", "--into", str(tmp_path / "r")]
+    for item in sets:
+        args += ["--set", item]
+    assert main(args) == 2
+    assert not (tmp_path / "r" / "ledger.db").exists()
