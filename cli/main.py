@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "cli.intake_commands",
     "cli.run_commands",
     "cli.watch_commands",
+    "cli.report_commands",
 ]
 
 
