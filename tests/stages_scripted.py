@@ -64,3 +64,47 @@ def template_judge(*, paraphrase_first: bool = False, always_paraphrase: bool = 
 def dispatch(handler: Handler) -> Callable[[dict[str, Any]], Any]:
     """The stand-in's reply_fn for ``handler(body, role)``."""
     return lambda body: handler(body, role_of(body))
+
+
+def claims_reply(body: dict[str, Any]) -> Any:
+    """Every claim of the prompt scored by how many of its words the rest of the prompt repeats."""
+    text = user_text(body)
+    claims = re.findall(r"^\[(\w+)\] (.+)$", text, re.M)
+    out = []
+    for claim_id, claim in claims:
+        words = [w for w in re.findall(r"[a-z]+", claim.lower()) if len(w) > 3]
+        rest = text.replace(claim, "").lower()
+        score = round(10 * sum(w in rest for w in words) / max(len(words), 1))
+        out.append({"claim_id": claim_id, "score": score, "justification": f"{score}/10 of its words recur.",
+                    "evidence_refs": ["synthesis"] if score else []})
+    return {"evaluations": out}
+
+
+def audit_reply(body: dict[str, Any], role: str) -> Any:
+    """Decompose into sentences; a fact that says 'fell' contradicts the context (high), a 'so' is a leap (low)."""
+    output = re.search(r"<model_output>\n(.*?)\n</model_output>", user_text(body), re.S).group(1)
+    if role == "decompose":
+        return {"facts": [s.strip() for s in re.split(r"(?<=\.)\s+", output) if s.strip()][:5],
+                "reasoning_chains": [{"premises": [output.split(", so ")[0]], "conclusion": output.split(", so ")[1]}]
+                if ", so " in output else []}
+    if role == "check_facts":
+        return {"errors": [{"level": "contradiction", "severity": "high", "detail": "direction reversed"}]
+                if "fell" in output else []}
+    if role == "check_logic":
+        return {"errors": [{"level": "unsupported", "severity": "low", "detail": "a leap"}] if ", so " in output else []}
+    raise AssertionError(role)
+
+
+def every_path_judge() -> Callable[[dict[str, Any]], Any]:
+    """One reply_fn for template (with an excerpt retry), rubric, reconstruction and audit requests."""
+    template = template_judge(paraphrase_first=True)
+
+    def reply(body: dict[str, Any]) -> Any:
+        role = role_of(body)
+        if role == "score_claims":
+            return claims_reply(body)
+        if role in ("decompose", "check_facts", "check_logic"):
+            return audit_reply(body, role)
+        return template(body, role)
+
+    return reply
