@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stages.formats.errors import Problem, from_validation_error, join_path
+from stages.formats.errors import Problem, join_path
 
 # The 18 primitives of spec/verification-primitives.md, for the fallback only.
 FALLBACK_PRIMITIVES = frozenset({
@@ -85,23 +85,14 @@ def check_config(config: Any, where: str = "$.config") -> list[Problem]:
     if not isinstance(config, dict):
         return [Problem(where, "config is an object of VerificationConfig fields")]
     try:
-        from stages.config import VerificationConfig
+        from stages.config import benchmark_config_errors
     except ImportError:
         return _fallback_config(config, where)
-    return _with_model(VerificationConfig, config, where)
+    return [Problem(e["where"], _UNKNOWN if e["reason"] == "Extra inputs are not permitted" else e["reason"])
+            for e in benchmark_config_errors(config, where)]
 
 
-def _with_model(model: Any, config: dict, where: str) -> list[Problem]:
-    from pydantic import ValidationError
-    problems = [Problem(join_path(where, [key]), "unknown VerificationConfig field")
-                for key in config if key not in model.model_fields]
-    try:
-        model.model_validate({k: v for k, v in config.items() if k in model.model_fields})
-    except ValidationError as exc:
-        for problem in from_validation_error(exc, where):
-            if problem.reason != "required key is missing":
-                problems.append(problem)
-    return problems
+_UNKNOWN = "unknown VerificationConfig field (see the deep-judgment specs for the names)"
 
 
 def _fallback_config(config: dict, where: str) -> list[Problem]:

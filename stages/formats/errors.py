@@ -73,13 +73,34 @@ def join_path(base: str, loc: Iterable[Any]) -> str:
 _NOT_PLACES = {"function-after", "function-before", "function-plain", "function-wrap", "tagged-union"}
 
 
-def from_validation_error(exc: ValidationError, base: str = "$") -> list[Problem]:
-    """Turn every error of a pydantic ValidationError into a Problem with a JSON path."""
+def from_validation_error(exc: ValidationError, base: str = "$", doc: Any = None) -> list[Problem]:
+    """Turn every error of a pydantic ValidationError into a Problem with a JSON path.
+
+    ``doc`` is the validated input: walking it along each error's location tells the places in
+    the file from the tags pydantic inserts for discriminated unions (``traits[0].llm.min_score``).
+    """
     problems = []
     for err in exc.errors(include_url=False):
-        loc = [p for p in err["loc"] if not (isinstance(p, str) and (p in _NOT_PLACES or "[" in p))]
-        problems.append(Problem(join_path(base, loc), _reason(err)))
+        problems.append(Problem(join_path(base, _places(err["loc"], doc)), _reason(err)))
     return problems
+
+
+def _places(loc: tuple, doc: Any) -> list[Any]:
+    """The parts of a pydantic location that are places in the document."""
+    out, node = [], doc
+    for part in loc:
+        if isinstance(part, str) and (part in _NOT_PLACES or "[" in part):
+            continue
+        if isinstance(part, str) and isinstance(node, dict) and part not in node and node.get("kind") == part:
+            continue  # the discriminator's tag, not a key of the document
+        out.append(part)
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return out
 
 
 def _reason(err: dict) -> str:

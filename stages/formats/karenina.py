@@ -105,7 +105,7 @@ def _native_shape(template: dict | None, where: str) -> list[Problem]:
     try:
         Template.model_validate(template)
     except ValidationError as exc:
-        return from_validation_error(exc, where)
+        return from_validation_error(exc, where, template)
     return []
 
 

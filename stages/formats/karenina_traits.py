@@ -64,7 +64,7 @@ def _native(trait: dict) -> dict:
     try:
         _NATIVE_TRAIT.validate_python(trait)
     except ValidationError as exc:
-        reasons = "; ".join(str(p) for p in from_validation_error(exc, "trait"))
+        reasons = "; ".join(str(p) for p in from_validation_error(exc, "trait", trait))
         raise _TraitRejected(f"trait {trait['name']!r} does not translate to a valid native trait: {reasons}") from None
     return trait
 

@@ -128,7 +128,7 @@ def _validate(model: type[BaseModel], doc: Any, where: str = "$") -> Any:
     try:
         return model.model_validate(doc)
     except ValidationError as exc:
-        raise FileRejected(from_validation_error(exc, where)) from None
+        raise FileRejected(from_validation_error(exc, where, doc)) from None
 
 
 def read_benchmark(doc: dict) -> ParsedFile:

@@ -1,0 +1,59 @@
+"""Helpers shared by the intake tests: small valid documents and ledger inspection."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import ledger
+
+SAMPLES = Path(__file__).resolve().parent.parent / "benchmarks" / "samples"
+KARENINA = Path("/work/shared/fixtures/karenina")
+
+BENCHMARK = {
+    "format": "evalledger/benchmark@1",
+    "name": "chromosomes",
+    "config": {"deep_judgment_enabled": True, "deep_judgment_fuzzy_match_threshold": 0.8},
+    "questions": [{
+        "id": "q1",
+        "question": "How many pairs of chromosomes does a normal human somatic cell have?",
+        "template": {"fields": [
+            {"name": "pair_count", "type": "int", "description": "The number of chromosome pairs",
+             "ground_truth": 23, "verify_with": {"type": "NumericExact"}},
+            {"name": "cites_source", "type": "bool", "description": "Whether a source is cited",
+             "ground_truth": True, "verify_with": {"type": "TraceRegex", "pattern": "\\[\\d+\\]"}},
+        ]},
+        "rubric": {"traits": [
+            {"name": "clarity", "kind": "llm", "description": "Is the answer clear?", "min_score": 1, "max_score": 5},
+            {"name": "no_hedging", "kind": "regex", "pattern": "(?i)maybe|perhaps", "invert": True},
+        ]},
+    }],
+    "responses": [{"question_id": "q1", "model": "model-a",
+                   "text": "Human somatic cells are diploid, containing 46 chromosomes organized into 23 pairs."}],
+}
+
+
+def benchmark(**changes) -> dict:
+    """A deep copy of BENCHMARK with top-level keys replaced."""
+    doc = copy.deepcopy(BENCHMARK)
+    doc.update(changes)
+    return doc
+
+
+def write_json(path: Path, doc) -> Path:
+    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    return path
+
+
+def response_lines(benchmark_ref: str, rows: list[tuple[str, str, str]]) -> str:
+    return "".join(json.dumps({"benchmark": benchmark_ref, "question_id": q, "model": m, "text": t}) + "\n"
+                   for q, m, t in rows)
+
+
+def events(led: ledger.Ledger, type: str | None = None) -> list[ledger.Event]:
+    return list(led.read(types=[type] if type else None))
+
+
+def types(led: ledger.Ledger) -> list[str]:
+    return [e.type for e in led.read()]
