@@ -1,0 +1,91 @@
+"""history and override on a home the real stages judged (offline judge)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import ledger
+from cli.main import main
+from stages.dispatcher import RunSettings, run_until_idle
+from stages_support import RESPONSE, home_with, template_benchmark
+
+
+@pytest.fixture
+def judged_home(tmp_path):
+    home = home_with(tmp_path, ("b.json", template_benchmark(
+        config={"deep_judgment_enabled": True},
+        responses=[{"question_id": "q1", "model": "model-a", "text": RESPONSE},
+                   {"question_id": "q1", "model": "model-b", "text": "There are 24 pairs."}])))
+    with ledger.open_ledger(home) as led:
+        assert run_until_idle(led, RunSettings(judge_backend="offline")).judged == 2
+    return home
+
+
+def case_of(home, model: str) -> str:
+    with ledger.open_ledger(home) as led:
+        return next(e.data["case_id"] for e in led.read(types=["case.opened"]) if e.data["model"] == model)
+
+
+def test_history_json_is_the_exact_ordered_stream_with_judge_calls(judged_home, capsys):
+    case_id = case_of(judged_home, "model-a")
+    assert main(["--home", str(judged_home), "history", case_id[:6], "--json"]) == 0
+    history = json.loads(capsys.readouterr().out)
+    with ledger.open_ledger(judged_home) as led:
+        stream = list(led.read(stream=f"case:{case_id}"))
+    assert history["case_id"] == case_id and history["model"] == "model-a"
+    assert [(r["seq"], r["type"], r["hash"]) for r in history["events"]] == [(e.seq, e.type, e.hash) for e in stream]
+    rows = {r["type"]: r for r in history["events"]}
+    opened = rows["case.opened"]
+    for row in history["events"][1:]:
+        assert row["causation"] == opened["id"] and row["causation_seq"] == opened["seq"]
+        assert row["recorded_at"] and row["stage"]
+    [extract] = [r for r in history["events"] if r["type"] == "judge.called" and r["data"]["role"] == "extract_excerpts"]
+    excerpt_calls = [c["seq"] for r in history["events"] if r["type"] == "excerpt.extracted" for c in r["judge_calls"]]
+    assert excerpt_calls and set(excerpt_calls) == {extract["seq"]}
+    parsed = rows["answer.parsed"]["judge_calls"]
+    assert [(c["role"], c["backend"], c["model"], c["attempt"]) for c in parsed] == [
+        ("parse", "offline", "offline-heuristics-1", 1)]
+    assert rows["case.judged"]["judge_calls"] == [] and rows["case.judged"]["computed"] is True
+
+
+def test_history_text_lists_every_event_and_its_calls(judged_home, capsys):
+    case_id = case_of(judged_home, "model-b")
+    assert main(["--home", str(judged_home), "history", case_id]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"case {case_id}  benchmark ")
+    assert "case.judged" in text and "verdict='fail'" in text
+    assert "judge seq" in text and "parse offline/offline-heuristics-1 attempt 1" in text
+    assert "computed by code, no judge call" in text
+
+
+def test_history_of_an_unknown_case_is_a_usage_error(judged_home, capsys):
+    assert main(["--home", str(judged_home), "history", "ffffffffffff"]) == 2
+    assert "no case 'ffffffffffff'" in capsys.readouterr().err
+
+
+def test_override_is_recorded_honoured_and_shown_in_history(judged_home, capsys):
+    case_id = case_of(judged_home, "model-b")
+    assert main(["--home", str(judged_home), "override", case_id, "--verdict", "pass",
+                 "--reason", "24 is what the source says", "--author", "rev"]) == 0
+    assert "verdict.overridden" in capsys.readouterr().out
+    assert main(["--home", str(judged_home), "report"]) == 0
+    capsys.readouterr()
+    rows = [json.loads(x) for x in (judged_home / "reports" / "evaluations.jsonl").read_text().splitlines()]
+    row = next(r for r in rows if r["case_id"] == case_id)
+    assert (row["verdict"], row["original_verdict"]) == ("pass", "fail")
+    assert row["override"] == {"verdict": "pass", "reason": "24 is what the source says", "author": "rev"}
+    assert main(["--home", str(judged_home), "history", case_id]) == 0
+    text = capsys.readouterr().out
+    assert "verdict='fail'" in text and "verdict.overridden" in text and "author='rev'" in text
+
+
+def test_override_needs_a_known_case_and_a_reason(judged_home, capsys):
+    assert main(["--home", str(judged_home), "override", "nope", "--verdict", "pass",
+                 "--reason", "x", "--author", "a"]) == 2
+    case_id = case_of(judged_home, "model-a")
+    assert main(["--home", str(judged_home), "override", case_id, "--verdict", "fail",
+                 "--reason", "  ", "--author", "a"]) == 2
+    with pytest.raises(SystemExit):
+        main(["--home", str(judged_home), "override", case_id, "--verdict", "maybe", "--reason", "r", "--author", "a"])

@@ -1,0 +1,188 @@
+"""Reports: byte-identical rebuild, incremental update equals rebuild, independence from the
+interleaving of concurrent cases, the files' contract, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import ledger
+import projections
+from cli.main import main
+from projections import synthetic as syn
+
+CLAIMS = [{"id": "c1", "text": "A", "type": "policy", "importance": 3},
+          {"id": "c2", "text": "B", "type": "fact", "importance": 1}]
+
+
+def case_histories() -> list[list]:
+    """Per-case event lists (each in its own stream order) for every kind, plus benchmark events."""
+    cases = []
+    for i in range(6):
+        for model, verdict in (("A", "pass" if i % 2 else "fail"), ("B", "pass" if i < 4 else None)):
+            case_id, events = syn.template_case("tmpl", f"q{i}", model, verdict, fields={"n": verdict == "pass"})
+            events.append(syn.trait(case_id, "clarity", i % 5 + 1))
+            if verdict is None:
+                events.append(syn.stage_failed(case_id, "template", "judge gave up"))
+            cases.append(events)
+    for doc in ("D1", "D2"):
+        case_id, first = syn.opened("rec", "reconstruction", doc, "A",
+                                    {"doc_id": doc, "original_claims": CLAIMS, "target_document": ""})
+        cases.append([first, syn.judge_call(case_id, "score_claims"), syn.claim(case_id, "c1", 9 if doc == "D1" else 3),
+                      syn.claim(case_id, "c2", 6)])
+    for i, (expected, actual) in enumerate([(5, 5), (2, 4), (3, 3), (1, 2)]):
+        case_id, first = syn.opened("aud", "audit", str(i), "A", {"id": i, "tag": "t", "expected_credit_score": expected})
+        cases.append([first, syn.judge_call(case_id, "check_facts"), syn.credit(case_id, actual)])
+    return cases
+
+
+def header_events() -> list:
+    return [syn.benchmark("tmpl", "template", questions=6), syn.benchmark("rec", "reconstruction"),
+            syn.benchmark("aud", "audit"), syn.run_started("r1")]
+
+
+def interleave(cases: list[list], seed: int) -> list:
+    """One global order that keeps each case's own order (as concurrent cases finishing would)."""
+    rng = random.Random(seed)
+    queues = [list(c) for c in cases]
+    out = []
+    while any(queues):
+        queue = rng.choice([q for q in queues if q])
+        out.append(queue.pop(0))
+    return out
+
+
+def build(home: Path, seed: int) -> ledger.Ledger:
+    led = ledger.open_ledger(home)
+    led.append(header_events())
+    for event in interleave(case_histories(), seed):
+        led.append(event)
+    return led
+
+
+def read_tree(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def without_head(files: dict[str, bytes], head: ledger.Head) -> dict[str, bytes]:
+    """The files with the head line / head fields blanked (the only part allowed to differ)."""
+    return {k: v.replace(head.hash.encode(), b"HEAD") for k, v in files.items()}
+
+
+def test_rebuild_is_byte_identical_to_incremental_updates(tmp_path):
+    led = ledger.open_ledger(tmp_path / "home")
+    led.append(header_events())
+    ordered = interleave(case_histories(), seed=1)
+    for start in range(0, len(ordered), 17):                 # report after every few events
+        led.append(ordered[start:start + 17])
+        projections.refresh(led)
+    updated = read_tree(led.home / "reports")
+    projections.rebuild(led)
+    assert read_tree(led.home / "reports") == updated
+    projections.rebuild(led)                                  # and rebuilding again changes nothing
+    assert read_tree(led.home / "reports") == updated
+    assert {"index.md", "aggregate-stats.json", "aggregate-report.md", "evaluations.jsonl",
+            "tmpl/report.md", "rec/report.md", "aud/report.md", "rec/documents/D1.json",
+            "rec/documents/D1.md"} <= set(updated)
+
+
+def test_incremental_update_folds_only_the_new_events(tmp_path):
+    led = build(tmp_path / "home", seed=3)
+    first = projections.update(led)
+    assert first.events > 0 and first.position == (led.head().seq, led.head().hash)
+    assert projections.update(led).events == 0                # nothing new: nothing folded
+    case_id = syn.case_id_for("tmpl", "q0", "A")
+    led.append(syn.overridden(case_id, "pass", "checked by hand", "ana"))
+    second = projections.update(led)
+    assert (second.events, second.cases) == (1, 1)
+
+
+def test_reports_do_not_depend_on_the_interleaving(tmp_path):
+    one, two = build(tmp_path / "one", seed=11), build(tmp_path / "two", seed=12)
+    assert one.head().hash != two.head().hash                 # really two different orders
+    projections.refresh(one)
+    projections.refresh(two)
+    files_one = without_head(read_tree(one.home / "reports"), one.head())
+    files_two = without_head(read_tree(two.home / "reports"), two.head())
+    assert files_one == files_two
+
+
+def test_every_report_states_head_judge_and_config(tmp_path):
+    led = build(tmp_path / "home", seed=5)
+    projections.refresh(led)
+    head = led.head()
+    reports = led.home / "reports"
+    for name in ("index.md", "aggregate-report.md", "tmpl/report.md", "rec/documents/D1.md"):
+        text = (reports / name).read_text()
+        assert f"seq {head.seq}, hash `{head.hash}`" in text, name
+        assert "offline / heuristic (offline heuristic baseline, not a language model)" in text, name
+        assert "`cfg-1`" in text, name
+    stats = json.loads((reports / "aggregate-stats.json").read_text())
+    assert stats["ledger_head"] == {"seq": head.seq, "hash": head.hash}
+    doc = json.loads((reports / "rec" / "documents" / "D1.json").read_text())
+    assert doc["built_from"] == {"seq": head.seq, "hash": head.hash}
+
+
+def test_evaluations_jsonl_has_every_case_sorted_with_its_status(tmp_path):
+    led = build(tmp_path / "home", seed=2)
+    projections.refresh(led)
+    lines = [json.loads(x) for x in (led.home / "reports" / "evaluations.jsonl").read_text().splitlines()]
+    assert len(lines) == 12 + 2 + 4
+    assert [x["case_id"] for x in lines] == sorted(x["case_id"] for x in lines)
+    statuses = {x["status"] for x in lines if x["benchmark"] == "tmpl" and x["model"] == "B"}
+    assert statuses == {"judged", "failed"}
+    failed = [x for x in lines if x["status"] == "failed"]
+    assert len(failed) == 2 and failed[0]["failures"] == [{"stage": "template", "reason": "judge gave up"}]
+    assert failed[0]["verdict"] is None
+
+
+def test_pictures_are_well_formed_svg(tmp_path):
+    led = build(tmp_path / "home", seed=4)
+    projections.refresh(led)
+    reports = led.home / "reports"
+    svgs = sorted(reports.rglob("*.svg"))
+    assert [p.name for p in svgs] == ["zones-A.svg", "claim-scores-A.svg"]
+    for path in svgs:
+        root = ET.fromstring(path.read_text())
+        assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    matrix = ET.fromstring((reports / "aud" / "zones-A.svg").read_text())
+    texts = [t.text for t in matrix.iter("{http://www.w3.org/2000/svg}text")]
+    assert texts.count("1") == 4 and "zones-A.svg" in (reports / "aud" / "report.md").read_text()
+
+
+def test_stale_report_files_are_removed(tmp_path):
+    led = ledger.open_ledger(tmp_path / "home")
+    led.append(syn.benchmark("old", "template"))
+    projections.refresh(led)
+    assert (led.home / "reports" / "old" / "report.md").exists()
+    renamed = syn.benchmark("old", "template", name="renamed")
+    led.append(ledger.NewEvent(renamed.stream, renamed.type, renamed.data, key="registered-again"))
+    projections.refresh(led)
+    assert (led.home / "reports" / "renamed" / "report.md").exists()
+    assert not (led.home / "reports" / "old").exists()       # the folder the old name had is gone
+
+
+def test_a_jsonl_ledger_keeps_its_read_models_beside_it(tmp_path):
+    path = tmp_path / "events.jsonl"
+    with ledger.open_ledger(path) as led:
+        led.append(header_events() + interleave(case_histories(), seed=9))
+        written = projections.refresh(led)
+    assert (tmp_path / "events.projections.db").exists()
+    assert all(str(p).startswith(str(tmp_path / "events-reports")) for p in written)
+
+
+def test_cli_report_and_rebuild(tmp_path):
+    home = tmp_path / "home"
+    build(home, seed=6).close()
+    run = [sys.executable, "-m", "cli.main", "--home", str(home)]
+    out = subprocess.run(run + ["report"], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("updated ") and f"in {home / 'reports'}" in out
+    before = read_tree(home / "reports")
+    out = subprocess.run(run + ["rebuild"], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("rebuilt ")
+    assert read_tree(home / "reports") == before
+    assert main(["--home", str(tmp_path / "nowhere"), "report"]) == 2
