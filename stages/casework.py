@@ -13,7 +13,7 @@ ledger).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ledger import Event, NewEvent
 from stages.config import VerificationConfig
@@ -41,7 +41,7 @@ class CaseWork:
     config_hash: str
     run_id: str
     judge: Any
-    search: Any = None
+    search_port: Callable[[str], Any] | None = None   # tool name -> search port (the dispatcher's)
     counters: Counters = field(default_factory=Counters)
     outputs: list[NewEvent] = field(default_factory=list)
 

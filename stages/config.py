@@ -9,8 +9,9 @@ bands (``claim_bands``). Sources, later winning:
 3. a ``--config FILE`` (TOML or JSON),
 4. ``--set key=value`` (dotted keys reach nested models: ``audit.high_severe_min=4``).
 
-The judge backend and model are chosen per run (layers 3-4 and ``--judge/--model``), never by
-a dropped benchmark file: a file in an inbox must not be able to switch on paid API calls.
+The judge backend and model and the search tools are chosen per run (layers 3-4 and
+``--judge/--model``), never by a dropped benchmark file: a file in an inbox must not be able to
+switch on paid API calls or name code to import.
 ``config_hash`` is the sha256 of the effective config's canonical JSON; every stage output
 event carries it in ``meta``.
 """
@@ -26,7 +27,9 @@ from typing import Any, Literal, Mapping
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-RUN_ONLY_KEYS = ("judge_backend", "judge_model")
+# Chosen per run, never by a dropped benchmark file: the judge (paid API calls) and the search
+# tools (tavily is paid; "module:function" imports and runs code).
+RUN_ONLY_KEYS = ("judge_backend", "judge_model", "deep_judgment_search_tool", "deep_judgment_rubric_search_tool")
 
 
 class StrictModel(BaseModel):
@@ -103,7 +106,8 @@ class VerificationConfig(StrictModel):
     deep_judgment_excerpt_retry_attempts: int = Field(default=2, ge=0)
     deep_judgment_search_enabled: bool = False
     # DESIGN.md: the embedded default search port is the local FTS5 index, not Tavily.
-    deep_judgment_search_tool: Literal["local", "tavily"] = "local"
+    # "local", "tavily" or a callable as "module:function" (the spec's custom search tool).
+    deep_judgment_search_tool: str = "local"
 
     # Rubric deep judgment (deep-judgment-rubrics.md)
     deep_judgment_rubric_mode: Literal["disabled", "enable_all", "use_checkpoint", "custom"] = "disabled"
@@ -112,7 +116,7 @@ class VerificationConfig(StrictModel):
     deep_judgment_rubric_fuzzy_match_threshold_default: float = Field(default=0.80, ge=0.0, le=1.0)
     deep_judgment_rubric_excerpt_retry_attempts_default: int = Field(default=2, ge=0)
     deep_judgment_rubric_search_enabled: bool = False
-    deep_judgment_rubric_search_tool: Literal["local", "tavily"] = "local"
+    deep_judgment_rubric_search_tool: str = "local"
     deep_judgment_rubric_config: RubricDeepJudgmentConfig | None = None
 
     # Judge (run-level only, see RUN_ONLY_KEYS)
@@ -122,6 +126,13 @@ class VerificationConfig(StrictModel):
     # Reconstruction and audit
     claim_bands: ClaimScoreBands = Field(default_factory=ClaimScoreBands)
     audit: AuditStrategy = Field(default_factory=AuditStrategy)
+
+    @field_validator("deep_judgment_search_tool", "deep_judgment_rubric_search_tool")
+    @classmethod
+    def _search_tool(cls, value: str) -> str:
+        if value in ("local", "tavily") or (":" in value and all(value.split(":", 1))):
+            return value
+        raise ValueError("a search tool is 'local', 'tavily' or a callable as 'module:function'")
 
     @field_validator("deep_judgment_rubric_config", mode="before")
     @classmethod
@@ -164,8 +175,9 @@ def benchmark_config_errors(data: Any, where: str = "config") -> list[dict[str, 
         return []
     if not isinstance(data, Mapping):
         return [{"where": where, "reason": "config must be an object of VerificationConfig keys"}]
-    errors = [{"where": f"{where}.{key}", "reason": "the judge is chosen per run (--judge/--model or "
-               "--config), not by a benchmark file"} for key in RUN_ONLY_KEYS if key in data]
+    errors = [{"where": f"{where}.{key}", "reason": "the judge and the search tools are chosen per run "
+               "(--judge/--model, --config or --set), not by a benchmark file"}
+              for key in RUN_ONLY_KEYS if key in data]
     try:
         VerificationConfig.model_validate(dict(data))
     except ValidationError as exc:

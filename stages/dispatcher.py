@@ -171,6 +171,7 @@ class _Run:
         self.judge = settings.judge
         self._own_judge = self.judge is None
         self.search = settings.search
+        self.search_ports: dict[str, Any] = {}
         self.total = 0
         self.configs: dict[str, Any] = {}
 
@@ -182,13 +183,23 @@ class _Run:
                    "no_cache": self.settings.no_cache, **self.settings.judge_options}
         return make_judge(JudgeSettings(**options), self.led)
 
-    def _make_search(self):
-        """The search port, built on first use (most runs never search)."""
-        try:
-            from stages.search import make_search
-        except ImportError:
-            return None
-        return make_search(self.run_config.deep_judgment_search_tool, self.led)
+    def search_port(self, tool: str):
+        """The search port for ``tool``, built on first use (most runs never search).
+
+        ``settings.search`` when given; under the replay judge, searches are replayed from the
+        same source ledger (a replay makes no live call of any kind).
+        """
+        if self.search is not None:
+            return self.search
+        if tool not in self.search_ports:
+            from stages.search import SearchSettings, make_search
+            if getattr(self.judge, "name", None) == "replay":
+                source = getattr(getattr(self.judge, "backend", None), "source", None)
+                port = make_search(SearchSettings(backend="replay"), self.led, source=source)
+            else:
+                port = make_search(SearchSettings(backend=tool, no_cache=self.settings.no_cache), self.led)
+            self.search_ports[tool] = port
+        return self.search_ports[tool]
 
     def _judge_identity(self) -> dict[str, Any]:
         return {"backend": getattr(self.judge, "name", None), "model": getattr(self.judge, "model", None)}
@@ -221,6 +232,8 @@ class _Run:
         finally:
             if self._own_judge and hasattr(self.judge, "aclose"):
                 await self.judge.aclose()
+            for port in self.search_ports.values():
+                await port.aclose()
         s = self.summary
         s.judge_calls, s.retries = self.counters.judge_calls, self.counters.retries
         self._append_run_event("run.completed", {"cases": s.cases, "judged": s.judged, "failed": s.failed,
@@ -252,7 +265,7 @@ class _Run:
             config = effective_config(opened.data.get("config"), self.settings.config_layer)
             self.configs[config.hash()] = config.to_json()
             work = CaseWork(opened, stage.name, config, config.hash(), self.id, self.judge,
-                            _LazySearch(self), self.counters)
+                            self.search_port, self.counters)
             await stage.handler(work)
             self.led.append(work.outputs, tracking=marks.after(stage, opened.seq))
             self.summary.judged += 1
@@ -284,20 +297,6 @@ def _configs_of(pending: _Pending, layer: dict[str, Any]) -> dict[str, Any]:
             continue
         out.setdefault(config.hash(), config.to_json())
     return out
-
-
-class _LazySearch:
-    """The search port, built the first time a case searches."""
-
-    def __init__(self, run: _Run):
-        self.run = run
-
-    async def search(self, query: str, *, case_id: str) -> list[dict[str, Any]]:
-        if self.run.search is None:
-            self.run.search = self.run._make_search()
-        if self.run.search is None:
-            return []
-        return await self.run.search.search(query, case_id=case_id)
 
 
 _LOCK = threading.Lock()

@@ -12,11 +12,12 @@ from stages.judge.roles import AssessRiskRequest, ExcerptEvidence, SearchHit
 
 
 async def assess_risk(work: CaseWork, attribute: str, description: str, excerpts: list[str], *,
-                      stage: str, subject: str) -> str:
-    """Search each excerpt, ask the judge for per-excerpt risk, emit ``risk.assessed``; returns the max."""
+                      stage: str, subject: str, tool: str) -> str:
+    """Search each excerpt with ``tool``, ask the judge for per-excerpt risk, emit ``risk.assessed``; returns the max."""
     evidence, searched = [], []
+    port = work.search_port(tool) if work.search_port is not None else None
     for text in excerpts:
-        hits = await work.search.search(text, case_id=work.case_id) if work.search is not None else []
+        hits = await port.search(text, case_id=work.case_id) if port is not None else []
         hits = [SearchHit.model_validate(h) for h in hits or []]
         searched.append({"excerpt": text, "results": len(hits)})
         evidence.append(ExcerptEvidence(excerpt=text, results=hits))
@@ -26,6 +27,6 @@ async def assess_risk(work: CaseWork, attribute: str, description: str, excerpts
     work.emit("risk.assessed", {
         "attribute": attribute, "subject": subject, "risk": risk,
         "excerpts": [{"text": r.excerpt, "risk": r.risk, "justification": r.justification} for r in reply.risks],
-        "searches": searched,
+        "searches": searched, "search_tool": tool,
     }, step="risk", part=attribute, stage=stage)
     return risk

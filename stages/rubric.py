@@ -96,8 +96,8 @@ async def _deep_trait(work: CaseWork, trait: dict[str, Any], plan: TraitPlan) ->
             return False
         excerpts = outcome.texts()[spec.name]
         if plan.search_enabled:
-            risks[spec.name] = await assess_risk(work, spec.name, spec.description, excerpts,
-                                                 stage=STAGE, subject="rubric")
+            risks[spec.name] = await assess_risk(work, spec.name, spec.description, excerpts, stage=STAGE,
+                                                 subject="rubric", tool=work.config.deep_judgment_rubric_search_tool)
     question = work.question.get("question", "")
     reasoning = await work.ask("reason", ReasonRequest(
         question=question, response=response, attributes=[attribute], subject="rubric",

