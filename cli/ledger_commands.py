@@ -8,6 +8,7 @@ import orjson
 
 import ledger
 from ledger import NewEvent
+from ledger.importer import ImportRefused
 
 
 def home_of(args) -> str:
@@ -34,7 +35,7 @@ def cmd_init(args) -> int:
 
 
 def cmd_note(args) -> int:
-    with ledger.open_ledger(home_of(args)) as led:
+    with open_existing(args) as led:
         [event] = led.append(NewEvent(args.stream, "note.added", {"text": args.text, "author": args.author}))
     print(f"seq {event.seq} {event.type} {event.stream} {event.hash}")
     return 0
@@ -51,7 +52,7 @@ def format_event(event: ledger.Event) -> str:
 
 
 def cmd_log(args) -> int:
-    with open_existing(args) as led:
+    with open_existing(args, readonly=True) as led:
         out = sys.stdout.buffer
         for event in led.read(from_seq=args.from_seq, types=args.type, stream=args.stream):
             if args.json:
@@ -62,10 +63,15 @@ def cmd_log(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    with open_existing(args) as led:
+    """Verify read-only (report, never repair) unless --repair; exit 1 on any problem."""
+    if args.repair:
+        open_existing(args).close()  # a writable open completes the mirror and cuts torn tails
+    with open_existing(args, readonly=True) as led:
         report = led.verify(expect_head=args.expect_head)
     for problem in report.problems:
         print(f"FAILED {problem}", file=sys.stderr)
+    for warning in report.warnings:
+        print(f"WARNING {warning}", file=sys.stderr)
     print(f"seq {report.head.seq} {report.head.hash}")
     if report.ok and args.expect_head:
         print(f"published head {args.expect_head} is a prefix of this ledger")
@@ -73,7 +79,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_export(args) -> int:
-    with open_existing(args) as led:
+    with open_existing(args, readonly=True) as led:
         if args.out:
             count = led.export(args.out)
             print(f"exported {count} events to {args.out}", file=sys.stderr)
@@ -83,8 +89,15 @@ def cmd_export(args) -> int:
 
 
 def cmd_import(args) -> int:
+    """Import into an empty (or new) home; a file that fails verification is refused with exit 1."""
     with ledger.open_ledger(home_of(args)) as led:
-        count = led.import_file(args.file)
+        try:
+            count = led.import_file(args.file)
+        except ImportRefused as exc:
+            print(f"evalledger import: {exc}", file=sys.stderr)
+            return 1
+        except FileNotFoundError:
+            raise ledger.LedgerError(f"{args.file}: no such file") from None
         head = led.head()
     print(f"imported {count} events; seq {head.seq} {head.hash}")
     return 0
@@ -110,6 +123,9 @@ def register(sub) -> None:
     p = sub.add_parser("verify", help="recompute the hash chain over the stored bytes")
     p.add_argument("--expect-head", default=None, metavar="SEQ:HASH",
                    help="also check that a head published earlier is still a prefix")
+    p.add_argument("--repair", action="store_true",
+                   help="first complete a mirror that is behind SQLite and cut a torn last line "
+                        "(what any writing command does); without it verify changes nothing")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("export", help="write the ledger as canonical JSONL")

@@ -2,9 +2,9 @@
 
 The public API (see ``ledger.api``)::
 
-    open_ledger(path) -> Ledger     # a home dir, a .jsonl file or a .db file
+    open_ledger(path, durability="normal", readonly=False) -> Ledger   # a home dir, a .jsonl or a .db file
     Ledger.append(events, expected_version=None, tracking=None) -> list[Event]
-    Ledger.read(from_seq=1, types=None, stream=None) -> Iterator[Event]
+    Ledger.read(from_seq=1, types=None, stream=None, to_seq=None) -> Iterator[Event]
     Ledger.head() -> Head; Ledger.verify(expect_head=None) -> VerifyReport
     Ledger.export(out); Ledger.import_file(path)
 """
@@ -12,11 +12,13 @@ The public API (see ``ledger.api``)::
 from ledger.api import Ledger, default_home, init_home, is_home, open_ledger, parse_head
 from ledger.catalog import Payload, event_type, known_types, payload_model, upcaster
 from ledger.envelope import EnvelopeError, Event, NewEvent, canonical_json, event_id
+from ledger.importer import ImportRefused
 from ledger.persistence import ConflictError, Head, LedgerError
 from ledger.verify import Problem, VerifyReport
 
 __all__ = [
-    "ConflictError", "EnvelopeError", "Event", "Head", "Ledger", "LedgerError", "NewEvent", "Payload",
+    "ConflictError", "EnvelopeError", "Event", "Head", "ImportRefused", "Ledger", "LedgerError", "NewEvent",
+    "Payload",
     "Problem", "VerifyReport", "canonical_json", "default_home", "event_id", "event_type", "init_home",
     "is_home", "known_types", "open_ledger", "parse_head", "payload_model", "upcaster",
 ]

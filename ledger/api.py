@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator, Mapping
 
 import ledger.events  # noqa: F401  (registers the catalog)
-from ledger.envelope import Event, NewEvent
-from ledger.jsonl import JSONLRecorder
+from ledger.envelope import Event, NewEvent, utc_now
+from ledger.jsonl import JSONLRecorder, pending_path
+from ledger.mirror import lines_upto
 from ledger.persistence import Head, LedgerError, Recorder, normalise_expected, prepare
 from ledger.sqlite import SQLiteRecorder
-from ledger.verify import VerifyReport, verify_lines, verify_sqlite
+from ledger.verify import Problem, VerifyReport, verify_lines, verify_sqlite
 
 HOME_FOLDERS = ("inbox", "processed", "rejected", "reports")
 
@@ -64,7 +65,8 @@ class Ledger:
         ``tracking=(name, position)`` commits a tracking record in the same transaction.
         """
         batch = [events] if isinstance(events, NewEvent) else list(events)
-        prepared = [prepare(e) for e in batch]
+        now, metas = utc_now(), {}
+        prepared = [prepare(e, now, metas) for e in batch]
         if not prepared:
             if tracking is not None:
                 self.recorder.set_tracking(*tracking)
@@ -102,22 +104,38 @@ class Ledger:
 
     # --- integrity -------------------------------------------------------------------------------
     def verify(self, expect_head: Head | str | None = None) -> VerifyReport:
-        """Recompute the hash chain over the stored bytes of the store (and the mirror)."""
+        """Recompute the hash chain over the stored bytes of the store (and the mirror).
+
+        Verifies what was committed when it started (a snapshot taken under the lock, so a
+        concurrent writer never looks like damage); repairs nothing. ``expect_head`` (a Head or
+        ``SEQ:HASH``) also checks that a head published earlier is still a prefix.
+        """
         if isinstance(expect_head, str):
             expect_head = parse_head(expect_head)
         rec = self.recorder
         if isinstance(rec, SQLiteRecorder):
-            mirror = rec.mirror
-            if mirror is None:
-                return verify_sqlite(rec.rows(), rec.location, expect_head=expect_head)
-            with open(mirror.path, "rb") as fh:
-                report = verify_sqlite(rec.rows(), rec.location, fh, mirror.path, expect_head)
-            if mirror.problem and not any(p.source == mirror.path for p in report.problems):
-                from ledger.verify import Problem
-                report.problems.append(Problem(0, mirror.path, mirror.problem))
-            return report
-        with open(rec.path, "rb") as fh:
-            return verify_lines(fh, rec.location, expect_head)
+            return self._verify_sqlite(rec, expect_head)
+        size, pending = rec.snapshot()
+        report = verify_lines(lines_upto(rec.path, size), rec.location, expect_head,
+                              pending=pending_path(rec.path) if pending else None)
+        return report
+
+    @staticmethod
+    def _verify_sqlite(rec: SQLiteRecorder, expect_head: Head | None) -> VerifyReport:
+        head, mirror_size = rec.snapshot()
+        mirror = rec.mirror
+        mirror_lines = lines_upto(mirror.path, mirror_size or 0) if mirror else None
+        if mirror and mirror_size is None:
+            mirror_lines = iter(())
+        report = verify_sqlite(rec.rows(1, head.seq), rec.location, mirror_lines,
+                               mirror.path if mirror else "", expect_head)
+        if mirror and mirror.problem and report.ok:
+            report.problems.append(Problem(0, mirror.path, mirror.problem))
+        missing = rec.missing_triggers()
+        if missing:
+            report.warnings.append(f"{rec.location}: the triggers that refuse UPDATE and DELETE are missing "
+                                   f"({', '.join(missing)}); opening the home for writing restores them")
+        return report
 
     # --- export / import -------------------------------------------------------------------------
     def export(self, out: str | os.PathLike | IO[bytes]) -> int:
@@ -132,15 +150,15 @@ class Ledger:
         return count
 
     def import_file(self, path: str | os.PathLike) -> int:
-        """Import an exported JSONL ledger into this empty ledger, after verifying its whole chain."""
+        """Import an exported JSONL ledger into this empty ledger.
+
+        Every line is verified (chain, canonical form, unique ids, stream versions) in the same
+        pass that stores it; the first bad line raises ImportRefused and nothing is kept.
+        """
         if self.head().seq:
             raise LedgerError("import goes into an empty ledger only; this one has events")
         with open(path, "rb") as fh:
-            report = verify_lines(fh, str(path))
-        if not report.ok:
-            raise LedgerError(f"refusing to import {path}: " + "; ".join(map(str, report.problems)))
-        with open(path, "rb") as fh:
-            return self.recorder.import_lines(fh)
+            return self.recorder.import_lines(fh, str(path))
 
     def close(self) -> None:
         self.recorder.close()
@@ -164,7 +182,10 @@ def open_ledger(path: str | os.PathLike | None = None, *, durability: str = "nor
                 readonly: bool = False) -> Ledger:
     """Open a ledger: a home directory (SQLite + events.jsonl mirror), a ``.jsonl`` file, or a ``.db``.
 
-    A home that does not exist is created (``init_home``) unless ``readonly``.
+    A home that does not exist is created (``init_home``) unless ``readonly``. Opening for
+    writing recovers from a crash (completes a mirror that is behind, rolls an interrupted JSONL
+    batch forward, cuts a torn last line); ``readonly`` changes nothing on disk, so ``verify``
+    reports what it finds instead of repairing it.
     """
     path = Path(path if path is not None else default_home())
     if path.suffix == ".jsonl":
@@ -172,7 +193,7 @@ def open_ledger(path: str | os.PathLike | None = None, *, durability: str = "nor
     if path.suffix in (".db", ".sqlite", ".sqlite3"):
         if readonly and not path.exists():
             raise LedgerError(f"{path}: no such ledger file")
-        return Ledger(SQLiteRecorder(str(path), durability))
+        return Ledger(SQLiteRecorder(str(path), durability, readonly=readonly))
     if not (path / "ledger.db").exists():
         if readonly:
             raise LedgerError(f"{path}: no evalledger home here (run 'evalledger init' first)")
@@ -180,5 +201,5 @@ def open_ledger(path: str | os.PathLike | None = None, *, durability: str = "nor
         for name in HOME_FOLDERS:
             (path / name).mkdir(exist_ok=True)
     recorder = SQLiteRecorder(str(path / "ledger.db"), durability, mirror_path=str(path / "events.jsonl"),
-                              lock_path=str(path / "ledger.lock"))
+                              lock_path=str(path / "ledger.lock"), readonly=readonly)
     return Ledger(recorder, home=path)

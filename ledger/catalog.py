@@ -17,7 +17,9 @@ from ledger.envelope import EnvelopeError, check_type_name
 class Payload(BaseModel):
     """Base of every event payload: frozen, strict about unknown keys, no NaN."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    # ser_json_inf_nan="constants": pydantic's JSON mode would turn a NaN inside an ``Any`` field
+    # into None without a word; keeping it lets canonical_json refuse it instead.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, ser_json_inf_nan="constants")
 
 
 _MODELS: dict[str, type[Payload]] = {}
@@ -91,14 +93,15 @@ def upcast(name: str, schema: int, data: dict) -> dict:
 
 def validate_payload(name: str, data: Any) -> tuple[int, dict]:
     """Validate ``data`` (a model or dict) for type ``name``: returns (schema, JSON-ready dict)."""
-    model = payload_model(name)
+    model = _MODELS.get(name) or payload_model(name)
     if isinstance(data, model):
         instance = data
     elif isinstance(data, BaseModel):
         raise EnvelopeError(f"{name!r} takes a {model.__name__} payload, not {type(data).__name__}")
     else:
         try:
-            instance = model.model_validate(data)
+            # The validator and serializer directly: this runs once per appended event.
+            instance = model.__pydantic_validator__.validate_python(data)
         except ValidationError as exc:
             raise EnvelopeError(f"invalid {name!r} payload: {exc}") from None
-    return _SCHEMAS[name], instance.model_dump(mode="json")
+    return _SCHEMAS[name], model.__pydantic_serializer__.to_python(instance, mode="json")

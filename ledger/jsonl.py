@@ -2,22 +2,34 @@
 
 A plain file that any tool can read. Writers take an exclusive ``flock`` on the file; the index
 of ids and stream versions is built by scanning the file and caught up when another process has
-appended. A torn last line (a writer killed mid-write, never acknowledged) is ignored by readers
-and cut off by the next writer.
+appended.
+
+A batch is all or nothing even when its writer is killed half-way through the write: a batch of
+several lines is first written whole to ``<file>.pending`` (the offset it starts at, then its
+lines; fsync, then renamed into place), then appended to the file, then the pending file is
+removed. Whoever takes the lock next finds a pending file and rolls the batch forward: the file
+is cut back to the recorded offset and the batch written again. A single line needs no pending
+file: a torn last line (a writer killed mid-write, never acknowledged) is ignored by readers and
+cut off by the next writer or writable open.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
-import threading
-from contextlib import contextmanager
 from typing import Iterable, Iterator
 
-from ledger.envelope import Event, event_from_line, line_bytes
-from ledger.mirror import line_seq
+import orjson
+
+from ledger.envelope import GENESIS_HASH, EnvelopeError, Event, event_from_line, line_bytes, split_line
+from ledger.filelock import FileLock
+from ledger.importer import checked_lines
+from ledger.mirror import read_tail
 from ledger.persistence import ConflictError, Head, LedgerError, Prepared, Recorder, chain_start, seal
-from ledger.envelope import GENESIS_HASH, split_line
+
+
+def pending_path(path: str) -> str:
+    """Where a batch of several lines waits while it is being appended."""
+    return path + ".pending"
 
 
 class JSONLRecorder(Recorder):
@@ -32,104 +44,162 @@ class JSONLRecorder(Recorder):
             if readonly:
                 raise LedgerError(f"{path}: no such ledger file")
             open(path, "ab").close()
-        self._thread_lock = threading.RLock()
+        self._lock = FileLock(path, create=not readonly)
+        self._thread_lock = self._lock.thread_lock
+        self._fd: int | None = None
         self._indexed_to = 0  # bytes of the file already folded into the index
         self._ids: dict[str, int] = {}
         self._offsets: list[int] = []  # byte offset of each seq's line (index seq - 1)
         self._versions: dict[str, int] = {}
         self._head = Head(0, GENESIS_HASH)
+        if not readonly:
+            with self._lock.exclusive():
+                self._recover()
 
-    @contextmanager
-    def _locked(self):
-        with self._thread_lock:
-            fh = open(self.path, "r+b")
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-                yield fh
-            finally:
-                fh.close()
+    # --- recovery and index -----------------------------------------------------------------------
+    def _recover(self) -> None:
+        """Under the lock: roll an interrupted batch forward, then cut a torn last line."""
+        pending = pending_path(self.path)
+        if os.path.exists(pending):
+            with open(pending, "rb") as fh:
+                offset = int(fh.readline())
+                batch = fh.read()
+            with open(self.path, "r+b") as fh:
+                fh.truncate(offset)
+                fh.seek(offset)
+                fh.write(batch)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.unlink(pending)
+            return
+        _, fragment, frag_at = read_tail(self.path)
+        if fragment:
+            with open(self.path, "r+b") as fh:
+                fh.truncate(frag_at)
 
-    def _catch_up(self, fh, repair: bool) -> None:
-        """Fold lines appended since the last look into the index; cut a torn tail if repairing."""
-        fh.seek(self._indexed_to)
-        offset = self._indexed_to
-        for line in fh:
-            if not line.endswith(b"\n"):
-                if repair:
-                    fh.truncate(offset)
-                break
-            canonical, _, hash = split_line(line)
-            seq = line_seq(line)
-            if seq != len(self._offsets) + 1:
-                raise LedgerError(f"{self.path}: seq {seq} found where seq {len(self._offsets) + 1} was "
-                                  "expected; run 'evalledger verify'")
-            event = event_from_line(line)
-            self._ids[event.id] = seq
-            self._versions[event.stream] = event.version
-            self._offsets.append(offset)
-            self._head = Head(seq, hash)
-            offset += len(line)
+    def _catch_up(self) -> None:
+        """Fold complete lines appended since the last look into the index, checking each."""
+        with open(self.path, "rb") as fh:
+            fh.seek(self._indexed_to)
+            offset = self._indexed_to
+            for line in fh:
+                if not line.endswith(b"\n"):
+                    break  # a torn tail (or a write in progress) is not an event
+                self._index_line(line, offset)
+                offset += len(line)
         self._indexed_to = offset
 
+    def _index_line(self, line: bytes, offset: int) -> None:
+        seq = len(self._offsets) + 1
+        try:
+            split_line(line)
+            env = orjson.loads(line)
+            id, stream, version, hash = env["id"], env["stream"], env["version"], env["hash"]
+        except (EnvelopeError, ValueError, KeyError, TypeError) as exc:
+            raise LedgerError(f"{self.path}: seq {seq} (byte {offset}) is not an event ({exc}); "
+                              "run 'evalledger verify'") from None
+        fault = None
+        if env.get("seq") != seq:
+            fault = f"holds seq {env.get('seq')}"
+        elif id in self._ids:
+            fault = f"repeats the id of seq {self._ids[id]}"
+        elif version != self._versions.get(stream, 0) + 1:
+            fault = f"gives stream {stream!r} version {version} after {self._versions.get(stream, 0)}"
+        if fault:
+            raise LedgerError(f"{self.path}: the line of seq {seq} (byte {offset}) {fault}; "
+                              "run 'evalledger verify'")
+        self._ids[id] = seq
+        self._versions[stream] = version
+        self._offsets.append(offset)
+        self._head = Head(seq, hash)
+
+    # --- appending --------------------------------------------------------------------------------
     def append(self, batch: list[Prepared], expected: dict[str, int],
                tracking: tuple[str, int] | None = None) -> list[Event]:
         if self.readonly:
             raise LedgerError(f"{self.path} is open read-only")
-        with self._locked() as fh:
-            self._catch_up(fh, repair=True)
-            seq, prev_hash = chain_start(self._head)
-            out: list[Event] = []
-            lines: list[bytes] = []
-            staged: dict[str, Event] = {}
-            versions: dict[str, int] = {}
-            for p in batch:
-                if p.id in staged:
-                    out.append(staged[p.id])
-                    continue
-                if p.id in self._ids:
-                    staged[p.id] = self._event_at(fh, self._ids[p.id])
-                    out.append(staged[p.id])
-                    continue
-                if p.stream not in versions:
-                    versions[p.stream] = self._versions.get(p.stream, 0)
-                    want = expected.get(p.stream)
-                    if want is not None and want != versions[p.stream]:
-                        raise ConflictError(f"stream {p.stream!r} is at version {versions[p.stream]}, "
-                                            f"expected {want}; nothing was appended")
-                versions[p.stream] += 1
-                event, canonical = seal(p, seq, versions[p.stream], prev_hash)
-                staged[p.id] = event
-                out.append(event)
-                lines.append(line_bytes(canonical, prev_hash, event.hash))
-                seq, prev_hash = seq + 1, event.hash
+        with self._lock.exclusive():
+            self._recover()
+            self._catch_up()
+            out, lines = self._seal(batch, expected)
             if lines:
-                fh.seek(0, os.SEEK_END)
-                fh.write(b"".join(lines))
-                fh.flush()
-                os.fsync(fh.fileno())
-                self._catch_up(fh, repair=False)
+                self._write_batch(lines)
+                self._catch_up()
         return out
 
-    def _event_at(self, fh, seq: int) -> Event:
-        fh.seek(self._offsets[seq - 1])
-        return event_from_line(fh.readline())
+    def _seal(self, batch: list[Prepared], expected: dict[str, int]) -> tuple[list[Event], list[bytes]]:
+        """Give the new events of a batch their seq, version and hashes (nothing written yet)."""
+        seq, prev_hash = chain_start(self._head)
+        out: list[Event] = []
+        lines: list[bytes] = []
+        staged: dict[str, Event] = {}
+        versions: dict[str, int] = {}
+        for p in batch:
+            if p.id in staged:
+                out.append(staged[p.id])
+                continue
+            if p.id in self._ids:
+                staged[p.id] = self._event_at(self._ids[p.id])
+                out.append(staged[p.id])
+                continue
+            if p.stream not in versions:
+                versions[p.stream] = self._versions.get(p.stream, 0)
+                want = expected.get(p.stream)
+                if want is not None and want != versions[p.stream]:
+                    raise ConflictError(f"stream {p.stream!r} is at version {versions[p.stream]}, "
+                                        f"expected {want}; nothing was appended")
+            versions[p.stream] += 1
+            event, canonical = seal(p, seq, versions[p.stream], prev_hash)
+            staged[p.id] = event
+            out.append(event)
+            lines.append(line_bytes(canonical, prev_hash, event.hash))
+            seq, prev_hash = seq + 1, event.hash
+        return out, lines
 
-    def lines(self, from_seq: int = 1) -> Iterator[tuple[int, bytes]]:
+    def _write_batch(self, lines: list[bytes]) -> None:
+        """Append the lines; several go through the pending file so a kill cannot split them."""
+        data = b"".join(lines)
+        pending = None
+        if len(lines) > 1:
+            pending = pending_path(self.path)
+            tmp = pending + ".tmp"
+            with open(tmp, "wb") as fh:
+                fh.write(b"%d\n" % self._indexed_to)
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, pending)  # the batch is decided from here on
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+        os.fsync(self._fd)
+        if pending:
+            os.unlink(pending)
+
+    def _event_at(self, seq: int) -> Event:
+        with open(self.path, "rb") as fh:
+            fh.seek(self._offsets[seq - 1])
+            return event_from_line(fh.readline())
+
+    # --- reading ----------------------------------------------------------------------------------
+    def lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[tuple[int, bytes]]:
         seq = 0
         with open(self.path, "rb") as fh:
             for line in fh:
                 if not line.endswith(b"\n"):
                     return  # a torn tail is not an event
                 seq += 1
+                if to_seq is not None and seq > to_seq:
+                    return
                 if seq >= from_seq:
                     yield seq, line
 
     def read(self, from_seq: int = 1, types: Iterable[str] | None = None,
              stream: str | None = None, to_seq: int | None = None) -> Iterator[Event]:
         wanted = set(types) if types is not None else None
-        for seq, line in self.lines(from_seq):
-            if to_seq is not None and seq > to_seq:
-                return
+        for _, line in self.lines(from_seq, to_seq):
             event = event_from_line(line)
             if wanted is not None and event.type not in wanted:
                 continue
@@ -138,36 +208,60 @@ class JSONLRecorder(Recorder):
             yield event
 
     def _index(self) -> None:
-        with self._thread_lock, open(self.path, "rb") as fh:
-            self._catch_up(fh, repair=False)
+        with self._thread_lock:
+            self._catch_up()
 
     def head(self) -> Head:
-        self._index()
-        return self._head
+        """The last complete line's seq and hash (read from the end of the file, no scan)."""
+        with self._thread_lock:
+            if os.path.getsize(self.path) == self._indexed_to:
+                return self._head
+            line, _, _ = read_tail(self.path)
+        if line is None:
+            return Head(0, GENESIS_HASH)
+        env = orjson.loads(line)
+        return Head(env["seq"], env["hash"])
 
     def get(self, id: str) -> Event | None:
         self._index()
         seq = self._ids.get(id)
-        if seq is None:
-            return None
-        with open(self.path, "rb") as fh:
-            return self._event_at(fh, seq)
+        return None if seq is None else self._event_at(seq)
 
     def stream_version(self, stream: str) -> int:
         self._index()
         return self._versions.get(stream, 0)
 
-    def import_lines(self, lines: Iterable[bytes]) -> int:
-        with self._locked() as fh:
-            self._catch_up(fh, repair=True)
-            if self._head.seq:
+    def snapshot(self) -> tuple[int, bool]:
+        """(file size, whether a batch waits in the pending file), with no writer mid-append."""
+        with self._lock.shared():
+            return os.path.getsize(self.path), os.path.exists(pending_path(self.path))
+
+    # --- import -----------------------------------------------------------------------------------
+    def import_lines(self, lines: Iterable[bytes], source: str = "the input") -> int:
+        if self.readonly:
+            raise LedgerError(f"{self.path} is open read-only")
+        with self._lock.exclusive():
+            self._recover()
+            if os.path.getsize(self.path):
                 raise LedgerError(f"{self.path} is not empty; import goes into an empty ledger only")
             count = 0
-            fh.seek(0, os.SEEK_END)
-            for line in lines:
-                fh.write(line)
-                count += 1
-            fh.flush()
-            os.fsync(fh.fileno())
-            self._catch_up(fh, repair=False)
+            try:
+                with open(self.path, "r+b") as fh:
+                    for _, line in checked_lines(lines, source):
+                        fh.write(line)
+                        count += 1
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except BaseException:
+                with open(self.path, "r+b") as fh:  # nothing of a refused file is kept
+                    fh.truncate(0)
+                raise
+            self._catch_up()
         return count
+
+    def close(self) -> None:
+        with self._thread_lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            self._lock.close()

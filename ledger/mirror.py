@@ -1,20 +1,23 @@
 """The JSONL mirror of a home's SQLite store: written after each commit, completed after a crash.
 
-The mirror is a derived copy: every line equals the line the SQLite row gives. A mirror that is
-behind (a crash between commit and mirror write) is completed from SQLite; a torn last line that
-is a prefix of the line it should be is an interrupted write and is completed too. A mirror that
-disagrees in any other way is reported and never rewritten: appends stop until a person looks.
+The mirror is a derived copy: every line equals the line the SQLite row gives. Everything here
+runs under the home's write lock. A mirror that is behind (a crash between commit and mirror
+write, or whole lines cut off its end: the two cannot be told apart) is completed from SQLite;
+nothing is lost, SQLite is the store. A torn last line that is a prefix of the line it should be
+is an interrupted write and is completed too. A mirror that disagrees in any other way (a last
+line that differs from SQLite, a mirror ahead of SQLite) is reported in ``problem`` and never
+rewritten: appends stop until a person looks (``evalledger verify`` says where).
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ledger.envelope import EnvelopeError, split_line
 
 if TYPE_CHECKING:
-    from ledger.persistence import Recorder
+    from ledger.sqlite import SQLiteRecorder
 
 
 def line_seq(line: bytes) -> int:
@@ -39,7 +42,7 @@ def read_tail(path: str) -> tuple[bytes | None, bytes, int]:
             pos -= step
             fh.seek(pos)
             buf = fh.read(step) + buf
-            if buf.count(b"\n") >= 2 or (pos == 0):
+            if buf.count(b"\n") >= 2:
                 break
     last_nl = buf.rfind(b"\n")
     if last_nl < 0:
@@ -49,6 +52,21 @@ def read_tail(path: str) -> tuple[bytes | None, bytes, int]:
     return buf[prev_nl + 1:last_nl + 1], fragment, end - len(fragment)
 
 
+def lines_upto(path: str, size: int | None) -> Iterator[bytes]:
+    """The lines of a file within its first ``size`` bytes (all of it when None); a cut line last."""
+    with open(path, "rb") as fh:
+        if size is None:
+            yield from fh
+            return
+        left = size
+        for line in fh:
+            if len(line) >= left:
+                yield line[:left]
+                return
+            left -= len(line)
+            yield line
+
+
 class Mirror:
     """Appends lines to ``events.jsonl`` in seq order, under the home's write lock."""
 
@@ -56,42 +74,40 @@ class Mirror:
         self.path = path
         self.fsync = fsync
         self.problem: str | None = None
-        self._size = -1  # size after our last write; another writer changes it
-        self._seq = 0
+        self._fd: int | None = None
+        self._size = -1  # size after our last write or check; a different size means someone else wrote
+        self._seq = 0    # seq of the last line at that size
 
-    def _tail_seq(self) -> int:
-        size = os.path.getsize(self.path)
-        if size == self._size:
-            return self._seq
-        line, fragment, _ = read_tail(self.path)
-        if fragment:
-            raise EnvelopeError("torn last line")
-        self._seq = line_seq(line) if line else 0
-        self._size = size
-        return self._seq
+    def size(self) -> int | None:
+        """The mirror's size in bytes (None when there is no mirror file)."""
+        try:
+            return os.path.getsize(self.path)
+        except FileNotFoundError:
+            return None
 
-    def check_and_complete(self, recorder: "Recorder") -> None:
-        """On open: complete a mirror that is behind; record a problem for one that disagrees."""
+    def recover(self, recorder: "SQLiteRecorder") -> None:
+        """Bring the mirror level with SQLite, or record why it cannot be done without rewriting it."""
+        self.problem = None
         if not os.path.exists(self.path):
             open(self.path, "ab").close()
         line, fragment, frag_at = read_tail(self.path)
         head = recorder.head()
         try:
             tail = line_seq(line) if line else 0
-        except EnvelopeError as exc:
-            self.problem = f"{self.path}: last line is not an event ({exc}); not rewritten"
+        except (EnvelopeError, ValueError) as exc:
+            self.problem = f"{self.path}: its last line is not an event ({exc}); not rewritten"
             return
         if tail > head.seq:
-            self.problem = (f"{self.path} is ahead of the SQLite store: mirror ends at seq {tail}, "
+            self.problem = (f"{self.path} is ahead of the SQLite store: the mirror ends at seq {tail}, "
                             f"SQLite at seq {head.seq}; not rewritten")
             return
         if tail:
-            stored = next(iter(recorder.lines(tail)), (0, b""))[1]
+            stored = next(recorder.lines(tail, tail), (0, b""))[1]
             if stored != line:
-                self.problem = f"{self.path} disagrees with the SQLite store at seq {tail}; not rewritten"
+                self.problem = f"{self.path} differs from the SQLite store at seq {tail}; not rewritten"
                 return
         if fragment:
-            expected = next(iter(recorder.lines(tail + 1)), (0, b""))[1]
+            expected = next(recorder.lines(tail + 1, tail + 1), (0, b""))[1]
             if not expected.startswith(fragment):
                 self.problem = (f"{self.path} ends with {len(fragment)} bytes that are not part of "
                                 f"seq {tail + 1}; not rewritten")
@@ -100,28 +116,54 @@ class Mirror:
                 fh.truncate(frag_at)
         self._size, self._seq = os.path.getsize(self.path), tail
         if tail < head.seq:
-            self._write(line for _, line in recorder.lines(tail + 1))
+            self._write(line for _, line in recorder.lines(tail + 1, head.seq))
 
-    def append(self, recorder: "Recorder", first_seq: int, lines: list[bytes]) -> None:
-        """After a commit: write ``lines`` (seq ``first_seq`` on), catching up first if behind."""
+    def append(self, recorder: "SQLiteRecorder", first_seq: int, lines: list[bytes], last_seq: int) -> None:
+        """After a commit: write ``lines`` (seq ``first_seq`` on), catching up first if behind.
+
+        The events are committed whatever happens here, so a failure is recorded in ``problem``
+        (stopping later appends) rather than raised as if the append had failed.
+        """
         if self.problem:
             return
-        tail = self._tail_seq()
-        if tail == first_seq - 1:
-            self._write(lines)
-        elif tail < first_seq - 1:
-            self._write(line for _, line in recorder.lines(tail + 1))
-        # tail >= first_seq: another process already caught the mirror up past our events
+        try:
+            if self._size != self._current_size() or self._seq != first_seq - 1:
+                # Another process wrote, or crashed between its commit and its mirror write.
+                self.recover(recorder)
+            else:
+                self._write(lines, last_seq)
+        except (OSError, EnvelopeError, ValueError) as exc:
+            self.problem = f"{self.path}: could not write the mirror after seq {first_seq - 1}: {exc}"
 
-    def _write(self, lines: Iterable[bytes]) -> None:
+    def _current_size(self) -> int:
+        return os.fstat(self._fd).st_size if self._fd is not None else self.size() or 0
+
+    def _write(self, lines: Iterable[bytes], last_seq: int | None = None) -> None:
+        """Append lines (the last one holding ``last_seq``) through one O_APPEND descriptor."""
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         last = None
-        with open(self.path, "ab") as fh:
-            for line in lines:
-                fh.write(line)
-                last = line
-            fh.flush()
-            if self.fsync:
-                os.fsync(fh.fileno())
-            self._size = fh.tell()
+        chunk: list[bytes] = []
+        for line in lines:
+            chunk.append(line)
+            last = line
+            if len(chunk) >= 1000:
+                self._write_all(b"".join(chunk))
+                chunk = []
+        if chunk:
+            self._write_all(b"".join(chunk))
+        if self.fsync:
+            os.fsync(self._fd)
         if last is not None:
-            self._seq = line_seq(last)
+            self._seq = line_seq(last) if last_seq is None else last_seq
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+        self._size += len(data)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

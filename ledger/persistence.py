@@ -10,13 +10,11 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from hashlib import sha256
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
 from ledger.catalog import validate_payload
-from ledger.envelope import (
-    GENESIS_HASH, EnvelopeError, Event, NewEvent, canonical_bytes, canonical_json, chain_hash,
-    check_type_name, event_id, utc_now,
-)
+from ledger.envelope import GENESIS_HASH, EnvelopeError, Event, NewEvent, canonical_json, event_id, utc_now
 
 _STREAM = re.compile(r"^[a-z][a-z0-9_-]*:[A-Za-z0-9._:/@+=-]+$")
 
@@ -44,9 +42,11 @@ class Head:
         return f"seq {self.seq} {self.hash}"
 
 
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    """An event validated and encoded, waiting for the store to give it a seq and version."""
+class Prepared(NamedTuple):
+    """An event validated and encoded, waiting for the store to give it a seq and version.
+
+    A NamedTuple rather than a frozen dataclass: building one per appended event must be cheap.
+    """
 
     id: str
     stream: str
@@ -65,23 +65,45 @@ def check_stream(stream: str) -> None:
             f"stream {stream!r} is not 'kind:identifier' (lowercase kind, then letters, digits or ._:/@+=-)")
 
 
-def prepare(event: NewEvent) -> Prepared:
-    """Validate a NewEvent against the catalog and encode its data and meta canonically."""
+def prepare(event: NewEvent, now: str | None = None, metas: dict | None = None) -> Prepared:
+    """Validate a NewEvent against the catalog and encode its data and meta canonically.
+
+    ``now`` is the batch's ``recorded_at`` (one instant for one atomic batch); ``metas`` memoises
+    the encoding of a meta mapping that several events of a batch share (by identity).
+    """
     check_stream(event.stream)
-    check_type_name(event.type)
-    schema, data = validate_payload(event.type, event.data)
-    meta = dict(event.meta or {})
-    meta.setdefault("recorded_at", utc_now())
+    schema, data = validate_payload(event.type, event.data)  # an unknown type fails here
+    meta_bytes, meta = _encode_meta(event.meta, now or utc_now(), metas)
     return Prepared(event_id(event.stream, event.type, event.key), event.stream, event.type, schema,
-                    canonical_json(data), canonical_json(meta), data, meta)
+                    canonical_json(data), meta_bytes, data, meta)
+
+
+def _encode_meta(given: Mapping[str, Any] | None, now: str, metas: dict | None) -> tuple[bytes, dict]:
+    key = id(given)
+    if metas is not None and key in metas:
+        return metas[key][1:]
+    meta = dict(given or {})
+    meta.setdefault("recorded_at", now)
+    encoded = canonical_json(meta)
+    if metas is not None:
+        metas[key] = (given, encoded, meta)  # keeps ``given`` alive so its id is not reused
+    return encoded, meta
 
 
 def seal(p: Prepared, seq: int, version: int, prev_hash: str) -> tuple[Event, bytes]:
-    """Give a prepared event its place: returns the stored Event and its canonical bytes."""
-    canonical = canonical_bytes(seq, p.id, p.stream, version, p.type, p.schema, p.data, p.meta)
-    hash = chain_hash(prev_hash, canonical)
+    """Give a prepared event its place: returns the stored Event and its canonical bytes.
+
+    The canonical bytes are formatted directly (sorted keys, as ``canonical_bytes`` gives them):
+    id is hex, the stream and type were checked against patterns without quotes or escapes.
+    """
+    canonical = _CANONICAL % (p.data, p.id.encode(), p.meta, p.schema, seq, p.stream.encode(),
+                              p.type.encode(), version)
+    hash = sha256(prev_hash.encode() + canonical).hexdigest()
     return Event(seq, p.id, p.stream, version, p.type, p.schema, p.data, p.meta, prev_hash, hash,
                  data=p.data_obj, meta=p.meta_obj), canonical
+
+
+_CANONICAL = b'{"data":%b,"id":"%b","meta":%b,"schema":%d,"seq":%d,"stream":"%b","type":"%b","version":%d}'
 
 
 def normalise_expected(batch: list[Prepared], expected_version: int | Mapping[str, int] | None) -> dict[str, int]:
@@ -129,12 +151,13 @@ class Recorder(ABC):
         """The version of the last event in ``stream`` (0 when the stream is empty)."""
 
     @abstractmethod
-    def lines(self, from_seq: int = 1) -> Iterator[tuple[int, bytes]]:
+    def lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[tuple[int, bytes]]:
         """(seq, stored JSONL line) pairs in seq order: what export writes and verify hashes."""
 
     @abstractmethod
-    def import_lines(self, lines: Iterable[bytes]) -> int:
-        """Store already-sealed, already-verified lines into an empty store; returns the count."""
+    def import_lines(self, lines: Iterable[bytes], source: str = "the input") -> int:
+        """Store sealed lines into an empty store, checking each (``ledger.importer``) in the same
+        pass and keeping nothing when one fails; returns the count."""
 
     def tracking_position(self, name: str) -> int:
         """The last position committed for tracking record ``name`` (0 when none)."""

@@ -2,8 +2,8 @@
 
 Each copy (the SQLite table, the JSONL file or mirror) is checked on its own: gapless seq,
 ``prev_hash`` equal to the previous hash, and ``hash = sha256(prev_hash + canonical bytes)``
-recomputed from the stored bytes. When a home has both, the mirror must equal SQLite line for
-line; equal lines are hashed once.
+recomputed from the stored bytes (a JSONL line is sliced, never re-serialised). When a home has
+both, the mirror must equal SQLite line for line; equal lines are hashed once.
 """
 
 from __future__ import annotations
@@ -12,9 +12,13 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, line_bytes, split_line
+from ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, split_line
 from ledger.mirror import line_seq
 from ledger.persistence import Head
+
+_SUFFIX = len(b',"prev_hash":"') + 64 + len(b'","hash":"') + 64 + len(b'"}\n')
+
+REPAIR_HINT = "'evalledger verify --repair' (or any command that writes) completes it"
 
 
 @dataclass(frozen=True)
@@ -31,11 +35,12 @@ class Problem:
 
 @dataclass
 class VerifyReport:
-    """What ``verify`` found: the head it verified, how many events, and any problems."""
+    """What ``verify`` found: the head it verified, how many events, problems and warnings."""
 
     head: Head
     count: int
     problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -43,48 +48,49 @@ class VerifyReport:
 
 
 class _Chain:
-    """Running state of one copy: the next seq, the previous hash, the first problem."""
+    """Running state of one copy: the last good seq and hash, the first problem."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, watch: int | None):
         self.source = source
         self.seq = 0
         self.prev = GENESIS_HASH
         self.problem: Problem | None = None
-        self.hashes_at: dict[int, str] = {}
+        self.watch = watch  # the seq of a published head, whose hash is kept
+        self.watched: str | None = None
 
     def fail(self, reason: str, seq: int | None = None) -> None:
         if self.problem is None:
             self.problem = Problem(self.seq + 1 if seq is None else seq, self.source, reason)
 
-    def check(self, seq: int, canonical: bytes, prev_hash: str, hash: str, watch: int | None) -> bool:
+    def check(self, seq: int, canonical: bytes, prev_hash: str, hash: str) -> bool:
         """Check one event; returns False (recording the problem) when it breaks the chain."""
         expected = self.seq + 1
         if seq != expected:
-            self.fail(f"holds seq {seq} where seq {expected} should be (an event was deleted, "
-                      "inserted or moved)", expected)
+            what = "deleted or moved" if seq > expected else "inserted, duplicated or moved"
+            self.fail(f"holds seq {seq} where seq {expected} should be (an event was {what})", expected)
             return False
         if prev_hash != self.prev:
             self.fail("prev_hash does not match the hash of the event before it "
-                      "(an event before it was changed, deleted, inserted or moved)", seq)
+                      "(an event was inserted, deleted or moved here)", seq)
             return False
         if hashlib.sha256(prev_hash.encode("ascii") + canonical).hexdigest() != hash:
             self.fail("hash does not match the stored bytes (the event was edited)", seq)
             return False
-        self.seq, self.prev = seq, hash
-        if watch == seq:
-            self.hashes_at[seq] = hash
+        self.advance(seq, hash)
         return True
 
+    def advance(self, seq: int, hash: str) -> None:
+        self.seq, self.prev = seq, hash
+        if seq == self.watch:
+            self.watched = hash
 
-def _sqlite_events(rows: Iterable[tuple]) -> Iterator[tuple[int, bytes, str, str, bytes]]:
-    for row in rows:
-        canonical = canonical_bytes(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
-        yield row[0], canonical, row[8], row[9], line_bytes(canonical, row[8], row[9])
 
-
-def _check_line(chain: _Chain, line: bytes, watch: int | None) -> bool:
+def _check_line(chain: _Chain, line: bytes) -> bool:
+    """Check one stored JSONL line by slicing it (no parse of the payload)."""
     if not line.endswith(b"\n"):
-        chain.fail("the file ends in the middle of a line (truncated, or a write was interrupted)")
+        chain.fail("the file ends in the middle of a line: a write was interrupted (never acknowledged) "
+                   "or the file was truncated; 'evalledger verify --repair' cuts the torn line (and "
+                   "completes a mirror from SQLite)")
         return False
     try:
         canonical, prev_hash, hash = split_line(line)
@@ -92,55 +98,74 @@ def _check_line(chain: _Chain, line: bytes, watch: int | None) -> bool:
     except (EnvelopeError, ValueError) as exc:
         chain.fail(f"the line is not an event ({exc})")
         return False
-    return chain.check(seq, canonical, prev_hash, hash, watch)
+    return chain.check(seq, canonical, prev_hash, hash)
 
 
-def verify_lines(lines: Iterable[bytes], source: str, expect_head: Head | None = None) -> VerifyReport:
-    """Verify a JSONL ledger given as raw lines."""
-    chain = _Chain(source)
-    watch = expect_head.seq if expect_head else None
+def verify_lines(lines: Iterable[bytes], source: str, expect_head: Head | None = None,
+                 pending: str | None = None) -> VerifyReport:
+    """Verify a JSONL ledger given as raw lines (``pending``: a batch file waiting to be rolled forward)."""
+    chain = _Chain(source, expect_head.seq if expect_head else None)
     for line in lines:
-        if not _check_line(chain, line, watch):
+        if not _check_line(chain, line):
             break
-    return _report([chain], chain, expect_head)
+    problems = [chain.problem] if chain.problem else []
+    if pending:
+        problems.append(Problem(chain.seq + 1, pending, "a batch whose writer was interrupted waits here "
+                                f"to be appended; {REPAIR_HINT}"))
+    return _report(chain, problems, expect_head)
+
+
+def _sqlite_events(rows: Iterable[tuple]) -> Iterator[tuple[int, bytes, str, str]]:
+    for row in rows:
+        yield row[0], canonical_bytes(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7]), row[8], row[9]
 
 
 def verify_sqlite(rows: Iterable[tuple], source: str, mirror_lines: Iterable[bytes] | None = None,
                   mirror_source: str = "", expect_head: Head | None = None) -> VerifyReport:
     """Verify SQLite rows and, when given, the mirror's lines alongside them."""
-    store = _Chain(source)
-    mirror = _Chain(mirror_source) if mirror_lines is not None else None
     watch = expect_head.seq if expect_head else None
-    mirror_iter = iter(mirror_lines) if mirror_lines is not None else None
-    for seq, canonical, prev_hash, hash, line in _sqlite_events(rows):
-        store_ok = store.problem is None and store.check(seq, canonical, prev_hash, hash, watch)
+    store = _Chain(source, watch)
+    mirror = _Chain(mirror_source, None) if mirror_lines is not None else None
+    mirror_iter = iter(mirror_lines) if mirror_lines is not None else iter(())
+    for seq, canonical, prev_hash, hash in _sqlite_events(rows):
+        store_ok = store.problem is None and store.check(seq, canonical, prev_hash, hash)
         if mirror is not None and mirror.problem is None:
-            mline = next(mirror_iter, None)
-            if mline is None:
-                mirror.fail(f"ends at seq {mirror.seq}; the SQLite store goes on (the mirror is truncated)")
-            elif store_ok and mline == line:
-                mirror.seq, mirror.prev = seq, hash  # same bytes as a verified row: hashed once
-            elif _check_line(mirror, mline, None):
-                mirror.fail("differs from the SQLite store at this seq", mirror.seq)
+            _mirror_step(mirror, next(mirror_iter, None), store, store_ok, canonical, seq, prev_hash, hash)
         if store.problem is not None and (mirror is None or mirror.problem is not None):
             break
     if mirror is not None and mirror.problem is None and store.problem is None:
         extra = next(mirror_iter, None)
         if extra is not None:
-            mirror.fail(f"has events after seq {store.seq}, where the SQLite store ends")
-    chains = [store] + ([mirror] if mirror is not None else [])
-    return _report(chains, store, expect_head)
+            store.fail(f"ends at seq {store.seq}, but the mirror {mirror_source} goes on: events were "
+                       "cut off the end of the SQLite store (truncated), or lines were added to the mirror")
+    problems = [c.problem for c in (store, mirror) if c is not None and c.problem is not None]
+    return _report(store, problems, expect_head)
 
 
-def _report(chains: list[_Chain], main: _Chain, expect_head: Head | None) -> VerifyReport:
-    problems = [c.problem for c in chains if c.problem is not None]
+def _mirror_step(mirror: _Chain, mline: bytes | None, store: _Chain, store_ok: bool, canonical: bytes,
+                 seq: int, prev_hash: str, hash: str) -> None:
+    """Check the mirror's line for ``seq`` against the SQLite row just checked."""
+    if mline is None:
+        mirror.fail(f"ends at seq {mirror.seq}, while the SQLite store goes on: a truncated mirror or a crash "
+                    f"between commit and mirror write (the two look the same); nothing is lost, SQLite is "
+                    f"the store; {REPAIR_HINT}")
+        return
+    same = (len(mline) == len(canonical) + _SUFFIX - 1 and mline.startswith(canonical[:-1])
+            and mline.endswith(b',"prev_hash":"%s","hash":"%s"}\n' % (prev_hash.encode(), hash.encode())))
+    if store_ok and same:
+        mirror.advance(seq, hash)  # the same bytes as a verified row: hashed once
+    elif _check_line(mirror, mline):
+        mirror.fail("differs from the SQLite store at this seq", mirror.seq)
+
+
+def _report(main: _Chain, problems: list[Problem], expect_head: Head | None) -> VerifyReport:
     if expect_head is not None and main.problem is None:
         if main.seq < expect_head.seq:
             problems.append(Problem(main.seq + 1, main.source,
                                     f"the ledger ends at seq {main.seq}, but head {expect_head.seq} was "
-                                    "published (events were truncated)"))
-        elif main.hashes_at.get(expect_head.seq) != expect_head.hash:
+                                    "published: events were cut off the end (truncated)"))
+        elif main.watched != expect_head.hash:
             problems.append(Problem(expect_head.seq, main.source,
-                                    f"hash is {main.hashes_at.get(expect_head.seq)}, but the published head "
-                                    f"says {expect_head.hash} (history was rewritten)"))
+                                    f"hash is {main.watched}, but the published head says "
+                                    f"{expect_head.hash}: history up to the published head was rewritten"))
     return VerifyReport(Head(main.seq, main.prev), main.seq, problems)

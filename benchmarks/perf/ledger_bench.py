@@ -1,0 +1,268 @@
+"""Ledger speed against raw sqlite3 with the same schema and durability (WAL, synchronous NORMAL).
+
+    python benchmarks/perf/ledger_bench.py [SIZE]      # SIZE events for read and verify (default 1,000,000)
+
+Every figure is measured in this run against a baseline measured in this run on this machine,
+and printed with its target and ratio. Exit status 1 when a target is missed.
+
+What is compared (stated again in the output):
+- append: the product path, ``Ledger.append`` into a home (validation of the payload against its
+  pydantic model, canonical JSON, hash chain, SQLite insert, then the events.jsonl mirror write),
+  against raw ``sqlite3`` inserting ready-made rows of the same bytes into the same schema.
+  Append into a bare ``.db`` ledger (no mirror) is printed for information.
+- read: ``for e in led.read(): e.data, e.meta`` against a raw ``SELECT`` scan of the same table with
+  ``orjson.loads`` of data and meta; peak RSS of the read measured in a child process.
+- verify: ``Ledger.verify()`` of the home (SQLite chain recomputed, mirror compared line by line)
+  against the least work that reads every stored byte verify reads (the SQLite rows and the
+  mirror file) and sha256-hashes each event once; and of a standalone ``.jsonl`` ledger against
+  reading its lines and hashing each.
+
+Rounds of ledger and raw work alternate and the best round of each is kept, so other load on
+the machine skews both sides alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+import ledger
+from ledger import NewEvent
+from ledger.sqlite import SCHEMA
+
+TEXT = "The judge found the excerpt verbatim in the response; similarity 1.00, attempt 1, no retry needed."
+META = {"run": "run:bench", "stage": "bench", "stage_version": "1"}
+TARGETS = {"append_batch": 0.5, "append_single": 0.7, "read": 1.5, "verify": 2.0}
+
+
+def new_event(i: int) -> NewEvent:
+    """One realistic event: a note on one of 1,000 case streams."""
+    return NewEvent(f"case:{i % 1000:04d}", "note.added", {"text": f"{TEXT} #{i}", "author": "bench"},
+                    key=f"bench:{i}", meta=META)
+
+
+def raw_connection(path: Path) -> sqlite3.Connection:
+    """Raw sqlite3 with the ledger's schema and durability."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.executescript(SCHEMA)
+    return conn
+
+
+def rows_like(led: ledger.Ledger, count: int) -> list[tuple]:
+    """Ready-made rows (the bytes the ledger stores) for the raw baseline to insert."""
+    return [(e.seq, e.id, e.stream, e.version, e.type, e.schema, e.raw_data, e.raw_meta, e.prev_hash, e.hash)
+            for e in led.read(to_seq=count)]
+
+
+INSERT = ("INSERT INTO events (seq, id, stream, version, type, schema, data, meta, prev_hash, hash) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+def bench_append(work: Path, count: int, batch: int, rounds: int = 5) -> tuple[float, float, float]:
+    """Best events/s over alternating rounds: (home, bare .db, raw)."""
+    source = ledger.open_ledger(work / "source")
+    source.append([new_event(i) for i in range(count)])
+    rows = rows_like(source, count)
+    source.close()
+    best = {"home": 0.0, "db": 0.0, "raw": 0.0}
+    for r in range(rounds):
+        for kind in ("raw", "home", "db"):
+            target = work / f"{kind}{r}"
+            target.mkdir()
+            events = [new_event(i) for i in range(count)]
+            if kind == "raw":
+                conn = raw_connection(target / "raw.db")
+                start = time.perf_counter()
+                for at in range(0, count, batch):
+                    conn.execute("BEGIN IMMEDIATE")
+                    if batch == 1:
+                        conn.execute(INSERT, rows[at])
+                    else:
+                        conn.executemany(INSERT, rows[at:at + batch])
+                    conn.execute("COMMIT")
+                elapsed = time.perf_counter() - start
+                conn.close()
+            else:
+                led = ledger.open_ledger(target if kind == "home" else target / "ledger.db")
+                start = time.perf_counter()
+                for at in range(0, count, batch):
+                    led.append(events[at] if batch == 1 else events[at:at + batch])
+                elapsed = time.perf_counter() - start
+                led.close()
+            best[kind] = max(best[kind], count / elapsed)
+            shutil.rmtree(target)
+    shutil.rmtree(work / "source")
+    return best["home"], best["db"], best["raw"]
+
+
+def build_home(home: Path, size: int) -> None:
+    """A home holding ``size`` events, appended in batches of 1,000."""
+    led = ledger.open_ledger(home)
+    for at in range(0, size, 1000):
+        led.append([new_event(i) for i in range(at, min(size, at + 1000))])
+    led.close()
+
+
+def raw_read(db: Path) -> float:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    start = time.perf_counter()
+    for row in conn.execute("SELECT seq, id, stream, version, type, schema, data, meta, prev_hash, hash "
+                            "FROM events ORDER BY seq"):
+        orjson.loads(row[6])
+        orjson.loads(row[7])
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return elapsed
+
+
+def ledger_read(home: Path) -> float:
+    led = ledger.open_ledger(home, readonly=True)
+    start = time.perf_counter()
+    for event in led.read():
+        event.data
+        event.meta
+    elapsed = time.perf_counter() - start
+    led.close()
+    return elapsed
+
+
+def raw_verify_home(home: Path) -> float:
+    """Read the SQLite rows and the mirror file, sha256 each event's stored bytes once."""
+    conn = sqlite3.connect(f"file:{home / 'ledger.db'}?mode=ro", uri=True)
+    start = time.perf_counter()
+    with open(home / "events.jsonl", "rb") as mirror:
+        for row, line in zip(conn.execute("SELECT seq, id, stream, version, type, schema, data, meta, "
+                                          "prev_hash, hash FROM events ORDER BY seq"), mirror):
+            hashlib.sha256(line).hexdigest()
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return elapsed
+
+
+def raw_verify_file(path: Path) -> float:
+    start = time.perf_counter()
+    with open(path, "rb") as fh:
+        for line in fh:
+            hashlib.sha256(line).hexdigest()
+    return time.perf_counter() - start
+
+
+def ledger_verify(path: Path) -> float:
+    led = ledger.open_ledger(path, readonly=True)
+    start = time.perf_counter()
+    report = led.verify()
+    elapsed = time.perf_counter() - start
+    led.close()
+    if not report.ok:
+        raise SystemExit(f"verify failed on the benchmark ledger: {report.problems}")
+    return elapsed
+
+
+def child_read(home: str) -> None:
+    """Run in a child process so its peak RSS is the read's alone: prints seconds and peak MB.
+
+    VmHWM (this process image's high-water mark) rather than ru_maxrss, which would count the
+    memory of the parent the child was forked from.
+    """
+    elapsed = ledger_read(Path(home))
+    with open("/proc/self/status") as fh:
+        hwm_kb = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
+    print(elapsed, hwm_kb / 1024)
+
+
+def best_of(rounds: int, *funcs):
+    """Alternate the functions ``rounds`` times; the best time of each."""
+    best = [float("inf")] * len(funcs)
+    for _ in range(rounds):
+        for i, fn in enumerate(funcs):
+            best[i] = min(best[i], fn())
+    return best
+
+
+class Figures:
+    """Collects printed figures and whether each met its target."""
+
+    def __init__(self):
+        self.missed: list[str] = []
+
+    def higher(self, name: str, ours: float, raw: float, unit: str, target: float) -> None:
+        ratio = ours / raw
+        self._print(name, f"{ours:,.0f} {unit} vs raw {raw:,.0f} {unit}", ratio, f">= {target}", ratio >= target)
+
+    def lower(self, name: str, ours: float, raw: float, target: float) -> None:
+        ratio = ours / raw
+        self._print(name, f"{ours:.2f} s vs raw {raw:.2f} s", ratio, f"<= {target}", ratio <= target)
+
+    def limit(self, name: str, value: float, unit: str, target: float) -> None:
+        self._print(name, f"{value:,.0f} {unit}", value / target, f"<= {target:,.0f} {unit}", value <= target)
+
+    def info(self, name: str, text: str) -> None:
+        print(f"  {name:<42} {text}")
+
+    def _print(self, name: str, text: str, ratio: float, target: str, ok: bool) -> None:
+        print(f"{'ok  ' if ok else 'MISS'} {name:<42} {text}  ratio {ratio:.2f} (target {target})")
+        if not ok:
+            self.missed.append(name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("size", nargs="?", type=int, default=1_000_000, help="events for read and verify")
+    parser.add_argument("--child-read", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child_read:
+        child_read(args.child_read)
+        return 0
+    size = args.size
+    single, batched = min(size, 20_000), min(size, 100_000)
+    figures = Figures()
+    print(f"evalledger ledger benchmark: {size:,} events for read/verify, sqlite {sqlite3.sqlite_version}, "
+          f"python {sys.version.split()[0]}")
+    with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:
+        work = Path(tmp)
+        home, db, raw = bench_append(work, batched, 1000)
+        figures.higher("append, batches of 1,000 (home + mirror)", home, raw, "ev/s", TARGETS["append_batch"])
+        figures.info("append, batches of 1,000 (bare .db)", f"{db:,.0f} ev/s, ratio {db / raw:.2f}")
+        home, db, raw = bench_append(work, single, 1)
+        figures.higher("append, 1 event a transaction (home+mirror)", home, raw, "ev/s", TARGETS["append_single"])
+        figures.info("append, 1 event a transaction (bare .db)", f"{db:,.0f} ev/s, ratio {db / raw:.2f}")
+
+        built = work / "home"
+        start = time.perf_counter()
+        build_home(built, size)
+        figures.info("built the read/verify home", f"{size:,} events in {time.perf_counter() - start:.1f} s")
+        child = subprocess.run([sys.executable, __file__, "--child-read", str(built)], check=True,
+                               capture_output=True, text=True)
+        child_seconds, rss_mb = map(float, child.stdout.split())
+        ours, raw = best_of(2, lambda: ledger_read(built), lambda: raw_read(built / "ledger.db"))
+        ours = min(ours, child_seconds)
+        figures.lower(f"read + decode {size:,} events", ours, raw, TARGETS["read"])
+        figures.limit("read, peak RSS of the reading process", rss_mb, "MB", 200)
+
+        ours, raw = best_of(2, lambda: ledger_verify(built), lambda: raw_verify_home(built))
+        figures.lower(f"verify {size:,} events (home: SQLite + mirror)", ours, raw, TARGETS["verify"])
+        exported = work / "export.jsonl"
+        shutil.copyfile(built / "events.jsonl", exported)
+        ours, raw = best_of(2, lambda: ledger_verify(exported), lambda: raw_verify_file(exported))
+        figures.lower(f"verify {size:,} events (standalone .jsonl)", ours, raw, TARGETS["verify"])
+    if figures.missed:
+        print(f"missed: {', '.join(figures.missed)}")
+        return 1
+    print("all targets met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Checks every line of a JSONL ledger before a backend stores it: ``import`` accepts nothing unverified.
+
+The checks run in the same pass as the insert (inside the backend's transaction or lock), so the
+file cannot change between being verified and being imported. The first bad line stops the
+import and nothing is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Iterable, Iterator
+
+from ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, canonical_json, decode_json, split_line
+from ledger.envelope import check_type_name
+from ledger.persistence import LedgerError, check_stream
+
+
+class ImportRefused(LedgerError):
+    """A file that is not a valid ledger; nothing of it was imported."""
+
+
+_INT_FIELDS = ("seq", "version", "schema")
+_STR_FIELDS = ("id", "stream", "type")
+
+
+def _refuse(source: str, where: str, reason: str) -> ImportRefused:
+    return ImportRefused(f"refusing to import {source}: {where}: {reason}; nothing was imported")
+
+
+def _envelope(canonical: bytes) -> dict:
+    """The decoded envelope, with the field types checked."""
+    env = decode_json(canonical)
+    if not isinstance(env, dict) or set(env) != {"data", "id", "meta", "schema", "seq", "stream", "type",
+                                                 "version"}:
+        raise EnvelopeError("the line does not hold exactly the envelope fields")
+    for name in _INT_FIELDS:
+        if type(env[name]) is not int or env[name] < 1:
+            raise EnvelopeError(f"{name} is not a positive integer")
+    for name in _STR_FIELDS:
+        if not isinstance(env[name], str):
+            raise EnvelopeError(f"{name} is not a string")
+    check_stream(env["stream"])
+    check_type_name(env["type"])
+    if not isinstance(env["meta"], dict):
+        raise EnvelopeError("meta is not an object")
+    return env
+
+
+def checked_lines(lines: Iterable[bytes], source: str) -> Iterator[tuple[tuple, bytes]]:
+    """Yield (row, line) for each line once it is verified: row = the ten envelope column values.
+
+    Refuses (ImportRefused) a cut line, a line that is not a canonical envelope, a broken chain
+    (seq, prev_hash, hash), a repeated id, and a stream version that skips or repeats.
+    """
+    prev, expected_seq = GENESIS_HASH, 1
+    ids: set[str] = set()
+    versions: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        where = f"line {number} (seq {expected_seq})"
+        if not line.endswith(b"\n"):
+            raise _refuse(source, where, "the file ends in the middle of a line (truncated)")
+        try:
+            canonical, prev_hash, hash = split_line(line)
+            env = _envelope(canonical)
+            data, meta = canonical_json(env["data"]), canonical_json(env["meta"])
+        except (EnvelopeError, ValueError) as exc:
+            raise _refuse(source, where, f"not an event envelope ({exc})") from None
+        rebuilt = canonical_bytes(env["seq"], env["id"], env["stream"], env["version"], env["type"],
+                                  env["schema"], data, meta)
+        reason = _chain_fault(env, rebuilt, canonical, prev_hash, hash, prev, expected_seq, ids, versions)
+        if reason:
+            raise _refuse(source, where, reason)
+        ids.add(env["id"])
+        versions[env["stream"]] = env["version"]
+        prev, expected_seq = hash, expected_seq + 1
+        yield (env["seq"], env["id"], env["stream"], env["version"], env["type"], env["schema"],
+               data.decode(), meta.decode(), prev_hash, hash), line
+
+
+def _chain_fault(env: dict, rebuilt: bytes, canonical: bytes, prev_hash: str, hash: str, prev: str,
+                 expected_seq: int, ids: set[str], versions: dict[str, int]) -> str | None:
+    """Why this envelope cannot follow the ones before it, or None."""
+    if rebuilt != canonical:
+        return "the line is not in canonical form (re-serialised or edited by hand)"
+    if env["seq"] != expected_seq:
+        return f"holds seq {env['seq']} where seq {expected_seq} should be"
+    if prev_hash != prev:
+        return "prev_hash does not match the hash of the event before it"
+    if hashlib.sha256(prev_hash.encode("ascii") + canonical).hexdigest() != hash:
+        return "hash does not match the bytes of the line (the event was edited)"
+    if env["id"] in ids:
+        return f"id {env['id']} appears twice"
+    if env["version"] != versions.get(env["stream"], 0) + 1:
+        return (f"stream {env['stream']!r} jumps from version {versions.get(env['stream'], 0)} "
+                f"to {env['version']}")
+    return None
+
+
+def checked_rows(lines: Iterable[bytes], source: str) -> Iterator[tuple]:
+    """The rows of ``checked_lines`` alone (what the SQLite backend inserts)."""
+    for row, _ in checked_lines(lines, source):
+        yield row
