@@ -15,7 +15,7 @@ killed at any moment finds the same work after a restart.
 
 from __future__ import annotations
 
-import _thread
+import logging
 import os
 import signal
 import sys
@@ -106,6 +106,8 @@ class Daemon:
     def run(self) -> Outcome:
         """Watch until stopped; returns what was done. Installs SIGTERM/SIGINT handlers when it can."""
         restore = self._install_signals()
+        forward = _ObserverLogForwarder(self)
+        logging.getLogger("watchdog").addHandler(forward)
         observer = None if self.options.once else self._start_observer()
         self.log("started", home=str(self.home), pid=os.getpid(), once=self.options.once,
                  observer="none" if observer is None else type(observer).__name__,
@@ -118,8 +120,10 @@ class Daemon:
                      reason="in-flight work abandoned; recorded calls and committed events stay usable")
         finally:
             if observer is not None:
+                forward.quiet = True   # watchdog complains about its own threads while they stop
                 observer.stop()
                 observer.join(timeout=5)
+            logging.getLogger("watchdog").removeHandler(forward)
             restore()
         self.log("stopped", ingested=self.outcome.ingested, batches=self.outcome.batches,
                  errors=self.outcome.errors)
@@ -295,7 +299,22 @@ class Daemon:
         time.sleep(self.options.grace_seconds)
         if self._busy:
             self._grace_over = True
-            _thread.interrupt_main(signum)
+            # A real signal to the main thread: it also interrupts a blocking sleep or select there.
+            signal.pthread_kill(threading.main_thread().ident, signum)
+
+
+class _ObserverLogForwarder(logging.Handler):
+    """Turns watchdog's own log records (say, an inotify queue overflow) into daemon log lines,
+    so stderr stays one format; silent while the observer is being stopped."""
+
+    def __init__(self, daemon: Daemon):
+        super().__init__(level=logging.WARNING)
+        self.daemon = daemon
+        self.quiet = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.quiet:
+            self.daemon.log("observer", level=record.levelname.lower(), message=record.getMessage())
 
 
 class _InboxHandler(FileSystemEventHandler):

@@ -21,9 +21,14 @@ def cli_env() -> dict[str, str]:
     return env
 
 
+# What the installed ``evalledger`` script runs (``python -m cli.main`` would load cli.main twice,
+# as __main__ and as cli.main, and a UsageError raised by a command would not be caught as one).
+CLI = [sys.executable, "-c", "import sys; from cli.main import main; sys.exit(main())"]
+
+
 def evalledger(home: Path, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
     """Run ``evalledger --home HOME ARGS`` to completion."""
-    proc = subprocess.run([sys.executable, "-m", "cli.main", "--home", str(home), *args], capture_output=True,
+    proc = subprocess.run([*CLI, "--home", str(home), *args], capture_output=True,
                           text=True, env=cli_env(), cwd=REPO, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"evalledger {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
@@ -34,7 +39,7 @@ def start_watch(home: Path, *args: str, log_path: Path | None = None) -> subproc
     """Start ``evalledger watch`` as a real process; its stderr goes to ``log_path`` (appended)."""
     log_path = log_path or home.parent / "watch.log"
     with open(log_path, "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "cli.main", "--home", str(home), "watch", *args],
+        return subprocess.Popen([*CLI, "--home", str(home), "watch", *args],
                                 stdout=subprocess.DEVNULL, stderr=log, env=cli_env(), cwd=REPO)
 
 

@@ -1,0 +1,202 @@
+"""``evalledger watch`` through its public interface: the command run as a real process."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import ledger
+from watch_support import (
+    BAD_FILE, benchmark_file, cli_env, drop_by_rename, evalledger, events, responses_file, start_watch,
+    wait_for, REPO,
+)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return ledger.init_home(tmp_path / "home")
+
+
+def log_records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def logged(path: Path, event: str) -> bool:
+    return path.exists() and any(r.get("event") == event for r in log_records(path))
+
+
+def judged_count(home: Path) -> int:
+    with ledger.open_ledger(home, readonly=True) as led:
+        return sum(1 for _ in led.read(types=["case.judged"]))
+
+
+def stop(proc: subprocess.Popen) -> int:
+    proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=20)
+
+
+def test_drop_a_file_get_a_report_and_bad_files_go_to_rejected(home, tmp_path):
+    log = tmp_path / "watch.log"
+    proc = start_watch(home, "--log-format", "json", log_path=log)
+    try:
+        assert wait_for(lambda: logged(log, "started"))
+        drop_by_rename(home / "inbox", "broken.json", BAD_FILE)
+        drop_by_rename(home / "inbox", "bench-1.json", benchmark_file(1, questions=3))
+        assert wait_for(lambda: judged_count(home) == 6, 10)
+        assert wait_for(lambda: "bench-1" in (home / "reports" / "index.md").read_text(), 5)
+        assert proc.poll() is None, "the daemon keeps running after a bad file"
+        assert (home / "rejected" / "broken.json").exists()
+        assert "not valid JSON" in (home / "rejected" / "broken.json.error.txt").read_text()
+        drop_by_rename(home / "inbox", "responses-1.jsonl", responses_file(1, questions=3))
+        assert wait_for(lambda: judged_count(home) == 9, 10)
+    finally:
+        assert stop(proc) == 0
+    assert list((home / "inbox").iterdir()) == []
+    records = log_records(log)
+    assert all({"ts", "level", "event"} <= set(r) for r in records)
+    assert {r["file"]: r["status"] for r in records if r["event"] == "ingested"} == {
+        "broken.json": "rejected", "bench-1.json": "accepted", "responses-1.jsonl": "accepted"}
+    assert len([r for r in records if r["event"] == "ingested"]) == 3
+    assert records[-1]["event"] == "stopped"
+    assert any(r["event"] == "stopping" and r["signal"] == "SIGTERM" for r in records)
+    assert evalledger(home, "verify").returncode == 0
+
+
+def test_a_second_daemon_exits_naming_the_first_ones_pid(home, tmp_path):
+    first = start_watch(home, "--log-format", "json", log_path=tmp_path / "first.log")
+    try:
+        assert wait_for(lambda: logged(tmp_path / "first.log", "started"))
+        second = evalledger(home, "watch", check=False, timeout=20)
+        assert second.returncode == 1
+        assert f"pid {first.pid}" in second.stderr and "already running" in second.stderr
+        assert (home / "watch.lock").read_text().strip() == str(first.pid)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+    # The crashed daemon's lock file is still there, but its lock died with it.
+    again = start_watch(home, "--log-format", "json", log_path=tmp_path / "again.log")
+    try:
+        assert wait_for(lambda: logged(tmp_path / "again.log", "started"))
+        assert (home / "watch.lock").read_text().strip() == str(again.pid)
+    finally:
+        assert stop(again) == 0
+
+
+def test_events_appended_by_another_process_wake_the_daemon_within_a_second(home, tmp_path):
+    log = tmp_path / "watch.log"
+    proc = start_watch(home, "--log-format", "json", log_path=log)
+    try:
+        assert wait_for(lambda: logged(log, "started") and logged(log, "batch"))
+        source = tmp_path / "bench-2.json"
+        source.write_bytes(benchmark_file(2, questions=2))
+        evalledger(home, "ingest", str(source))          # from a shell, not through the inbox
+        ingested_at = time.monotonic()
+        assert wait_for(lambda: judged_count(home) == 4, 5, step=0.02)
+        assert time.monotonic() - ingested_at < 1.5      # includes our own polling of the ledger
+        evalledger(home, "note", "case:x", "a note from a shell")
+        head = evalledger(home, "verify").stdout.split()[1]
+        assert wait_for(lambda: f"seq {head}," in (home / "reports" / "index.md").read_text(), 2)
+    finally:
+        assert stop(proc) == 0
+    assert not any(r["event"] == "ingested" for r in log_records(log))
+
+
+def test_once_processes_everything_then_exits(home):
+    drop_by_rename(home / "inbox", "bench-3.json", benchmark_file(3, questions=2))
+    result = evalledger(home, "watch", "--once", check=False)
+    assert result.returncode == 0, result.stderr
+    assert judged_count(home) == 4
+    assert (home / "reports" / "index.md").exists()
+    lines = result.stderr.splitlines()
+    assert " started " in lines[0] and " stopped " in lines[-1]
+
+
+def test_once_exits_1_when_a_file_was_rejected(home):
+    drop_by_rename(home / "inbox", "broken.json", BAD_FILE)
+    result = evalledger(home, "watch", "--once", check=False)
+    assert result.returncode == 1
+    assert (home / "rejected" / "broken.json.error.txt").exists()
+
+
+def test_polling_observer_processes_dropped_files(home, tmp_path):
+    log = tmp_path / "watch.log"
+    proc = start_watch(home, "--polling", "--log-format", "json", log_path=log)
+    try:
+        assert wait_for(lambda: logged(log, "started"))
+        drop_by_rename(home / "inbox", "bench-4.json", benchmark_file(4, questions=2))
+        assert wait_for(lambda: judged_count(home) == 4, 10)
+    finally:
+        assert stop(proc) == 0
+    assert [r["observer"] for r in log_records(log) if r["event"] == "started"] == ["PollingObserver"]
+
+
+def test_watch_refuses_a_folder_that_is_not_a_home(tmp_path):
+    result = evalledger(tmp_path / "nowhere", "watch", "--once", check=False)
+    assert result.returncode == 2 and "init" in result.stderr
+
+
+# --- signals with work in flight (the daemon machinery with a slow stand-in dispatcher) ----------
+
+SLOW_DAEMON = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from cli.watch import Callbacks, Daemon, WatchOptions
+    from cli.watch_log import Log
+
+    home, seconds, grace = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+    state = {"head": 0}
+
+    def process():
+        if state["head"] == 0:
+            print("busy", flush=True)
+            time.sleep(seconds)            # a long judge call in flight
+            state["head"] = 1
+            print("finished", flush=True)
+
+    callbacks = Callbacks(ingest=lambda p: "accepted", process=process, refresh=lambda: [],
+                          head=lambda: state["head"])
+    outcome = Daemon(home, callbacks, WatchOptions(grace_seconds=grace), Log("json")).run()
+    print("abandoned" if outcome.abandoned else "clean", flush=True)
+""")
+
+
+def run_slow_daemon(home: Path, seconds: float, grace: float) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_DAEMON, str(home), str(seconds), str(grace)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=REPO)
+    assert proc.stdout.readline().strip() == "busy"
+    return proc
+
+
+def test_sigterm_lets_in_flight_work_finish_within_the_grace_period(home):
+    proc = run_slow_daemon(home, seconds=0.5, grace=5)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0
+    assert out.split() == ["finished", "clean"]
+    assert '"event":"stopping"' in err and '"event":"stopped"' in err
+
+
+def test_sigterm_abandons_in_flight_work_after_the_grace_period(home):
+    proc = run_slow_daemon(home, seconds=30, grace=0.3)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0 and time.monotonic() - started < 5
+    assert out.split() == ["abandoned"]
+    assert '"event":"abandoned"' in err
+
+
+def test_a_second_sigint_abandons_at_once(home):
+    proc = run_slow_daemon(home, seconds=30, grace=60)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0 and out.split() == ["abandoned"]
