@@ -59,13 +59,24 @@ class CallIndex:
     successes: dict[str, Recorded] = field(default_factory=dict)
     attempts: dict[tuple[str, str, str, int], int] = field(default_factory=dict)
     identities: dict[str, set[tuple[str, str | None]]] = field(default_factory=dict)
+    own_seqs: set[int] = field(default_factory=set)   # appended here, after last_seq
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def catch_up(self) -> None:
-        """Fold the ``judge.called`` events appended since the last look (by anyone)."""
+        """Fold the ``judge.called`` events appended since the last look (by anyone).
+
+        When every event after the last look is one this process appended (and so already
+        folded), the head alone tells: no read is needed.
+        """
         with self.lock:
+            head = self.led.head().seq
+            if head - self.last_seq == len(self.own_seqs):
+                self.last_seq, self.own_seqs = head, set()
+                return
             for event in self.led.read(from_seq=self.last_seq + 1, types=[CALL_EVENT]):
                 self.add(event)
+            self.last_seq = max(self.last_seq, head)
+            self.own_seqs = {seq for seq in self.own_seqs if seq > self.last_seq}
 
     def add(self, event: Event, advance: bool = True) -> None:
         """Fold one ``judge.called`` event into the index.
@@ -85,6 +96,8 @@ class CallIndex:
         self.identities.setdefault(role, set()).add((backend, data.get("model")))
         if advance:
             self.last_seq = max(self.last_seq, event.seq)
+        elif event.seq > self.last_seq:
+            self.own_seqs.add(event.seq)
 
     def success(self, hash: str) -> Recorded | None:
         """The first recorded success of this request, looking at new events on a miss."""

@@ -10,6 +10,7 @@ to its models, its prompt builder and its request-aware reply validation.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -412,7 +413,13 @@ class RoleSpec:
         if self.name == "parse":
             from stages.judge.template_schema import template_schema
             return template_schema(request.fields)
-        return self.reply.model_json_schema()
+        return _static_schema(self.reply)
+
+
+@lru_cache(maxsize=None)
+def _static_schema(model: type[Model]) -> dict[str, Any]:
+    """A reply model's JSON schema, built once (pydantic takes milliseconds to build one)."""
+    return model.model_json_schema()
 
 
 def _registry() -> dict[str, RoleSpec]:

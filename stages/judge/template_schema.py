@@ -44,7 +44,12 @@ def template_model(fields) -> type[BaseModel]:
 
 def template_schema(fields) -> dict[str, Any]:
     """The JSON schema the parse role answers in: ``{field: value or null, ...}``."""
-    return template_model(fields).model_json_schema()
+    return _schema_of(template_model(fields))
+
+
+@lru_cache(maxsize=256)
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema()
 
 
 def check_parsed(request, reply):
