@@ -1,7 +1,7 @@
 """Rubric traits of a template case (deep-judgment-rubrics.md): standard, deep, regex and metric traits.
 
 - LLM traits (``kind: llm``): a score within ``min_score..max_score``, or true/false for boolean
-  traits. Standard: one ``score_trait`` call. Deep (``rubric_modes.resolve_trait``): with excerpts,
+  traits (``score_kind: boolean``). Standard: one ``score_trait`` call. Deep (``rubric_modes.resolve_trait``): with excerpts,
   extraction with fuzzy validation and retries, optional search risk, reasoning, then the score
   from the reasoning and excerpts; without excerpts, reasoning then score. A deep trait without a
   valid excerpt after its retries gets ``trait.auto_failed`` and no score.
@@ -29,10 +29,8 @@ STAGE = "rubric"
 
 
 def trait_spec(trait: dict[str, Any]) -> TraitSpec:
-    """The judge's view of an LLM trait: boolean, or an integer score in its range."""
-    boolean = trait.get("score_kind", trait.get("type")) == "boolean" or trait.get("boolean") is True \
-        or ("min_score" not in trait and "max_score" not in trait)
-    if boolean:
+    """The judge's view of an LLM trait: boolean (``score_kind: boolean``), or an integer score in its range."""
+    if trait.get("score_kind") == "boolean":
         return TraitSpec(name=trait["name"], description=trait.get("description", ""), kind="boolean")
     return TraitSpec(name=trait["name"], description=trait.get("description", ""), kind="score",
                      min_score=int(trait.get("min_score", 1)), max_score=int(trait.get("max_score", 5)))

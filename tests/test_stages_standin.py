@@ -195,3 +195,26 @@ def test_cli_run_with_the_openai_judge_against_the_stand_in(tmp_path, monkeypatc
     [started] = data(home, "run.started")
     assert started["judge"] == {"backend": "openai", "model": "m1"}
     assert {c["backend"] for c in data(home, "judge.called")} == {"openai"}
+
+
+def test_boolean_llm_trait_is_answered_true_or_false_and_asked_again_otherwise(tmp_path):
+    """A boolean trait (``score_kind: boolean``, as a checkpoint's boolean LLM trait) in a case.opened."""
+    home = tmp_path / "home"
+    question = {"id": "q1", "question": "How many pairs?", "template": {"fields": [
+        {"name": "cites_source", "type": "bool", "description": "cites", "ground_truth": True,
+         "verify_with": {"type": "TraceRegex", "pattern": "\\[\\d+\\]"}}]},
+        "rubric": {"traits": [{"name": "accurate", "kind": "llm", "score_kind": "boolean",
+                               "description": "Factually correct"}]}}
+    with ledger.open_ledger(home) as led:
+        led.append(ledger.NewEvent("case:c0ffee", "case.opened", {
+            "case_id": "c0ffee", "benchmark": "b1", "kind": "template", "question_id": "q1", "model": "m",
+            "question": question, "response": RESPONSE, "config": {}}, key="open"))
+    stand_in = StandIn().script(Reply({"score": 3}), Reply({"score": True, "reasoning": "correct"}))
+    with StandInThread(stand_in):
+        summary = run_openai(home, stand_in)
+    assert summary.judged == 1
+    assert "true or false" in stand_in.requests[1]["body"]["messages"][-1]["content"]
+    [scored] = data(home, "trait.scored")
+    assert scored["score"] is True and scored["mode"] == "standard"
+    [judged] = data(home, "case.judged")
+    assert judged["verdict"] == "pass"       # only the trace field counts; no judge call for it
