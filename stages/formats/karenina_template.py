@@ -101,7 +101,7 @@ def _read_class(cls: ast.ClassDef, notes: list[str]):
         if is_docstring(node):
             continue
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            decl = _declaration(node)
+            decl = _declaration(node, notes)
             if decl is not None:
                 decls[decl.name] = decl
         elif isinstance(node, ast.FunctionDef) and node.name in _CORRECT_METHODS:
@@ -115,8 +115,12 @@ def _read_class(cls: ast.ClassDef, notes: list[str]):
     return decls, correct, verify
 
 
-def _declaration(node: ast.AnnAssign) -> Decl | None:
-    """A field declaration ``name: type = Field(...) | VerifiedField(...)``."""
+def _declaration(node: ast.AnnAssign, notes: list[str]) -> Decl | None:
+    """A field declaration ``name: type = Field(...) | VerifiedField(...)``.
+
+    Only ``description``, ``ground_truth`` and ``verify_with`` matter to a verdict and are read
+    (as literals); other keywords, such as a ``default``, are noted and ignored, never evaluated.
+    """
     name = node.target.id
     if name.startswith("_") or name in ("id", "correct", "model_config"):
         return None
@@ -125,19 +129,23 @@ def _declaration(node: ast.AnnAssign) -> Decl | None:
     kind = name_of(call.func) if isinstance(call, ast.Call) else None
     if call is not None and kind not in ("Field", "VerifiedField"):
         raise Untranslatable(node, "a field is declared with Field(...) or VerifiedField(...)")
-    kwargs = _literal_kwargs(call, skip=("verify_with",)) if call is not None else {}
-    description = kwargs.get("description")
+    if call is not None and (call.args or any(k.arg is None for k in call.keywords)):
+        raise Untranslatable(call, "positional arguments and **kwargs are not supported; use keywords")
+    keywords = {k.arg: k.value for k in call.keywords} if call is not None else {}
+    for key in sorted(set(keywords) - {"description", "ground_truth", "verify_with"}):
+        notes.append(f"line {keywords[key].lineno}: {name}: keyword {key!r} ignored (not part of the verdict)")
+    description = literal(keywords["description"]) if "description" in keywords else None
     if not isinstance(description, str) or not description.strip():
         description = name.replace("_", " ")
     decl = Decl(name, ftype, description, node, values)
     if kind == "VerifiedField":
-        spec_node = next((k.value for k in call.keywords if k.arg == "verify_with"), None)
-        if spec_node is None:
+        if "verify_with" not in keywords:
             raise Untranslatable(node, "VerifiedField without verify_with")
-        spec = _primitive_spec(spec_node)
+        spec = _primitive_spec(keywords["verify_with"])
         if ftype == "str" and spec["type"] in _DATE_PRIMITIVES:
             decl.type = "date"
-        decl.verified = {"spec": spec, "ground_truth": kwargs.get("ground_truth")}
+        gt = literal(keywords["ground_truth"]) if "ground_truth" in keywords else None
+        decl.verified = {"spec": spec, "ground_truth": gt}
     return decl
 
 
