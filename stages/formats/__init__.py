@@ -46,8 +46,8 @@ def parse(raw: bytes, filename: str = "input") -> ParsedFile:
 
 def _looks_like_line(doc: dict) -> bool:
     """A one-line JSONL file (an audit case or a response line) parses as a single object."""
-    return "format" not in doc and "@type" not in doc and (
-        _AUDIT_KEYS <= doc.keys() or (_RESPONSE_KEYS <= doc.keys() and "benchmark" in doc))
+    return "format" not in doc and "@type" not in doc and "doc_id" not in doc and (
+        bool(_AUDIT_KEYS & doc.keys()) or bool({"question_id", "benchmark"} & doc.keys()))
 
 
 def _read_document(doc: dict) -> ParsedFile:
