@@ -123,3 +123,5 @@ def register(sub) -> None:
     p = sub.add_parser("watch", help="daemon: ingest files dropped into the inbox, judge them, refresh reports")
     add_watch_options(p)
     p.set_defaults(func=cmd_watch)
+    from cli import demo
+    demo.register(sub)
