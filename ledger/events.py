@@ -206,6 +206,7 @@ class CaseJudged(DomainPayload):
     strategy: dict[str, Any] | None = None                # the verdict rule ({"type": "all_of"} ...)
     deep_judgment: bool = False
     fields: dict[str, list[str]] | None = None            # {passed, failed, unverifiable}
+    rubric_only: bool = False                             # no template: the verdict is the rubric's auto-fail only
 
 
 # --- Rubrics -------------------------------------------------------------------------------------

@@ -36,7 +36,11 @@ def judge_attributes(template: dict[str, Any], spec: TemplateSpec) -> list[Attri
 
 async def judge_template(work: CaseWork) -> None:
     """Run the template path and the rubric for one case, ending with ``case.judged``."""
-    template = work.question.get("template") or {"fields": []}
+    template = work.question.get("template")
+    if not template:   # a rubric-only question: nothing to parse or verify
+        failed_traits = await judge_rubric(work, work.question.get("rubric"))
+        _judge(work, None, False, [], failed_traits)
+        return
     spec = TemplateSpec.from_dict(template)
     attributes = judge_attributes(template, spec)
     response = str(work.response)
@@ -92,12 +96,21 @@ async def _parse(work: CaseWork, attributes: list[AttributeSpec], reasoning: dic
 
 
 def _judge(work: CaseWork, verdict: Any, deep: bool, missing: list[str], failed_traits: list[str]) -> None:
-    """``case.auto_failed`` when evidence is missing, then ``case.judged`` (the verdict)."""
+    """``case.auto_failed`` when evidence is missing, then ``case.judged`` (the verdict).
+
+    ``verdict`` is None for a rubric-only question: it passes unless a deep trait auto-failed,
+    and says ``rubric_only`` so that reports can keep it out of template accuracy.
+    """
     auto = [f"attribute {name!r} has no valid excerpt" for name in missing] + \
            [f"rubric trait {name!r} has no valid excerpt" for name in failed_traits]
     if auto:
         work.emit("case.auto_failed", {"reasons": auto, "attributes": missing, "traits": failed_traits},
                   step="auto_fail")
+    if verdict is None:
+        work.emit("case.judged", {"verdict": "fail" if auto else "pass", "auto_failed": bool(auto),
+                                  "reasons": auto, "rubric_only": True, "deep_judgment": False},
+                  step="judge")
+        return
     passed = verdict.passed and not auto
     work.emit("case.judged", {
         "verdict": "pass" if passed else "fail", "auto_failed": bool(auto),

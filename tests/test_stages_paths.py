@@ -148,3 +148,16 @@ def test_run_records_the_effective_configs_and_judge(tmp_path):
     assert extracted["threshold"] == 0.9
     with ledger.open_ledger(home) as led:
         assert led.verify().ok
+
+
+def test_rubric_only_question_is_judged_on_its_rubric(tmp_path):
+    bench = template_benchmark(rubric={"traits": [
+        {"name": "no_hedging", "kind": "regex", "pattern": "(?i)maybe|perhaps", "invert": True}]})
+    del bench["questions"][0]["template"]
+    home = home_with(tmp_path, ("b.json", bench))
+    assert run(home) == 0
+    assert data(home, "judge.called") == [] and data(home, "field.verified") == []
+    [trait] = data(home, "trait.scored")
+    assert trait["score"] is True
+    [judged] = data(home, "case.judged")
+    assert judged["verdict"] == "pass" and judged["rubric_only"] is True
