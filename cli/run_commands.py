@@ -7,6 +7,7 @@ import sys
 from cli.ledger_commands import open_existing
 from stages.config import ConfigError, run_layer
 from stages.dispatcher import RunSettings, run_until_idle
+from stages.judge import JudgeError
 from stages.progress import Progress
 
 
@@ -45,7 +46,7 @@ def cmd_run(args) -> int:
     with open_existing(args) as led:
         try:
             summary = run_until_idle(led, settings, progress)
-        except (ConfigError, ValueError) as exc:
+        except (ConfigError, ValueError, JudgeError) as exc:   # a judge that cannot be set up
             raise UsageError(str(exc)) from None
     if summary.run_id is None or summary.cases == 0:
         print("nothing pending")

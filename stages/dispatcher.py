@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ledger import Event, NewEvent
 from stages.audit import judge_audit
-from stages.casework import CaseWork, Counters
+from stages.casework import STAGE_VERSIONS, CaseWork, Counters
 from stages.config import VerificationConfig, effective_config
 from stages.reconstruction import judge_reconstruction
 from stages.template import judge_template
@@ -261,10 +261,12 @@ class _Run:
     async def _case(self, stage: Stage, opened: Event, failures: int, marks: _Watermarks) -> None:
         """Process one case; commit its outputs with the tracking record, or ``stage.failed``."""
         self.summary.cases += 1
+        config_hash = self.run_config.hash()
         try:
             config = effective_config(opened.data.get("config"), self.settings.config_layer)
-            self.configs[config.hash()] = config.to_json()
-            work = CaseWork(opened, stage.name, config, config.hash(), self.id, self.judge,
+            config_hash = config.hash()
+            self.configs[config_hash] = config.to_json()
+            work = CaseWork(opened, stage.name, config, config_hash, self.id, self.judge,
                             self.search_port, self.counters)
             await stage.handler(work)
             self.led.append(work.outputs, tracking=marks.after(stage, opened.seq))
@@ -277,7 +279,8 @@ class _Run:
                                       "failure": failures + 1},
                                      key=f"{stage.name}:{case_id}:failed:{failures + 1}",
                                      meta={"run": self.id, "causation": opened.id, "stage": stage.name,
-                                           "config_hash": self.run_config.hash()}),
+                                           "stage_version": STAGE_VERSIONS[stage.name],
+                                           "config_hash": config_hash}),
                             tracking=marks.after(stage, opened.seq))
             self.summary.failed += 1
             self.counters.failures += 1

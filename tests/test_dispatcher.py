@@ -179,3 +179,11 @@ def test_progress_on_a_terminal_and_as_plain_lines():
     assert lines[1].startswith("cases 2/4 | judge calls 5 | retries 1 | failures 1 | elapsed")
     assert lines[-1].startswith("cases 4/4 | judge calls 9")
     assert "\r" not in plain.getvalue()
+
+
+def test_an_openai_judge_without_a_model_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_MODEL", raising=False)
+    home = home_with(tmp_path, ("b.json", template_benchmark()))
+    assert main(["--home", str(home), "run", "--judge", "openai"]) == 2
+    assert "model" in capsys.readouterr().err
+    assert data(home, "run.started") == [] and data(home, "stage.failed") == []
