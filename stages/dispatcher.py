@@ -19,8 +19,12 @@ A case whose handler raises gets ``stage.failed`` with the reason; every other c
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
 import threading
 import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -112,25 +116,19 @@ def find_pending(led, retry_failed: bool = False, upto: int | None = None) -> _P
         if start > upto:
             continue
         done = {e.data.get("case_id") for e in led.read(from_seq=start, types=[stage.terminal])}
-        failures: dict[str, int] = {}
-        for event in led.read(from_seq=start if not retry_failed else 1, types=["stage.failed"]):
-            if event.data.get("stage") == stage.name:
-                failures[event.data.get("case_id")] = failures.get(event.data.get("case_id"), 0) + 1
+        # Outputs come after their case.opened, so reading from ``start`` sees all of them; with
+        # retry_failed ``start`` is 1 and these are the full counts that key the next failure.
+        failures = Counter(e.data.get("case_id") for e in led.read(from_seq=start, types=["stage.failed"])
+                           if e.data.get("stage") == stage.name)
         for opened in led.read(from_seq=start, types=["case.opened"], to_seq=upto):
             case_id = opened.data.get("case_id")
             if opened.data.get("kind") != stage.kind or case_id in done:
                 continue
             if case_id in failures and not retry_failed:
                 continue
-            found.append((stage, opened, _failure_count(led, case_id, stage) if case_id in failures else 0))
+            found.append((stage, opened, failures[case_id]))
     found.sort(key=lambda item: item[1].seq)
     return _Pending(upto, found)
-
-
-def _failure_count(led, case_id: str, stage: Stage) -> int:
-    """How many ``stage.failed`` this case has for this stage (keys the next one)."""
-    return sum(1 for e in led.read(types=["stage.failed"], stream=f"case:{case_id}")
-               if e.data.get("stage") == stage.name)
 
 
 class _Watermarks:
@@ -302,18 +300,27 @@ def _configs_of(pending: _Pending, layer: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_LOCK = threading.Lock()
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _process_lock(led) -> threading.Lock:
+    """This process's lock for one ledger (by its home, else its store's location)."""
+    name = str(getattr(led, "home", None) or getattr(led.recorder, "location", id(led)))
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(name, threading.Lock())
 
 
 async def run_until_idle_async(led, settings: RunSettings | None = None, progress=None) -> RunSummary:
     """``run_until_idle`` for callers that already run an event loop."""
-    if not _LOCK.acquire(blocking=False):
+    lock = _process_lock(led)
+    if not lock.acquire(blocking=False):
         return RunSummary(busy=True)
     try:
         with _home_lock(led):
             return await _Run(led, settings or RunSettings(), progress).execute()
     finally:
-        _LOCK.release()
+        lock.release()
 
 
 def run_until_idle(led, settings: RunSettings | None = None, progress=None) -> RunSummary:
@@ -328,11 +335,8 @@ def run_until_idle(led, settings: RunSettings | None = None, progress=None) -> R
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coroutine)
-    result: list[RunSummary] = []
-    worker = threading.Thread(target=lambda: result.append(asyncio.run(coroutine)))
-    worker.start()
-    worker.join()
-    return result[0]
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dispatcher") as pool:
+        return pool.submit(asyncio.run, coroutine).result()   # re-raises what the run raised
 
 
 class _home_lock:
@@ -344,13 +348,10 @@ class _home_lock:
 
     def __enter__(self):
         if self.path is not None:
-            import fcntl
-            import os
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)   # released by close, or by the kernel on death
         return self
 
     def __exit__(self, *exc):
         if self.fd is not None:
-            import os
             os.close(self.fd)

@@ -187,3 +187,14 @@ def test_an_openai_judge_without_a_model_is_a_usage_error(tmp_path, monkeypatch,
     assert main(["--home", str(home), "run", "--judge", "openai"]) == 2
     assert "model" in capsys.readouterr().err
     assert data(home, "run.started") == [] and data(home, "stage.failed") == []
+
+
+def test_run_until_idle_called_from_inside_an_event_loop(tmp_path):
+    import asyncio
+    home = home_with(tmp_path, ("b.json", template_benchmark()))
+
+    async def daemon_like():
+        with ledger.open_ledger(home) as led:
+            return run_until_idle(led)
+
+    assert asyncio.run(daemon_like()).judged == 1
