@@ -59,6 +59,11 @@ class CaseWork:
         return self.opened.data.get("question") or {}
 
     @property
+    def question_text(self) -> str:
+        """The question as asked (templates and rubrics; '' for other kinds)."""
+        return self.question.get("question", "")
+
+    @property
     def question_id(self) -> str:
         return self.opened.data["question_id"]
 

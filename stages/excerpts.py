@@ -57,9 +57,8 @@ async def extract_excerpts(work: CaseWork, attributes: list[AttributeSpec], sett
     outcome = ExcerptOutcome()
     last_failed: dict[str, list[dict[str, Any]]] = {}
     pending, feedback = list(attributes), []
-    question = work.question.get("question", "") if isinstance(work.question, dict) else ""
     for attempt in range(1, settings.retry_attempts + 2):
-        request = ExtractExcerptsRequest(question=question, response=response_text, attributes=pending,
+        request = ExtractExcerptsRequest(question=work.question_text, response=response_text, attributes=pending,
                                          subject=subject, max_excerpts=settings.max_excerpts, feedback=feedback)
         reply = await work.ask("extract_excerpts", request, attempt=attempt)
         retry = []

@@ -72,7 +72,7 @@ def _regex_trait(work: CaseWork, trait: dict[str, Any]) -> None:
 async def _standard_trait(work: CaseWork, trait: dict[str, Any]) -> None:
     """One judge call scores the trait on the whole response."""
     reply = await work.ask("score_trait", ScoreTraitRequest(
-        question=work.question.get("question", ""), response=str(work.response), trait=trait_spec(trait)))
+        question=work.question_text, response=str(work.response), trait=trait_spec(trait)))
     _scored(work, trait, "standard", reply.score, reasoning=reply.reasoning, excerpts=[])
 
 
@@ -96,7 +96,7 @@ async def _deep_trait(work: CaseWork, trait: dict[str, Any], plan: TraitPlan) ->
         if plan.search_enabled:
             risks[spec.name] = await assess_risk(work, spec.name, spec.description, excerpts, stage=STAGE,
                                                  subject="rubric", tool=work.config.deep_judgment_rubric_search_tool)
-    question = work.question.get("question", "")
+    question = work.question_text
     reasoning = await work.ask("reason", ReasonRequest(
         question=question, response=response, attributes=[attribute], subject="rubric",
         excerpts={spec.name: excerpts} if excerpts else {}, risks=risks))
@@ -110,7 +110,7 @@ async def _deep_trait(work: CaseWork, trait: dict[str, Any], plan: TraitPlan) ->
 
 async def _metric_trait(work: CaseWork, trait: dict[str, Any]) -> None:
     """Per-instruction booleans from the judge, the metrics from the counts (code does the math)."""
-    question = work.question.get("question", "")
+    question = work.question_text
     verdicts: dict[str, list[bool]] = {}
     for group in ("tp_instructions", "tn_instructions"):
         verdicts[group] = []

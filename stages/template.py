@@ -74,7 +74,7 @@ async def _risks(work: CaseWork, attributes: list[AttributeSpec], excerpts: dict
 async def _reason(work: CaseWork, attributes: list[AttributeSpec], excerpts: dict[str, list[str]],
                   risks: dict[str, str]) -> dict[str, str]:
     """Reasoning per attribute; on failure, empty reasoning and the error recorded (spec: graceful)."""
-    request = ReasonRequest(question=work.question.get("question", ""), response=str(work.response),
+    request = ReasonRequest(question=work.question_text, response=str(work.response),
                             attributes=attributes, subject="template", excerpts=excerpts, risks=risks)
     try:
         reasoning, error = dict((await work.ask("reason", request)).reasoning), None
@@ -87,7 +87,7 @@ async def _reason(work: CaseWork, attributes: list[AttributeSpec], excerpts: dic
 async def _parse(work: CaseWork, attributes: list[AttributeSpec], reasoning: dict[str, str],
                  excerpts: dict[str, list[str]], deep: bool) -> dict[str, Any]:
     """The template's values as the judge parses them (from reasoning and excerpts when deep)."""
-    reply = await work.ask("parse", ParseRequest(question=work.question.get("question", ""),
+    reply = await work.ask("parse", ParseRequest(question=work.question_text,
                                                  response=str(work.response), fields=attributes,
                                                  reasoning=reasoning, excerpts=excerpts))
     values = dict(reply.values)
