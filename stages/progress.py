@@ -1,7 +1,9 @@
 """The run's progress display: a redrawn bar on a terminal, plain lines otherwise.
 
 Shows cases done of total, judge calls, retries, failures, elapsed time and an ETA (from the
-mean time per finished case). Only the display reads the clock; nothing here reaches an event.
+mean time per finished case). Plain lines (logs, pipes) come at each tenth of the cases and at
+least every ``every_s`` seconds while cases finish, not once per case. Only the display reads
+the clock; nothing here reaches an event.
 """
 
 from __future__ import annotations
@@ -25,13 +27,17 @@ def _clock(seconds: float | None) -> str:
 class Progress:
     """Receives the dispatcher's counters; draws them on ``stream`` (stderr by default)."""
 
-    def __init__(self, stream: TextIO | None = None, *, tty: bool | None = None, width: int = 24):
+    def __init__(self, stream: TextIO | None = None, *, tty: bool | None = None, width: int = 24,
+                 every_s: float = 5.0):
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.width = width
         self.total = 0
         self.started = time.monotonic()
+        self.every_s = every_s
         self._last = ""
+        self._last_at = 0.0
+        self._last_tenth = -1
 
     def start(self, total: int, counters: Counters) -> None:
         """A scan found ``total`` cases to do (called again, growing, when new cases arrive)."""
@@ -43,8 +49,8 @@ class Progress:
         self._draw(counters)
 
     def finish(self, counters: Counters) -> None:
-        """The run is idle; end the bar's line."""
-        self._draw(counters)
+        """The run is idle; end the bar's line (or write the last plain line)."""
+        self._draw(counters, final=True)
         if self.tty:
             self.stream.write("\n")
             self.stream.flush()
@@ -57,12 +63,17 @@ class Progress:
         return (f"cases {done}/{self.total} | judge calls {counters.judge_calls} | retries {counters.retries} "
                 f"| failures {counters.failures} | elapsed {_clock(elapsed)} | ETA {_clock(eta)}")
 
-    def _draw(self, counters: Counters) -> None:
+    def _draw(self, counters: Counters, final: bool = False) -> None:
         text = self.line(counters)
         if self.tty:
             filled = int(self.width * counters.cases_done / self.total) if self.total else self.width
             self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {text}\x1b[K")
-        elif text != self._last:
+        else:
+            tenth = counters.cases_done * 10 // self.total if self.total else 10
+            now = time.monotonic()
+            due = final or tenth != self._last_tenth or now - self._last_at >= self.every_s
+            if not due or text == self._last:
+                return
             self.stream.write(text + "\n")
-        self._last = text
+            self._last, self._last_at, self._last_tenth = text, now, tenth
         self.stream.flush()

@@ -198,3 +198,15 @@ def test_run_until_idle_called_from_inside_an_event_loop(tmp_path):
             return run_until_idle(led)
 
     assert asyncio.run(daemon_like()).judged == 1
+
+
+def test_plain_progress_lines_come_at_each_tenth_not_per_case():
+    from stages.casework import Counters
+    plain = io.StringIO()
+    progress = Progress(plain, tty=False, every_s=3600)
+    progress.start(100, Counters())
+    for done in range(1, 101):
+        progress.update(Counters(judge_calls=done, cases_done=done))
+    progress.finish(Counters(judge_calls=100, cases_done=100))
+    lines = plain.getvalue().splitlines()
+    assert [line.split(" |")[0] for line in lines] == ["cases 0/100"] + [f"cases {n}/100" for n in range(10, 101, 10)]
