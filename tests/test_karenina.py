@@ -11,7 +11,7 @@ import pytest
 
 import ledger
 from intake_support import KARENINA, events
-from stages.formats import parse
+from stages.formats import FileRejected, parse
 from stages.formats.karenina_ast import Untranslatable
 from stages.formats.karenina_template import translate_template
 from stages.intake import ingest_path
@@ -22,7 +22,7 @@ FIXTURES = {
     "multi_question.jsonld": (4, 1, 2),
     "notebook_checkpoint.jsonld": (4, 1, 0),
     "with_results.jsonld": (1, 0, 2),
-    "with_rubrics.jsonld": (2, 1, 2),
+    "with_rubrics.jsonld": (3, 0, 2),
 }
 
 
@@ -68,10 +68,27 @@ def test_older_pattern_fixtures_translate_to_exact_primitives():
     assert "str.replace" in problem.reason
 
 
-def test_untranslatable_constructs_are_named_with_their_line():
+def test_an_or_of_single_field_checks_becomes_the_any_of_strategy():
     rubrics = parse((KARENINA / "with_rubrics.jsonld").read_bytes(), "r.jsonld").benchmark
-    [problem] = rubrics.rejected_questions
-    assert problem.where.endswith("template line 12") and "`or`" in problem.reason
+    template = {q["id"]: q["template"] for q in rubrics.questions}["urn:karenina:test:rq002"]
+    assert template["strategy"] == {"type": "any_of"}
+    assert [(f["name"], f["verify_with"], f["ground_truth"]) for f in template["fields"]] == [
+        ("celsius", {"type": "NumericExact"}, 100), ("fahrenheit", {"type": "NumericExact"}, 212)]
+
+
+def test_untranslatable_constructs_are_named_with_their_line():
+    mixed = checkpoint("""
+        class Answer(BaseAnswer):
+            a: int = Field(description="a")
+            b: int = Field(description="b")
+            c: int = Field(description="c")
+            def verify(self):
+                return (self.a == 1 and self.b == 2) or self.c == 3
+    """)
+    with pytest.raises(FileRejected) as info:  # its only question is rejected, so the file is
+        parse(json.dumps(mixed).encode(), "m.jsonld")
+    [problem] = info.value.problems
+    assert problem.where.endswith("template line 7") and "exactly one field" in problem.reason
     notebook = parse((KARENINA / "notebook_checkpoint.jsonld").read_bytes(), "n.jsonld").benchmark
     assert "always returns False" in notebook.rejected_questions[0].reason
 
@@ -85,7 +102,7 @@ def test_callable_traits_are_rejected_and_regex_and_llm_traits_kept_with_deep_ju
                                       "case_sensitive": True, "invert": False, "higher_is_better": True}
     assert traits["Clarity"]["kind"] == "llm" and traits["Clarity"]["max_score"] == 5
     assert traits["Clarity"]["deep_judgment_enabled"] is False
-    assert traits["Accuracy"]["min_score"] == 0 and traits["Accuracy"]["max_score"] == 1
+    assert traits["Accuracy"]["score_kind"] == "boolean" and traits["Clarity"]["score_kind"] == "score"
 
 
 def test_recorded_results_are_kept_for_provenance_but_open_no_case(tmp_path):

@@ -12,6 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from stages.formats.karenina_template import translate_template
 from stages.primitives import from_spec
+from stages.verification import TemplateSpec
 
 ASCII_TEXT = st.text(alphabet="abcABC pPaArRiIsS-.\t", max_size=10)
 
@@ -97,3 +98,15 @@ def test_element_of_a_list_field(value):
 def test_numeric_equality(value):
     primitive, gt = translated("t: int = Field(description='t')\n", "return self.t == self.correct['t']\n", {"t": 100})
     assert _check(primitive, value, gt) == (value == 100)
+
+
+@settings_
+@given(st.one_of(st.none(), st.integers(min_value=95, max_value=105)),
+       st.one_of(st.none(), st.integers(min_value=208, max_value=215)))
+def test_an_or_of_fields_decides_like_the_any_of_strategy(celsius, fahrenheit):
+    source = ("class Answer(BaseAnswer):\n    celsius: int = Field(description='c')\n"
+              "    fahrenheit: int = Field(description='f')\n    def verify(self) -> bool:\n"
+              "        return self.celsius == 100 or self.fahrenheit == 212\n")
+    template = TemplateSpec.from_dict(translate_template(source).template())
+    _, verdict = template.verify({"celsius": celsius, "fahrenheit": fahrenheit}, "")
+    assert verdict.passed == (celsius == 100 or fahrenheit == 212)

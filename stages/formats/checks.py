@@ -80,6 +80,21 @@ def check_expected(primitive: Any, ground_truth: Any, where: str) -> list[Proble
     return []
 
 
+def check_loadable(template: dict, where: str) -> list[Problem]:
+    """Load the template with the template stage's own loader (strategy, weights, fields), so
+    intake accepts exactly what the stage can judge."""
+    try:
+        from stages.verification import TemplateSpec
+    except ImportError:
+        return []
+    from stages.primitives import PrimitiveSpecError
+    try:
+        TemplateSpec.from_dict(template, where=where)
+    except PrimitiveSpecError as exc:
+        return [Problem(exc.where or where, exc.reason)]
+    return []
+
+
 def check_config(config: Any, where: str = "$.config") -> list[Problem]:
     """Validate a benchmark's ``config`` against VerificationConfig (missing fields are fine)."""
     if not isinstance(config, dict):

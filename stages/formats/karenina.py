@@ -132,7 +132,7 @@ def _template(part: Any, where: str) -> tuple[dict | None, list[str]]:
     except Untranslatable as exc:
         place = f"{where}.text, template line {exc.line}" if exc.line else f"{where}.text"
         raise FileRejected([Problem(place, f"question not registered: {exc.reason}")]) from None
-    return {"fields": translation.fields}, translation.notes
+    return translation.template(), translation.notes
 
 
 def _combine(global_traits: list[dict], own: list[dict], where: str, rejected: list[Problem]) -> list[dict]:

@@ -39,6 +39,11 @@ class Translation:
 
     fields: list[dict]
     notes: list[str] = field(default_factory=list)
+    strategy: dict | None = None  # {"type": "any_of"} for a verify() that is an `or` of fields
+
+    def template(self) -> dict:
+        """The native template: fields, and the strategy when it is not the default all_of."""
+        return {"fields": self.fields, **({"strategy": self.strategy} if self.strategy else {})}
 
 
 def known_primitives() -> frozenset[str]:
@@ -67,16 +72,24 @@ def translate_template(source: str) -> Translation:
         raise Untranslatable(verify, "the class has both VerifiedField declarations and its own verify(); "
                                      "keep one of the two")
     if verify is None:
-        if not any(d.verified for d in decls.values()):
+        verified = {name: d.verified for name, d in decls.items() if d.verified}
+        if not verified:
             raise Untranslatable(cls, "no verify() and no VerifiedField: nothing decides whether an answer is correct")
-        return Translation([_native(d, d.verified) for d in decls.values()], notes)
-    constraints = VerifyReader(decls, correct).read(verify)
-    by_field = _merge(constraints)
-    fields = [_native(d, by_field.get(name)) for name, d in decls.items()]
-    unverified = [name for name in decls if name not in by_field]
+        return Translation(_fields(decls, verified, notes), notes)
+    constraints, strategy = VerifyReader(decls, correct).read(verify)
+    return Translation(_fields(decls, _merge(constraints), notes), notes, strategy)
+
+
+def _fields(decls: dict[str, Decl], verified: dict[str, Any], notes: list[str]) -> list[dict]:
+    """The native fields of the verified declarations, in declaration order.
+
+    A field nothing checks never decides the verdict; a native field always has a primitive, so
+    such fields are left out, and the notes say which.
+    """
+    unverified = [name for name in decls if name not in verified]
     if unverified:
-        notes.append(f"fields not checked by verify() are extracted but not verified: {', '.join(unverified)}")
-    return Translation(fields, notes)
+        notes.append(f"not checked by the template, so not translated: {', '.join(unverified)}")
+    return [_native(decls[name], verified[name]) for name in decls if name in verified]
 
 
 def _answer_class(tree: ast.Module, notes: list[str]) -> ast.ClassDef:

@@ -92,7 +92,10 @@ def _llm(name: str, description: str, rating: dict, props: dict) -> dict:
     low, high = _score(rating.get("worstRating"), 1), _score(rating.get("bestRating"), 5)
     if low is None or high is None or low >= high:
         raise _TraitRejected(f"trait {name!r}: worstRating/bestRating must be whole numbers with worst < best")
+    # Karenina writes a boolean LLM trait as a 0..1 rating (and may say so in a "kind" property).
+    boolean = props.get("kind") == "boolean" or (props.get("kind") is None and (low, high) == (0, 1))
     trait = {"name": name, "kind": "llm", "description": description or name, "min_score": low, "max_score": high,
+             "score_kind": "boolean" if boolean else "score",
              "higher_is_better": props.get("higher_is_better", True) is not False}
     for key in _DEEP_JUDGMENT_KEYS:
         if key in props and props[key] is not None:

@@ -47,8 +47,13 @@ class VerifyReader:
         self.correct = correct
         self.locals: dict[str, ast.AST] = {}
 
-    def read(self, fn: ast.FunctionDef) -> list[Constraint]:
-        """Constraints of ``verify()``: local ``name = <condition>`` lines, then ``return <condition>``."""
+    def read(self, fn: ast.FunctionDef) -> tuple[list[Constraint], dict | None]:
+        """Constraints of ``verify()`` and the verdict strategy (None: every field must pass).
+
+        The body is local ``name = <condition>`` lines, then ``return <condition>``. A returned
+        ``or`` whose every alternative checks one field, each a different one, is the strategy
+        ``any_of``.
+        """
         body = [s for s in fn.body if not is_docstring(s)]
         if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
             raise Untranslatable(fn, "verify() must end with `return <condition>`")
@@ -60,15 +65,37 @@ class VerifyReader:
         if isinstance(returned, ast.Constant):
             raise Untranslatable(returned, f"verify() always returns {returned.value!r}: nothing is checked "
                                            "(a placeholder template)")
-        return self.condition(returned)
+        returned = self._resolve(returned)
+        if isinstance(returned, ast.BoolOp) and isinstance(returned.op, ast.Or):
+            return self._alternatives(returned), {"type": "any_of"}
+        return self.condition(returned), None
+
+    def _resolve(self, node: ast.AST) -> ast.AST:
+        """A local name stands for the condition assigned to it."""
+        while isinstance(node, ast.Name) and node.id in self.locals:
+            node = self.locals.pop(node.id)
+        return node
+
+    def _alternatives(self, node: ast.BoolOp) -> list[Constraint]:
+        """``a or b or ...``: each alternative one field's condition, no field twice."""
+        constraints: list[Constraint] = []
+        for value in node.values:
+            found = self.condition(self._resolve(value))
+            if len({c.field for c in found}) != 1 or (len(found) > 1 and not all(c.bound for c in found)):
+                raise Untranslatable(value, "`or`: each alternative must check exactly one field (the native "
+                                            "strategy any_of passes when any field passes)")
+            if found[0].field in {c.field for c in constraints}:
+                raise Untranslatable(value, f"`or`: field {found[0].field!r} appears in two alternatives")
+            constraints.extend(found)
+        return constraints
 
     # --- conditions ------------------------------------------------------------------------------
     def condition(self, node: ast.AST) -> list[Constraint]:
         if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
             return [c for value in node.values for c in self.condition(value)]
         if isinstance(node, ast.BoolOp):
-            raise Untranslatable(node, "`or`: a native template passes only when every field passes, so "
-                                       "alternatives cannot be expressed")
+            raise Untranslatable(node, "`or` inside a larger condition: the native strategies are every "
+                                       "field (all_of) or any field (any_of), not a mix")
         if isinstance(node, ast.Name) and node.id in self.locals:
             return self.condition(self.locals.pop(node.id))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and self._bool_field(node.operand):

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from stages.formats.checks import check_config, check_expected, check_primitive, is_trace
+from stages.formats.checks import check_config, check_expected, check_loadable, check_primitive, is_trace
 from stages.formats.errors import FileRejected, Problem, Problems, from_validation_error, join_path
 from stages.formats.model import ParsedBenchmark, ParsedFile, ParsedResponse
 
@@ -37,12 +37,13 @@ class TemplateField(Strict):
     description: Text
     ground_truth: Any = None
     values: list[Text] | None = None
-    verify_with: dict[str, Any] | None = None
+    verify_with: dict[str, Any]
+    weight: Annotated[float, Field(ge=0, le=1e6)] = 1.0
 
 
 class Template(Strict):
     fields: Annotated[list[TemplateField], Field(min_length=1)]
-    strategy: dict[str, Any] | None = None
+    strategy: str | dict[str, Any] | None = None  # checked by the stages' own VerdictRule loader
 
 
 class DeepJudgmentTraitSettings(Strict):
@@ -62,6 +63,7 @@ class LLMTrait(DeepJudgmentTraitSettings):
     description: Text
     min_score: Score = 1
     max_score: Score = 5
+    score_kind: Literal["score", "boolean"] = "score"
     higher_is_better: bool = True
 
 
@@ -176,6 +178,8 @@ def check_template(template: dict, where: str) -> list[Problem]:
             problems.append(Problem(f"{place}.name", f"duplicate field name {fld['name']!r}"))
         names.add(fld["name"])
         problems.extend(check_field(fld, place))
+    if not problems:
+        problems.extend(check_loadable(template, where))
     return problems
 
 
@@ -187,8 +191,6 @@ def check_field(fld: dict, where: str) -> list[Problem]:
     if fld["type"] != "literal" and fld.get("values") is not None:
         problems.append(Problem(f"{where}.values", "only a literal field takes values"))
     spec = fld.get("verify_with")
-    if spec is None:
-        return problems
     primitive, spec_problems = check_primitive(spec, f"{where}.verify_with")
     problems.extend(spec_problems)
     if spec_problems:
