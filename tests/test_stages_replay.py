@@ -6,25 +6,30 @@ from __future__ import annotations
 import ledger
 from stages.dispatcher import RunSettings, run_until_idle
 from stages.judge import JudgeSettings, make_judge
+from stages.judge.stand_in import StandIn, StandInThread
+from stages_scripted import every_path_judge
 from stages_support import AUDIT_LINES, data, home_with, template_benchmark
 
 
 def test_replay_with_new_credit_parameters_recomputes_scores_from_recorded_replies(tmp_path):
     lines = [AUDIT_LINES[1]]
     source = home_with(tmp_path / "a", ("a.jsonl", lines))
-    with ledger.open_ledger(source) as led:
-        assert run_until_idle(led).judged == 1
+    with StandInThread(StandIn(reply_fn=every_path_judge())) as stand_in, ledger.open_ledger(source) as led:
+        settings = RunSettings(judge_backend="openai", judge_model="m", judge_options={"base_url": stand_in.base_url})
+        assert run_until_idle(led, settings).judged == 1
     [original] = data(source, "credit.scored")
-    assert (original["high"], original["low"], original["credit_score"]) == (0, 2, 3)
+    assert (original["high"], original["low"], original["credit_score"], original["zone"]) == (1, 1, 2, "BAD")
 
     target = home_with(tmp_path / "b", ("a.jsonl", lines))
     with ledger.open_ledger(target) as led, ledger.open_ledger(source) as src:
         judge = make_judge(JudgeSettings(backend="replay"), led, source=src)
-        summary = run_until_idle(led, RunSettings(judge=judge, config_layer={"audit": {"low_boundary_min": 3}}))
+        layer = {"audit": {"high_severe_min": 1, "zone_bad_max": 1}}
+        summary = run_until_idle(led, RunSettings(judge=judge, config_layer=layer))
     assert (summary.judged, summary.failed) == (1, 0)
     [replayed] = data(target, "credit.scored")
-    assert (replayed["high"], replayed["low"]) == (0, 2)          # the same recorded findings
-    assert replayed["credit_score"] == 4 and replayed["zone"] == "GOOD"   # a new formula parameter
+    assert (replayed["high"], replayed["low"]) == (1, 1)                   # the same recorded findings
+    assert (replayed["credit_score"], replayed["zone"]) == (1, "BAD")      # new formula parameters
+    assert replayed["formula"]["high_severe_min"] == 1
     assert {c["backend"] for c in data(target, "judge.called")} == {"replay"}
 
 
