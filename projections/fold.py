@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import orjson
+
 # Event types the read models fold; anything else is skipped (the history command reads the ledger).
 CASE_TYPES = (
     "case.opened", "judge.called", "excerpt.extracted", "excerpt.retried", "excerpt.missing",
@@ -23,25 +25,31 @@ RUN_TYPES = ("run.started", "run.completed")
 FOLDED_TYPES = CASE_TYPES + BENCHMARK_TYPES + RUN_TYPES
 
 
+_EMPTY_CASE = orjson.dumps({
+    "case_id": None, "opened": False, "benchmark": None, "kind": None, "question_id": None,
+    "model": None, "question": {}, "config": {}, "config_hashes": [],
+    "judged": None, "auto_fail_reasons": [], "fields": {}, "excerpts": {}, "excerpt_retries": {},
+    "missing_excerpts": [], "risk": {}, "reasoning": None, "parsed": None, "traits": {},
+    "traits_auto_failed": [], "claims": {}, "decomposed": None, "facts_errors": None,
+    "logic_errors": None, "credit": None, "calls": {}, "failures": {}, "overrides": [],
+})
+
+
 def new_case(case_id: str) -> dict[str, Any]:
-    """An empty case state: every key present, so rendering never guesses."""
-    return {
-        "case_id": case_id, "opened": False, "benchmark": None, "kind": None, "question_id": None,
-        "model": None, "question": {}, "config": {}, "config_hashes": [],
-        "judged": None, "auto_fail_reasons": [], "fields": {}, "excerpts": {}, "excerpt_retries": {},
-        "missing_excerpts": [], "risk": {}, "reasoning": None, "parsed": None, "traits": {},
-        "traits_auto_failed": [], "claims": {}, "decomposed": None, "facts_errors": None,
-        "logic_errors": None, "credit": None, "calls": {}, "failures": {}, "overrides": [],
-    }
+    """An empty case state: every key present, so rendering never guesses (a fresh deep copy)."""
+    case = orjson.loads(_EMPTY_CASE)
+    case["case_id"] = case_id
+    return case
 
 
-def case_id_of(event) -> str | None:
+def case_id_of(stream: str, data: Any) -> str | None:
     """The case an event belongs to: its payload's ``case_id``, else a ``case:<id>`` stream."""
-    data = event.data
-    if isinstance(data, dict) and isinstance(data.get("case_id"), str):
-        return data["case_id"]
-    if event.stream.startswith("case:"):
-        return event.stream[5:]
+    if isinstance(data, dict):
+        case_id = data.get("case_id")
+        if isinstance(case_id, str):
+            return case_id
+    if stream.startswith("case:"):
+        return stream[5:]
     return None
 
 
@@ -96,119 +104,121 @@ def _call_cost(data: dict) -> float:
 
 # --- per-type appliers ------------------------------------------------------------------------------
 
-def _opened(case, d, ev):
+def _opened(case, d, eid, version):
     case.update(opened=True, benchmark=d.get("benchmark"), kind=d.get("kind"),
                 question_id=str(d.get("question_id")), model=d.get("model"),
                 question=_question_summary(d.get("kind"), d.get("question")),
                 config=d.get("config") if isinstance(d.get("config"), dict) else {})
 
 
-def _judge_called(case, d, ev):
-    inp, out, total = _usage_tokens(d.get("usage"))
-    case["calls"][ev.id] = {
+def _judge_called(case, d, eid, version):
+    usage = d.get("usage")
+    inp, out, total = _usage_tokens(usage) if usage else (0, 0, 0)
+    cost = d.get("cost")
+    case["calls"][eid] = {
         "role": d.get("role"), "backend": d.get("backend"), "model": d.get("model"),
         "attempt": d.get("attempt"), "request_hash": d.get("request_hash"), "error": d.get("error"),
-        "input_tokens": inp, "output_tokens": out, "tokens": total, "cost": _call_cost(d),
-        "latency_ms": d.get("latency_ms"), "cached": bool(d.get("cached") or d.get("reused")),
+        "input_tokens": inp, "output_tokens": out, "tokens": total,
+        "cost": float(cost) if cost.__class__ in (int, float) else _call_cost(d),
     }
 
 
-def _excerpt(case, d, ev):
+def _excerpt(case, d, eid, version):
     per_attr = case["excerpts"].setdefault(str(d.get("attribute")), {})
-    per_attr[ev.id] = {"text": d.get("text"), "similarity": d.get("similarity"),
-                       "confidence": d.get("confidence"), "attempt": d.get("attempt"), "v": ev.version}
+    per_attr[eid] = {"text": d.get("text"), "similarity": d.get("similarity"),
+                       "confidence": d.get("confidence"), "attempt": d.get("attempt"), "v": version}
 
 
-def _retried(case, d, ev):
+def _retried(case, d, eid, version):
     attr = str(d.get("attribute"))
-    case["excerpt_retries"].setdefault(attr, {})[ev.id] = {
+    case["excerpt_retries"].setdefault(attr, {})[eid] = {
         "attempt": d.get("attempt"), "failed": d.get("failed") or []}
 
 
-def _missing(case, d, ev):
+def _missing(case, d, eid, version):
     attr = str(d.get("attribute"))
     if attr not in case["missing_excerpts"]:
         case["missing_excerpts"] = sorted([*case["missing_excerpts"], attr])
 
 
-def _risk(case, d, ev):
-    _set_versioned(case["risk"], str(d.get("attribute")), _without(d, "case_id", "attribute"), ev.version)
+def _risk(case, d, eid, version):
+    _set_versioned(case["risk"], str(d.get("attribute")), _without(d, "case_id", "attribute"), version)
 
 
 def _without(d: dict, *keys: str) -> dict:
     return {k: v for k, v in d.items() if k not in keys}
 
 
-def _reasoning(case, d, ev):
-    if _latest(case["reasoning"], ev.version):
-        case["reasoning"] = {**_without(d, "case_id"), "v": ev.version}
+def _reasoning(case, d, eid, version):
+    if _latest(case["reasoning"], version):
+        case["reasoning"] = {**_without(d, "case_id"), "v": version}
 
 
-def _parsed(case, d, ev):
-    if _latest(case["parsed"], ev.version):
-        case["parsed"] = {**_without(d, "case_id"), "v": ev.version}
+def _parsed(case, d, eid, version):
+    if _latest(case["parsed"], version):
+        case["parsed"] = {**_without(d, "case_id"), "v": version}
 
 
-def _field(case, d, ev):
+def _field(case, d, eid, version):
     _set_versioned(case["fields"], str(d.get("field")), {
         "primitive": d.get("primitive"), "extracted": d.get("extracted"),
-        "expected": d.get("expected"), "passed": d.get("passed")}, ev.version)
+        "expected": d.get("expected"), "passed": d.get("passed")}, version)
 
 
-def _auto_failed(case, d, ev):
+def _auto_failed(case, d, eid, version):
     case["auto_fail_reasons"] = sorted(set(case["auto_fail_reasons"]) | set(map(str, d.get("reasons") or [])))
 
 
-def _judged(case, d, ev):
-    if _latest(case["judged"], ev.version):
+def _judged(case, d, eid, version):
+    if _latest(case["judged"], version):
         case["judged"] = {"verdict": d.get("verdict"), "auto_failed": bool(d.get("auto_failed")),
-                          "reasons": list(d.get("reasons") or []), "v": ev.version}
+                          "reasons": list(d.get("reasons") or []), "v": version}
 
 
-def _trait(case, d, ev):
+def _trait(case, d, eid, version):
     _set_versioned(case["traits"], str(d.get("trait")), {
-        "mode": d.get("mode"), "score": d.get("score"), "reasoning": d.get("reasoning")}, ev.version)
+        "mode": d.get("mode"), "score": d.get("score"), "reasoning": d.get("reasoning")}, version)
 
 
-def _trait_auto_failed(case, d, ev):
+def _trait_auto_failed(case, d, eid, version):
     trait = str(d.get("trait"))
     if trait not in case["traits_auto_failed"]:
         case["traits_auto_failed"] = sorted([*case["traits_auto_failed"], trait])
 
 
-def _claim(case, d, ev):
+def _claim(case, d, eid, version):
     _set_versioned(case["claims"], str(d.get("claim_id")), {
         "score": d.get("score"), "justification": d.get("justification"),
         "evidence_refs": list(d.get("evidence_refs") or []), "claim_text": d.get("claim_text"),
-        "claim_type": d.get("claim_type"), "importance": d.get("importance")}, ev.version)
+        "claim_type": d.get("claim_type"), "importance": d.get("importance")}, version)
 
 
-def _decomposed(case, d, ev):
-    if _latest(case["decomposed"], ev.version):
-        case["decomposed"] = {**_without(d, "case_id"), "v": ev.version}
+def _decomposed(case, d, eid, version):
+    if _latest(case["decomposed"], version):
+        case["decomposed"] = {**_without(d, "case_id"), "v": version}
 
 
 def _checked(slot: str):
-    def apply(case, d, ev):
-        if _latest(case[slot], ev.version):
-            case[slot] = {"errors": list(d.get("errors") or []), "v": ev.version}
+    def apply(case, d, eid, version):
+        if _latest(case[slot], version):
+            case[slot] = {"errors": list(d.get("errors") or []), "v": version}
     return apply
 
 
-def _credit(case, d, ev):
-    if _latest(case["credit"], ev.version):
+def _credit(case, d, eid, version):
+    if _latest(case["credit"], version):
         case["credit"] = {"high": d.get("high"), "low": d.get("low"),
                           "credit_score": d.get("credit_score"), "zone": d.get("zone"),
-                          "expected_credit_score": d.get("expected_credit_score"), "v": ev.version}
+                          "expected_credit_score": d.get("expected_credit_score"), "v": version}
 
 
-def _stage_failed(case, d, ev):
-    case["failures"][ev.id] = {"stage": d.get("stage"), "reason": d.get("reason"), "v": ev.version}
+def _stage_failed(case, d, eid, version):
+    case["failures"][eid] = {"stage": d.get("stage"), "reason": d.get("reason"), "v": version}
 
 
-def _overridden(case, d, ev):
+def _overridden(case, d, eid, version):
     entry = {"verdict": d.get("verdict"), "reason": d.get("reason"), "author": d.get("author"),
-             "v": ev.version, "id": ev.id}
+             "v": version, "id": eid}
     if entry not in case["overrides"]:
         case["overrides"] = sorted([*case["overrides"], entry], key=lambda o: (o["v"], o["id"]))
 
@@ -224,19 +234,17 @@ CASE_APPLIERS: dict[str, Callable] = {
 }
 
 
-def apply_case_event(case: dict, event) -> None:
-    """Fold one case event into its case state (in place)."""
-    data = event.data if isinstance(event.data, dict) else {}
-    CASE_APPLIERS[event.type](case, data, event)
-    config_hash = (event.meta or {}).get("config_hash")
-    if config_hash and event.type != "case.opened" and config_hash not in case["config_hashes"]:
+def apply_case_event(case: dict, etype: str, data: Any, eid: str, version: int,
+                     config_hash: str | None) -> None:
+    """Fold one case event (type, payload, event id, stream version, meta config_hash) in place."""
+    CASE_APPLIERS[etype](case, data if isinstance(data, dict) else {}, eid, version)
+    if config_hash and etype != "case.opened" and config_hash not in case["config_hashes"]:
         case["config_hashes"] = sorted([*case["config_hashes"], config_hash])
 
 
-def apply_benchmark_event(states: dict, event) -> None:
+def apply_benchmark_event(states: dict, etype: str, d: dict) -> None:
     """Fold ``benchmark.registered`` / ``benchmark.rejected`` into the benchmark states."""
-    d = event.data
-    if event.type == "benchmark.registered":
+    if etype == "benchmark.registered":
         states[str(d.get("benchmark"))] = {
             "benchmark": d.get("benchmark"), "name": d.get("name"), "kind": d.get("kind"),
             "config": d.get("config") or {}, "question_count": len(d.get("questions") or []),
@@ -246,12 +254,8 @@ def apply_benchmark_event(states: dict, event) -> None:
         states[key] = {"benchmark": None, "rejected_file": d.get("file"), "errors": d.get("errors") or []}
 
 
-def apply_run_event(states: dict, event) -> None:
-    """Fold ``run.started`` / ``run.completed``: the judge and the effective config of each run."""
-    d = event.data
+def apply_run_event(states: dict, etype: str, d: dict) -> None:
+    """Fold ``run.started`` / ``run.completed``: the judge and the effective configs of each run."""
     run = str(d.get("run"))
     state = states.setdefault(run, {"run": run, "started": None, "completed": None})
-    if event.type == "run.started":
-        state["started"] = _without(d, "run")
-    else:
-        state["completed"] = _without(d, "run")
+    state["started" if etype == "run.started" else "completed"] = _without(d, "run")

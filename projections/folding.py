@@ -8,7 +8,17 @@ event after a crash between a flush and the position commit changes nothing.
 
 from __future__ import annotations
 
+import gc
+import sqlite3
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import quote
+
+from ledger.catalog import schema_version, upcast
+import orjson
+
+from ledger.envelope import _has_long_integer, decode_json
 
 from projections.fold import (
     BENCHMARK_TYPES, CASE_APPLIERS, FOLDED_TYPES, RUN_TYPES, apply_benchmark_event,
@@ -29,6 +39,41 @@ class FoldResult:
     position: tuple[int, str]
 
 
+def scan(led, start: int, end: int) -> Iterator[tuple]:
+    """(type, id, stream, version, schema, raw payload or decoded payload, config_hash) of the folded
+    events in (start, end], in seq order; ``_decoded`` turns the payload into the current schema.
+
+    A SQLite ledger is read on a read-only connection of its own, with only the columns the fold
+    needs (meta's config_hash extracted by SQLite); other ledgers through ``led.read``.
+    """
+    path = getattr(led.recorder, "path", None)
+    if getattr(led.recorder, "db", None) is None or path is None:
+        for e in led.read(from_seq=start + 1, to_seq=end, types=FOLDED_TYPES):
+            yield e.type, e.id, e.stream, e.version, e.schema, e.data, (e.meta or {}).get("config_hash")
+        return
+    conn = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, timeout=60)
+    try:
+        marks = ", ".join("?" * len(FOLDED_TYPES))
+        yield from conn.execute(
+            "SELECT type, id, stream, version, schema, CAST(data AS BLOB), json_extract(meta, '$.config_hash') "
+            # "+type": filter while walking the rowid in order, not via the type index plus a sort
+            f"FROM events WHERE seq > ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
+            (start, end, *FOLDED_TYPES))
+    finally:
+        conn.close()
+
+
+_CURRENT_SCHEMA = {t: schema_version(t) for t in FOLDED_TYPES}
+
+
+def _decoded(etype: str, schema: int, raw) -> dict:
+    """The payload at the current schema, decoded exactly (as ``Event.payload()`` would see it)."""
+    data = decode_json(raw) if isinstance(raw, (bytes, str)) else raw
+    if schema != _CURRENT_SCHEMA[etype]:
+        data = upcast(etype, schema, data)
+    return data if isinstance(data, dict) else {}
+
+
 class _Folder:
     """Case/benchmark/run states being folded, loaded from the store on first touch."""
 
@@ -37,8 +82,8 @@ class _Folder:
         self.fresh = fresh          # the tables are empty: no need to look a case up
         self.flushed: set[str] = set()
         self.cases: dict[str, dict] = {}
-        self.benchmarks: dict[str, dict] = {}
-        self.runs: dict[str, dict] = {}
+        self.benchmarks: dict[str, dict] | None = {} if fresh else None
+        self.runs: dict[str, dict] | None = {} if fresh else None
         self.touched = 0
 
     def case(self, case_id: str) -> dict:
@@ -60,22 +105,24 @@ class _Folder:
             self.cases[case_id] = loaded.get(case_id) or new_case(case_id)
         self.touched += len(wanted)
 
-    def fold(self, event) -> None:
-        if event.type in CASE_APPLIERS:
-            case_id = case_id_of(event)
+    def fold(self, etype: str, eid: str, stream: str, version: int, schema: int, raw, config_hash) -> None:
+        data = _decoded(etype, schema, raw)
+        if etype in CASE_APPLIERS:
+            case_id = case_id_of(stream, data)
             if case_id is not None:
-                apply_case_event(self.case(case_id), event)
-        elif event.type in BENCHMARK_TYPES:
-            if not self.benchmarks and not self.fresh:
+                case = self.cases.get(case_id) or self.case(case_id)
+                apply_case_event(case, etype, data, eid, version, config_hash)
+        elif etype in BENCHMARK_TYPES:
+            if self.benchmarks is None:
                 self.benchmarks = self.store.load_keyed("proj_benchmarks")
-            apply_benchmark_event(self.benchmarks, event)
-        elif event.type in RUN_TYPES:
-            if not self.runs and not self.fresh:
+            apply_benchmark_event(self.benchmarks, etype, data)
+        elif etype in RUN_TYPES:
+            if self.runs is None:
                 self.runs = self.store.load_keyed("proj_runs")
-            apply_run_event(self.runs, event)
+            apply_run_event(self.runs, etype, data)
 
     def flush(self, position: tuple[int, str] | None) -> None:
-        self.store.save(self.cases.values(), self.benchmarks, self.runs, position)
+        self.store.save(self.cases.values(), self.benchmarks or {}, self.runs or {}, position)
         self.flushed.update(self.cases)
         self.cases = {}
 
@@ -87,20 +134,54 @@ def update(led, store: ReadModelStore, *, fresh: bool = False) -> FoldResult:
     folder = _Folder(store, fresh=fresh)
     if head.seq <= start:
         return FoldResult(0, 0, (start, store.position()[1]))
+    events = scan(led, start, head.seq)
     if not fresh and head.seq - start <= FLUSH_EVERY:
-        events = list(led.read(from_seq=start + 1, to_seq=head.seq, types=FOLDED_TYPES))
-        folder.preload({cid for cid in map(case_id_of, events) if cid is not None}
-                       if events else set())
-    else:
-        events = led.read(from_seq=start + 1, to_seq=head.seq, types=FOLDED_TYPES)
-    count = 0
-    for event in events:
-        folder.fold(event)
-        count += 1
-        if len(folder.cases) >= FLUSH_EVERY:
-            folder.flush(None)
-    folder.flush((head.seq, head.hash))
+        events = [(*e[:5], _decoded(e[0], e[4], e[5]), e[6]) for e in events]
+        folder.preload({cid for cid in (case_id_of(e[2], e[5]) for e in events if e[0] in CASE_APPLIERS)
+                        if cid is not None})
+    collecting = gc.isenabled()
+    gc.disable()               # the fold allocates many small, long-lived containers: no cycles to find
+    try:
+        count = _fold_all(folder, events)
+        folder.flush((head.seq, head.hash))
+    finally:
+        if collecting:
+            gc.enable()
     return FoldResult(count, folder.touched, (head.seq, head.hash))
+
+
+def _fold_all(folder: _Folder, events) -> int:
+    """The hot loop: route each event to its case (inlined ``_Folder.fold`` for case events)."""
+    appliers = CASE_APPLIERS
+    cases = folder.cases
+    current = _CURRENT_SCHEMA
+    loads, long_integer = orjson.loads, _has_long_integer
+    count = 0
+    for etype, eid, stream, version, schema, raw, config_hash in events:
+        count += 1
+        applier = appliers.get(etype)
+        if applier is None:
+            folder.fold(etype, eid, stream, version, schema, raw, config_hash)
+            continue
+        if raw.__class__ is bytes and schema == current[etype] and not long_integer(raw):
+            data = loads(raw)                   # the common case, inlined: no upcast, no long integer
+        else:
+            data = _decoded(etype, schema, raw)
+        case_id = data.get("case_id") if data.__class__ is dict else None
+        if case_id.__class__ is not str:
+            case_id = case_id_of(stream, data)
+            if case_id is None:
+                continue
+        case = cases.get(case_id)
+        if case is None:
+            case = folder.case(case_id)
+        applier(case, data if data.__class__ is dict else {}, eid, version)
+        if config_hash and etype != "case.opened" and config_hash not in case["config_hashes"]:
+            case["config_hashes"] = sorted([*case["config_hashes"], config_hash])
+        if len(cases) >= FLUSH_EVERY:
+            folder.flush(None)
+            cases = folder.cases
+    return count
 
 
 def rebuild(led, store: ReadModelStore) -> FoldResult:

@@ -61,6 +61,8 @@ class ReadModelStore:
         self.conn = sqlite3.connect(store_path(led), isolation_level=None, timeout=60)
         self.conn.execute("PRAGMA busy_timeout = 60000")
         self.conn.execute("PRAGMA journal_mode = WAL")
+        # Read models are derived data (a rebuild recreates them): commit without waiting for fsync.
+        self.conn.execute("PRAGMA synchronous = NORMAL")
         self.conn.executescript(SCHEMA)
 
     def close(self) -> None:

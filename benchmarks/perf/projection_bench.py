@@ -1,0 +1,177 @@
+"""Performance of the projections: rebuild, incremental update, report rendering, peak memory.
+
+Run:  python benchmarks/perf/projection_bench.py                  (1,000,000 events)
+      python benchmarks/perf/projection_bench.py --events 50000   (CI size)
+
+A fresh home is filled through the ledger API with synthetic cases shaped like the stages' output
+(80% template cases: 3 judge calls with a ~1.2 KB recorded request and its reply, 2 excerpts,
+reasoning, parse, 2 field checks, a verdict; 10% audit cases; 10% reconstruction documents of 5
+claims). Then, in the same run:
+
+1. Baseline: a raw scan of the events table with orjson decoding of every payload and meta.
+2. Rebuild: drop every read model and fold the ledger from seq 1 (``projections.folding.rebuild``).
+   Target: at most 3 x the baseline.
+3. Incremental update: 1,000 more events appended, then folded (``projections.update``).
+   Target: under 1% of the rebuild time (checked at 1,000,000 events, where it is defined;
+   printed for information on smaller ledgers, whose rebuild is too short to compare with).
+4. Rendering every report file from the read models (for information, no target).
+
+Times are the best of ``--repeat`` runs (the machine is shared). Peak RSS is printed.
+Exit status 0 when every target is met, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+import ledger
+import projections
+from projections import folding, synthetic as syn
+from projections.reports import render_files
+from projections.store import ReadModelStore
+
+REBUILD_TARGET = 3.0
+INCREMENTAL_TARGET = 0.01
+FULL_SIZE = 1_000_000          # the incremental target is defined on a ledger this large
+PROMPT = ("You are a careful grader. Quote the exact sentences of the response that support each "
+          "attribute; never paraphrase. ") * 10
+
+
+def judge_call(case_id: str, role: str, step: int) -> ledger.NewEvent:
+    """A judge.called like the port records: the request it sent and the reply it validated."""
+    event = syn.judge_call(case_id, role, step=str(step), tokens=(400, 60), cost=0.0004,
+                           backend="openai", model="bench-model")
+    data = dict(event.data, case_id=case_id,
+                request={"payload": {"question": f"question {case_id}", "attributes": [{"name": "n"}]},
+                         "messages": [{"role": "system", "content": PROMPT},
+                                      {"role": "user", "content": f"Response of {case_id}: 23 pairs."}],
+                         "parameters": {"temperature": 0.0}},
+                reply={"excerpts": {"n": [{"text": "23 pairs", "confidence": "high"}]}})
+    return ledger.NewEvent(event.stream, event.type, data, key=event.key, meta=event.meta)
+
+
+def template_case(i: int) -> list[ledger.NewEvent]:
+    case_id, events = syn.template_case("bench-template", f"q{i // 3}", f"model-{i % 3}",
+                                        "pass" if i % 4 else "fail", fields={"n": bool(i % 4), "m": True},
+                                        calls=0)
+    calls = [judge_call(case_id, role, k) for k, role in enumerate(("extract_excerpts", "reason", "parse"))]
+    extra = [syn.excerpt(case_id, "n", "23 pairs", 1.0), syn.excerpt(case_id, "m", "diploid", 0.91)]
+    return events[:1] + calls + extra + events[1:]
+
+
+def audit_case(i: int) -> list[ledger.NewEvent]:
+    case_id, first = syn.opened("bench-audit", "audit", str(i), f"model-{i % 2}",
+                                {"id": i, "tag": "clean", "expected_credit_score": 1 + i % 5})
+    calls = [judge_call(case_id, role, 0) for role in ("decompose", "check_facts", "check_logic")]
+    return [first, *calls, syn.credit(case_id, 1 + (i * 7) % 5)]
+
+
+def reconstruction_case(i: int) -> list[ledger.NewEvent]:
+    claims = [{"id": f"c{k}", "text": f"claim {k}", "type": "fact" if k % 2 else "policy", "importance": 1 + k % 3}
+              for k in range(5)]
+    case_id, first = syn.opened("bench-reconstruction", "reconstruction", f"D{i}", "model-0",
+                                {"doc_id": f"D{i}", "original_claims": claims, "target_document": ""})
+    return [first, judge_call(case_id, "score_claims", 0),
+            *(syn.claim(case_id, c["id"], (i + k) % 11) for k, c in enumerate(claims))]
+
+
+def workload(start: int):
+    """Case histories forever: 8 template cases, then one audit case and one document, repeated."""
+    i = start
+    while True:
+        yield template_case(i) if i % 10 < 8 else audit_case(i) if i % 10 == 8 else reconstruction_case(i)
+        i += 1
+
+
+def fill(led, count: int, start_case: int = 0) -> int:
+    """Append at least ``count`` events (whole cases) in batches; returns the next case number."""
+    written, batch, cases = 0, [], workload(start_case)
+    number = start_case
+    while written < count:
+        events = next(cases)
+        number += 1
+        batch += events
+        written += len(events)
+        if len(batch) >= 5000:
+            led.append(batch)
+            batch = []
+    if batch:
+        led.append(batch)
+    return number
+
+
+def raw_scan(led) -> float:
+    """Seconds to read every event row and decode its payload and meta with orjson."""
+    start = time.perf_counter()
+    for data, meta in led.db.conn.execute("SELECT CAST(data AS BLOB), CAST(meta AS BLOB) FROM events"):
+        orjson.loads(data)
+        orjson.loads(meta)
+    return time.perf_counter() - start
+
+
+def timed(fn, repeat: int) -> tuple[float, object]:
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def report(name: str, figure: float, target: float, baseline: float, unit: str = "x") -> bool:
+    ok = figure <= target
+    print(f"{name}: {figure:.4f}{unit} (target <= {target}{unit}, baseline {baseline:.3f} s) "
+          f"{'OK' if ok else 'MISSED'}")
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000, help="ledger size (default 1,000,000)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per timing; the best counts")
+    parser.add_argument("--no-render", action="store_true", help="skip the report rendering figure")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="projection-bench-") as tmp:
+        led = ledger.open_ledger(Path(tmp) / "home")
+        start = time.perf_counter()
+        next_case = fill(led, args.events)
+        head = led.head()
+        print(f"ledger: {head.seq} events, {next_case} cases, filled in {time.perf_counter() - start:.1f} s")
+        store = ReadModelStore(led)
+        baseline, _ = timed(lambda: raw_scan(led), args.repeat)
+        rebuild, result = timed(lambda: folding.rebuild(led, store), args.repeat)
+        print(f"raw scan + orjson decode: {baseline:.3f} s ({head.seq / baseline:,.0f} events/s)")
+        print(f"rebuild: {rebuild:.3f} s for {result.events} events, {store.case_count()} cases")
+        ok = report("rebuild / raw scan", rebuild / baseline, REBUILD_TARGET, baseline)
+        fill(led, 1000, start_case=next_case)
+        added = led.head().seq - head.seq
+        start = time.perf_counter()
+        update = projections.update(led)
+        incremental = time.perf_counter() - start
+        assert update.events == added, (update, added)
+        print(f"incremental update: {incremental * 1000:.1f} ms for {added} events, {update.cases} cases")
+        if head.seq >= FULL_SIZE:
+            ok &= report("incremental / rebuild", incremental / rebuild, INCREMENTAL_TARGET, rebuild)
+        else:  # fixed costs (connections, one commit) dominate a small ledger's tiny rebuild
+            print(f"incremental / rebuild: {incremental / rebuild:.4f}x (target <= {INCREMENTAL_TARGET}x "
+                  f"applies at {FULL_SIZE:,} events; information at this size)")
+        if not args.no_render:
+            start = time.perf_counter()
+            files = render_files(store)
+            print(f"render reports: {time.perf_counter() - start:.2f} s, {len(files)} files, "
+                  f"{sum(map(len, files.values())) / 1e6:.1f} MB (information, no target)")
+        store.close()
+        led.close()
+    print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
