@@ -48,7 +48,10 @@ def cmd_run(args) -> int:
             summary = run_until_idle(led, settings, progress)
         except (ConfigError, ValueError, JudgeError) as exc:   # a judge that cannot be set up
             raise UsageError(str(exc)) from None
-    if summary.run_id is None or summary.cases == 0:
+    if summary.busy:
+        print("another run is processing this ledger in this process; it will take these cases")
+        return 0
+    if summary.cases == 0:
         print("nothing pending")
         return 0
     print(f"run {summary.run_id}: {summary.cases} case(s), {summary.judged} judged, {summary.failed} failed, "
