@@ -352,9 +352,28 @@ def _native_observer():
     the platform's default observer elsewhere."""
     if sys.platform.startswith("linux"):
         from watchdog.observers.inotify import InotifyObserver
+        _shorten_move_pairing()
         return InotifyObserver(generate_full_events=True)
     from watchdog.observers import Observer
     return Observer()
+
+
+# How long watchdog holds an inotify IN_MOVED_FROM to pair it with its IN_MOVED_TO (0.5 s by
+# default). Every event of the watch queues behind a held one, and intake moves each ingested file
+# out of the inbox to a folder we do not watch, an IN_MOVED_FROM that never pairs: each ingest
+# would make the next drop wait half a second. The kernel queues both halves of a rename together,
+# so a short wait pairs them just as well; an unpaired half is still handled (FileMovedEvent with
+# an empty source or destination).
+MOVE_PAIRING_SECONDS = 0.05
+
+
+def _shorten_move_pairing() -> None:
+    """Set watchdog's move-pairing wait (a class attribute read when a watch is created)."""
+    try:
+        from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
+    except ImportError:   # another watchdog layout: keep its default, only latency suffers
+        return
+    InotifyMoveEventGrouper.delay = MOVE_PAIRING_SECONDS
 
 
 def _result_fields(result: Any, prefix: str = "") -> dict[str, Any]:

@@ -321,3 +321,21 @@ def test_once_processes_the_inbox_and_returns(home):
     assert standin.process_calls >= 1 and standin.refresh_calls == 1
     lines = logs.getvalue().splitlines()
     assert lines[0].split()[2] == "started" and lines[-1].split()[2] == "stopped"
+
+
+def test_moving_an_ingested_file_out_does_not_hold_back_the_next_drop(home):
+    """Intake moves each file out of the inbox (an unpaired inotify move); watchdog holds such an
+    event to pair it, and every later event of the inbox waited behind it (0.5 s by default)."""
+    standin = StandIn(home)
+    daemon, thread, _ = start_daemon(home, standin)
+    try:
+        delays = []
+        for n in range(3):
+            (home / f"staged-{n}.json").write_bytes(b"{}")
+            dropped = time.monotonic()
+            os.rename(home / f"staged-{n}.json", home / "inbox" / f"next-{n}.json")
+            assert wait_for(lambda: f"next-{n}.json" in standin.read, 3.0, step=0.005)
+            delays.append(time.monotonic() - dropped)
+    finally:
+        stop_daemon(daemon, thread)
+    assert sorted(delays)[1] < 0.45, delays     # `quiet` (0.2 s) plus a little, not 0.5 s more

@@ -1,0 +1,180 @@
+"""Watch daemon latency, burst throughput and idle CPU, against a real ``evalledger watch`` process.
+
+    python benchmarks/perf/watch_bench.py [--trials 20] [--burst 100] [--idle-seconds 10]
+    python benchmarks/perf/watch_bench.py --ci          # smaller sizes, the same targets
+
+Printed figures (each with its target):
+
+- latency from the rename of a 10-case benchmark into the inbox to its last ``case.judged``
+  (the event's ``recorded_at``), offline judge: p50 and p90 over --trials drops, once for a file
+  written outside the inbox and once for one written under a hidden name inside it (watchdog
+  holds a rename inside a watched folder up to 0.5 s to pair its two halves);
+  target: p50 at most 1 s for both;
+- a burst: --burst files renamed in at once (10 cases each), the seconds until every case is
+  judged, and the rate; target: every file processed (no target on the time, it is reported);
+- daemon CPU while idle, from /proc/<pid>/stat over --idle-seconds; target: under 2% of a core.
+
+Exits non-zero when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import ledger  # noqa: E402
+
+LATENCY_P50_TARGET = 1.0
+IDLE_CPU_TARGET = 0.02
+CLI = [sys.executable, "-c", "import sys; from cli.main import main; sys.exit(main())"]
+
+
+def benchmark(tag: str, questions: int = 5, models: tuple[str, ...] = ("model-a", "model-b")) -> bytes:
+    """A native benchmark named ``tag`` with questions x models cases (10 by default)."""
+    qs = [{"id": f"q{q}", "question": f"What is {q} plus {len(tag)}?",
+           "template": {"fields": [{"name": "value", "type": "int", "description": "The sum",
+                                    "ground_truth": q + len(tag), "verify_with": {"type": "NumericExact"}}]}}
+          for q in range(questions)]
+    responses = [{"question_id": f"q{q}", "model": m, "text": f"It is {q + len(tag) + i}."}
+                 for q in range(questions) for i, m in enumerate(models)]
+    return json.dumps({"format": "evalledger/benchmark@1", "name": tag, "questions": qs,
+                       "responses": responses}).encode()
+
+
+def drop(staging: Path, inbox: Path, name: str, content: bytes) -> float:
+    """Write in ``staging``, rename into the inbox; returns the wall time of the rename."""
+    tmp = staging / f".{name}.part"
+    tmp.write_bytes(content)
+    os.rename(tmp, inbox / name)
+    return time.time()
+
+
+def latency(watcher: "JudgedWatcher", staging: Path, inbox: Path, trials: int, label: str) -> bool:
+    """Drop ``trials`` 10-case benchmarks one at a time; print p50/p90 and whether p50 meets the target."""
+    latencies = []
+    for trial in range(trials):
+        name = f"latency-{label}-{trial}"
+        dropped = drop(staging, inbox, f"{name}.json", benchmark(name))
+        latencies.append(watcher.wait({name}, 10, 30)[name] - dropped)
+    p50 = statistics.median(latencies)
+    p90 = sorted(latencies)[max(0, int(round(0.9 * len(latencies))) - 1)]
+    hit = p50 <= LATENCY_P50_TARGET
+    print(f"latency rename -> last case.judged (10 cases, offline, {trials} drops, written {label}): "
+          f"p50 {p50:.3f} s, p90 {p90:.3f} s, max {max(latencies):.3f} s; "
+          f"target p50 <= {LATENCY_P50_TARGET:.1f} s: {'ok' if hit else 'MISSED'}")
+    return hit
+
+
+class JudgedWatcher:
+    """Follows the ledger from the bench process: which benchmark each case belongs to, and when
+    (``recorded_at``) each case was judged. Reads only the events appended since its last look."""
+
+    def __init__(self, led: ledger.Ledger):
+        self.led = led
+        self.position = 0
+        self.benchmark_of: dict[str, str] = {}
+        self.judged: dict[str, list[float]] = {}
+
+    def poll(self) -> None:
+        for event in self.led.read(from_seq=self.position + 1, types=["case.opened", "case.judged"]):
+            self.position = event.seq
+            if event.type == "case.opened":
+                self.benchmark_of[event.data["case_id"]] = event.data.get("benchmark_name") or event.data["benchmark"]
+                continue
+            when = datetime.fromisoformat(event.meta["recorded_at"].replace("Z", "+00:00")).timestamp()
+            self.judged.setdefault(self.benchmark_of.get(event.data["case_id"], "?"), []).append(when)
+
+    def wait(self, names: set[str], per_benchmark: int, timeout: float) -> dict[str, float]:
+        """Until every named benchmark has ``per_benchmark`` judged cases: name -> last recorded_at."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.poll()
+            done = {n: max(self.judged[n]) for n in names if len(self.judged.get(n, [])) >= per_benchmark}
+            if len(done) == len(names):
+                return done
+            if time.monotonic() > deadline:
+                raise SystemExit(f"timed out: {len(done)}/{len(names)} benchmarks judged")
+            time.sleep(0.02)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(args) -> bool:
+    home = ledger.init_home(Path(tempfile.mkdtemp(prefix="watch-bench-")) / "home")
+    inbox = home / "inbox"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    log = open(home.parent / "watch.log", "wb")
+    daemon = subprocess.Popen([*CLI, "--home", str(home), "watch", "--log-format", "json"],
+                              stderr=log, stdout=subprocess.DEVNULL, env=env, cwd=ROOT)
+    ok = True
+    try:
+        with ledger.open_ledger(home, readonly=True) as led:
+            watcher = JudgedWatcher(led)
+            time.sleep(1.5)  # let the daemon start (imports) before timing anything
+            # 1. latency, for the two safe ways of dropping (docs/watch.md)
+            staging = home.parent / "staging"
+            staging.mkdir()
+            ok &= latency(watcher, staging, inbox, args.trials, "outside the inbox")
+            ok &= latency(watcher, inbox, inbox, args.trials, "under a hidden name in the inbox")
+            # 2. burst
+            names = {f"burst-{i}" for i in range(args.burst)}
+            contents = {n: benchmark(n) for n in names}
+            for n in sorted(names):
+                (inbox / f".{n}.json.part").write_bytes(contents[n])
+            started = time.time()
+            for n in sorted(names):
+                os.rename(inbox / f".{n}.json.part", inbox / f"{n}.json")
+            done = watcher.wait(names, 10, 300)
+            took = max(done.values()) - started
+            left = [p.name for p in inbox.iterdir() if not p.name.startswith(".")]
+            hit = len(done) == args.burst and not left
+            ok &= hit
+            print(f"burst: {args.burst} files ({10 * args.burst} cases) dropped at once, all judged in "
+                  f"{took:.2f} s ({10 * args.burst / took:.0f} cases/s); target: every file processed: "
+                  f"{'ok' if hit else 'MISSED'}")
+            # 3. idle CPU (after the burst's reports are written)
+            time.sleep(2.0)
+            before, t0 = cpu_seconds(daemon.pid), time.monotonic()
+            time.sleep(args.idle_seconds)
+            share = (cpu_seconds(daemon.pid) - before) / (time.monotonic() - t0)
+            hit = share < IDLE_CPU_TARGET
+            ok &= hit
+            print(f"idle daemon CPU over {args.idle_seconds:.0f} s: {100 * share:.2f}% of a core; "
+                  f"target < {100 * IDLE_CPU_TARGET:.0f}%: {'ok' if hit else 'MISSED'}")
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=30)
+        log.close()
+    return ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=20, help="latency drops (default 20)")
+    parser.add_argument("--burst", type=int, default=100, help="files dropped at once (default 100)")
+    parser.add_argument("--idle-seconds", type=float, default=10.0, help="idle CPU window (default 10)")
+    parser.add_argument("--ci", action="store_true", help="small sizes for CI: 5 drops, 20 files, 3 s idle")
+    args = parser.parse_args()
+    if args.ci:
+        args.trials, args.burst, args.idle_seconds = 5, 20, 3.0
+    return 0 if measure(args) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
