@@ -72,13 +72,13 @@ class CaseWork:
         return self.opened.data.get("response")
 
     # --- judge ----------------------------------------------------------------------------------
-    async def ask(self, role: str, request: Any, *, attempt: int = 1) -> Any:
-        """One judge call for this case (the port records it and reuses a recorded success)."""
+    async def ask(self, role: str, request: Any, *, attempt: int = 1, stage: str | None = None) -> Any:
+        """One judge call for this case (the port records it, with this meta, and reuses a recorded success)."""
         self.counters.judge_calls += 1
         if attempt > 1:
             self.counters.retries += 1
         return await self.judge.call(role, request, case_id=self.case_id, attempt=attempt,
-                                     meta=self.meta(self.stage))
+                                     meta=self.meta(stage or self.stage))
 
     # --- outputs --------------------------------------------------------------------------------
     def meta(self, stage: str) -> dict[str, Any]:

@@ -60,7 +60,7 @@ async def extract_excerpts(work: CaseWork, attributes: list[AttributeSpec], sett
     for attempt in range(1, settings.retry_attempts + 2):
         request = ExtractExcerptsRequest(question=work.question_text, response=response_text, attributes=pending,
                                          subject=subject, max_excerpts=settings.max_excerpts, feedback=feedback)
-        reply = await work.ask("extract_excerpts", request, attempt=attempt)
+        reply = await work.ask("extract_excerpts", request, attempt=attempt, stage=stage)
         retry = []
         for attribute in pending:
             scored = [(q, round(similarity(q.text, response_text), 6))

@@ -22,7 +22,7 @@ async def assess_risk(work: CaseWork, attribute: str, description: str, excerpts
         searched.append({"excerpt": text, "results": len(hits)})
         evidence.append(ExcerptEvidence(excerpt=text, results=hits))
     reply = await work.ask("assess_risk", AssessRiskRequest(attribute=attribute, description=description,
-                                                             evidence=evidence))
+                                                             evidence=evidence), stage=stage)
     risk = reply.overall()
     work.emit("risk.assessed", {
         "attribute": attribute, "subject": subject, "risk": risk,

@@ -54,6 +54,11 @@ async def judge_rubric(work: CaseWork, rubric: dict[str, Any] | None) -> list[st
     return auto_failed
 
 
+async def _ask(work: CaseWork, role: str, request) -> object:
+    """A judge call on behalf of the rubric (its judge.called says stage rubric)."""
+    return await work.ask(role, request, stage=STAGE)
+
+
 def _scored(work: CaseWork, trait: dict[str, Any], mode: str, score: Any, **extra: Any) -> None:
     """Emit ``trait.scored`` for one trait."""
     work.emit("trait.scored", {"trait": trait["name"], "kind": trait.get("kind", "llm"), "mode": mode,
@@ -71,7 +76,7 @@ def _regex_trait(work: CaseWork, trait: dict[str, Any]) -> None:
 
 async def _standard_trait(work: CaseWork, trait: dict[str, Any]) -> None:
     """One judge call scores the trait on the whole response."""
-    reply = await work.ask("score_trait", ScoreTraitRequest(
+    reply = await _ask(work, "score_trait", ScoreTraitRequest(
         question=work.question_text, response=str(work.response), trait=trait_spec(trait)))
     _scored(work, trait, "standard", reply.score, reasoning=reply.reasoning, excerpts=[])
 
@@ -97,11 +102,11 @@ async def _deep_trait(work: CaseWork, trait: dict[str, Any], plan: TraitPlan) ->
             risks[spec.name] = await assess_risk(work, spec.name, spec.description, excerpts, stage=STAGE,
                                                  subject="rubric", tool=work.config.deep_judgment_rubric_search_tool)
     question = work.question_text
-    reasoning = await work.ask("reason", ReasonRequest(
+    reasoning = await _ask(work, "reason", ReasonRequest(
         question=question, response=response, attributes=[attribute], subject="rubric",
         excerpts={spec.name: excerpts} if excerpts else {}, risks=risks))
     text = reasoning.reasoning.get(spec.name, "")
-    reply = await work.ask("score_trait", ScoreTraitRequest(question=question, response=response, trait=spec,
+    reply = await _ask(work, "score_trait", ScoreTraitRequest(question=question, response=response, trait=spec,
                                                             reasoning=text, excerpts=excerpts))
     _scored(work, trait, "deep", reply.score, reasoning=text, excerpts=excerpts,
             risk=risks.get(spec.name), plan=plan.to_json())
@@ -117,7 +122,7 @@ async def _metric_trait(work: CaseWork, trait: dict[str, Any]) -> None:
         for index, instruction in enumerate(trait.get(group) or []):
             spec = TraitSpec(name=f"{trait['name']}[{group}:{index}]", kind="boolean",
                              description=f"The response satisfies: {instruction}")
-            reply = await work.ask("score_trait", ScoreTraitRequest(question=question, response=str(work.response),
+            reply = await _ask(work, "score_trait", ScoreTraitRequest(question=question, response=str(work.response),
                                                                     trait=spec))
             verdicts[group].append(bool(reply.score))
     tp = sum(verdicts["tp_instructions"])

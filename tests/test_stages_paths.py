@@ -98,6 +98,9 @@ def test_rubric_mixed_deep_standard_regex_and_metric_traits(tmp_path):
     assert metric["metrics"]["precision"] == (round(tp / (tp + fp), 6) if tp + fp else None)
     rubric_events = [e for e in events(home) if e.type in ("trait.scored", "excerpt.extracted")]
     assert all(e.meta["stage"] == "rubric" for e in rubric_events)
+    calls = events(home, "judge.called")
+    assert {e.meta["stage"] for e in calls if e.data["role"] == "score_trait"} == {"rubric"}
+    assert all(e.meta["causation"] == events(home, "case.opened")[0].id for e in calls)
 
 
 def test_reconstruction_scores_every_claim_and_asks_for_no_metric(tmp_path):
