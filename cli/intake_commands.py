@@ -13,6 +13,8 @@ from stages.intake_status import CASE_STATES, status
 
 # Files a writer is still producing (write elsewhere, then rename in) and our own error notes.
 _SKIPPED_SUFFIXES = (".error.txt", ".tmp", ".part", ".partial", ".swp")
+# A folder named on the command line may hold other things (a README); only these are taken.
+INPUT_SUFFIXES = (".json", ".jsonl", ".jsonld")
 
 
 def _home(args) -> str:
@@ -39,7 +41,8 @@ def _targets(args, home: Path) -> list[tuple[Path, bool]]:
         raise UsageError(f"no such file: {', '.join(missing)}")
     for name in args.files:
         path = Path(name)
-        for file in (inbox_files(path) if path.is_dir() else [path]):
+        inputs = [f for f in inbox_files(path) if f.suffix.lower() in INPUT_SUFFIXES] if path.is_dir() else [path]
+        for file in inputs:
             out.append((file, file.resolve().parent == inbox))
     return out
 
@@ -89,9 +92,10 @@ def render_status(report) -> list[str]:
         counts = ", ".join(f"{b['cases'][s]} {s}" for s in CASE_STATES)
         extra = ""
         if b["rejected_questions"] or b["rejected_traits"]:
-            extra = f"  ({b['rejected_questions']} questions, {b['rejected_traits']} traits not translated)"
+            extra = (f"  ({_count(b['rejected_questions'], 'question')}, "
+                     f"{_count(b['rejected_traits'], 'trait')} not translated)")
         lines.append(f"  {b['benchmark']}  {b['name']}  [{b['kind']}, {b['format']}]  "
-                     f"{b['questions']} questions  cases: {counts}{extra}")
+                     f"{_count(b['questions'], 'question')}  cases: {counts}{extra}")
     lines.append("cases: " + ", ".join(f"{report.cases.get(s, 0)} {s}" for s in CASE_STATES))
     lines.append(f"pending responses: {len(report.pending)}")
     for p in report.pending:
@@ -106,10 +110,15 @@ def render_status(report) -> list[str]:
     return lines
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def register(sub) -> None:
     p = sub.add_parser("ingest", help="ingest benchmark, responses, reconstruction, audit or Karenina files")
     p.add_argument("files", nargs="*", metavar="FILE",
-                   help="files or folders to ingest (default: every file in the home's inbox/)")
+                   help="files, or folders (their .json, .jsonl and .jsonld files), to ingest "
+                        "(default: every file in the home's inbox/)")
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
                    help=f"reject files larger than this (default {DEFAULT_MAX_BYTES} = 50 MB)")
     p.set_defaults(func=cmd_ingest)

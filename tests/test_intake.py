@@ -242,3 +242,9 @@ def test_the_installed_command_ingests_and_verifies(home):
                           capture_output=True, text=True, env=env)
     assert done.returncode == 0 and "26 new cases" in done.stdout
     assert subprocess.run([*exe, "verify"], capture_output=True, env=env).returncode == 0
+
+
+def test_cli_ingest_of_a_folder_takes_its_json_files_only(home, capsys):
+    code, out = run(home, "ingest", str(SAMPLES), capsys=capsys)
+    assert code == 0 and "README" not in out
+    assert [line.split()[0] for line in out.splitlines()] == ["accepted"] * 4
