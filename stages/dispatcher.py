@@ -267,6 +267,9 @@ class _Run:
             work = CaseWork(opened, stage.name, config, config_hash, self.id, self.judge,
                             self.search_port, self.counters)
             await stage.handler(work)
+            if not any(e.type == stage.terminal for e in work.outputs):
+                # Without its terminal event the case would stay pending for ever.
+                raise RuntimeError(f"the {stage.name} stage produced no {stage.terminal} for this case")
             self.led.append(work.outputs, tracking=marks.after(stage, opened.seq))
             self.summary.judged += 1
         except Exception as exc:  # isolate the case: record why, let every other case go on

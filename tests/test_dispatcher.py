@@ -210,3 +210,19 @@ def test_plain_progress_lines_come_at_each_tenth_not_per_case():
     progress.finish(Counters(judge_calls=100, cases_done=100))
     lines = plain.getvalue().splitlines()
     assert [line.split(" |")[0] for line in lines] == ["cases 0/100"] + [f"cases {n}/100" for n in range(10, 101, 10)]
+
+
+def test_a_case_that_ends_without_its_terminal_event_fails_instead_of_staying_pending(tmp_path):
+    home = tmp_path / "home"
+    with ledger.open_ledger(home) as led:
+        led.append(ledger.NewEvent("case:d0c", "case.opened", {
+            "case_id": "d0c", "benchmark": "b", "kind": "reconstruction", "question_id": "doc", "model": None,
+            "question": {"doc_id": "doc", "original_claims": [], "target_document": ""},
+            "response": {"answers": [], "synthesis": ""}, "config": {}}, key="open"))
+        with StandInThread(StandIn(reply_fn=lambda body: {"evaluations": []})) as stand_in:
+            summary = run_until_idle(led, RunSettings(judge_backend="openai", judge_model="m",
+                                                      judge_options={"base_url": stand_in.base_url}))
+        assert (summary.cases, summary.failed) == (1, 1)
+        [failed] = data(home, "stage.failed")
+        assert "no claim.scored" in failed["reason"]
+        assert run_until_idle(led).cases == 0
