@@ -41,7 +41,18 @@ def test_excerpts_are_verbatim_sentences_that_carry_the_field(led):
     assert pairs[0].text == "Human somatic cells are diploid, containing 46 chromosomes organized into 23 pairs."
     assert pairs[0].confidence == "high"
     assert all(q.text in CHROMOSOMES for q in pairs)
-    assert [(q.text, q.confidence) for q in reply.excerpts["eye_colour"]] == [("", "none")]
+    # a str field whose terms appear nowhere: only the sentence naming people, with low confidence
+    assert [(q.text, q.confidence) for q in reply.excerpts["eye_colour"]] == \
+        [("This was established in 1956 by Tjio and Levan [1].", "low")]
+
+
+def test_an_attribute_the_response_never_addresses_gets_no_excerpt(led):
+    reply = ask(led, "extract_excerpts", {
+        "question": "How many chromosome pairs?", "response": "There are twenty-three pairs in total.",
+        "attributes": [{"name": "discoverer", "type": "str", "description": "who discovered the count"},
+                       {"name": "year", "type": "int", "description": "year of the discovery"}]})
+    assert reply.excerpts["discoverer"][0].confidence == "none" and reply.excerpts["discoverer"][0].text == ""
+    assert reply.excerpts["year"][0].confidence == "none"
 
 
 def test_parse_extracts_each_type(led):

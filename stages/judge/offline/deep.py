@@ -22,9 +22,14 @@ def _attribute_terms(attr) -> frozenset[str]:
     return tx.term_set(f"{attr.name} {attr.description}")
 
 
-def _type_hit(attr, sentence: str) -> bool:
-    """Whether ``sentence`` holds a value of the attribute's type."""
+def _type_hit(attr, sentence: str, question: str = "") -> bool:
+    """Whether ``sentence`` holds a value of the attribute's type (for str: a name the question lacks)."""
     kind = (attr.type or "").strip()
+    if kind == "str":
+        short = len(sentence.split()) <= 4 and not re.match(r"\s*(?:yes|no|not)\b", sentence, re.I)
+        return short or any(e.lower() not in question.lower() for e in tx.entities(sentence))
+    if kind == "list[str]":
+        return tx.enumeration(sentence) is not None
     if kind in ("int", "float"):
         return bool(tx.numbers(sentence))
     if kind == "date":
@@ -38,13 +43,17 @@ def _contains(haystack: str, needle: str) -> bool:
     return bool(needle) and re.search(rf"(?<!\w){re.escape(needle)}(?!\w)", haystack, re.I) is not None
 
 
-def ranked_sentences(attr, response: str) -> list[tuple[float, int, tx.Span]]:
-    """Sentences with a positive relevance to the attribute, best first: (score, key-term hits, span)."""
+def ranked_sentences(attr, response: str, question: str = "") -> list[tuple[float, int, tx.Span]]:
+    """Sentences with a positive relevance to the attribute, best first: (score, key-term hits, span).
+
+    A value of the attribute's type adds 1.5 (a name the question lacks, for a str field, only 0.5:
+    names are common)."""
     wanted = _attribute_terms(attr)
     out = []
     for span in tx.sentences(response):
         hits = len(wanted & tx.term_set(span.text))
-        score = hits + (1.5 if _type_hit(attr, span.text) else 0.0)
+        bonus = 0.5 if (attr.type or "").strip() == "str" else 1.5
+        score = hits + (bonus if _type_hit(attr, span.text, question) else 0.0)
         if score > 0:
             out.append((score, hits, span))
     out.sort(key=lambda item: (-item[0], item[2].start))
@@ -56,10 +65,14 @@ def extract_excerpts(req) -> dict[str, Any]:
     out: dict[str, list[dict[str, Any]]] = {}
     for attr in req.attributes:
         picked = []
-        for score, hits, span in ranked_sentences(attr, req.response)[: req.max_excerpts]:
-            typed = _type_hit(attr, span.text)
-            confidence = "high" if hits >= 2 and (typed or not attr.type or attr.type in ("str", "bool", "list[str]")) \
-                else "medium" if hits >= 1 or typed else "low"
+        for score, hits, span in ranked_sentences(attr, req.response, req.question)[: req.max_excerpts]:
+            typed = _type_hit(attr, span.text, req.question)
+            if hits == 0 and (attr.type or "str") == "str":
+                confidence = "low"  # only a name the question lacks: weak evidence
+            elif hits >= 2 and (typed or not attr.type or attr.type in ("str", "bool", "list[str]")):
+                confidence = "high"
+            else:
+                confidence = "medium" if hits >= 1 or typed else "low"
             picked.append({"text": span.text, "confidence": confidence})
         if not picked and req.subject == "rubric":
             first = tx.sentences(req.response)
@@ -122,7 +135,7 @@ def parse(req) -> dict[str, Any]:
     values = {}
     for field in req.fields:
         quotes = [q for q in req.excerpts.get(field.name, []) if q]
-        pool = quotes or [span.text for _, _, span in ranked_sentences(field, req.response)[:3]]
+        pool = quotes or [span.text for _, _, span in ranked_sentences(field, req.response, req.question)[:3]]
         values[field.name] = _value_from(field, pool, req.question)
     return values
 
@@ -138,9 +151,13 @@ def _value_from(field, pool: list[str], question: str = "") -> Any:
     return False if kind == "bool" and not pool else None
 
 
-def _nearest_number(sentence: str, wanted: frozenset[str]) -> float | None:
-    """The number written closest (in words) to one of the key terms."""
+def _nearest_number(sentence: str, wanted: frozenset[str], unit: frozenset[str] = frozenset()) -> float | None:
+    """The number followed by a word of the field's name (its unit: '48 hours' for half_life_hours),
+    else the number written closest (in words) to one of the key terms."""
     tokens = tx.words(sentence)
+    for i, w in enumerate(tokens[:-1]):
+        if w[0].isdigit() and tx.stem(tokens[i + 1]) in unit and tx.numbers(w):
+            return tx.numbers(w)[0]
     positions = [i for i, w in enumerate(tokens) if tx.stem(w) in wanted]
     best = None
     for i, w in enumerate(tokens):
@@ -159,12 +176,16 @@ def _int(field, sentence, wanted, question):
         years = re.findall(r"(?<!\d)(1\d{3}|20\d{2})(?!\d)", sentence)
         if years:
             return int(years[0])
-    value = _nearest_number(sentence, wanted)
+    value = _nearest_number(sentence, wanted, _name_terms(field))
     return int(value) if value is not None and value == int(value) else None
 
 
 def _float(field, sentence, wanted, question):
-    return _nearest_number(sentence, wanted)
+    return _nearest_number(sentence, wanted, _name_terms(field))
+
+
+def _name_terms(field) -> frozenset[str]:
+    return tx.term_set(field.name.replace("_", " "))
 
 
 def _bool(field, sentence, wanted, question):
@@ -183,19 +204,52 @@ def _literal(field, sentence, wanted, question):
 
 
 def _list(field, sentence, wanted, question):
+    items = tx.enumeration(sentence)
+    if items:
+        return items
     body = sentence.split(":", 1)[1] if ":" in sentence else sentence
     items = [i.strip(" .;-*•") for i in re.split(r",|;|\band\b|\bor\b|\n", body)]
-    items = [i for i in items if i and len(i.split()) <= 6]
-    return items or None
+    items = [i for i in items if i and len(i.split()) <= 4]
+    return tx.trim_items(items) if items else None
+
+
+_COPULA = frozenset("is was are were be : of named called by at to the a an".split())
+
+
+def _head_phrase(field, sentence: str, question: str) -> str | None:
+    """The value the last word of the field's name introduces or heads.
+
+    'ATC code A10BA02' -> 'A10BA02' (a name right after the head); 'the mu-opioid receptor' ->
+    'mu-opioid receptor' (the head with its modifiers, unless the question says it already).
+    """
+    head = tx.stem(tx.words(field.name.replace("_", " "))[-1]) if tx.words(field.name.replace("_", " ")) else ""
+    tokens = sentence.rstrip(".").split()
+    for i, token in enumerate(tokens):
+        if tx.stem(token.strip(",;:()").lower()) != head:
+            continue
+        after = [t for t in tokens[i + 1:i + 4] if t.strip(",;:()").lower() not in _COPULA]
+        names = tx.entities(" ".join(after[:3])) if after else []
+        if names and names[0].lower() not in question.lower():
+            return names[0]
+        start = i
+        while start > 0 and i - start < 3 and tokens[start - 1].lower() not in tx.STOPWORDS | {"the", "a", "an"} \
+                and not tokens[start - 1].endswith((",", ";", ":")) and not tokens[start].startswith("("):
+            start -= 1
+        phrase = " ".join(t.strip(",;:()") for t in tokens[start:i + 1])
+        if start < i and phrase.lower() not in question.lower():
+            return phrase
+    return None
 
 
 def _string(field, sentence, wanted, question):
-    asked = set(tx.entities(question))
-    names = [e for e in tx.entities(sentence) if e not in asked and tx.stem(e.lower()) not in wanted]
-    if names and re.search(r"name|symbol|who|person|commander|author|city|country|capital|gene|code",
-                           f"{field.name} {field.description}", re.I):
+    phrase = _head_phrase(field, sentence, question)
+    if phrase:
+        return phrase
+    asked = question.lower()
+    names = [e for e in tx.entities(sentence) if e.lower() not in asked and tx.stem(e.lower()) not in wanted]
+    if names:
         return names[0]
-    return sentence.strip()
+    return sentence.strip().rstrip(".")
 
 
 _EXTRACTORS = {"int": _int, "float": _float, "bool": _bool, "date": _date, "literal": _literal,

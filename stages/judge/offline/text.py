@@ -22,11 +22,13 @@ NEGATIONS = frozenset("not no never none nor neither without cannot can't won't 
 UP = frozenset("increase increased increases increasing rise rose rises rising grow grew grows growth "
                "higher more gain gained gains up surge surged improve improved improves improvement "
                "expand expanded expansion exceed exceeded boost boosted raise raised strengthen "
-               "strengthened above accelerate accelerated positive".split())
+               "strengthened above accelerate accelerated positive climb climbed climbs jump jumped "
+               "soar soared rally rallied".split())
 DOWN = frozenset("decrease decreased decreases decreasing fall fell falls falling decline declined "
                  "declines declining drop dropped drops lower less loss lost down shrink shrank shrinking "
                  "reduce reduced reduces reduction cut cuts worsen worsened weaken weakened below "
-                 "slow slowed slowdown contraction contracted negative".split())
+                 "slow slowed slowdown contraction contracted negative slip slipped slips collapse "
+                 "collapsed plunge plunged plummeted lowered lowers sank".split())
 NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
     "sixteen seventeen eighteen nineteen twenty".split())}
@@ -40,7 +42,58 @@ _NUMBER = re.compile(r"(?<![\w.])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?%?|(?<![\w.])[
 _DATE = re.compile(
     r"\b\d{4}-\d{2}-\d{2}\b|\b(?:" + "|".join(MONTHS) + r")\.? \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b|"
     r"\b\d{1,2}(?:st|nd|rd|th)? (?:" + "|".join(MONTHS) + r"),? \d{4}\b|\b\d{1,2}/\d{1,2}/\d{4}\b", re.I)
-_ENTITY = re.compile(r"\b(?:[A-Z][a-zA-Z0-9'-]*[A-Z0-9][a-zA-Z0-9'-]*|[A-Z]{2,}[0-9]*|[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)\b")
+_ENTITY = re.compile(r"\b(?:[A-Z][a-zA-Z0-9+/'-]*[A-Z0-9+][a-zA-Z0-9+/'-]*|[A-Z]{2,}[0-9]*|[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)(?![\w+])")
+_ENUMERATION = re.compile(r"(?:[\w+/'-]+(?: [\w+/'-]+){0,3}, )+[\w+/'-]+(?: [\w+/'-]+){0,3},? (?:and|or) [\w+/'-]+(?: [\w+/'-]+){0,3}"
+                          r"|(?:[\w+/'-]+(?: [\w+/'-]+){0,2}, ){2,}[\w+/'-]+(?: [\w+/'-]+){0,2}(?=\s*[.;]?\s*$)")
+
+
+FRACTIONS = {"half": 50.0, "halves": 50.0, "third": 100 / 3, "thirds": 100 / 3, "quarter": 25.0,
+             "quarters": 25.0, "fifth": 20.0, "fifths": 20.0, "tenth": 10.0, "tenths": 10.0}
+SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "bn": 1e9, "m": 1e6, "k": 1e3}
+HEDGED = frozenset("about around roughly nearly almost approximately some circa approx".split())
+_QUANTITY = re.compile(
+    r"(?<![\w.])(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)\s?(?P<pct>%|per ?cent\b)?"
+    r"(?:\s?(?P<scale>thousand|million|billion|trillion|bn|m|k)\b)?"
+    r"|\b(?P<word>a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty)"
+    r"(?:\s(?P<frac>half|halves|thirds?|quarters?|fifths?|tenths?)\b)?", re.I)
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A number in a text: its value (scaled: 2.3 million -> 2300000), whether it is a percent
+    (fractions such as 'two thirds' count as percents), whether it is hedged ('about 20%'),
+    and the key terms around it (its slot: what it counts)."""
+
+    value: float
+    percent: bool
+    hedged: bool
+    window: frozenset[str]
+    raw: str
+
+
+def quantities(text: str, width: int = 4) -> list[Quantity]:
+    """The quantities written in ``text`` (digits, number words, fractions), with their context."""
+    out = []
+    for m in _QUANTITY.finditer(text):
+        if m.group("num"):
+            value = float(m.group("num").replace(",", "")) * SCALES.get((m.group("scale") or "").lower(), 1.0)
+            percent = bool(m.group("pct"))
+        else:
+            word, frac = m.group("word").lower(), (m.group("frac") or "").lower()
+            count = 1.0 if word in ("a", "an") else float(NUMBER_WORDS.get(word, 0))
+            if frac:
+                value, percent = count * FRACTIONS[frac], True
+            elif word in ("a", "an"):
+                continue
+            else:
+                value, percent = count, False
+        before = words(text[: m.start()])[-width:]
+        after = words(text[m.end():])[:width]
+        hedged = bool(before) and before[-1] in HEDGED
+        window = frozenset(stem(w) for w in before + after
+                           if w not in STOPWORDS and w not in NUMBER_WORDS and not w[0].isdigit())
+        out.append(Quantity(value, percent, hedged, window, m.group()))
+    return out
 
 
 @dataclass(frozen=True)
@@ -72,6 +125,8 @@ def sentences(text: str) -> list[Span]:
 def stem(word: str) -> str:
     """A light English stemmer: enough to match 'pairs' with 'pair' and 'commanded' with 'commander'."""
     w = word.lower().strip("'")
+    if len(w) > 5 and w.endswith(("ably", "ibly")):
+        return w[:-1]  # 'irreversibly' meets 'irreversible' (-> 'irreversibl')
     for suffix in ("ational", "ization", "ations", "ation", "ings", "ing", "edly", "ers", "er", "ed",
                    "ies", "es", "ly", "s"):
         if len(w) > len(suffix) + 2 and w.endswith(suffix) and not w.endswith("ss"):
@@ -156,9 +211,32 @@ def entities(text: str) -> list[str]:
                 continue
             if m.start() == 0 and " " not in name and not any(c.isdigit() or c.isupper() for c in name[1:]):
                 continue  # an ordinary word that only opens the sentence
+            name = re.sub(r"^(?:The|A|An) ", "", name)
             if name not in out:
                 out.append(name)
     return out
+
+
+def enumeration(text: str) -> list[str] | None:
+    """The items of the longest 'A, B, C and D' list in ``text`` (three items at least), or None.
+
+    Items are cut to the shortest item's length from the end ('clotting factors II, VII, IX and X'
+    -> II, VII, IX, X).
+    """
+    runs = [m.group() for m in _ENUMERATION.finditer(text)]
+    if not runs:
+        return None
+    items = [i.strip() for i in re.split(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", max(runs, key=len)) if i.strip()]
+    if len(items) < 3:
+        return None
+    return trim_items(items)
+
+
+def trim_items(items: list[str]) -> list[str]:
+    """Cut list items to the length of the shortest one, from the end: the lead-in words of the
+    first item ('clotting factors II') are not part of the list."""
+    usual = min(len(i.split()) for i in items)
+    return [" ".join(i.split()[-usual:]) if len(i.split()) > usual else i for i in items]
 
 
 def overlap(wanted: frozenset[str], have: frozenset[str]) -> float:
