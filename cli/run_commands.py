@@ -1,4 +1,8 @@
-"""``evalledger run``: process everything pending until idle, then exit (no domain logic here)."""
+"""``evalledger run``: process everything pending until idle, then exit (no domain logic here).
+
+``add_judge_options`` and ``run_settings`` are the judge and config options any command that runs
+the stages takes (``run``; the watch daemon can share them).
+"""
 
 from __future__ import annotations
 
@@ -11,11 +15,8 @@ from stages.judge import JudgeError
 from stages.progress import Progress
 
 
-def register(sub) -> None:
-    """Add the ``run`` command."""
-    p = sub.add_parser("run", help="judge every pending case until idle, then exit",
-                       description="Process everything pending until idle, then exit. The judge defaults "
-                                   "to the configuration's judge_backend, which defaults to offline.")
+def add_judge_options(p) -> None:
+    """--judge, --model, --config, --set, --no-cache, --concurrency."""
     p.add_argument("--judge", choices=("offline", "openai", "replay"), default=None,
                    help="judge backend (default: the config's judge_backend, else offline)")
     p.add_argument("--model", default=None, help="judge model (openai: required unless OPENAI_MODEL is set)")
@@ -23,15 +24,12 @@ def register(sub) -> None:
                    help="a TOML or JSON file of VerificationConfig keys (wins over a benchmark's config)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="one config key (dotted for nested: audit.high_severe_min=4); wins over --config")
-    p.add_argument("--retry-failed", action="store_true", help="try the cases with stage.failed again")
     p.add_argument("--no-cache", action="store_true", help="do not reuse recorded judge replies")
     p.add_argument("--concurrency", type=int, default=None, help="judge calls in flight at once")
-    p.add_argument("--quiet", action="store_true", help="no progress display")
-    p.set_defaults(func=cmd_run)
 
 
-def cmd_run(args) -> int:
-    """Run until idle; exit 1 when a case failed (its stage.failed says why), else 0."""
+def run_settings(args, **flags) -> RunSettings:
+    """The dispatcher's settings from ``add_judge_options``' arguments; a bad key is a usage error."""
     from cli.main import UsageError
     try:
         layer = run_layer(args.config_file, args.sets)
@@ -40,8 +38,25 @@ def cmd_run(args) -> int:
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     options = {"concurrency": args.concurrency} if args.concurrency else {}
-    settings = RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model,
-                           judge_options=options, retry_failed=args.retry_failed, no_cache=args.no_cache)
+    return RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model,
+                       judge_options=options, no_cache=args.no_cache, **flags)
+
+
+def register(sub) -> None:
+    """Add the ``run`` command."""
+    p = sub.add_parser("run", help="judge every pending case until idle, then exit",
+                       description="Process everything pending until idle, then exit. The judge defaults "
+                                   "to the configuration's judge_backend, which defaults to offline.")
+    add_judge_options(p)
+    p.add_argument("--retry-failed", action="store_true", help="try the cases with stage.failed again")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_run(args) -> int:
+    """Run until idle; exit 1 when a case failed (its stage.failed says why), else 0."""
+    from cli.main import UsageError
+    settings = run_settings(args, retry_failed=args.retry_failed)
     progress = None if args.quiet else Progress(sys.stderr)
     with open_existing(args) as led:
         try:
