@@ -207,7 +207,7 @@ class Daemon:
             return
         status = str(getattr(result, "status", result))
         self.outcome.ingested[status] = self.outcome.ingested.get(status, 0) + 1
-        fields = {**_result_fields(result), "file": path.name, "status": status, "ms": _ms(started)}
+        fields = {"file": path.name, "status": status, **_result_fields(result), "ms": _ms(started)}
         self.log("ingested", level="warning" if status == "rejected" else "info", **fields)
 
     # --- pending work and reports ------------------------------------------------------------------
@@ -382,7 +382,7 @@ def _result_fields(result: Any, prefix: str = "") -> dict[str, Any]:
     if result is None or isinstance(result, (str, int, float)):
         return {}
     items = getattr(result, "__dict__", {}) or {}
-    fields = {prefix + k: v for k, v in items.items() if not k.startswith("_") and k != "status"
+    fields = {prefix + k: v for k, v in items.items() if not k.startswith("_") and k not in ("status", "file")
               and v is not None and isinstance(v, (str, int, float, bool))}
     errors = result.error_lines() if hasattr(result, "error_lines") else []
     if errors:
