@@ -286,9 +286,16 @@ class _Run:
             self.summary.failed += 1
             self.counters.failures += 1
             self.summary.failures.append({"case_id": case_id, "stage": stage.name, "reason": reason})
+        self.counters.retries += self._port_retries(opened.stream)
         self.counters.cases_done += 1
         if self.progress is not None:
             self.progress.update(self.counters)
+
+    def _port_retries(self, stream: str) -> int:
+        """The judge port's own retries for this case in this run (429/5xx, timeouts, invalid replies)."""
+        return sum(1 for e in self.led.read(stream=stream, types=["judge.called"])
+                   if e.meta.get("run") == self.id and isinstance(e.data.get("attempt"), int)
+                   and e.data["attempt"] > 1)
 
 
 def _configs_of(pending: _Pending, layer: dict[str, Any]) -> dict[str, Any]:

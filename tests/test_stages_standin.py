@@ -13,7 +13,7 @@ import pytest
 import ledger
 from cli.main import main
 from stages.dispatcher import RunSettings, run_until_idle
-from stages.judge.stand_in import Reply, StandIn, StandInThread
+from stages.judge.stand_in import Reply, StandIn, StandInThread, Status
 from stages_scripted import dispatch, pairs_sentence, role_of, template_judge, user_text
 from stages_support import AUDIT_LINES, RESPONSE, data, events, home_with, reconstruction_file, template_benchmark
 
@@ -140,13 +140,14 @@ def test_claim_replies_with_problems_are_asked_again_with_the_problem_named(tmp_
             {"claim_id": "c2", "score": 0, "justification": "Absent.", "evidence_refs": []},
             {"claim_id": "c3", "score": 6, "justification": "Roughly.", "evidence_refs": ["q2", "synthesis"]}]
     stand_in = StandIn().script(
+        Status(429, retry_after=0.01),                                                  # rate limited
         Reply({"evaluations": good[:1] + good[2:]}),                                    # misses c2
         Reply({"evaluations": [good[0], {**good[1], "score": 7.5}, good[2]]}, fenced=True),  # not an integer
         Reply(good))                                                                     # the spec's JSON array
     with StandInThread(stand_in):
         summary = run_openai(home, stand_in)
-    assert summary.judged == 1
-    bodies = [r["body"] for r in stand_in.requests]
+    assert summary.judged == 1 and summary.retries == 3   # the 429 and two re-asks, in the progress too
+    bodies = [r["body"] for r in stand_in.requests][1:]
     assert len(bodies) == 3
     assert "missing claim(s) c2" in bodies[1]["messages"][-1]["content"]
     assert "integer" in bodies[2]["messages"][-1]["content"]
@@ -154,7 +155,7 @@ def test_claim_replies_with_problems_are_asked_again_with_the_problem_named(tmp_
     assert [(s["claim_id"], s["score"], s["evidence_refs"]) for s in scored] == \
         [("c1", 9, ["q1"]), ("c2", 0, []), ("c3", 6, ["q2", "synthesis"])]
     calls = data(home, "judge.called")
-    assert [c["error"] is None for c in calls] == [False, False, True]
+    assert [c["error"] is None for c in calls] == [False, False, False, True]
 
 
 def test_audit_phases_and_credit_from_error_counts(tmp_path):
