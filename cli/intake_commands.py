@@ -52,18 +52,22 @@ def cmd_ingest(args) -> int:
     home = Path(_home(args))
     with ledger.open_ledger(home) as led:
         targets = _targets(args, home)
-        results = []
+        results, unreadable = [], 0
         for path, from_inbox in targets:
             try:
                 result = ingest_path(led, path, from_inbox=from_inbox, max_bytes=args.max_bytes)
             except FileNotFoundError:
                 print(f"skipped  {path.name}  (gone before it could be read; another process took it)")
                 continue
+            except OSError as exc:  # a permission or I/O problem: no content, so nothing is recorded
+                print(f"unreadable {path}  {exc.strerror or exc}")
+                unreadable += 1
+                continue
             results.append(result)
             _print_result(result)
     if not targets:
         print(f"nothing to ingest in {home / 'inbox'}")
-    return 1 if any(r.status == "rejected" for r in results) else 0
+    return 1 if unreadable or any(r.status == "rejected" for r in results) else 0
 
 
 def _print_result(result: IngestResult) -> None:

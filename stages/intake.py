@@ -115,9 +115,19 @@ def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None) 
 
 
 def _known(led: Ledger, event: Event) -> IngestResult:
+    """The earlier outcome of these bytes; pending responses show the benchmark that resolved them."""
     data = event.data
-    return IngestResult(data["file"], data["sha256"], "known", data.get("format"), data.get("benchmark"),
-                        data.get("benchmark_name"), notes=[f"(same bytes as seq {event.seq})"])
+    result = IngestResult(data["file"], data["sha256"], "known", data.get("format"), data.get("benchmark"),
+                          data.get("benchmark_name"), notes=[f"(same bytes as seq {event.seq})"])
+    if data.get("status") == "pending":
+        held = event_id(f"file:{data['sha256']}", "responses.registered", f"pending:{data['sha256']}")
+        resolved = next((e for e in led.read(types=["responses.registered"])
+                         if e.data.get("resolved_from") == held), None)
+        if resolved is None:
+            result.notes.append("(still waiting for its benchmark)")
+        else:
+            result.benchmark, result.benchmark_name = resolved.data["benchmark"], resolved.data["benchmark_name"]
+    return result
 
 
 def _reject(led: Ledger, name: str, sha: str, size: int, problems: list[Problem]) -> IngestResult:
@@ -271,7 +281,10 @@ def _move_rejected(home: Path, path: Path, result: IngestResult) -> Path:
     dest = folder / path.name
     if dest.exists():
         dest = folder / f"{path.stem}.{result.sha256[:12]}{path.suffix}"
-    shutil.move(str(path), dest)
+    try:
+        shutil.move(str(path), dest)
+    except FileNotFoundError:
+        pass  # another process filed it first; the note below is the same either way
     header = f"{result.file}: rejected (sha256 {result.sha256})"
     Path(f"{dest}.error.txt").write_text("\n".join([header, *result.error_lines()]) + "\n", encoding="utf-8")
     return dest

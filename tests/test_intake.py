@@ -248,3 +248,13 @@ def test_cli_ingest_of_a_folder_takes_its_json_files_only(home, capsys):
     code, out = run(home, "ingest", str(SAMPLES), capsys=capsys)
     assert code == 0 and "README" not in out
     assert [line.split()[0] for line in out.splitlines()] == ["accepted"] * 4
+
+
+def test_known_pending_responses_show_the_benchmark_that_resolved_them(led, tmp_path):
+    responses = tmp_path / "late.jsonl"
+    responses.write_text(response_lines("chromosomes", [("q1", "model-b", "23 pairs")]))
+    ingest_path(led, responses)
+    assert "(still waiting for its benchmark)" in ingest_path(led, responses).notes
+    registered = ingest_path(led, write_json(tmp_path / "bench.json", benchmark()))
+    again = ingest_path(led, responses)
+    assert again.status == "known" and again.benchmark == registered.benchmark

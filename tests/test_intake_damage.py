@@ -198,3 +198,44 @@ def test_duplicate_ids(tmp_path):
         duplicate_at = join_path("$", path + (len(items) - 1,))
         assert any(e["where"].startswith(duplicate_at) for e in errors), (what, errors)
     check()
+
+
+AUDIT_ROWS = [json.loads(line) for line in AUDIT_TEXT.splitlines()]
+AUDIT_PLACES = [(n, key) for n, row in enumerate(AUDIT_ROWS, start=1) for key in row]
+
+
+def test_wrong_types_in_audit_lines(tmp_path):
+    inbox = Inbox(tmp_path)
+
+    @SETTINGS
+    @given(st.sampled_from(AUDIT_PLACES))
+    def check(place):
+        number, key = place
+        rows = copy.deepcopy(AUDIT_ROWS)
+        value = rows[number - 1][key]
+        rows[number - 1][key] = [value] if key == "id" else wrong_type(value)  # an id may be int or text
+        text = "".join(json.dumps(row) + "\n" for row in rows)
+        errors = inbox.reject(text.encode(), ".jsonl")
+        assert any(e["where"] == f"line {number}: $.{key}" for e in errors), errors
+    check()
+
+
+RECONSTRUCTION = json.loads((SAMPLES / "polio-vaccine-1955.reconstruction.json").read_text())
+RECONSTRUCTION_PLACES = [(p, v) for p, v in nodes(RECONSTRUCTION) if p and p != ("format",)]
+
+
+def test_wrong_types_in_a_reconstruction(tmp_path):
+    inbox = Inbox(tmp_path)
+
+    @SETTINGS
+    @given(st.sampled_from(RECONSTRUCTION_PLACES))
+    def check(place):
+        path, value = place
+        doc = copy.deepcopy(RECONSTRUCTION)
+        node = doc
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = wrong_type(value)
+        errors = inbox.reject(json.dumps(doc).encode())
+        assert names(errors, path), (path, errors)
+    check()

@@ -79,10 +79,11 @@ def from_validation_error(exc: ValidationError, base: str = "$", doc: Any = None
     ``doc`` is the validated input: walking it along each error's location tells the places in
     the file from the tags pydantic inserts for discriminated unions (``traits[0].llm.min_score``).
     """
-    problems = []
+    reasons: dict[str, list[str]] = {}
     for err in exc.errors(include_url=False):
-        problems.append(Problem(join_path(base, _places(err["loc"], doc)), _reason(err)))
-    return problems
+        reasons.setdefault(join_path(base, _places(err["loc"], doc)), []).append(_reason(err))
+    # A value that fits no member of a union gets one error per member, at the same place.
+    return [Problem(where, " or ".join(dict.fromkeys(items))) for where, items in reasons.items()]
 
 
 def _places(loc: tuple, doc: Any) -> list[Any]:
@@ -93,6 +94,8 @@ def _places(loc: tuple, doc: Any) -> list[Any]:
             continue
         if isinstance(part, str) and isinstance(node, dict) and part not in node and node.get("kind") == part:
             continue  # the discriminator's tag, not a key of the document
+        if isinstance(part, str) and node is not None and not isinstance(node, dict):
+            continue  # the label of a union member (a scalar or list has no keys)
         out.append(part)
         if isinstance(node, dict):
             node = node.get(part)
