@@ -219,3 +219,25 @@ def test_boolean_llm_trait_is_answered_true_or_false_and_asked_again_otherwise(t
     assert scored["score"] is True and scored["mode"] == "standard"
     [judged] = data(home, "case.judged")
     assert judged["verdict"] == "pass"       # only the trace field counts; no judge call for it
+
+
+GOOD_CLAIMS = [{"claim_id": "c1", "score": 9, "justification": "Stated.", "evidence_refs": ["q1"]},
+               {"claim_id": "c2", "score": 0, "justification": "Absent.", "evidence_refs": []},
+               {"claim_id": "c3", "score": 6, "justification": "Roughly.", "evidence_refs": ["q2"]}]
+
+
+@pytest.mark.parametrize("bad, named", [
+    (GOOD_CLAIMS[:2], "missing claim(s) c3"),
+    (GOOD_CLAIMS + [GOOD_CLAIMS[0]], "scored twice: c1"),
+    ([GOOD_CLAIMS[0], {**GOOD_CLAIMS[1], "score": 11}, GOOD_CLAIMS[2]], "less than or equal to 10"),
+    ([GOOD_CLAIMS[0], {**GOOD_CLAIMS[1], "score": -1}, GOOD_CLAIMS[2]], "greater than or equal to 0"),
+    ([GOOD_CLAIMS[0], {**GOOD_CLAIMS[1], "score": 4.5}, GOOD_CLAIMS[2]], "integer"),
+])
+def test_each_claim_reply_problem_is_named_when_asked_again(tmp_path, bad, named):
+    home = home_with(tmp_path, ("r.json", reconstruction_file()))
+    stand_in = StandIn().script(Reply({"evaluations": bad}), Reply({"evaluations": GOOD_CLAIMS}))
+    with StandInThread(stand_in):
+        assert run_openai(home, stand_in).judged == 1
+    assert len(stand_in.requests) == 2
+    assert named in stand_in.requests[1]["body"]["messages"][-1]["content"]
+    assert [(d["claim_id"], d["score"]) for d in data(home, "claim.scored")] == [("c1", 9), ("c2", 0), ("c3", 6)]
