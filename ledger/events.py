@@ -222,6 +222,7 @@ class TraitScored(DomainPayload):
     excerpts: list[str] = []
     risk: str | None = None
     plan: dict[str, Any] | None = None                    # deep traits: the resolved settings and their source
+    degraded: list[str] = []                              # deep traits: steps that failed and how it went on
     metrics: dict[str, float | None] | None = None        # metric traits: computed from counts, not asked
     counts: dict[str, int] | None = None                  # metric traits: tp, fn, fp, tn
 

@@ -102,14 +102,23 @@ async def _deep_trait(work: CaseWork, trait: dict[str, Any], plan: TraitPlan) ->
             risks[spec.name] = await assess_risk(work, spec.name, spec.description, excerpts, stage=STAGE,
                                                  subject="rubric", tool=work.config.deep_judgment_rubric_search_tool)
     question = work.question_text
-    reasoning = await _ask(work, "reason", ReasonRequest(
-        question=question, response=response, attributes=[attribute], subject="rubric",
-        excerpts={spec.name: excerpts} if excerpts else {}, risks=risks))
-    text = reasoning.reasoning.get(spec.name, "")
-    reply = await _ask(work, "score_trait", ScoreTraitRequest(question=question, response=response, trait=spec,
-                                                            reasoning=text, excerpts=excerpts))
+    degraded: list[str] = []
+    try:
+        reasoning = await _ask(work, "reason", ReasonRequest(
+            question=question, response=response, attributes=[attribute], subject="rubric",
+            excerpts={spec.name: excerpts} if excerpts else {}, risks=risks))
+        text = reasoning.reasoning.get(spec.name, "")
+    except Exception as exc:  # spec: a failed reasoning call goes on with empty reasoning
+        text = ""
+        degraded.append(f"reasoning failed ({type(exc).__name__}: {exc}); scored without it")
+    try:
+        reply = await _ask(work, "score_trait", ScoreTraitRequest(question=question, response=response, trait=spec,
+                                                                reasoning=text, excerpts=excerpts))
+    except Exception as exc:  # spec: score extraction failure falls back to the response directly
+        degraded.append(f"score from the reasoning failed ({type(exc).__name__}: {exc}); scored from the response")
+        reply = await _ask(work, "score_trait", ScoreTraitRequest(question=question, response=response, trait=spec))
     _scored(work, trait, "deep", reply.score, reasoning=text, excerpts=excerpts,
-            risk=risks.get(spec.name), plan=plan.to_json())
+            risk=risks.get(spec.name), plan=plan.to_json(), degraded=degraded)
     return True
 
 

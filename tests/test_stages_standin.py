@@ -241,3 +241,25 @@ def test_each_claim_reply_problem_is_named_when_asked_again(tmp_path, bad, named
     assert len(stand_in.requests) == 2
     assert named in stand_in.requests[1]["body"]["messages"][-1]["content"]
     assert [(d["claim_id"], d["score"]) for d in data(home, "claim.scored")] == [("c1", 9), ("c2", 0), ("c3", 6)]
+
+
+def test_deep_trait_whose_score_from_reasoning_fails_is_scored_from_the_response(tmp_path):
+    rubric = {"traits": [{"name": "tone", "kind": "llm", "description": "Neutral tone", "min_score": 1,
+                          "max_score": 5}]}
+    config = {"deep_judgment_rubric_mode": "enable_all", "deep_judgment_rubric_global_excerpts": False}
+    home = home_with(tmp_path, ("b.json", template_benchmark(config=config, rubric=rubric)))
+
+    def handle(body, role):
+        if role == "reason":
+            return {"reasoning": {"tone": "neutral"}}
+        if role == "score_trait":
+            deep = "neutral" in user_text(body)
+            return {"score": 9 if deep else 3}         # out of range from the reasoning, every time
+        return template_judge()(body, role)
+
+    with StandInThread(StandIn(reply_fn=dispatch(handle))) as stand_in:
+        summary = run_openai(home, stand_in)
+    assert summary.failed == 0
+    [scored] = data(home, "trait.scored")
+    assert scored["mode"] == "deep" and scored["score"] == 3 and scored["reasoning"] == "neutral"
+    assert "scored from the response" in scored["degraded"][0]
