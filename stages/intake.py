@@ -148,7 +148,7 @@ def _accept(led: Ledger, parsed: ParsedFile, name: str, sha: str, size: int) -> 
         return IngestResult(name, sha, "pending", parsed.format, None, parsed.benchmark_ref,
                             notes=[f"({len(parsed.responses)} responses wait for benchmark "
                                    f"{parsed.benchmark_ref!r})"])
-    problems = ev.unknown_questions(bench, parsed.responses)
+    problems = ev.response_problems(bench, parsed.responses)
     if problems:
         return _reject(led, name, sha, size, problems)
     received = ev.file_received(name, sha, size, parsed.format, "accepted", bench["benchmark"], bench["name"])
@@ -229,7 +229,7 @@ def _resolution(bench: dict, held: Event) -> list[NewEvent]:
     source = {"file": held.data["file"], "sha256": held.data["sha256"]}
     responses = [ParsedResponse(r["question_id"], r["model"], r["text"], r["where"])
                  for r in held.data["responses"]]
-    problems = ev.unknown_questions(bench, responses)
+    problems = ev.response_problems(bench, responses)
     if problems:
         return [ev.resolution_rejected(bench, source, problems, held.id)]
     case_events = ev.cases(bench, responses, source, held.id)

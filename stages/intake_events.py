@@ -61,8 +61,12 @@ def registered(bench: ParsedBenchmark, source: dict, fmt: str, causation: str) -
     return bid, NewEvent(f"benchmark:{bid}", "benchmark.registered", data, key=bid, meta=meta(causation))
 
 
-def unknown_questions(bench: dict, responses: Iterable[ParsedResponse]) -> list[Problem]:
-    """Responses naming a question the registered benchmark ``bench`` does not have."""
+def response_problems(bench: dict, responses: Iterable[ParsedResponse]) -> list[Problem]:
+    """Why text responses do not fit the registered benchmark ``bench`` (empty when they do):
+    a reconstruction is answered by a reconstruction file, and every question id must exist."""
+    if bench["kind"] == "reconstruction":
+        return [Problem("$.benchmark", f"benchmark {bench['name']!r} ({bench['benchmark']}) is a reconstruction "
+                                       "document; its responses come as reconstruction files, not text")]
     ids = {q["id"] for q in bench["questions"]}
     return [Problem(f"{r.where}.question_id" if r.where.startswith("$") else f"{r.where}: $.question_id",
                     f"unknown question id {r.question_id!r} in benchmark {bench['name']!r} ({bench['benchmark']})")

@@ -111,3 +111,10 @@ def test_unknown_format_is_named():
     found = reasons({"format": "evalledger/benchmark@2", "name": "x"})
     assert "unknown format 'evalledger/benchmark@2'" in found["$.format"]
     assert "not a recognised format" in reasons({"hello": "world"})["$"]
+
+
+def test_a_bad_config_is_reported_together_with_shape_errors():
+    doc = benchmark(config={"deep_judgment_enabld": True})
+    del doc["questions"][0]["question"]
+    found = reasons(doc)
+    assert "$.questions[0].question" in found and "$.config.deep_judgment_enabld" in found

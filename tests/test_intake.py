@@ -258,3 +258,11 @@ def test_known_pending_responses_show_the_benchmark_that_resolved_them(led, tmp_
     registered = ingest_path(led, write_json(tmp_path / "bench.json", benchmark()))
     again = ingest_path(led, responses)
     assert again.status == "known" and again.benchmark == registered.benchmark
+
+
+def test_text_responses_cannot_answer_a_reconstruction(led, tmp_path):
+    ingest_path(led, SAMPLES / "polio-vaccine-1955.reconstruction.json")
+    path = tmp_path / "r.jsonl"
+    path.write_text(response_lines("1955-francis-report-summary", [("1955-francis-report-summary", "m", "text")]))
+    result = ingest_path(led, path)
+    assert result.status == "rejected" and "reconstruction files, not text" in result.errors[0]["reason"]

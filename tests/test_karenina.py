@@ -243,3 +243,17 @@ def test_a_template_that_would_write_a_file_is_ingested_without_the_file_appeari
     assert bench.data["questions"][0]["template"]["fields"][0]["verify_with"] == {"type": "NumericExact"}
     assert any("module-level" in note for note in bench.data["questions"][0]["translation"]["notes"])
     assert not marker.exists() and not (tmp_path / "must-not-exist.system").exists()
+
+
+def test_a_translated_field_that_fails_native_checks_is_named_by_its_source_name():
+    doc = checkpoint("""
+        class Answer(BaseAnswer):
+            x: int = VerifiedField(description="x", ground_truth="four", verify_with=NumericExact())
+    """)
+    doc["dataFeedElement"].append(checkpoint("""
+        class Answer(BaseAnswer):
+            x: int = VerifiedField(description="x", ground_truth=4, verify_with=NumericExact())
+    """)["dataFeedElement"][0] | {"@id": "urn:q2"})
+    [problem] = parse(json.dumps(doc).encode(), "c.jsonld").benchmark.rejected_questions
+    assert problem.where == "$.dataFeedElement[0].item.hasPart.text, field 'x': ground_truth"
+    assert "'four' does not fit the field type int" in problem.reason

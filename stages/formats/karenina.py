@@ -10,6 +10,7 @@ they are kept on ``benchmark.registered`` as ``recorded_results`` for provenance
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -83,6 +84,7 @@ def _question(element: Any, where: str, global_traits: list[dict]) -> tuple[dict
                                 "rubric": {"traits": traits} if traits else None}
     problems = _native_shape(template, f"{where}.item.hasPart")
     problems += check_template(template, f"{where}.item.hasPart") if template and not problems else []
+    problems = _in_source_terms(problems, template, f"{where}.item.hasPart")
     problems += check_rubric(question["rubric"], f"{where}.item.rating") if traits else []
     if problems:
         raise FileRejected(problems)
@@ -107,6 +109,23 @@ def _native_shape(template: dict | None, where: str) -> list[Problem]:
     except ValidationError as exc:
         return from_validation_error(exc, where, template)
     return []
+
+
+def _in_source_terms(problems: list[Problem], template: dict | None, base: str) -> list[Problem]:
+    """Name a translated field by its name in the template source, not by a path that exists only
+    in the translation (``hasPart.fields[0].ground_truth`` -> ``hasPart.text, field 'x': ground_truth``)."""
+    if not template:
+        return problems
+    out = []
+    for problem in problems:
+        match = re.match(re.escape(base) + r"\.fields\[(\d+)\]\.?(.*)$", problem.where)
+        if match and int(match.group(1)) < len(template["fields"]):
+            name = template["fields"][int(match.group(1))]["name"]
+            rest = f": {match.group(2)}" if match.group(2) else ""
+            out.append(Problem(f"{base}.text, field {name!r}{rest}", f"question not registered: {problem.reason}"))
+        else:
+            out.append(problem)
+    return out
 
 
 def _question_id(element: dict, item: dict, text: str) -> str:

@@ -135,7 +135,11 @@ def _validate(model: type[BaseModel], doc: Any, where: str = "$") -> Any:
 
 def read_benchmark(doc: dict) -> ParsedFile:
     """A native benchmark file: the benchmark and the responses it carries (may be none)."""
-    bench = _validate(Benchmark, doc)
+    try:
+        bench = _validate(Benchmark, doc)
+    except FileRejected as exc:  # report a bad config along with the shape errors
+        config = doc.get("config")
+        raise FileRejected(exc.problems + (check_config(config) if isinstance(config, dict) else [])) from None
     problems = Problems()
     problems.extend(check_config(bench.config))
     questions = [q.model_dump(mode="json") for q in bench.questions]
