@@ -21,6 +21,7 @@ from typing import Any
 
 from stages.casework import CaseWork
 from stages.excerpts import extract_excerpts
+from stages.judge import UnrecordedRequest
 from stages.judge.roles import AttributeSpec, ReasonRequest, ScoreTraitRequest, TraitSpec
 from stages.risk import assess_risk
 from stages.rubric_modes import TraitPlan, resolve_trait
@@ -108,12 +109,16 @@ async def _deep_trait(work: CaseWork, trait: dict[str, Any], plan: TraitPlan) ->
             question=question, response=response, attributes=[attribute], subject="rubric",
             excerpts={spec.name: excerpts} if excerpts else {}, risks=risks))
         text = reasoning.reasoning.get(spec.name, "")
+    except UnrecordedRequest:
+        raise                 # a replay does not degrade: it names what the record lacks
     except Exception as exc:  # spec: a failed reasoning call goes on with empty reasoning
         text = ""
         degraded.append(f"reasoning failed ({type(exc).__name__}: {exc}); scored without it")
     try:
         reply = await _ask(work, "score_trait", ScoreTraitRequest(question=question, response=response, trait=spec,
                                                                 reasoning=text, excerpts=excerpts))
+    except UnrecordedRequest:
+        raise
     except Exception as exc:  # spec: score extraction failure falls back to the response directly
         degraded.append(f"score from the reasoning failed ({type(exc).__name__}: {exc}); scored from the response")
         reply = await _ask(work, "score_trait", ScoreTraitRequest(question=question, response=response, trait=spec))

@@ -18,6 +18,7 @@ from typing import Any
 
 from stages.casework import CaseWork
 from stages.excerpts import ExcerptSettings, extract_excerpts
+from stages.judge import UnrecordedRequest
 from stages.judge.roles import AttributeSpec, ParseRequest, ReasonRequest
 from stages.risk import assess_risk
 from stages.rubric import judge_rubric
@@ -78,6 +79,8 @@ async def _reason(work: CaseWork, attributes: list[AttributeSpec], excerpts: dic
                             attributes=attributes, subject="template", excerpts=excerpts, risks=risks)
     try:
         reasoning, error = dict((await work.ask("reason", request)).reasoning), None
+    except UnrecordedRequest:
+        raise                 # a replay does not degrade: it names what the record lacks
     except Exception as exc:  # the port gave up; the spec continues with empty reasoning
         reasoning, error = {}, f"{type(exc).__name__}: {exc}"
     work.emit("reasoning.generated", {"reasoning": reasoning, "risks": risks, "error": error}, step="reason")
