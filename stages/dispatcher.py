@@ -293,9 +293,11 @@ class _Run:
 
     def _port_retries(self, stream: str) -> int:
         """The judge port's own retries for this case in this run (429/5xx, timeouts, invalid replies)."""
-        return sum(1 for e in self.led.read(stream=stream, types=["judge.called"])
-                   if e.meta.get("run") == self.id and isinstance(e.data.get("attempt"), int)
-                   and e.data["attempt"] > 1)
+        # By stream only: SQLite then uses the (stream, version) index; adding a type filter
+        # makes it walk every judge.called of the ledger for each case.
+        return sum(1 for e in self.led.read(stream=stream)
+                   if e.type == "judge.called" and e.meta.get("run") == self.id
+                   and isinstance(e.data.get("attempt"), int) and e.data["attempt"] > 1)
 
 
 def _configs_of(pending: _Pending, layer: dict[str, Any]) -> dict[str, Any]:
