@@ -257,3 +257,11 @@ def test_a_translated_field_that_fails_native_checks_is_named_by_its_source_name
     [problem] = parse(json.dumps(doc).encode(), "c.jsonld").benchmark.rejected_questions
     assert problem.where == "$.dataFeedElement[0].item.hasPart.text, field 'x': ground_truth"
     assert "'four' does not fit the field type int" in problem.reason
+
+
+@pytest.mark.parametrize("condition", ["self.x == " + "-" * 200_000 + "1", "not " * 50_000 + "self.x",
+                                       "self.x == " + "(" * 300 + "1" + ")" * 300])
+def test_pathological_template_source_rejects_the_question_without_crashing(condition):
+    source = f"class Answer(BaseAnswer):\n    x: int = Field(description='d')\n    def verify(self):\n        return {condition}\n"
+    with pytest.raises(Untranslatable):
+        translate_template(source)

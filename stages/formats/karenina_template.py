@@ -58,10 +58,17 @@ def known_primitives() -> frozenset[str]:
 def translate_template(source: str) -> Translation:
     """Native fields for one template's source; raises Untranslatable."""
     try:
+        return _translate(source)
+    except (RecursionError, MemoryError):
+        raise Untranslatable(None, "the template is nested too deeply to be read") from None
+
+
+def _translate(source: str) -> Translation:
+    try:
         tree = ast.parse(source)
-    except SyntaxError as exc:
-        err = Untranslatable(None, f"the template is not valid Python: {exc.msg}")
-        err.line = exc.lineno
+    except (SyntaxError, ValueError) as exc:
+        err = Untranslatable(None, f"the template is not valid Python: {getattr(exc, 'msg', exc)}")
+        err.line = getattr(exc, "lineno", None)
         raise err from None
     notes: list[str] = []
     cls = _answer_class(tree, notes)
