@@ -74,8 +74,7 @@ class Outcome:
     ingested: dict[str, int] = field(default_factory=dict)   # status -> count
     batches: int = 0
     errors: int = 0
-    summaries: list[Any] = field(default_factory=list)
-    reports: list[Path] = field(default_factory=list)
+    reports: list[Path] = field(default_factory=list)   # written by the last refresh
     abandoned: bool = False
 
 
@@ -219,7 +218,7 @@ class Daemon:
             summary = self._call(self.callbacks.process)
             current = self.callbacks.head()
             reports = []
-            if current != self._reported_head and not self.stopping.is_set():
+            if current != self._reported_head:   # even when stopping: the reports match the ledger at exit
                 reports = self._call(self.callbacks.refresh) or []
                 self._reported_head = current
                 self.outcome.reports = list(reports)
@@ -231,7 +230,6 @@ class Daemon:
         self._done_head = seen
         if current != seen or reports:   # a pass that found nothing to do is not worth a line
             self.outcome.batches += 1
-            self.outcome.summaries.append(summary)
             fields = {**_result_fields(summary, prefix="run_"), "head": getattr(current, "seq", str(current)),
                       "reports": len(reports), "ms": _ms(started)}
             self.log("batch", **fields)
