@@ -49,8 +49,8 @@ def check_primitive(spec: Any, where: str) -> tuple[Any, list[Problem]]:
         return from_spec(spec, where=where), []
     except PrimitiveSpecError as exc:
         return None, [Problem(exc.where or where, exc.reason)]
-    except (ValueError, TypeError) as exc:
-        return None, [Problem(where, str(exc))]
+    except Exception as exc:  # noqa: BLE001 - a loader failing on odd input is still bad input
+        return None, [Problem(where, f"cannot load this primitive: {type(exc).__name__}: {exc}")]
 
 
 def _fallback_primitive(spec: Any, where: str) -> list[Problem]:
@@ -75,8 +75,8 @@ def check_expected(primitive: Any, ground_truth: Any, where: str) -> list[Proble
         return []
     try:
         checker(ground_truth)
-    except (ValueError, TypeError) as exc:
-        return [Problem(where, str(exc))]
+    except Exception as exc:  # noqa: BLE001 - the primitive refuses this ground truth
+        return [Problem(where, str(exc) or type(exc).__name__)]
     return []
 
 
@@ -92,6 +92,8 @@ def check_loadable(template: dict, where: str) -> list[Problem]:
         TemplateSpec.from_dict(template, where=where)
     except PrimitiveSpecError as exc:
         return [Problem(exc.where or where, exc.reason)]
+    except Exception as exc:  # noqa: BLE001 - the stage could not load it: neither can we accept it
+        return [Problem(where, f"the template stage cannot load this template: {type(exc).__name__}: {exc}")]
     return []
 
 
