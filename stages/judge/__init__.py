@@ -15,7 +15,7 @@ from __future__ import annotations
 from stages.judge.calls import JudgeCallFailed, JudgeError, UnrecordedRequest
 from stages.judge.port import Judge
 from stages.judge.recording import request_hash
-from stages.judge.roles import ROLE_NAMES, role
+from stages.judge.registry import ROLE_NAMES, role
 from stages.judge.settings import OFFLINE_MODEL, JudgeSettings, Price
 
 __all__ = ["Judge", "JudgeCallFailed", "JudgeError", "JudgeSettings", "OFFLINE_MODEL", "Price",

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
-from stages.judge.roles import Model, RoleSpec
+from stages.judge.registry import RoleSpec
+from stages.judge.roles import Model
 
 
 class JudgeError(Exception):

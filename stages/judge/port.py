@@ -14,7 +14,8 @@ from typing import Any
 
 from stages.judge.calls import Attempt, Backend, PendingCall
 from stages.judge.recording import CallIndex, case_stream, index_for, record_attempt, request_hash
-from stages.judge.roles import Model, role as role_spec
+from stages.judge.registry import role as role_spec
+from stages.judge.roles import Model
 from stages.judge.settings import JudgeSettings
 
 

@@ -4,14 +4,12 @@ The reply models are also the JSON schemas the model must answer in (``response_
 they parse what real judges send: each reply model accepts the shapes Karenina's recorded replies
 use (a flat ``{attribute: [excerpts]}`` object, ``{"score": 5}``, ``{"scores": {...}}``, a bare
 array of claim evaluations) besides its own. ``ROLES`` maps each role name of docs/internals.md
-to its models, its prompt builder and its request-aware reply validation.
+to its models, its prompt builder and its request-aware reply validation (``registry.py``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -127,14 +125,6 @@ class ExtractExcerptsReply(Model):
         return value
 
 
-def _check_excerpts(request: ExtractExcerptsRequest, reply: ExtractExcerptsReply) -> None:
-    names = {a.name for a in request.attributes}
-    missing = sorted(names - set(reply.excerpts))
-    if missing:
-        raise ValueError(f"no entry for attribute(s) {', '.join(missing)}; give every attribute a list "
-                         "(one entry with empty text and confidence 'none' when there is no excerpt)")
-
-
 # --- assess_risk ---------------------------------------------------------------------------------
 
 class ExcerptEvidence(Model):
@@ -193,12 +183,6 @@ class ReasonReply(Model):
         return value
 
 
-def _check_reasoning(request: ReasonRequest, reply: ReasonReply) -> None:
-    missing = sorted({a.name for a in request.attributes} - set(reply.reasoning))
-    if missing:
-        raise ValueError(f"no reasoning for attribute(s) {', '.join(missing)}")
-
-
 # --- parse ---------------------------------------------------------------------------------------
 
 class ParseRequest(Model):
@@ -244,27 +228,6 @@ class ScoreTraitReply(Model):
             if isinstance(scores, dict) and len(scores) == 1:
                 return {**value, "score": next(iter(scores.values()))}
         return value
-
-
-def _check_trait(request: ScoreTraitRequest, reply: ScoreTraitReply) -> ScoreTraitReply:
-    trait = request.trait
-    if trait.kind == "boolean":
-        if not isinstance(reply.score, bool):
-            raise ValueError(f"trait {trait.name!r} is boolean: answer true or false, not {reply.score!r}")
-        return reply
-    if isinstance(reply.score, bool) or not trait.min_score <= reply.score <= trait.max_score:
-        raise ValueError(f"trait {trait.name!r} takes an integer from {trait.min_score} to "
-                         f"{trait.max_score}, not {reply.score!r}")
-    return reply
-
-
-def _pick_trait(request: ScoreTraitRequest, data: Any) -> Any:
-    """A batch reply ``{"scores": {...}}`` naming several traits: take this request's trait."""
-    if isinstance(data, dict) and "score" not in data and isinstance(data.get("scores"), dict):
-        scores = data["scores"]
-        if request.trait.name in scores:
-            return {**data, "score": scores[request.trait.name]}
-    return data
 
 
 # --- score_claims (reconstruction) ---------------------------------------------------------------
@@ -324,19 +287,6 @@ class ScoreClaimsReply(Model):
         return value
 
 
-def _check_claims(request: ScoreClaimsRequest, reply: ScoreClaimsReply) -> None:
-    wanted = [c.id for c in request.claims]
-    got = [e.claim_id for e in reply.evaluations]
-    missing = [c for c in wanted if c not in got]
-    extra = sorted({g for g in got if g not in wanted})
-    twice = sorted({g for g in got if got.count(g) > 1})
-    if missing or extra or twice:
-        parts = ([f"missing claim(s) {', '.join(missing)}"] if missing else []) + \
-                ([f"unknown claim id(s) {', '.join(extra)}"] if extra else []) + \
-                ([f"claim(s) scored twice: {', '.join(twice)}"] if twice else [])
-        raise ValueError("score every claim exactly once: " + "; ".join(parts))
-
-
 # --- audit: decompose, check_facts, check_logic --------------------------------------------------
 
 class DecomposeRequest(Model):
@@ -384,76 +334,3 @@ class CheckFactsReply(AuditReply):
 
 class CheckLogicReply(AuditReply):
     pass
-
-
-# --- the registry --------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class RoleSpec:
-    """A role: its models, how its chat messages are built, and request-aware reply checks."""
-
-    name: str
-    request: type[Model]
-    reply: type[Model]
-    build_messages: Callable[[Any], list[dict[str, str]]]
-    check: Callable[[Any, Any], Any] | None = None
-    prepare: Callable[[Any, Any], Any] | None = None
-
-    def validate_reply(self, request: Any, data: Any) -> Model:
-        """Validate a decoded reply for this request; raises ValueError (or ValidationError) with the reason."""
-        if self.prepare is not None:
-            data = self.prepare(request, data)
-        reply = self.reply.model_validate(data)
-        if self.check is not None:
-            reply = self.check(request, reply) or reply
-        return reply
-
-    def reply_schema(self, request: Any) -> dict[str, Any]:
-        """The JSON schema the judge must answer in (the parse role's depends on the template)."""
-        if self.name == "parse":
-            from stages.judge.template_schema import template_schema
-            return template_schema(request.fields)
-        return _static_schema(self.reply)
-
-
-@lru_cache(maxsize=None)
-def _static_schema(model: type[Model]) -> dict[str, Any]:
-    """A reply model's JSON schema, built once (pydantic takes milliseconds to build one)."""
-    return model.model_json_schema()
-
-
-def _registry() -> dict[str, RoleSpec]:
-    from stages.judge import prompts_audit as audit
-    from stages.judge import prompts_deep as deep
-    from stages.judge import prompts_reconstruction as recon
-    from stages.judge.template_schema import check_parsed
-
-    specs = [
-        RoleSpec("extract_excerpts", ExtractExcerptsRequest, ExtractExcerptsReply, deep.excerpt_messages,
-                 _check_excerpts),
-        RoleSpec("assess_risk", AssessRiskRequest, AssessRiskReply, deep.risk_messages),
-        RoleSpec("reason", ReasonRequest, ReasonReply, deep.reason_messages, _check_reasoning),
-        RoleSpec("parse", ParseRequest, ParseReply, deep.parse_messages, check_parsed),
-        RoleSpec("score_trait", ScoreTraitRequest, ScoreTraitReply, deep.trait_messages, _check_trait,
-                 _pick_trait),
-        RoleSpec("score_claims", ScoreClaimsRequest, ScoreClaimsReply, recon.claims_messages, _check_claims),
-        RoleSpec("decompose", DecomposeRequest, DecomposeReply, audit.decompose_messages),
-        RoleSpec("check_facts", CheckFactsRequest, CheckFactsReply, audit.facts_messages),
-        RoleSpec("check_logic", CheckLogicRequest, CheckLogicReply, audit.logic_messages),
-    ]
-    return {spec.name: spec for spec in specs}
-
-
-ROLE_NAMES = ("extract_excerpts", "assess_risk", "reason", "parse", "score_trait", "score_claims",
-              "decompose", "check_facts", "check_logic")
-_ROLES: dict[str, RoleSpec] = {}
-
-
-def role(name: str) -> RoleSpec:
-    """The spec of role ``name``; a ValueError naming the known roles for anything else."""
-    if not _ROLES:
-        _ROLES.update(_registry())
-    try:
-        return _ROLES[name]
-    except KeyError:
-        raise ValueError(f"unknown judge role {name!r}; roles: {', '.join(ROLE_NAMES)}") from None
