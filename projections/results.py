@@ -105,6 +105,7 @@ def case_result(case: dict) -> dict[str, Any]:
         "excerpts": excerpts,
         "excerpt_retries": excerpt_retry_count(case),
         "missing_excerpts": case["missing_excerpts"],
+        "risk": {attr: _strip(r) for attr, r in sorted(case["risk"].items())},
         "reasoning": _strip(case["reasoning"]),
         "traits": {name: _strip(t) for name, t in sorted(case["traits"].items())},
         "traits_auto_failed": case["traits_auto_failed"],
