@@ -53,7 +53,7 @@ def rejected(name: str, sha: str, size: int, problems: list[Problem]) -> NewEven
 
 def registered(bench: ParsedBenchmark, source: dict, fmt: str, causation: str) -> tuple[str, NewEvent]:
     """The benchmark's id and its ``benchmark.registered`` event."""
-    bid = benchmark_id(bench.kind, bench.name, bench.config, bench.questions)
+    bid = benchmark_id(bench.kind, bench.name if bench.name_in_id else "", bench.config, bench.questions)
     data = {"benchmark": bid, "name": bench.name, "kind": bench.kind, "format": fmt, "config": bench.config,
             "questions": bench.questions, "source": source,
             "rejected_questions": [p.as_dict() for p in bench.rejected_questions],

@@ -266,3 +266,11 @@ def test_text_responses_cannot_answer_a_reconstruction(led, tmp_path):
     path.write_text(response_lines("1955-francis-report-summary", [("1955-francis-report-summary", "m", "text")]))
     result = ingest_path(led, path)
     assert result.status == "rejected" and "reconstruction files, not text" in result.errors[0]["reason"]
+
+
+def test_the_same_audit_cases_under_another_file_name_are_the_same_benchmark(led, tmp_path):
+    copy_path = tmp_path / "renamed-cases.jsonl"
+    copy_path.write_bytes((SAMPLES / "verifyfast-cases.audit.jsonl").read_bytes() + b"\n")
+    first = ingest_path(led, SAMPLES / "verifyfast-cases.audit.jsonl")
+    again = ingest_path(led, copy_path)
+    assert again.status == "accepted" and again.benchmark == first.benchmark and again.cases_opened == 0

@@ -52,5 +52,5 @@ def read_audit(rows: list[tuple[int, Any]], name: str) -> ParsedFile:
         questions.append(question)
         responses.append(ParsedResponse(qid, None, line.model_output, f"line {number}"))
     problems.raise_if_any()
-    bench = ParsedBenchmark("audit", name, {}, questions)
+    bench = ParsedBenchmark("audit", name, {}, questions, name_in_id=False)
     return ParsedFile("audit", bench, responses)

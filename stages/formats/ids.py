@@ -1,7 +1,8 @@
 """Content-derived ids: the same inputs give the same ids on any machine.
 
 - benchmark id: 16 hex digits of sha256 over the canonical JSON of
-  ``{"kind", "name", "config", "questions"}`` (the normalised benchmark, responses excluded);
+  ``{"kind", "name", "config", "questions"}`` (the normalised benchmark, responses excluded;
+  ``name`` is "" for an audit file, whose name is only its file name);
 - case id: 16 hex digits of sha256 over the canonical JSON of
   ``[benchmark id, question id, model (or null), response]`` where ``response`` is the response
   text (template, audit) or the reconstruction object;

@@ -24,6 +24,9 @@ class ParsedBenchmark:
     rejected_questions: list[Problem] = field(default_factory=list)
     rejected_traits: list[Problem] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    # False when the name is not content (an audit file is named after its file name), so the
+    # same cases under another file name are the same benchmark.
+    name_in_id: bool = True
 
     def question(self, question_id: str) -> dict | None:
         for q in self.questions:
