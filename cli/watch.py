@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 import traceback
@@ -26,18 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from watchdog.events import (
-    FileClosedEvent, FileCreatedEvent, FileModifiedEvent, FileMovedEvent, FileSystemEvent,
-    FileSystemEventHandler,
-)
-from watchdog.observers.polling import PollingObserver
-
 from cli.watch_inbox import InboxTracker, is_ignored, scan_inbox
 from cli.watch_log import Log
-
-# Files of a home whose change means "the ledger may have new events".
-LEDGER_FILES = ("ledger.db", "ledger.db-wal", "events.jsonl")
-WATCHED_EVENTS = [FileCreatedEvent, FileMovedEvent, FileModifiedEvent, FileClosedEvent]
+from cli.watch_observer import ObserverLogForwarder, start_observer
 
 
 @dataclass(frozen=True)
@@ -105,9 +95,11 @@ class Daemon:
     def run(self) -> Outcome:
         """Watch until stopped; returns what was done. Installs SIGTERM/SIGINT handlers when it can."""
         restore = self._install_signals()
-        forward = _ObserverLogForwarder(self)
+        forward = ObserverLogForwarder(self.log)
         logging.getLogger("watchdog").addHandler(forward)
-        observer = None if self.options.once else self._start_observer()
+        observer = None if self.options.once else start_observer(
+            self.home, self.inbox, self.options.polling,
+            on_inbox=lambda path, kind: self.inbox_event(path, kind), on_ledger=self.wake.set)
         self.log("started", home=str(self.home), pid=os.getpid(), once=self.options.once,
                  observer="none" if observer is None else type(observer).__name__,
                  rescan_seconds=self.options.rescan_seconds)
@@ -249,17 +241,6 @@ class Daemon:
         self.log(event, level="error", error=f"{type(exc).__name__}: {exc}", at=at, **fields)
 
     # --- watching ----------------------------------------------------------------------------------
-    def _start_observer(self):
-        """One observer on the inbox and on the home (for the ledger files)."""
-        if self.options.polling:
-            observer = PollingObserver(timeout=1)
-        else:
-            observer = _native_observer()
-        observer.schedule(_InboxHandler(self), str(self.inbox), recursive=False, event_filter=WATCHED_EVENTS)
-        observer.schedule(_LedgerHandler(self), str(self.home), recursive=False, event_filter=WATCHED_EVENTS)
-        observer.start()
-        return observer
-
     def inbox_event(self, path: Path, kind: str) -> None:
         """Called from the observer thread for a file event in the inbox."""
         if is_ignored(path.name) or path.parent != self.inbox:
@@ -299,79 +280,6 @@ class Daemon:
             self._grace_over = True
             # A real signal to the main thread: it also interrupts a blocking sleep or select there.
             signal.pthread_kill(threading.main_thread().ident, signum)
-
-
-class _ObserverLogForwarder(logging.Handler):
-    """Turns watchdog's own log records (say, an inotify queue overflow) into daemon log lines,
-    so stderr stays one format; silent while the observer is being stopped."""
-
-    def __init__(self, daemon: Daemon):
-        super().__init__(level=logging.WARNING)
-        self.daemon = daemon
-        self.quiet = False
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if not self.quiet:
-            self.daemon.log("observer", level=record.levelname.lower(), message=record.getMessage())
-
-
-class _InboxHandler(FileSystemEventHandler):
-    """Forwards file events in the inbox to the daemon's tracker."""
-
-    def __init__(self, daemon: Daemon):
-        self.daemon = daemon
-
-    def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.is_directory:
-            return
-        if isinstance(event, FileMovedEvent):
-            if event.dest_path:
-                self.daemon.inbox_event(Path(event.dest_path), "moved")
-            return
-        kind = {FileCreatedEvent: "created", FileModifiedEvent: "modified", FileClosedEvent: "closed"}.get(type(event))
-        if kind:
-            self.daemon.inbox_event(Path(event.src_path), kind)
-
-
-class _LedgerHandler(FileSystemEventHandler):
-    """Wakes the daemon when the ledger's files change (another process may have appended)."""
-
-    def __init__(self, daemon: Daemon):
-        self.daemon = daemon
-
-    def on_any_event(self, event: FileSystemEvent) -> None:
-        path = event.dest_path if isinstance(event, FileMovedEvent) and event.dest_path else event.src_path
-        if not event.is_directory and Path(path).name in LEDGER_FILES:
-            self.daemon.wake.set()
-
-
-def _native_observer():
-    """inotify with full move events on Linux (a rename into the inbox is told apart from a write);
-    the platform's default observer elsewhere."""
-    if sys.platform.startswith("linux"):
-        from watchdog.observers.inotify import InotifyObserver
-        _shorten_move_pairing()
-        return InotifyObserver(generate_full_events=True)
-    from watchdog.observers import Observer
-    return Observer()
-
-
-# How long watchdog holds an inotify IN_MOVED_FROM to pair it with its IN_MOVED_TO (0.5 s by
-# default). Every event of the watch queues behind a held one, and intake moves each ingested file
-# out of the inbox to a folder we do not watch, an IN_MOVED_FROM that never pairs: each ingest
-# would make the next drop wait half a second. The kernel queues both halves of a rename together,
-# so a short wait pairs them just as well; an unpaired half is still handled (FileMovedEvent with
-# an empty source or destination).
-MOVE_PAIRING_SECONDS = 0.05
-
-
-def _shorten_move_pairing() -> None:
-    """Set watchdog's move-pairing wait (a class attribute read when a watch is created)."""
-    try:
-        from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
-    except ImportError:   # another watchdog layout: keep its default, only latency suffers
-        return
-    InotifyMoveEventGrouper.delay = MOVE_PAIRING_SECONDS
 
 
 def _result_fields(result: Any, prefix: str = "") -> dict[str, Any]:
