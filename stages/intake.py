@@ -182,8 +182,10 @@ def _commit(led: Ledger, batch: list[NewEvent], result: IngestResult) -> IngestR
     before = led.head().seq
     stored = led.append(batch)
     result.cases_opened = sum(1 for e in stored if e.type == "case.opened" and e.seq > before)
-    if any(e.type == "benchmark.registered" and e.seq <= before for e in stored):
-        result.notes.append("(benchmark already registered from another file)")
+    earlier = next((e for e in stored if e.type == "benchmark.registered" and e.seq <= before), None)
+    if earlier is not None:
+        result.benchmark_name = earlier.data["name"]
+        result.notes.append(f"(benchmark already registered at seq {earlier.seq})")
     return result
 
 

@@ -274,3 +274,4 @@ def test_the_same_audit_cases_under_another_file_name_are_the_same_benchmark(led
     first = ingest_path(led, SAMPLES / "verifyfast-cases.audit.jsonl")
     again = ingest_path(led, copy_path)
     assert again.status == "accepted" and again.benchmark == first.benchmark and again.cases_opened == 0
+    assert again.benchmark_name == "verifyfast-cases.audit"
