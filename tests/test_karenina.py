@@ -265,3 +265,16 @@ def test_pathological_template_source_rejects_the_question_without_crashing(cond
     source = f"class Answer(BaseAnswer):\n    x: int = Field(description='d')\n    def verify(self):\n        return {condition}\n"
     with pytest.raises(Untranslatable):
         translate_template(source)
+
+
+@pytest.mark.parametrize("annotation", ["Optional[int]", "int | None", "None | int", "Union[int, None]",
+                                        "typing.Optional[int]"])
+def test_optional_field_types_translate_to_the_inner_type(annotation):
+    [field] = fields_of("return self.n == 3", f"n: {annotation} = Field(description='n')\n")
+    assert field["type"] == "int" and field["verify_with"] == {"type": "NumericExact"}
+
+
+def test_unions_of_real_types_are_refused():
+    with pytest.raises(Untranslatable) as info:
+        fields_of("return self.n == 3", "n: int | str = Field(description='n')\n")
+    assert "unsupported field type" in info.value.reason

@@ -170,7 +170,14 @@ def _declaration(node: ast.AnnAssign, notes: list[str]) -> Decl | None:
 
 
 def _field_type(node: ast.AST) -> tuple[str, list[str] | None]:
-    """The native type of an annotation: int, float, str, bool, list[str] or Literal[...]."""
+    """The native type of an annotation: int, float, str, bool, list[str] or Literal[...].
+
+    ``Optional[T]``, ``T | None`` and ``Union[T, None]`` are T: a null extraction is "not
+    verifiable", which fails the field just as comparing None would.
+    """
+    inner = _without_none(node)
+    if inner is not node:
+        return _field_type(inner)
     if isinstance(node, ast.Name) and node.id in _SCALAR_TYPES:
         return _SCALAR_TYPES[node.id], None
     if isinstance(node, ast.Subscript) and name_of(node.value) in ("list", "List"):
@@ -183,6 +190,26 @@ def _field_type(node: ast.AST) -> tuple[str, list[str] | None]:
             return "literal", values
     raise Untranslatable(node, "unsupported field type (native types: int, float, str, bool, list[str], "
                                "Literal of strings)")
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _without_none(node: ast.AST) -> ast.AST:
+    """T for ``Optional[T]``, ``T | None``, ``None | T`` or ``Union[T, None]``; else the node itself."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        if _is_none(node.right):
+            return node.left
+        if _is_none(node.left):
+            return node.right
+    if isinstance(node, ast.Subscript) and name_of(node.value) == "Optional":
+        return node.slice
+    if isinstance(node, ast.Subscript) and name_of(node.value) == "Union" and isinstance(node.slice, ast.Tuple):
+        rest = [e for e in node.slice.elts if not _is_none(e)]
+        if len(rest) == 1 and len(node.slice.elts) == 2:
+            return rest[0]
+    return node
 
 
 def _literal_kwargs(call: ast.Call, skip: tuple[str, ...] = ()) -> dict[str, Any]:
