@@ -24,7 +24,7 @@ from projections.fold import (
     BENCHMARK_TYPES, CASE_APPLIERS, FOLDED_TYPES, RUN_TYPES, apply_benchmark_event,
     apply_case_event, apply_run_event, case_id_of, new_case,
 )
-from projections.store import ReadModelStore
+from projections.store import ReadModelStore, StaleFold
 
 # A rebuild keeps at most this many case states in memory before writing them out.
 FLUSH_EVERY = 50_000
@@ -121,14 +121,27 @@ class _Folder:
                 self.runs = self.store.load_keyed("proj_runs")
             apply_run_event(self.runs, etype, data)
 
-    def flush(self, position: tuple[int, str] | None) -> None:
-        self.store.save(self.cases.values(), self.benchmarks or {}, self.runs or {}, position)
+    def flush(self, position: tuple[int, str] | None, folded_from: int | None = None) -> None:
+        self.store.save(self.cases.values(), self.benchmarks or {}, self.runs or {}, position, folded_from)
         self.flushed.update(self.cases)
         self.cases = {}
 
 
 def update(led, store: ReadModelStore, *, fresh: bool = False) -> FoldResult:
-    """Fold every event after the store's position up to the current head; save in one commit."""
+    """Fold every event after the store's position up to the current head; save in one commit.
+
+    When another process folded at the same time and committed first, this fold is thrown away
+    and done again from the new position (at most a few times; folds are idempotent anyway).
+    """
+    for _ in range(4):
+        try:
+            return _update_once(led, store, fresh)
+        except StaleFold:
+            fresh = False
+    return _update_once(led, store, fresh)
+
+
+def _update_once(led, store: ReadModelStore, fresh: bool) -> FoldResult:
     start, _ = store.position()
     head = led.head()
     folder = _Folder(store, fresh=fresh)
@@ -143,7 +156,7 @@ def update(led, store: ReadModelStore, *, fresh: bool = False) -> FoldResult:
     gc.disable()               # the fold allocates many small, long-lived containers: no cycles to find
     try:
         count = _fold_all(folder, events)
-        folder.flush((head.seq, head.hash))
+        folder.flush((head.seq, head.hash), None if folder.flushed else start)
     finally:
         if collecting:
             gc.enable()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -146,16 +147,25 @@ def write_files(directory: Path, files: dict[str, bytes]) -> list[Path]:
         if path.exists() and path.read_bytes() == data:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        _atomic_write(path, data)
     for rel in sorted(previous - set(files)):
         stale = directory / rel
         if stale.is_file():
-            stale.unlink()
+            stale.unlink(missing_ok=True)
         for parent in stale.parents:            # folders the stale file leaves empty go too
             if parent == directory or not parent.is_dir() or any(parent.iterdir()):
                 break
-            parent.rmdir()
-    manifest.write_text("".join(rel + "\n" for rel in files))
+            try:
+                parent.rmdir()
+            except OSError:                      # another reporter just wrote into it
+                break
+    _atomic_write(manifest, "".join(rel + "\n" for rel in files).encode())
     return written
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write via a temporary file named for this process and thread, then rename over ``path``
+    (two reporters at once, a daemon's and a user's, never see or leave half a file)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

@@ -32,6 +32,10 @@ CREATE TABLE IF NOT EXISTS proj_runs (run TEXT PRIMARY KEY, state TEXT NOT NULL)
 """
 
 
+class StaleFold(Exception):
+    """Another fold committed since this one read its position; its result must not be saved."""
+
+
 def dumps(value: Any) -> str:
     """Canonical JSON text (sorted keys) of a state."""
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
@@ -82,14 +86,20 @@ class ReadModelStore:
         self.conn.executescript(SCHEMA)
 
     def save(self, cases: Iterable[dict], benchmarks: dict[str, dict], runs: dict[str, dict],
-             position: tuple[int, str] | None) -> None:
-        """Upsert states and (when given) the new position, in one transaction."""
+             position: tuple[int, str] | None, folded_from: int | None = None) -> None:
+        """Upsert states and (when given) the new position, in one transaction.
+
+        ``folded_from``: the position the fold started at; when another fold (a daemon's and a
+        user's ``report`` at once) has moved it since, nothing is written and StaleFold is raised.
+        """
         from projections.results import case_status, effective_verdict
         rows = [(c["case_id"], c["benchmark"], c["model"], c["kind"], c["question_id"],
                  case_status(c), effective_verdict(c), dumps(c)) for c in cases]
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
+            if folded_from is not None and self.position()[0] != folded_from:
+                raise StaleFold(f"the read models moved past seq {folded_from} during this fold")
             conn.executemany("INSERT OR REPLACE INTO proj_cases VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
             conn.executemany("INSERT OR REPLACE INTO proj_benchmarks VALUES (?, ?)",
                              [(k, dumps(v)) for k, v in benchmarks.items()])

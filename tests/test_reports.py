@@ -186,3 +186,51 @@ def test_cli_report_and_rebuild(tmp_path):
     assert out.startswith("rebuilt ")
     assert read_tree(home / "reports") == before
     assert main(["--home", str(tmp_path / "nowhere"), "report"]) == 2
+
+
+def test_a_fold_that_lost_a_race_is_not_saved(tmp_path):
+    from projections.store import ReadModelStore, StaleFold
+    import pytest
+    led = build(tmp_path / "home", seed=8)
+    store = ReadModelStore(led)
+    projections.update(led)
+    moved = store.position()
+    with pytest.raises(StaleFold):
+        store.save([syn_case_state()], {}, {}, (1, "0" * 64), folded_from=0)
+    assert store.position() == moved                          # nothing written
+    store.close()
+
+
+def syn_case_state() -> dict:
+    from projections.fold import new_case
+    return {**new_case("x"), "benchmark": "b", "model": "m", "kind": "template", "question_id": "q"}
+
+
+def test_concurrent_reports_converge_to_the_rebuild(tmp_path):
+    import threading
+    home = tmp_path / "home"
+    writer = ledger.open_ledger(home)
+    writer.append(header_events())
+    ordered = interleave(case_histories(), seed=21)
+    errors = []
+
+    def reporter():
+        try:
+            with ledger.open_ledger(home) as led:
+                for _ in range(6):
+                    projections.refresh(led)
+        except Exception as exc:  # pragma: no cover - the assertion below shows it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reporter) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for start in range(0, len(ordered), 9):
+        writer.append(ordered[start:start + 9])
+    for t in threads:
+        t.join()
+    assert not errors
+    projections.refresh(writer)
+    updated = read_tree(home / "reports")
+    projections.rebuild(writer)
+    assert read_tree(home / "reports") == updated
