@@ -92,6 +92,19 @@ def test_claim_scores_follow_overlap_and_cite_their_evidence(led):
     assert scores["c3"].score <= 1 and scores["c3"].evidence_refs == []
 
 
+def test_a_claim_sharing_only_the_documents_common_words_is_not_reconstructed(led):
+    reply = ask(led, "score_claims", {
+        "doc_id": "d1",
+        "claims": [{"id": "c1", "text": "The Salk vaccine was declared safe and effective."},
+                   {"id": "c2", "text": "The vaccine was licensed by the government."},
+                   {"id": "c3", "text": "Salk did not patent the vaccine."}],
+        "answers": [{"id": "q1", "answer": "The Salk vaccine was declared safe and effective."}],
+        "synthesis": "Salk's vaccine was safe; the government licensed it."})
+    scores = {e.claim_id: e.score for e in reply.evaluations}
+    assert scores["c1"] == 10 and scores["c2"] >= 6
+    assert scores["c3"] <= 3  # 'Salk' and 'vaccine' are everywhere; 'patent' is nowhere
+
+
 CONTEXT = "Revenue rose 12% to $4.5 billion in 2023. Operating costs fell 3%. The company did not pay a dividend."
 
 

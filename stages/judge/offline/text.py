@@ -141,9 +141,14 @@ def words(text: str) -> list[str]:
 
 
 def terms(text: str) -> list[str]:
-    """The content words of ``text``, stemmed, in order (stopwords and numbers dropped)."""
-    return [stem(w) for w in words(text.replace("_", " ")) if w not in STOPWORDS and not w[0].isdigit()
-            and len(w) > 1]
+    """The content words of ``text``, stemmed, in order (stopwords and numbers dropped; the parts of
+    a hyphenated word count as words: 'placebo-controlled' meets 'placebo' and 'controls')."""
+    out = []
+    for w in words(text.replace("_", " ")):
+        for part in w.split("-") if "-" in w else (w,):
+            if part and part not in STOPWORDS and not part[0].isdigit() and len(part) > 1:
+                out.append(stem(part))
+    return out
 
 
 def term_set(text: str) -> frozenset[str]:
