@@ -118,3 +118,11 @@ def test_a_bad_config_is_reported_together_with_shape_errors():
     del doc["questions"][0]["question"]
     found = reasons(doc)
     assert "$.questions[0].question" in found and "$.config.deep_judgment_enabld" in found
+
+
+def test_a_missing_format_key_is_named_with_the_value_to_add():
+    doc = benchmark()
+    del doc["format"]
+    assert 'starts with "format": "evalledger/benchmark@1"' in reasons(doc)["$.format"]
+    found = reasons({"benchmark": "chromosomes", "responses": [{"question_id": "q1", "model": "m", "text": "t"}]})
+    assert '"evalledger/responses@1"' in found["$.format"]

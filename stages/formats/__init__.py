@@ -47,7 +47,7 @@ def parse(raw: bytes, filename: str = "input") -> ParsedFile:
 def _looks_like_line(doc: dict) -> bool:
     """A one-line JSONL file (an audit case or a response line) parses as a single object."""
     return "format" not in doc and "@type" not in doc and "doc_id" not in doc and (
-        bool(_AUDIT_KEYS & doc.keys()) or bool({"question_id", "benchmark"} & doc.keys()))
+        bool(_AUDIT_KEYS & doc.keys()) or "question_id" in doc)
 
 
 def _read_document(doc: dict) -> ParsedFile:
@@ -65,6 +65,10 @@ def _read_document(doc: dict) -> ParsedFile:
         return karenina.read_checkpoint(doc)
     if fmt is not None:
         raise FileRejected([Problem("$.format", f"unknown format {fmt!r}; {_FORMAT_HELP}")])
+    for key, expected in (("questions", native.BENCHMARK_FORMAT), ("responses", native.RESPONSES_FORMAT)):
+        if key in doc:
+            raise FileRejected([Problem("$.format", f'required key is missing: a file with "{key}" starts '
+                                                    f'with "format": "{expected}"')])
     raise FileRejected([Problem("$", f"not a recognised format; {_FORMAT_HELP}")])
 
 
