@@ -206,3 +206,21 @@ def test_a_second_sigint_abandons_at_once(home):
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=10)
     assert proc.returncode == 0 and out.split() == ["abandoned"]
+
+
+def test_sigterm_in_the_middle_of_a_real_pass_exits_0_and_a_restart_finishes_the_work(home, tmp_path):
+    log = tmp_path / "watch.log"
+    for i in range(4):
+        drop_by_rename(home / "inbox", f"bench-{i}.json", benchmark_file(i, questions=40))
+    proc = start_watch(home, "--log-format", "json", "--grace-seconds", "0", log_path=log)
+    assert wait_for(lambda: logged(log, "judging"), 20, step=0.005)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    records = log_records(log)
+    assert records[-1]["event"] == "stopped"
+    assert any(r["event"] == "abandoned" for r in records), "the pass was still running: it was abandoned"
+    assert judged_count(home) < 320
+    assert evalledger(home, "verify").returncode == 0
+    assert evalledger(home, "watch", "--once", check=False).returncode == 0
+    judged = [e["data"]["case_id"] for e in events(home, "case.judged")]
+    assert len(judged) == len(set(judged)) == 320
