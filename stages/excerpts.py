@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stages.casework import CaseWork
-from stages.fuzzy import similarity
+from stages.fuzzy import validate
 from stages.judge.roles import AttributeSpec, ExtractExcerptsRequest, FailedQuote
 
 
@@ -63,10 +63,11 @@ async def extract_excerpts(work: CaseWork, attributes: list[AttributeSpec], sett
         reply = await work.ask("extract_excerpts", request, attempt=attempt, stage=stage)
         retry = []
         for attribute in pending:
-            scored = [(q, round(similarity(q.text, response_text), 6))
+            # The threshold decides on the exact score; only the recorded figure is rounded.
+            checks = [(q, validate(q.text, response_text, settings.threshold))
                       for q in _offered(reply.excerpts.get(attribute.name, []), settings.max_excerpts)]
-            passed = [(q, s) for q, s in scored if s >= settings.threshold]
-            failed = [{"text": q.text, "similarity": s} for q, s in scored if s < settings.threshold]
+            passed = [(q, round(c.score, 6)) for q, c in checks if c.passed]
+            failed = [{"text": q.text, "similarity": round(c.score, 6)} for q, c in checks if not c.passed]
             for index, (quote, score) in enumerate(passed):
                 entry = {"text": quote.text, "confidence": quote.confidence, "similarity": score, "attempt": attempt}
                 outcome.valid.setdefault(attribute.name, []).append(entry)

@@ -263,3 +263,25 @@ def test_deep_trait_whose_score_from_reasoning_fails_is_scored_from_the_response
     [scored] = data(home, "trait.scored")
     assert scored["mode"] == "deep" and scored["score"] == 3 and scored["reasoning"] == "neutral"
     assert "scored from the response" in scored["degraded"][0]
+
+
+def test_threshold_decides_on_the_exact_score_not_the_rounded_one(tmp_path):
+    # "23!" shares "23" with the response: an exact score of 2/3 = 0.6666666..., which rounds to
+    # 0.666667. Under a threshold of 0.6666669 the quote must fail, although its rounded figure passes.
+    config = {**DEEP, "deep_judgment_fuzzy_match_threshold": 0.6666669,
+              "deep_judgment_excerpt_retry_attempts": 0}
+    home = home_with(tmp_path, ("b.json", template_benchmark(config=config)))
+    base = template_judge()
+
+    def handle(body, role):
+        if role == "extract_excerpts":
+            return {"excerpts": {"pair_count": [{"text": "23!", "confidence": "high"}]}}
+        return base(body, role)
+
+    with StandInThread(StandIn(reply_fn=dispatch(handle))) as stand_in:
+        run_openai(home, stand_in)
+    assert not data(home, "excerpt.extracted")
+    [missing] = data(home, "excerpt.missing")
+    assert missing["failed"] == [{"text": "23!", "similarity": 0.666667}]
+    [judged] = data(home, "case.judged")
+    assert judged["auto_failed"] is True
