@@ -127,3 +127,17 @@ def test_replay_from_the_same_ledger(tmp_path):
 def test_replay_from_a_missing_home_is_refused(tmp_path, missing):
     with pytest.raises(ledger.LedgerError):
         make_judge(JudgeSettings(backend="replay", replay_source=str(tmp_path / missing)), None)
+
+
+def test_replay_from_an_exported_jsonl_ledger_into_a_jsonl_ledger(tmp_path):
+    source = tmp_path / "source"
+    originals, _ = run_calls(source, JudgeSettings(), [("parse", PARSE, "case1"), ("score_trait", TRAIT, "case1")])
+    with ledger.open_ledger(source) as led:
+        led.export(tmp_path / "exported.jsonl")
+    target = tmp_path / "target.jsonl"
+    replayed, misses = run_calls(target, JudgeSettings(backend="replay", replay_source=str(tmp_path / "exported.jsonl")),
+                                 [("parse", PARSE, "case1"), ("score_trait", TRAIT, "case1")])
+    assert replayed == originals and misses == []
+    assert [e.data["backend"] for e in recorded(target)] == ["replay", "replay"]
+    with ledger.open_ledger(target) as led:
+        assert led.verify().ok
