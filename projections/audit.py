@@ -42,8 +42,9 @@ def expected_score(case: dict) -> Any:
 def group_key(case: dict) -> str:
     """The audit group of a case: its model, with the profile when the config names one."""
     profile = (case.get("config") or {}).get("profile")
-    model = case["model"] if case["model"] is not None else "audited outputs"
-    return f"{model} [{profile}]" if profile else str(model)
+    from projections.results import model_label
+    model = model_label(case["model"])
+    return f"{model} [{profile}]" if profile else model
 
 
 def _pairs(cases: list[dict]) -> tuple[list[tuple[int, int, str, str, dict]], list[str]]:

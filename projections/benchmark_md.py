@@ -5,12 +5,19 @@ Numbers come from the aggregate document and from ``case_result``; this module o
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from projections.results import model_label
 from projections.markdown import (
     SUMMARY_HEADER, audit_section, cell, comparison_section, fmt, pct, provenance_lines,
     reconstruction_section, summary_rows, table,
 )
+
+
+def natural_key(text: str) -> list:
+    """Sort "q2" before "q10" and "2" before "10": digit runs compare as numbers."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", str(text))]
 
 
 def verdict_text(result: dict[str, Any]) -> str:
@@ -28,9 +35,9 @@ def side_by_side(results: list[dict], models: list[str]) -> list[str]:
     """One row per question, one column per model: the verdict (or score) each model got."""
     by_question: dict[str, dict[str, list[dict]]] = {}
     for r in results:
-        by_question.setdefault(str(r["question_id"]), {}).setdefault(str(r["model"]), []).append(r)
+        by_question.setdefault(str(r["question_id"]), {}).setdefault(model_label(r["model"]), []).append(r)
     rows = []
-    for question in sorted(by_question):
+    for question in sorted(by_question, key=natural_key):
         row: list[Any] = [question]
         for model in models:
             row.append("; ".join(_outcome(r) for r in by_question[question].get(model, [])) or "-")
@@ -80,7 +87,7 @@ def attention_section(results: list[dict]) -> list[str]:
         if r["auto_failed"]:
             why.append("auto-failed: " + ", ".join(r["auto_fail_reasons"]))
         if why:
-            rows.append([r["case_id"], r["question_id"], r["model"], " / ".join(why)])
+            rows.append([r["case_id"], r["question_id"], model_label(r["model"]), " / ".join(why)])
     if not rows:
         return []
     return ["### Cases to look at", ""] + table(["case", "question", "model", "why"], rows)
@@ -98,8 +105,10 @@ def render_benchmark(data: dict[str, Any], prov: dict[str, Any], results: list[d
         lines += ["Questions not registered: " + "; ".join(f"{q.get('where')}: {q.get('reason')}"
                                                            for q in data["rejected_questions"]), ""]
     lines += ["## Summary", ""] + table(SUMMARY_HEADER, summary_rows(data["models"]))
+    audit_groups = data.get("audit", {})
     for title, name in pictures:
-        lines += [f"![{title}]({name})", ""]
+        if title not in audit_groups:           # zone matrices are drawn inside their section
+            lines += [f"![{title}]({name})", ""]
     lines += comparison_section(data["comparisons"])
     lines += side_by_side(results, models)
     lines += field_section(data["models"]) + trait_section(data["models"])

@@ -22,7 +22,7 @@ from projections.audit import ZONES
 from projections.benchmark_md import render_benchmark, render_document
 from projections.markdown import render_aggregate_report, render_index
 from projections.reconstruction import document_report, score_histogram
-from projections.results import case_result, usage_of
+from projections.results import case_result, model_label, usage_of
 from projections.store import ReadModelStore
 from projections import svg
 
@@ -78,7 +78,7 @@ def _benchmark_files(bench: str, folder: str, data: dict, cases: list[dict], res
     pictures: list[tuple[str, str]] = []
     model_names = unique_names(list(data["models"]))
     for model, _ in data.get("reconstruction", {}).items():
-        counts = score_histogram([c for c in cases if c["model"] == model])
+        counts = score_histogram([c for c in cases if model_label(c["model"]) == model])
         name = f"claim-scores-{model_names[model]}.svg"
         files[f"{folder}/{name}"] = svg.histogram([str(i) for i in range(11)], counts,
                                                   f"Claim scores, {model}", "score (0-10)").encode()

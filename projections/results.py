@@ -136,11 +136,19 @@ def _strip(value: dict | None) -> dict | None:
 
 # --- per benchmark x model -------------------------------------------------------------------------
 
+NO_MODEL = "(no model)"
+
+
+def model_label(model: Any) -> str:
+    """How a case's model is named in reports (audit lines carry none)."""
+    return NO_MODEL if model is None else str(model)
+
+
 def group_cases(cases: Iterable[dict]) -> dict[tuple[str, str], list[dict]]:
     """Cases by (benchmark, model), each list in case-id order, keys sorted."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for case in cases:
-        groups.setdefault((str(case["benchmark"]), str(case["model"])), []).append(case)
+        groups.setdefault((str(case["benchmark"]), model_label(case["model"])), []).append(case)
     return {key: sorted(groups[key], key=lambda c: c["case_id"]) for key in sorted(groups)}
 
 
