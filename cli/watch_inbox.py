@@ -18,6 +18,7 @@ rename in.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,8 +97,11 @@ class InboxTracker:
         out = []
         for path, seen in list(self.files.items()):
             try:
-                st = os.stat(path)
+                st = os.stat(path, follow_symlinks=False)
             except FileNotFoundError:
+                self.forget(path)
+                continue
+            if not stat.S_ISREG(st.st_mode):   # symlinks, fifos: only regular files are read, as scans do
                 self.forget(path)
                 continue
             probe = (st.st_size, st.st_mtime_ns)

@@ -164,6 +164,19 @@ def test_tracker_sees_a_size_change_between_probes(tmp_path):
     assert tracker.ready() == [path]
 
 
+def test_tracker_ignores_symlinks(tmp_path):
+    target = tmp_path / "elsewhere.json"
+    target.write_text("{}")
+    old = time.time() - 60
+    os.utime(target, (old, old))
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    tracker = InboxTracker(quiet=0.0, settle=0.0)
+    tracker.on_event(link, "moved")
+    tracker.found(target)
+    assert tracker.ready() == [target] and not (tmp_path / "link.json") in tracker.files
+
+
 def test_tracker_drops_files_that_vanish(tmp_path):
     tracker = InboxTracker()
     path = tmp_path / "gone.json"
