@@ -126,3 +126,14 @@ def test_a_missing_format_key_is_named_with_the_value_to_add():
     assert 'starts with "format": "evalledger/benchmark@1"' in reasons(doc)["$.format"]
     found = reasons({"benchmark": "chromosomes", "responses": [{"question_id": "q1", "model": "m", "text": "t"}]})
     assert '"evalledger/responses@1"' in found["$.format"]
+
+
+def test_metric_traits_are_native_and_checked():
+    doc = benchmark()
+    doc["questions"][0]["rubric"]["traits"].append(
+        {"name": "findings", "kind": "metric", "metrics": ["precision", "recall"],
+         "tp_instructions": ["mentions diploidy"], "evaluation_mode": "tp_only"})
+    [question] = parse(json.dumps(doc).encode(), "b.json").benchmark.questions
+    assert question["rubric"]["traits"][2]["metrics"] == ["precision", "recall"]
+    doc["questions"][0]["rubric"]["traits"][2]["metrics"] = ["auc"]
+    assert "$.questions[0].rubric.traits[2].metrics[0]" in reasons(doc)

@@ -275,3 +275,11 @@ def test_the_same_audit_cases_under_another_file_name_are_the_same_benchmark(led
     again = ingest_path(led, copy_path)
     assert again.status == "accepted" and again.benchmark == first.benchmark and again.cases_opened == 0
     assert again.benchmark_name == "verifyfast-cases.audit"
+
+
+def test_a_jsonl_ledger_ingests_without_filing_anything(tmp_path):
+    path = write_json(tmp_path / "bench.json", benchmark())
+    with ledger.open_ledger(tmp_path / "ledger.jsonl") as led:
+        result = ingest_path(led, path, from_inbox=True)
+        assert result.status == "accepted" and result.moved_to is None and path.exists()
+        assert types(led)[0] == "file.received" and led.verify().ok
