@@ -69,11 +69,13 @@ def status(led: Ledger) -> Status:
     """Benchmarks (with their cases by state), pending responses, rejected files, the ledger head."""
     from stages.intake import pending_responses
     head = led.head()
-    states = case_states(led)
+    folded = list(led.read(types=_STATE_EVENTS, to_seq=head.seq))  # one pass, one consistent head
+    states = case_states(led, folded)
     per_benchmark: dict[str, dict[str, int]] = {}
-    for event in led.read(types=["case.opened"]):
-        counts = per_benchmark.setdefault(event.data["benchmark"], dict.fromkeys(CASE_STATES, 0))
-        counts[states[event.data["case_id"]]] += 1
+    for event in folded:
+        if event.type == "case.opened":
+            counts = per_benchmark.setdefault(event.data["benchmark"], dict.fromkeys(CASE_STATES, 0))
+            counts[states[event.data["case_id"]]] += 1
     out = Status(head={"seq": head.seq, "hash": head.hash})
     for event in led.read(types=["benchmark.registered"]):
         data = event.data
