@@ -96,6 +96,9 @@ def case_history(led, case_id: str) -> dict[str, Any]:
     rows = []
     for event in events:
         causation = (event.meta or {}).get("causation")
+        if causation and causation not in seqs:           # caused from another stream (a file, a run)
+            cause = led.get(causation)
+            seqs[causation] = cause.seq if cause is not None else None
         row = {"seq": event.seq, "recorded_at": (event.meta or {}).get("recorded_at"), "type": event.type,
                "stage": (event.meta or {}).get("stage"), "id": event.id, "hash": event.hash,
                "prev_hash": event.prev_hash, "causation": causation, "causation_seq": seqs.get(causation),
@@ -123,7 +126,8 @@ def _summary(row: dict) -> str:
 
 def format_history(history: dict[str, Any]) -> str:
     """The history as text: one line per event, its judge calls indented under it."""
-    lines = [f"case {history['case_id']}  benchmark {history['benchmark']}  model {history['model']}  "
+    model = history["model"] if history["model"] is not None else "(no model)"
+    lines = [f"case {history['case_id']}  benchmark {history['benchmark']}  model {model}  "
              f"question {history['question_id']}  kind {history['kind']}",
              f"{'seq':>7}  {'recorded_at':<27} {'type':<20} {'stage':<15} {'hash':<12}  causation"]
     for row in history["events"]:

@@ -38,6 +38,8 @@ def test_history_json_is_the_exact_ordered_stream_with_judge_calls(judged_home, 
     assert [(r["seq"], r["type"], r["hash"]) for r in history["events"]] == [(e.seq, e.type, e.hash) for e in stream]
     rows = {r["type"]: r for r in history["events"]}
     opened = rows["case.opened"]
+    with ledger.open_ledger(judged_home) as led:                 # caused by an event of another stream
+        assert opened["causation_seq"] == led.get(opened["causation"]).seq
     for row in history["events"][1:]:
         assert row["causation"] == opened["id"] and row["causation_seq"] == opened["seq"]
         assert row["recorded_at"] and row["stage"]
