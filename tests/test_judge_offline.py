@@ -105,6 +105,26 @@ def test_a_claim_sharing_only_the_documents_common_words_is_not_reconstructed(le
     assert scores["c3"] <= 3  # 'Salk' and 'vaccine' are everywhere; 'patent' is nowhere
 
 
+def test_risk_compares_each_excerpt_with_its_search_results(led):
+    hit = {"title": "Apollo 11", "content": "Apollo 11 landed on July 20, 1969; Neil Armstrong commanded it.",
+           "url": "corpus/apollo.md#1"}
+    reply = ask(led, "assess_risk", {"attribute": "year", "evidence": [
+        {"excerpt": "Apollo 11 landed on July 20, 1969", "results": [hit]},
+        {"excerpt": "Apollo 11 landed on July 20, 1971", "results": [hit]},
+        {"excerpt": "Apollo 11 landed on July 20, 1969", "results": []}]})
+    assert [r.risk for r in reply.risks] == ["none", "high", "medium"]
+    assert reply.overall() == "high"
+
+
+def test_reasoning_names_the_excerpts_and_the_value_they_point_to(led):
+    reply = ask(led, "reason", {"question": "When?", "response": MOON,
+                                "attributes": [{"name": "year", "type": "int", "description": "Year of the landing"},
+                                               {"name": "crew_size", "type": "int", "description": "crew members"}],
+                                "excerpts": {"year": ["The first moon landing was on July 20, 1969."]}})
+    assert "1969" in reply.reasoning["year"] and "July 20, 1969" in reply.reasoning["year"]
+    assert reply.reasoning["crew_size"].startswith("No excerpt was kept") or "Nothing" in reply.reasoning["crew_size"]
+
+
 CONTEXT = "Revenue rose 12% to $4.5 billion in 2023. Operating costs fell 3%. The company did not pay a dividend."
 
 
@@ -112,12 +132,14 @@ def test_fact_check_finds_reversed_direction_and_wrong_numbers(led):
     reply = ask(led, "check_facts", {
         "context_input": CONTEXT, "model_output": "",
         "facts": ["Revenue fell 12% to $4.5 billion in 2023.", "Revenue rose 12.5% in 2023.",
-                  "Revenue rose 40% in 2023.", "Operating costs fell 3%.", "The company paid a dividend."]})
+                  "Revenue rose 40% in 2023.", "Operating costs fell 3%.", "The company paid a dividend.",
+                  "Revenue rose 12% in 2022."]})
     by_claim = {e.claim: (e.level, e.severity) for e in reply.errors}
     assert by_claim["Revenue fell 12% to $4.5 billion in 2023."] == ("contradiction", "high")
     assert by_claim["Revenue rose 12.5% in 2023."] == ("contradiction", "low")
     assert by_claim["Revenue rose 40% in 2023."] == ("contradiction", "high")
     assert by_claim["The company paid a dividend."] == ("contradiction", "high")
+    assert by_claim["Revenue rose 12% in 2022."] == ("contradiction", "high")  # a year only equals itself
     assert "Operating costs fell 3%." not in by_claim
 
 

@@ -119,7 +119,14 @@ def _number_error(fact: str, context_text: str, threshold: float) -> dict[str, A
     worst = None
     for q in tx.quantities(fact):
         same_kind = [c for c in context if c.percent == q.percent]
-        if any(tx.close(q.value, c.value, 0.005) for c in context):
+        if any(tx.same_number(q.value, c.value) for c in context):
+            continue
+        if tx.is_year(q.value, q.raw):
+            years = [c.value for c in context if tx.is_year(c.value, c.raw)]
+            error = _err("contradiction" if years else "unsupported", "high",
+                         f"the year {q.raw.strip()} is not the context's ({', '.join(f'{y:g}' for y in years) or 'none'})",
+                         fact)
+            worst = error
             continue
         pool = [(c.value, len(q.window & c.window)) for c in same_kind] + \
                ([(d, 0) for d in derived] if q.percent else [])

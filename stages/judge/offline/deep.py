@@ -98,7 +98,7 @@ def assess_risk(req) -> dict[str, Any]:
             continue
         coverage = tx.overlap(tx.term_set(item.excerpt), tx.term_set(corpus))
         found = tx.numbers(corpus)
-        missing = [n for n in tx.numbers(item.excerpt) if not any(tx.close(n, f, 0.01) for f in found)]
+        missing = [n for n in tx.numbers(item.excerpt) if not any(tx.same_number(n, f) for f in found)]
         if missing and coverage >= 0.5 and found:
             risk, why = "high", f"the results discuss it but give other figures than {', '.join(f'{m:g}' for m in missing)}"
         elif missing or coverage < 0.4:

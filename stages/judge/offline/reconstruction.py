@@ -60,7 +60,7 @@ def _score(claim, sources: list[tuple[str, str]], weights: dict[str, float]) -> 
     share = _weighted(wanted, have, weights)
     claim_numbers = tx.numbers(claim.text)
     have_numbers = tx.numbers(text)
-    missing_numbers = [n for n in claim_numbers if not any(tx.close(n, h, 0.001) for h in have_numbers)]
+    missing_numbers = [n for n in claim_numbers if not any(tx.same_number(n, h) for h in have_numbers)]
     names = [e for e in tx.entities(claim.text) if e.lower() not in text.lower()]
     score = round(10 * share)
     if missing_numbers:

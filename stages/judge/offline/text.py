@@ -249,6 +249,18 @@ def overlap(wanted: frozenset[str], have: frozenset[str]) -> float:
     return len(wanted & have) / len(wanted) if wanted else 0.0
 
 
+def is_year(value: float, raw: str = "") -> bool:
+    """A whole number from 1000 to 2100 written plainly: a year, which only equals itself."""
+    return value == int(value) and 1000 <= value <= 2100 and "," not in raw and "%" not in raw
+
+
+def same_number(a: float, b: float) -> bool:
+    """Equal numbers: whole numbers exactly (1969 is not 1971), others within 0.5%."""
+    if a == int(a) and b == int(b):
+        return a == b
+    return close(a, b, 0.005)
+
+
 def close(a: float, b: float, tolerance: float = 0.0) -> bool:
     """Equal numbers, or within a relative ``tolerance``."""
     if a == b:
