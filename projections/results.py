@@ -68,8 +68,9 @@ def call_list(case: dict) -> list[dict]:
 
 
 def usage_of(case: dict) -> dict[str, Any]:
-    """Judge calls, retried attempts, errors, tokens and cost of one case."""
-    calls = call_list(case)
+    """Judge calls, retried attempts, errors, tokens and cost of one case (integer sums and an
+    exactly rounded fsum: no order to fix)."""
+    calls = list(case["calls"].values())
     return {
         "judge_calls": len(calls),
         "judge_retries": sum(1 for c in calls if (c["attempt"] or 1) > 1),
@@ -90,6 +91,7 @@ def case_result(case: dict) -> dict[str, Any]:
     from projections.audit import zone_of
     from projections.reconstruction import calculated_metrics
     override = override_of(case)
+    usage = usage_of(case)
     excerpts = {attr: sorted(({k: e[k] for k in ("text", "similarity", "confidence", "attempt")}
                               for e in per.values()), key=lambda e: (e["attempt"] or 0, str(e["text"])))
                 for attr, per in sorted(case["excerpts"].items())}
@@ -111,7 +113,7 @@ def case_result(case: dict) -> dict[str, Any]:
         "traits_auto_failed": case["traits_auto_failed"],
         "failures": sorted((_strip(f) for f in case["failures"].values()),
                            key=lambda f: (str(f["stage"]), str(f["reason"]))),
-        "judge": {**usage_of(case), "cost": rnd(usage_of(case)["cost"], 6)},
+        "judge": {**usage, "cost": rnd(usage["cost"], 6)},
         "config_hashes": case["config_hashes"],
     }
     if case["kind"] == "reconstruction":
