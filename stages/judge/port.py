@@ -8,7 +8,6 @@ attempt as a ``judge.called`` event on ``case:<case_id>`` the moment the attempt
 from __future__ import annotations
 
 import asyncio
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -147,8 +146,3 @@ def _copy_of(data: dict[str, Any]) -> dict[str, Any]:
     """The keys of a recorded call that a reuse on another case carries over."""
     keep = ("role", "backend", "model", "request_hash", "request", "reply", "source_backend")
     return {k: data.get(k) for k in keep} | {"error": None}
-
-
-def monotonic_ms(start: float) -> float:
-    """Milliseconds since ``start`` (a time.perf_counter value), rounded to microseconds."""
-    return round((time.perf_counter() - start) * 1000, 3)

@@ -228,7 +228,6 @@ def check_logic(req) -> dict[str, Any]:
                            "question in the context instead of following the data", req.model_output[:120]))
     checked: list[str] = []
     for chain in req.reasoning_chains:
-        claim = f"{' '.join(chain.premises)} -> {chain.conclusion}"
         error = _chain_error(chain, context)
         checked.append(chain.conclusion)
         if error:
