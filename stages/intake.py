@@ -167,9 +167,13 @@ def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) 
     if parsed.responses:
         case_events = ev.cases(record, parsed.responses, source, received.id)
         batch += [ev.responses_registered(record, source, case_events, received.id), *case_events]
-    for held in pending_for(led, record):
+    waiting = pending_for(led, record)
+    for held in waiting:
         batch += _resolution(record, held)
     result = IngestResult(source["file"], source["sha256"], "accepted", parsed.format, bid, bench.name)
+    if waiting:
+        result.notes.append(f"(including the responses of {_count(len(waiting), 'pending file')}: "
+                            f"{', '.join(held.data['file'] for held in waiting)})")
     result.untranslated = [p.as_dict() for p in bench.rejected_questions + bench.rejected_traits]
     if result.untranslated:
         result.notes.append(f"({_count(len(bench.rejected_questions), 'question')} and "
