@@ -24,6 +24,7 @@ from ledger.sqlite import SQLiteRecorder
 from ledger.verify import Problem, VerifyReport, verify_lines, verify_sqlite
 
 HOME_FOLDERS = ("inbox", "processed", "rejected", "reports")
+LEDGER_FILE_SUFFIXES = (".jsonl", ".db", ".sqlite", ".sqlite3")
 
 
 def default_home() -> str:
@@ -34,6 +35,9 @@ def default_home() -> str:
 def init_home(home: str | os.PathLike) -> Path:
     """Create a home's layout (DESIGN.md): ledger.db, events.jsonl, inbox/, processed/, rejected/, reports/."""
     home = Path(home)
+    if home.suffix in LEDGER_FILE_SUFFIXES:  # a bare ledger file: no folders around it
+        open_ledger(home).close()
+        return home
     home.mkdir(parents=True, exist_ok=True)
     for name in HOME_FOLDERS:
         (home / name).mkdir(exist_ok=True)

@@ -118,16 +118,19 @@ class Mirror:
         if tail < head.seq:
             self._write(line for _, line in recorder.lines(tail + 1, head.seq))
 
-    def append(self, recorder: "SQLiteRecorder", first_seq: int, lines: list[bytes], last_seq: int) -> None:
+    def append(self, recorder: "SQLiteRecorder", first_seq: int, lines: list[bytes], last_seq: int,
+               checked: bool = False) -> None:
         """After a commit: write ``lines`` (seq ``first_seq`` on), catching up first if behind.
 
-        The events are committed whatever happens here, so a failure is recorded in ``problem``
-        (stopping later appends) rather than raised as if the append had failed.
+        ``checked``: the store proved nobody committed since our last append (so nobody wrote
+        the mirror either) and the size check can be skipped. The events are committed whatever
+        happens here, so a failure is recorded in ``problem`` (stopping later appends) rather
+        than raised as if the append had failed.
         """
         if self.problem:
             return
         try:
-            if self._size != self._current_size() or self._seq != first_seq - 1:
+            if self._seq != first_seq - 1 or (not checked and self._size != self._current_size()):
                 # Another process wrote, or crashed between its commit and its mirror write.
                 self.recover(recorder)
             else:

@@ -117,9 +117,11 @@ class SQLiteRecorder(Recorder):
                tracking: tuple[str, int] | None = None) -> list[Event]:
         self._check_writable()
         with self._write_lock():
+            level = self._head is not None  # our cached head was the last commit: nobody wrote since
             try:
                 out, new, lines, versions = self._transaction(batch, expected, tracking)
             except _StaleCache:
+                level = False
                 self._forget()  # another process appended since we looked: look again, once
                 try:
                     out, new, lines, versions = self._transaction(batch, expected, tracking)
@@ -132,7 +134,7 @@ class SQLiteRecorder(Recorder):
                     self._versions.clear()
                 self._versions.update(versions)
                 if self.mirror:
-                    self.mirror.append(self, new[0].seq, lines, new[-1].seq)
+                    self.mirror.append(self, new[0].seq, lines, new[-1].seq, checked=level)
         return out
 
     def _transaction(self, batch: list[Prepared], expected: dict[str, int], tracking: tuple[str, int] | None):
@@ -362,7 +364,7 @@ class SQLiteRecorder(Recorder):
             except BaseException:
                 self._rollback()
                 raise
-            self._head = None
+            self._forget()
             if self.mirror:
                 self.mirror.recover(self)
         return count

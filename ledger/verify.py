@@ -9,6 +9,7 @@ both, the mirror must equal SQLite line for line; equal lines are hashed once.
 from __future__ import annotations
 
 import hashlib
+from hashlib import sha256
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -105,9 +106,11 @@ def verify_lines(lines: Iterable[bytes], source: str, expect_head: Head | None =
                  pending: str | None = None) -> VerifyReport:
     """Verify a JSONL ledger given as raw lines (``pending``: a batch file waiting to be rolled forward)."""
     chain = _Chain(source, expect_head.seq if expect_head else None)
-    for line in lines:
-        if not _check_line(chain, line):
-            break
+    remaining = iter(lines)
+    while True:
+        odd = _fast_lines(remaining, chain)
+        if odd is None or not _check_line(chain, odd):
+            break  # the end, or the first problem (the careful check names it)
     problems = [chain.problem] if chain.problem else []
     if pending:
         problems.append(Problem(chain.seq + 1, pending, "a batch whose writer was interrupted waits here "
@@ -115,9 +118,74 @@ def verify_lines(lines: Iterable[bytes], source: str, expect_head: Head | None =
     return _report(chain, problems, expect_head)
 
 
-def _sqlite_events(rows: Iterable[tuple]) -> Iterator[tuple[int, bytes, str, str]]:
+_PREV_KEY, _HASH_KEY, _LINE_END = b',"prev_hash":"', b'","hash":"', b'"}\n'
+
+
+def _fast_lines(lines: Iterator[bytes], chain: _Chain) -> bytes | None:
+    """Check lines while they are plainly right, slicing only; return the first line that is not.
+
+    The careful ``_check_line`` then decides about that line (and says what is wrong). Keeping
+    this loop tight is what holds verify near the cost of hashing the file.
+    """
+    seq, prev = chain.seq, chain.prev.encode("ascii")
+    watch = chain.watch
+    middle = _PREV_KEY + prev + _HASH_KEY
+    for line in lines:
+        cut = len(line) - _SUFFIX
+        at = line.rfind(b',"seq":', 0, cut)
+        if (at > 0 and line[cut:cut + 88] == middle and line.endswith(_LINE_END)
+                and line.startswith(b"%d," % (seq + 1), at + 7)
+                and sha256(prev + line[:cut] + b"}").hexdigest().encode() == line[cut + 88:cut + 152]):
+            seq, prev = seq + 1, line[cut + 88:cut + 152]
+            middle = _PREV_KEY + prev + _HASH_KEY
+            if seq == watch:
+                chain.watched = prev.decode()
+            continue
+        chain.seq, chain.prev = seq, prev.decode()
+        return line
+    chain.seq, chain.prev = seq, prev.decode()
+    return None
+
+
+_CANONICAL = '{"data":%s,"id":"%s","meta":%s,"schema":%d,"seq":%d,"stream":"%s","type":"%s","version":%d}'
+
+
+def _fast_rows(rows: Iterator[tuple], mirror_lines: Iterator[bytes] | None, store: _Chain,
+               mirror: _Chain | None) -> tuple[tuple, bytes | None] | None:
+    """Check SQLite rows (and the mirror's lines) while they are plainly right.
+
+    Returns the first row that is not, with the mirror line read for it, for the careful path;
+    None at the end. The canonical bytes are formatted directly when id, stream and type need
+    no JSON escaping (always, unless someone wrote the row by hand; then orjson decides).
+    """
+    seq, prev = store.seq, store.prev
+    watch = store.watch
     for row in rows:
-        yield row[0], canonical_bytes(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7]), row[8], row[9]
+        mline = next(mirror_lines, None) if mirror_lines is not None else None
+        try:
+            rseq, id, stream, version, type, schema, data, meta, prev_hash, hash = row
+            names = id + stream + type
+            if '"' in names or "\\" in names or not names.isprintable():
+                raise TypeError("needs escaping")
+            canonical = (_CANONICAL % (data, id, meta, schema, rseq, stream, type, version)).encode()
+            good = (rseq == seq + 1 and prev_hash == prev
+                    and sha256(prev_hash.encode() + canonical).hexdigest() == hash
+                    and (mirror_lines is None or mline == b"%b%b%b%b%b" % (
+                        canonical[:-1], _PREV_KEY, prev_hash.encode(), _HASH_KEY, hash.encode() + _LINE_END)))
+        except (TypeError, ValueError, AttributeError):
+            good = False
+        if not good:
+            store.seq, store.prev = seq, prev
+            if mirror is not None:
+                mirror.seq, mirror.prev = seq, prev
+            return row, mline
+        seq, prev = rseq, hash
+        if seq == watch:
+            store.watched = hash
+    store.seq, store.prev = seq, prev
+    if mirror is not None:
+        mirror.seq, mirror.prev = seq, prev
+    return None
 
 
 def verify_sqlite(rows: Iterable[tuple], source: str, mirror_lines: Iterable[bytes] | None = None,
@@ -126,12 +194,18 @@ def verify_sqlite(rows: Iterable[tuple], source: str, mirror_lines: Iterable[byt
     watch = expect_head.seq if expect_head else None
     store = _Chain(source, watch)
     mirror = _Chain(mirror_source, None) if mirror_lines is not None else None
-    mirror_iter = iter(mirror_lines) if mirror_lines is not None else iter(())
-    for seq, canonical, prev_hash, hash in _sqlite_events(rows):
-        store_ok = store.problem is None and store.check(seq, canonical, prev_hash, hash)
-        if mirror is not None and mirror.problem is None:
-            _mirror_step(mirror, next(mirror_iter, None), store, store_ok, canonical, seq, prev_hash, hash)
-        if store.problem is not None and (mirror is None or mirror.problem is not None):
+    mirror_iter = iter(mirror_lines) if mirror_lines is not None else None
+    rows = iter(rows)
+    while True:
+        odd = _fast_rows(rows, mirror_iter, store, mirror)
+        if odd is None:
+            break
+        _careful_row(*odd, store, mirror)
+        if store.problem is not None or (mirror is not None and mirror.problem is not None):
+            break
+    for row in rows:  # after the first problem, the copy still unharmed is checked carefully to its end
+        mline = next(mirror_iter, None) if mirror is not None and mirror.problem is None else None
+        if not _careful_row(row, mline, store, mirror):
             break
     if mirror is not None and mirror.problem is None and store.problem is None:
         extra = next(mirror_iter, None)
@@ -140,6 +214,20 @@ def verify_sqlite(rows: Iterable[tuple], source: str, mirror_lines: Iterable[byt
                        "cut off the end of the SQLite store (truncated), or lines were added to the mirror")
     problems = [c.problem for c in (store, mirror) if c is not None and c.problem is not None]
     return _report(store, problems, expect_head)
+
+
+def _careful_row(row: tuple, mline: bytes | None, store: _Chain, mirror: _Chain | None) -> bool:
+    """Check one row (and its mirror line) step by step; False once both copies have a problem."""
+    try:
+        seq, prev_hash, hash = row[0], row[8], row[9]
+        canonical = canonical_bytes(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
+    except (TypeError, ValueError) as exc:
+        store.fail(f"the row is not an event ({exc})")
+        canonical, seq, prev_hash, hash = b"", store.seq + 1, "", ""
+    store_ok = store.problem is None and bool(canonical) and store.check(seq, canonical, prev_hash, hash)
+    if mirror is not None and mirror.problem is None:
+        _mirror_step(mirror, mline, store, store_ok, canonical, seq, prev_hash, hash)
+    return store.problem is None or (mirror is not None and mirror.problem is None)
 
 
 def _mirror_step(mirror: _Chain, mline: bytes | None, store: _Chain, store_ok: bool, canonical: bytes,
