@@ -253,3 +253,18 @@ def test_the_openai_backend_needs_a_model(monkeypatch, tmp_path):
     monkeypatch.delenv("OPENAI_MODEL", raising=False)
     with pytest.raises(JudgeError, match="needs a model"):
         make_judge(JudgeSettings(backend="openai"), None)
+
+
+def test_the_same_request_for_two_cases_at_once_is_paid_once(home):
+    async def scenario(judge, server):
+        both = await asyncio.gather(judge.call("score_trait", TRAIT, case_id="alpha"),
+                                    judge.call("score_trait", TRAIT, case_id="gamma"))
+        return both, len(server.requests)
+
+    (first, second), requests = run_with_server(home, scenario, StandIn(delay=0.2, reply_fn=lambda b: {"score": 5}))
+    assert first == second and requests == 1
+    alpha, gamma = calls(home)
+    assert alpha["case_id"] == "alpha" and alpha["usage"] is not None
+    assert gamma["case_id"] == "gamma" and gamma["usage"] is None and gamma["reply"] == alpha["reply"]
+    with ledger.open_ledger(home) as led:
+        assert gamma["source_event"] == next(led.read(types=["judge.called"])).id

@@ -29,6 +29,7 @@ class Judge:
         self.calls = 0            # calls answered by the backend (not from the record)
         self.reused = 0           # calls answered from a recorded success
         self._writer: ThreadPoolExecutor | None = None
+        self._in_flight: dict[str, asyncio.Future] = {}   # request hash -> done, while a call is out
 
     @property
     def name(self) -> str:
@@ -57,8 +58,11 @@ class Judge:
         messages = spec.build_messages(typed)
         parameters = self.settings.parameters()
         hashes = [request_hash(role, b, m, parameters, messages) for b, m in self.backend.identities(role)]
-        if not self.settings.no_cache and self.index is not None:
+        caching = not self.settings.no_cache and self.index is not None
+        if caching:
             reply = await self._reuse(spec, typed, hashes, case_id, attempt, meta)
+            if reply is None and await self._wait_for_twin(hashes[0]):
+                reply = await self._reuse(spec, typed, hashes, case_id, attempt, meta)
             if reply is not None:
                 return reply
         stream = case_stream(case_id)
@@ -68,7 +72,24 @@ class Judge:
                                                     case_id, attempt, meta),
                               candidates=hashes)
         self.calls += 1
-        return await self.backend.answer(pending)
+        if not caching:
+            return await self.backend.answer(pending)
+        done = asyncio.get_running_loop().create_future()
+        self._in_flight[hashes[0]] = done
+        try:
+            return await self.backend.answer(pending)
+        finally:
+            self._in_flight.pop(hashes[0], None)
+            done.set_result(None)
+
+    async def _wait_for_twin(self, hash: str) -> bool:
+        """Wait for the same request already in flight (another case with the same response, say), so
+        it is paid once; True when there was one to wait for (its answer is then recorded)."""
+        twin = self._in_flight.get(hash)
+        if twin is None or twin.get_loop() is not asyncio.get_running_loop():
+            return False
+        await asyncio.shield(twin)
+        return True
 
     async def _reuse(self, spec, request, hashes, case_id, step_attempt, meta) -> Model | None:
         """A recorded success of this request, validated; recorded on this case too when it came from another."""
