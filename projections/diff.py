@@ -58,7 +58,7 @@ def case_changes(a: dict | None, b: dict | None) -> list[dict[str, Any]]:
 
 
 def _claims(result: dict) -> list[dict]:
-    """The scored claims ``diff_models`` attached to a result (reconstruction cases)."""
+    """The scored claims of a result (reconstruction cases; none for the other kinds)."""
     return result.get("claims", [])
 
 
@@ -117,10 +117,6 @@ def diff_models(led_a, store_a, led_b, store_b) -> dict[str, Any]:
     for case_id in sorted(set(cases_a) | set(cases_b)):
         ra = case_result(cases_a[case_id]) if case_id in cases_a else None
         rb = case_result(cases_b[case_id]) if case_id in cases_b else None
-        if ra is not None:
-            ra["claims"] = _scored(cases_a[case_id])
-        if rb is not None:
-            rb["claims"] = _scored(cases_b[case_id])
         changes = case_changes(ra, rb)
         if changes:
             ref = ra or rb
@@ -137,11 +133,6 @@ def diff_models(led_a, store_a, led_b, store_b) -> dict[str, Any]:
             "b": {"ledger_head": agg_b["ledger_head"], "config_hashes": agg_b["config_hashes"]},
             "cases_compared": len(set(cases_a) | set(cases_b)), "changed_cases": changed,
             "metric_changes": metric_changes(agg_a, agg_b)}
-
-
-def _scored(case: dict) -> list[dict]:
-    from projections.reconstruction import scored_claims
-    return scored_claims(case)
 
 
 def format_diff(diff: dict[str, Any], label_a: str, label_b: str, max_events: int = 12) -> str:

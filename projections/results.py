@@ -89,7 +89,7 @@ def excerpt_retry_count(case: dict) -> int:
 def case_result(case: dict) -> dict[str, Any]:
     """The full per-case result (one line of evaluations.jsonl), with no internal bookkeeping."""
     from projections.audit import zone_of
-    from projections.reconstruction import calculated_metrics
+    from projections.reconstruction import calculated_metrics, scored_claims, unscored_claims
     override = override_of(case)
     usage = usage_of(case)
     excerpts = {attr: sorted(({k: e[k] for k in ("text", "similarity", "confidence", "attempt")}
@@ -118,6 +118,8 @@ def case_result(case: dict) -> dict[str, Any]:
     }
     if case["kind"] == "reconstruction":
         result["calculated_metrics"] = calculated_metrics(case)
+        result["claims"] = scored_claims(case)
+        result["unscored_claims"] = unscored_claims(case)
     if case["kind"] == "audit":
         credit = _strip(case["credit"])
         from projections.audit import expected_score

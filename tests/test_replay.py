@@ -146,3 +146,26 @@ def test_replay_rejects_a_bad_set(tmp_path, sets, capsys):
         args += ["--set", item]
     assert main(args) == 2
     assert not (tmp_path / "r" / "ledger.db").exists()
+
+
+def test_diff_names_changed_claim_scores_from_the_events(tmp_path, capsys):
+    from projections import synthetic as syn
+    claims = [{"id": "c1", "text": "A", "type": "fact", "importance": 2},
+              {"id": "c2", "text": "B", "type": "fact", "importance": 1}]
+    homes = []
+    for name, second in (("a", 3), ("b", 8)):
+        with ledger.open_ledger(tmp_path / name) as led:
+            case_id, first = syn.opened("rec", "reconstruction", "D1", "m",
+                                        {"doc_id": "D1", "original_claims": claims, "target_document": ""})
+            led.append([syn.benchmark("rec", "reconstruction"), first, syn.claim(case_id, "c1", 9),
+                        syn.claim(case_id, "c2", second)])
+        homes.append(str(tmp_path / name))
+    assert main(["diff", *homes, "--json"]) == 1
+    diff = json.loads(capsys.readouterr().out)
+    [case] = diff["changed_cases"]
+    assert case["changes"] == [{"what": "claim c2 score", "a": 3, "b": 8}]
+    assert [e.split(" ")[0] for e in case["events"]["only_in_a"]] == ["claim.scored"]
+    assert '"score":8' in case["events"]["only_in_b"][0]
+    changed = {m["metric"]: (m["a"], m["b"]) for m in diff["metric_changes"]}
+    assert changed["benchmarks.rec.reconstruction.m.overall.weighted_average_score"] == (7.0, 8.6667)
+    assert main(["diff", homes[0], homes[0]]) == 0
