@@ -77,6 +77,12 @@ def _benchmark_files(bench: str, folder: str, data: dict, cases: list[dict], res
     prov = provenance(position, cases, None)   # this benchmark's own judges and configs
     pictures: list[tuple[str, str]] = []
     model_names = unique_names(list(data["models"]))
+    rated = {m: s for m, s in data["models"].items() if s["pass_rate"] is not None}
+    if rated:
+        files[f"{folder}/pass-rates.svg"] = svg.rate_bars(
+            list(rated), [s["pass_rate"] for s in rated.values()], [s["pass_rate_ci95"] for s in rated.values()],
+            "Pass rate per model (95% Wilson interval)").encode()
+        pictures.append(("pass rate per model with its 95% interval", "pass-rates.svg"))
     for model, _ in data.get("reconstruction", {}).items():
         counts = score_histogram([c for c in cases if model_label(c["model"]) == model])
         name = f"claim-scores-{model_names[model]}.svg"

@@ -70,3 +70,31 @@ def confusion_matrix(zones: tuple[str, ...], matrix: dict[str, dict[str, int]], 
             body.append(f'<text x="{x + cell // 2}" y="{y + cell // 2 + 5}" text-anchor="middle" '
                         f'font-family="sans-serif" font-size="16">{count}</text>')
     return _svg(width, height, body, title)
+
+
+def rate_bars(labels: list[str], rates: list[float | None], intervals: list[list[float] | None],
+              title: str) -> str:
+    """Horizontal bars of rates in [0, 1] (one per label) with their 95% interval as a whisker."""
+    left, width_plot, row, top = 160, 300, 28, 34
+    width = left + width_plot + 70
+    height = top + row * len(labels) + 30
+    body = [f'<line x1="{left}" y1="{top - 4}" x2="{left}" y2="{top + row * len(labels)}" stroke="#333"/>']
+    for tick in (0, 25, 50, 75, 100):
+        x = left + width_plot * tick // 100
+        body.append(f'<text x="{x}" y="{height - 10}" text-anchor="middle" {FONT}>{tick}%</text>')
+    for i, (label, rate, ci) in enumerate(zip(labels, rates, intervals)):
+        y = top + i * row
+        body.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end" {FONT}>{escape(label[:24])}</text>')
+        if rate is None:
+            body.append(f'<text x="{left + 6}" y="{y + 15}" {FONT}>n/a</text>')
+            continue
+        w = round(width_plot * rate)
+        body.append(f'<rect x="{left}" y="{y + 4}" width="{w}" height="{row - 10}" fill="#4a78b5"/>')
+        if ci:
+            x1, x2 = left + round(width_plot * ci[0]), left + round(width_plot * ci[1])
+            mid = y + row // 2 - 1
+            body.append(f'<line x1="{x1}" y1="{mid}" x2="{x2}" y2="{mid}" stroke="#222" stroke-width="2"/>')
+            body.append(f'<line x1="{x1}" y1="{mid - 5}" x2="{x1}" y2="{mid + 5}" stroke="#222"/>')
+            body.append(f'<line x1="{x2}" y1="{mid - 5}" x2="{x2}" y2="{mid + 5}" stroke="#222"/>')
+        body.append(f'<text x="{left + width_plot + 8}" y="{y + 15}" {FONT}>{rate * 100:.1f}%</text>')
+    return _svg(width, height, body, title)

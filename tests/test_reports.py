@@ -145,13 +145,18 @@ def test_pictures_are_well_formed_svg(tmp_path):
     projections.refresh(led)
     reports = led.home / "reports"
     svgs = sorted(reports.rglob("*.svg"))
-    assert [p.name for p in svgs] == ["zones-A.svg", "claim-scores-A.svg"]
+    assert [str(p.relative_to(reports)) for p in svgs] == [
+        "aud/zones-A.svg", "rec/claim-scores-A.svg", "tmpl/pass-rates.svg"]
     for path in svgs:
         root = ET.fromstring(path.read_text())
         assert root.tag == "{http://www.w3.org/2000/svg}svg"
     matrix = ET.fromstring((reports / "aud" / "zones-A.svg").read_text())
     texts = [t.text for t in matrix.iter("{http://www.w3.org/2000/svg}text")]
     assert texts.count("1") == 4 and "zones-A.svg" in (reports / "aud" / "report.md").read_text()
+    bars = ET.fromstring((reports / "tmpl" / "pass-rates.svg").read_text())
+    labels = [t.text for t in bars.iter("{http://www.w3.org/2000/svg}text")]
+    assert "50.0%" in labels and "66.7%" in labels        # A passes 3/6, B 4/6 (2 failed cases count)
+    assert "(pass-rates.svg)" in (reports / "tmpl" / "report.md").read_text()
 
 
 def test_stale_report_files_are_removed(tmp_path):
