@@ -16,6 +16,7 @@ killed at any moment finds the same work after a restart.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import threading
@@ -122,12 +123,14 @@ class Daemon:
 
     def _loop(self) -> None:
         next_rescan = 0.0
+        # --once scans the inbox at the start only; it has no watcher whose losses to make up for.
+        interval = math.inf if self.options.once else self.options.rescan_seconds
         while not self.stopping.is_set():
             self.wake.clear()
             now = time.monotonic()
-            if now >= next_rescan and not (self.options.once and next_rescan):
+            if now >= next_rescan:
                 self._rescan()
-                next_rescan = now + self.options.rescan_seconds
+                next_rescan = now + interval
             ingested = self._ingest_ready()
             if self.stopping.is_set():
                 break
@@ -189,9 +192,10 @@ class Daemon:
         started = time.monotonic()
         try:
             st = path.stat()
-            result = self._call(self.callbacks.ingest, path)
         except FileNotFoundError:
             return  # taken away between the probe and now: nothing to do
+        try:
+            result = self._call(self.callbacks.ingest, path)
         except Exception as exc:
             self._failed[path] = (st.st_size, st.st_mtime_ns)
             self._error("ingest_failed", exc, file=path.name)
