@@ -113,7 +113,9 @@ def case_result(case: dict) -> dict[str, Any]:
         "traits_auto_failed": case["traits_auto_failed"],
         "failures": sorted((_strip(f) for f in case["failures"].values()),
                            key=lambda f: (str(f["stage"]), str(f["reason"]))),
-        "judge": {**usage, "cost": rnd(usage["cost"], 6)},
+        "judge": {**usage, "cost": rnd(usage["cost"], 6),
+                  "calls": [{k: c[k] for k in ("role", "backend", "model", "attempt", "tokens", "cost", "error")}
+                            for c in call_list(case)]},
         "config_hashes": case["config_hashes"],
     }
     if case["kind"] == "reconstruction":

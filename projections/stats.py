@@ -32,11 +32,6 @@ def ratio(num: float, den: float) -> float | None:
     return None if not den else num / den
 
 
-def mean(values: list[float]) -> float | None:
-    """Arithmetic mean summed in the given order (callers pass values sorted by id)."""
-    return None if not values else math.fsum(values) / len(values)
-
-
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
     """Wilson score interval for a binomial proportion; None when n == 0.
 

@@ -167,6 +167,8 @@ def test_override_is_honoured_and_shown_next_to_the_original(led):
     line = json.loads((led.home / "reports" / "evaluations.jsonl").read_text().splitlines()[0])
     assert line["verdict"] == "pass" and line["original_verdict"] == "fail"
     assert line["override"] == {"verdict": "pass", "reason": "regex too strict", "author": "ana"}
+    assert [(c["role"], c["backend"], c["attempt"], c["tokens"]) for c in line["judge"]["calls"]] == [
+        ("parse", "offline", 1, 120)] * 2
     report = (led.home / "reports" / "b" / "report.md").read_text()
     assert "pass (overridden by ana: regex too strict; original fail)" in report
 
