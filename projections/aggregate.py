@@ -22,7 +22,7 @@ def judges_of(cases: list[dict], runs: dict[str, dict] | None = None) -> list[di
     seen: dict[tuple[str, str], int] = {}
     for case in cases:
         for call in case["calls"].values():
-            key = (str(call["backend"]), str(call["model"]))
+            key = (_backend_label(call), str(call["model"]))
             seen[key] = seen.get(key, 0) + 1
     for run in (runs or {}).values():
         started = run.get("started") or {}
@@ -31,8 +31,16 @@ def judges_of(cases: list[dict], runs: dict[str, dict] | None = None) -> list[di
         if backend:
             key = (str(backend), str(started.get("model") or judge.get("model")))
             seen.setdefault(key, 0)
-    return [{"backend": b, "model": m, "calls": n, "note": OFFLINE_NOTE if b == "offline" else None}
+    return [{"backend": b, "model": m, "calls": n,
+             "note": OFFLINE_NOTE if b in ("offline", "replay of offline") else None}
             for (b, m), n in sorted(seen.items())]
+
+
+def _backend_label(call: dict) -> str:
+    """The backend that answered: a replayed call names the backend that first answered it."""
+    backend = str(call["backend"])
+    source = call.get("source_backend")
+    return f"replay of {source}" if backend == "replay" and source else backend
 
 
 def config_hashes_of(cases: list[dict], runs: dict[str, dict] | None = None) -> list[str]:

@@ -118,7 +118,7 @@ def _judge_called(case, d, eid, version):
     case["calls"][eid] = {
         "role": d.get("role"), "backend": d.get("backend"), "model": d.get("model"),
         "attempt": d.get("attempt"), "request_hash": d.get("request_hash"), "error": d.get("error"),
-        "input_tokens": inp, "output_tokens": out, "tokens": total,
+        "source_backend": d.get("source_backend"), "input_tokens": inp, "output_tokens": out, "tokens": total,
         "cost": float(cost) if cost.__class__ in (int, float) else _call_cost(d),
     }
 

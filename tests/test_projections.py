@@ -204,3 +204,12 @@ def test_traits_and_judge_backend_are_reported(led):
     assert data["config_hashes"] == ["cfg-1"]
     index = (led.home / "reports" / "index.md").read_text()
     assert "offline heuristic baseline" in index and f"seq {led.head().seq}" in index
+
+
+def test_a_replayed_offline_judge_is_still_named_a_heuristic_baseline(led):
+    case_id, first = syn.opened("b", "template", "q1", "A")
+    call = syn.judge_call(case_id, "parse", backend="replay", model="offline-heuristics-1")
+    call = ledger.NewEvent(call.stream, call.type, {**call.data, "source_backend": "offline"}, key=call.key)
+    led.append([first, call, syn.judged(case_id, "pass")])
+    assert stats_of(led)["judges"] == [{"backend": "replay of offline", "model": "offline-heuristics-1",
+                                        "calls": 1, "note": "offline heuristic baseline, not a language model"}]
