@@ -6,6 +6,7 @@ A file can reach the inbox three ways, and each tells us something different:
   is complete; we only check that its size holds still for ``quiet`` seconds.
 - written in place. inotify reports the creation, the writes and the close after writing; the
   file is not read while a writer holds it open, then must hold still for ``quiet`` seconds.
+  A change after the rename or the close (an append, a chmod) makes it hold still again.
 - found by a scan (at start, by the periodic rescan, or through the polling observer, which
   cannot tell a rename from a write). Nothing is known about its writer, so it must not have
   changed for ``settle`` seconds, judged by its modification time and by our own probes.
@@ -69,10 +70,17 @@ class InboxTracker:
         seen = self.files.get(path)
         if kind == "moved":
             self.files[path] = _Seen("moved", writing=False, changed_at=now)
-        elif kind in ("created", "modified"):
-            if seen is None or seen.origin != "written" or kind == "created":
+        elif kind == "created":
+            self.files[path] = _Seen("written", writing=True, changed_at=now)
+        elif kind == "modified":
+            if seen is None or seen.origin == "found":
+                # Written to, and we did not see it opened: its writer may hold it open still.
                 seen = self.files[path] = _Seen("written", writing=True)
-            seen.writing, seen.changed_at = True, now
+            elif seen.origin == "moved":
+                # Changed after its rename (a chmod, an append): not evidence of an open writer,
+                # which would wait for a close that may never come; it must hold still again.
+                seen.origin = "written"
+            seen.changed_at = now
         elif kind == "closed":
             if seen is None:
                 seen = self.files[path] = _Seen("written", writing=False)

@@ -140,6 +140,19 @@ def test_tracker_waits_for_a_writer_to_close_the_file(tmp_path):
     assert tracker.ready() == [path]
 
 
+def test_tracker_does_not_wait_for_a_close_after_a_renamed_file_changes(tmp_path):
+    tracker = InboxTracker(quiet=0.05, settle=5.0)
+    path = tmp_path / "renamed.json"
+    path.write_text("{}")
+    tracker.on_event(path, "moved")
+    time.sleep(0.06)
+    path.chmod(0o600)                      # inotify: IN_ATTRIB, which watchdog reports as modified
+    tracker.on_event(path, "modified")
+    assert tracker.ready() == []          # it changed: quiet again
+    time.sleep(0.12)
+    assert tracker.ready() == [path]      # no close will come, and none is waited for
+
+
 def test_tracker_waits_for_a_found_file_to_settle(tmp_path):
     tracker = InboxTracker(quiet=0.05, settle=0.4)
     path = tmp_path / "found.json"
