@@ -18,7 +18,10 @@ from typing import Any, Iterable, Iterator
 
 import orjson
 
-POSITION_NAME = "projections"
+# Bump when the shape of a stored state changes: tables folded by another version are dropped and
+# refolded from seq 1 on first use, so an update never mixes states of two fold versions.
+FOLD_VERSION = 2
+POSITION_NAME = f"projections/v{FOLD_VERSION}"
 TABLES = ("proj_position", "proj_cases", "proj_benchmarks", "proj_runs")
 
 SCHEMA = """
@@ -68,6 +71,9 @@ class ReadModelStore:
         # Read models are derived data (a rebuild recreates them): commit without waiting for fsync.
         self.conn.execute("PRAGMA synchronous = NORMAL")
         self.conn.executescript(SCHEMA)
+        names = [row[0] for row in self.conn.execute("SELECT name FROM proj_position")]
+        if any(name != POSITION_NAME for name in names):
+            self.drop()
 
     def close(self) -> None:
         self.conn.close()

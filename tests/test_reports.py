@@ -239,3 +239,17 @@ def test_concurrent_reports_converge_to_the_rebuild(tmp_path):
     updated = read_tree(home / "reports")
     projections.rebuild(writer)
     assert read_tree(home / "reports") == updated
+
+
+def test_read_models_of_another_fold_version_are_refolded(tmp_path):
+    from projections.store import ReadModelStore
+    led = build(tmp_path / "home", seed=13)
+    projections.refresh(led)
+    expected = read_tree(led.home / "reports")
+    store = ReadModelStore(led)
+    store.conn.execute("UPDATE proj_position SET name = 'projections/v0'")
+    store.conn.execute("UPDATE proj_cases SET state = json_set(state, '$.model', 'stale')")
+    store.close()
+    assert projections.update(led).events == led.head().seq      # refolded from seq 1
+    projections.refresh(led)
+    assert read_tree(led.home / "reports") == expected
