@@ -26,11 +26,11 @@ def _print_json(value) -> None:
 
 
 def _built(led, paths: list[Path], verb: str) -> None:
-    head = ReadModelStore(led)
+    store = ReadModelStore(led)
     try:
-        seq, hash = head.position()
+        seq, hash = store.position()
     finally:
-        head.close()
+        store.close()
     print(f"{verb} {len(paths)} report files in {reports_dir(led)} from seq {seq} {hash}")
 
 
@@ -99,6 +99,8 @@ def cmd_replay(args) -> int:
                                              live=live), led)
             try:
                 summary = run_until_idle(led, RunSettings(config_layer=layer, judge=judge))
+            except (ConfigError, ValueError) as exc:
+                raise _usage(str(exc)) from None
             finally:
                 asyncio.run(judge.aclose())
             missing = merge_misses(judge.unrecorded, unrecorded_requests(led))
