@@ -224,3 +224,30 @@ def test_what_the_offline_judge_gets_right_on_the_samples_holds(tmp_path):
     assert audit["cases"] == 26 and audit["cross_band"] == 0 and audit["zone"] >= 24
     assert template["model-alpha"]["cases"] == {"pass": 14}
     assert template["model-gamma"]["cases"] == {"pass": 12, "fail": 2}
+
+
+def test_group_commit_keeps_the_good_events_of_a_batch_with_a_bad_one(led):
+    from ledger import EnvelopeError
+    from stages.judge.group_commit import GroupCommitter
+    from stages.judge.recording import call_event, index_for
+
+    def event(case, hash):
+        payload = {"role": "parse", "backend": "openai", "model": "m", "request_hash": hash, "attempt": 1,
+                   "error": None, "reply": {"values": {}}}
+        return call_event(case, payload, 1, 1)
+
+    bad = event("c2", "b" * 64)
+    bad = type(bad)(bad.stream, bad.type, {**bad.data, "latency_ms": float("nan")}, key=bad.key, meta=bad.meta)
+
+    async def go():
+        committer = GroupCommitter(led, index_for(led))
+        try:
+            return await asyncio.gather(committer.record(event("c1", "a" * 64)), committer.record(bad),
+                                        committer.record(event("c3", "c" * 64)), return_exceptions=True)
+        finally:
+            committer.close()
+
+    first, failed, third = asyncio.run(go())
+    assert isinstance(failed, EnvelopeError)
+    assert [e.stream for e in led.read(types=["judge.called"])] == ["case:c1", "case:c3"]
+    assert index_for(led).success("a" * 64).id == first.id and index_for(led).success("c" * 64).id == third.id

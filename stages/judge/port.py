@@ -8,11 +8,13 @@ attempt as a ``judge.called`` event on ``case:<case_id>`` the moment the attempt
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from stages.judge.calls import Attempt, Backend, PendingCall
-from stages.judge.recording import CallIndex, case_stream, index_for, record_attempt, request_hash
+from stages.judge.group_commit import GroupCommitter
+from stages.judge.recording import (
+    CallIndex, call_event, case_stream, index_for, record_attempt, request_hash,
+)
 from stages.judge.registry import role as role_spec
 from stages.judge.roles import Model
 from stages.judge.settings import JudgeSettings
@@ -28,7 +30,7 @@ class Judge:
         self.index: CallIndex | None = index_for(led) if led is not None else None
         self.calls = 0            # calls answered by the backend (not from the record)
         self.reused = 0           # calls answered from a recorded success
-        self._writer: ThreadPoolExecutor | None = None
+        self._writer: GroupCommitter | None = None
         self._in_flight: dict[str, asyncio.Future] = {}   # request hash -> done, while a call is out
 
     @property
@@ -129,24 +131,23 @@ class Judge:
                 "raw_reply": attempt.raw_reply, "sent": attempt.sent, "http_status": attempt.http_status,
                 "source_event": attempt.source_event, "source_backend": attempt.source_backend,
             }
-            if self.backend.network:  # keep the event loop serving other calls while SQLite commits
-                loop = asyncio.get_running_loop()
-                return await loop.run_in_executor(self._executor(), record_attempt, self.led, self.index,
-                                                  case_id, payload, step_attempt, attempt.number, meta)
+            if self.backend.network:  # commit off the event loop, batched with calls ending together
+                return await self._committer().record(call_event(case_id, payload, step_attempt,
+                                                                 attempt.number, meta))
             return record_attempt(self.led, self.index, case_id, payload, step_attempt, attempt.number, meta)
 
         return record
 
-    def _executor(self) -> ThreadPoolExecutor:
+    def _committer(self) -> GroupCommitter:
         if self._writer is None:
-            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-record")
+            self._writer = GroupCommitter(self.led, self.index)
         return self._writer
 
     async def aclose(self) -> None:
         """Close the backend's connections and the recording thread."""
         await self.backend.aclose()
         if self._writer is not None:
-            self._writer.shutdown(wait=True)
+            self._writer.close()
             self._writer = None
 
     async def __aenter__(self) -> "Judge":

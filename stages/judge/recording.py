@@ -131,16 +131,27 @@ def index_for(led) -> CallIndex:
     return index
 
 
-def record_attempt(led, index: CallIndex | None, case_id: str, payload: dict[str, Any],
-                   step_attempt: int, attempt: int | str, meta: dict[str, Any] | None = None) -> Event:
-    """Append one ``judge.called`` event on the case's stream and fold it into the index."""
+def call_event(case_id: str, payload: dict[str, Any], step_attempt: int, attempt: int | str,
+               meta: dict[str, Any] | None = None) -> NewEvent:
+    """The ``judge.called`` event of one attempt, on the case's stream, with its deterministic key."""
     data = {k: v for k, v in payload.items() if v is not None or k in ("error", "model")}
     data["case_id"] = case_id
     data["step_attempt"] = step_attempt
     key = call_key(payload["role"], payload["request_hash"], step_attempt, attempt)
-    event_meta = {"stage": "judge", **(meta or {})}
-    [event] = led.append([NewEvent(case_stream(case_id), CALL_EVENT, data, key=key, meta=event_meta)])
+    return NewEvent(case_stream(case_id), CALL_EVENT, data, key=key, meta={"stage": "judge", **(meta or {})})
+
+
+def record_events(led, index: CallIndex | None, events: list[NewEvent]) -> list[Event]:
+    """Append attempts in one transaction and fold them into the index."""
+    stored = led.append(events)
     if index is not None:
         with index.lock:
-            index.add(event, advance=False)
-    return event
+            for event in stored:
+                index.add(event, advance=False)
+    return stored
+
+
+def record_attempt(led, index: CallIndex | None, case_id: str, payload: dict[str, Any],
+                   step_attempt: int, attempt: int | str, meta: dict[str, Any] | None = None) -> Event:
+    """Append one ``judge.called`` event on the case's stream and fold it into the index."""
+    return record_events(led, index, [call_event(case_id, payload, step_attempt, attempt, meta)])[0]
