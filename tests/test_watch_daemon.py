@@ -10,8 +10,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,18 +20,8 @@ import ledger
 from cli.watch import Callbacks, Daemon, WatchOptions
 from cli.watch_inbox import InboxTracker, is_ignored, scan_inbox
 from cli.watch_log import Log
+from watch_support import drop_by_rename, evalledger, wait_for
 
-PYTHON = sys.executable
-
-
-def wait_for(condition, timeout: float = 5.0, step: float = 0.02) -> bool:
-    """Poll ``condition`` until true or ``timeout``; returns its last value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(step)
-    return bool(condition())
 
 
 class StandIn:
@@ -93,13 +81,6 @@ def stop_daemon(daemon: Daemon, thread: threading.Thread) -> None:
     daemon.stop()
     thread.join(timeout=10)
     assert not thread.is_alive()
-
-
-def drop_by_rename(inbox: Path, name: str, content: bytes) -> None:
-    """The safe way: write elsewhere (here a hidden name in the inbox), then rename in."""
-    tmp = inbox / f".{name}.part"
-    tmp.write_bytes(content)
-    os.rename(tmp, inbox / name)
 
 
 def log_events(logs: io.StringIO) -> list[dict]:
@@ -325,8 +306,7 @@ def test_appends_from_another_process_wake_the_dispatcher_within_a_second(home):
             idle_calls = standin.process_calls
             time.sleep(1.0)
             assert standin.process_calls == idle_calls   # idle: the dispatcher is not polled
-            subprocess.run([PYTHON, "-m", "cli.main", "--home", str(home), "note", "case:x", "from a shell"],
-                           check=True, capture_output=True)
+            evalledger(home, "note", "case:x", "from a shell")
             appended = time.monotonic()
             assert wait_for(lambda: standin.process_calls > idle_calls, 2.0)
             assert time.monotonic() - appended < 1.0
