@@ -23,7 +23,6 @@ from cli.watch_log import Log
 from watch_support import drop_by_rename, evalledger, wait_for
 
 
-
 class StandIn:
     """Plain-function callbacks that behave like intake/dispatcher/projections, and record calls."""
 
