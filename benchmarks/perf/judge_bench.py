@@ -1,10 +1,11 @@
 """Judge port throughput and recording overhead against the stand-in server.
 
-    python benchmarks/perf/judge_bench.py [--calls 2000] [--concurrency 16] [--latency 0.05]
+    python benchmarks/perf/judge_bench.py [--calls 2000] [--concurrency 16] [--latency 0.05] [--callers N]
 
 The stand-in runs in its own process (127.0.0.1, every reply delayed by --latency); the
 openai backend makes --calls distinct calls through the judge port at --concurrency, each
-recorded as a judge.called event in a fresh SQLite home. Printed figures:
+recorded as a judge.called event in a fresh SQLite home. The calls are made by --callers
+coroutines one after another (twice the concurrency by default), as the dispatcher's cases do. Printed figures:
 
 - wall time of the recorded run against the ideal (calls x latency / concurrency);
   target: at most 1.25 x the ideal;
@@ -56,15 +57,25 @@ def request(i: int, tag: str) -> dict:
             "facts": [f"Revenue rose {i % 97}% ({tag} {i})."]}
 
 
-async def run_calls(home: Path, url: str, calls: int, concurrency: int, record: bool, tag: str) -> float:
-    """Wall seconds for ``calls`` distinct check_facts calls through one judge port."""
+async def run_calls(home: Path, url: str, calls: int, concurrency: int, record: bool, tag: str,
+                    callers: int) -> float:
+    """Wall seconds for ``calls`` distinct check_facts calls through one judge port.
+
+    ``callers`` coroutines take the calls one after another, as the dispatcher's cases in flight
+    do; with more callers than the port's concurrency, the port's own limit is what holds them.
+    """
     settings = JudgeSettings(backend="openai", model="bench", base_url=url, concurrency=concurrency,
                              timeout_s=30, record=record)
+    todo = iter(range(calls))
+
+    async def caller(judge) -> None:
+        for i in todo:
+            await judge.call("check_facts", request(i, tag), case_id=f"bench{i // 10}")
+
     with ledger.open_ledger(home) as led:
         judge = make_judge(settings, led)
         start = time.perf_counter()
-        await asyncio.gather(*(judge.call("check_facts", request(i, tag), case_id=f"bench{i // 10}")
-                               for i in range(calls)))
+        await asyncio.gather(*(caller(judge) for _ in range(callers)))
         wall = time.perf_counter() - start
         await judge.aclose()
     return wall
@@ -94,17 +105,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--callers", type=int, default=None,
+                        help="coroutines making the calls (default: twice the concurrency)")
     args = parser.parse_args(argv)
+    callers = args.callers or 2 * args.concurrency
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench-not-a-real-key")
     proc, url = start_stand_in(args.latency)
     try:
         durations, counts = timed_recording()
         with tempfile.TemporaryDirectory() as tmp:
-            asyncio.run(run_calls(Path(tmp) / "warmup", url, min(64, args.calls), args.concurrency, True, "warm"))
+            asyncio.run(run_calls(Path(tmp) / "warmup", url, min(64, args.calls), args.concurrency, True, "warm",
+                                  callers))
             durations.clear()
             counts.clear()
-            baseline = asyncio.run(run_calls(Path(tmp) / "base", url, args.calls, args.concurrency, False, "base"))
-            wall = asyncio.run(run_calls(Path(tmp) / "home", url, args.calls, args.concurrency, True, "run"))
+            baseline = asyncio.run(run_calls(Path(tmp) / "base", url, args.calls, args.concurrency, False, "base",
+                                             callers))
+            wall = asyncio.run(run_calls(Path(tmp) / "home", url, args.calls, args.concurrency, True, "run",
+                                         callers))
             with ledger.open_ledger(Path(tmp) / "home") as led:
                 recorded = sum(1 for _ in led.read(types=["judge.called"]))
     finally:
@@ -113,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     ideal = args.calls * args.latency / args.concurrency
     per_call_ms = 1000 * sum(durations) / max(1, sum(counts))
     batch = sum(counts) / max(1, len(counts))
-    print(f"judge port, {args.calls} calls at concurrency {args.concurrency}, {args.latency * 1000:.0f} ms per reply")
+    print(f"judge port, {args.calls} calls at concurrency {args.concurrency} ({callers} callers), "
+          f"{args.latency * 1000:.0f} ms per reply")
     print(f"  recorded run     : {wall:7.3f} s   ideal {ideal:.3f} s   ratio {wall / ideal:.3f}   "
           f"target <= {WALL_TARGET}")
     print(f"  unrecorded run   : {baseline:7.3f} s   ratio {baseline / ideal:.3f}   (baseline, same run)")
