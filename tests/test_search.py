@@ -157,3 +157,8 @@ def test_replayed_search_answers_from_the_source(home, tmp_path):
     assert call["backend"] == "replay" and call["source_backend"] == "local"
     missing, port = search(target, "never asked", settings=SearchSettings(backend="replay", replay_source=str(home)))
     assert missing == [] and port.misses and recorded(target)[-1]["degraded"] is True
+
+
+def test_a_replayed_search_without_any_ledger_is_refused():
+    with pytest.raises(ValueError, match="needs a ledger"):
+        make_search(SearchSettings(backend="replay"), None)

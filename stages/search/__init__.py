@@ -168,6 +168,8 @@ def make_search(settings: SearchSettings | None = None, led=None, *, source=None
         return Search(settings, led, _backend(settings, settings.backend, led))
     from stages.judge.replay import open_source
     src, opened = open_source(source or settings.replay_source, led)
+    if src is None:
+        raise ValueError("a replayed search needs a ledger to answer from (replay_source, or a recording ledger)")
     live = _backend(settings, settings.live, led) if settings.live else None
     port = Search(settings, led, None, source=src, live=live)
     port._opened = opened
