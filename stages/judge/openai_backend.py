@@ -4,7 +4,8 @@ One connection pool per event loop, a concurrency limit, a per-request timeout, 
 backoff with jitter on 429, 5xx, timeouts and dropped connections (honouring Retry-After), a
 bounded number of attempts, and re-asking with the validation error when a reply does not fit
 the role's schema. Requests carry ``response_format`` of type ``json_schema``; a server that
-refuses it (a 400 naming response_format) gets the schema in the prompt from then on.
+refuses it (a 400 or 422 naming response_format or json_schema) gets the schema in the prompt
+from then on.
 
 The API key is read from the environment once, sent only in the Authorization header, and
 removed from any text that could be recorded or logged (server error bodies included).
@@ -212,7 +213,7 @@ def _outcome(status: int, headers, text: str, latency_ms: float) -> HttpOutcome:
                                retryable=True)
         return HttpOutcome(latency_ms, status, content=content, usage=_usage(body.get("usage")))
     detail = f"HTTP {status}: {text[:300]}"
-    if status == 400 and "response_format" in text.lower():
+    if status in (400, 422) and ("response_format" in text.lower() or "json_schema" in text.lower()):
         return HttpOutcome(latency_ms, status, error=detail, refused_format=True)
     retryable = status in RETRYABLE_STATUS or status >= 500
     return HttpOutcome(latency_ms, status, error=detail, retryable=retryable,
