@@ -268,3 +268,26 @@ def test_the_same_request_for_two_cases_at_once_is_paid_once(home):
     assert gamma["case_id"] == "gamma" and gamma["usage"] is None and gamma["reply"] == alpha["reply"]
     with ledger.open_ledger(home) as led:
         assert gamma["source_event"] == next(led.read(types=["judge.called"])).id
+
+
+def test_the_stand_in_runs_as_a_program_for_trying_the_openai_backend(home):
+    import re
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "stages.judge.stand_in", "--port", "0", "--delay", "0.01"],
+                            cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"http://127\.0\.0\.1:\d+/v1", proc.stdout.readline()).group()
+
+        async def go():
+            with ledger.open_ledger(home) as led:
+                async with make_judge(settings(url), led) as judge:
+                    return await judge.call("check_facts", {"context_input": "c", "model_output": "o",
+                                                            "facts": ["f"]}, case_id="c1")
+
+        assert asyncio.run(asyncio.wait_for(go(), HANG_GUARD_S)).errors == []  # the smallest valid reply
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert calls(home)[0]["http_status"] == 200
