@@ -28,7 +28,7 @@ CAUSAL_BEFORE = re.compile(r"\b(?:therefore|thus|hence|so|consequently|which mea
                            r"leads? to|led to|results? in|resulted in|indicates?|suggests?|implies|"
                            r"shows? that|showing that|proves? that|proving|which proves)\b", re.I)
 CAUSAL_CLAIM = re.compile(r"\b(?:causes?|caused|causing|the cause of|because|due to|leads? to|led to|"
-                          r"results? in|drives?|driven by|as a result)\b", re.I)
+                          r"results? in|driven by|as a result)\b", re.I)
 CONTEXT_CAUSAL = re.compile(r"\b(?:because|due to|caused|causes|as a result|led to|leads to|driven by|"
                             r"thanks to|owing to|resulted in)\b", re.I)
 CONFOUNDERS = re.compile(r"\b(?:tend to|tends to|both|already|mostly|associated|correlat\w*|linked|"
@@ -122,11 +122,13 @@ def _number_error(fact: str, context_text: str, threshold: float) -> dict[str, A
         if any(tx.same_number(q.value, c.value) for c in context):
             continue
         if tx.is_year(q.value, q.raw):
-            years = [c.value for c in context if tx.is_year(c.value, c.raw)]
-            error = _err("contradiction" if years else "unsupported", "high",
-                         f"the year {q.raw.strip()} is not the context's ({', '.join(f'{y:g}' for y in years) or 'none'})",
-                         fact)
-            worst = error
+            years = [c for c in context if tx.is_year(c.value, c.raw)]
+            share, sentence = _best_sentence(fact, context_text)
+            # the context tells of this very thing with another year (else the year is made up)
+            same_slot = share >= 0.3 and any(tx.is_year(c.value, c.raw) for c in tx.quantities(sentence))
+            worst = _err("contradiction" if same_slot else "unsupported", "high",
+                         f"the year {q.raw.strip()} is not the context's "
+                         f"({', '.join(f'{c.value:g}' for c in years) or 'none'})", fact)
             continue
         pool = [(c.value, len(q.window & c.window)) for c in same_kind] + \
                ([(d, 0) for d in derived] if q.percent else [])
