@@ -119,20 +119,29 @@ class Ledger:
         rec = self.recorder
         if isinstance(rec, SQLiteRecorder):
             return self._verify_sqlite(rec, expect_head)
-        size, pending = rec.snapshot()
-        report = verify_lines(lines_upto(rec.path, size), rec.location, expect_head,
-                              pending=pending_path(rec.path) if pending else None)
-        return report
+        snap = rec.snapshot()
+        pending = pending_path(rec.path) if snap.pending else None
+        if snap.last_seq is None:
+            return verify_lines(lines_upto(rec.path, snap.size), rec.location, expect_head, pending)
+        with open(rec.path, "rb") as fh:  # the file itself, iterated in C; verify stops at the snapshot's seq
+            return verify_lines(fh, rec.location, expect_head, pending, limit=snap.last_seq, torn=snap.torn)
 
     @staticmethod
     def _verify_sqlite(rec: SQLiteRecorder, expect_head: Head | None) -> VerifyReport:
         head, mirror_size = rec.snapshot()
         mirror = rec.mirror
-        mirror_lines = lines_upto(mirror.path, mirror_size or 0) if mirror else None
-        if mirror and mirror_size is None:
-            mirror_lines = iter(())
-        report = verify_sqlite(rec.rows(1, head.seq), rec.location, mirror_lines,
-                               mirror.path if mirror else "", expect_head)
+        if mirror is None or mirror_size is None:
+            return Ledger._finish_sqlite(rec, verify_sqlite(
+                rec.rows(1, head.seq), rec.location, iter(()) if mirror else None,
+                mirror.path if mirror else "", expect_head))
+        with open(mirror.path, "rb") as fh:  # iterated in C; lines past the snapshot's size are not extra
+            report = verify_sqlite(rec.rows(1, head.seq), rec.location, fh, mirror.path, expect_head,
+                                   mirror_size=mirror_size)
+        return Ledger._finish_sqlite(rec, report)
+
+    @staticmethod
+    def _finish_sqlite(rec: SQLiteRecorder, report: VerifyReport) -> VerifyReport:
+        mirror = rec.mirror
         if mirror and mirror.problem and report.ok:
             report.problems.append(Problem(0, mirror.path, mirror.problem))
         missing = rec.missing_triggers()

@@ -16,15 +16,24 @@ cut off by the next writer or writable open.
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 import orjson
 
 from ledger.envelope import GENESIS_HASH, EnvelopeError, Event, event_from_line, line_bytes, split_line
 from ledger.filelock import FileLock
 from ledger.importer import checked_lines
-from ledger.mirror import read_tail
+from ledger.mirror import line_seq, read_tail
 from ledger.persistence import ConflictError, Head, LedgerError, Prepared, Recorder, chain_start, seal
+
+
+class Snapshot(NamedTuple):
+    """A JSONL ledger at one instant: its size, a pending batch, its last complete seq, a torn tail."""
+
+    size: int
+    pending: bool
+    last_seq: int | None
+    torn: bool
 
 
 def pending_path(path: str) -> str:
@@ -231,10 +240,16 @@ class JSONLRecorder(Recorder):
         self._index()
         return self._versions.get(stream, 0)
 
-    def snapshot(self) -> tuple[int, bool]:
-        """(file size, whether a batch waits in the pending file), with no writer mid-append."""
+    def snapshot(self) -> Snapshot:
+        """What the file holds at one instant with no writer mid-append (for verify)."""
         with self._lock.shared():
-            return os.path.getsize(self.path), os.path.exists(pending_path(self.path))
+            line, fragment, _ = read_tail(self.path)
+            try:
+                last = line_seq(line) if line else 0
+            except (EnvelopeError, ValueError):
+                last = None  # a damaged last line: verify reads up to the size instead
+            return Snapshot(os.path.getsize(self.path), os.path.exists(pending_path(self.path)), last,
+                            bool(fragment))
 
     # --- import -----------------------------------------------------------------------------------
     def import_lines(self, lines: Iterable[bytes], source: str = "the input") -> int:

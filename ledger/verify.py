@@ -103,14 +103,21 @@ def _check_line(chain: _Chain, line: bytes) -> bool:
 
 
 def verify_lines(lines: Iterable[bytes], source: str, expect_head: Head | None = None,
-                 pending: str | None = None) -> VerifyReport:
-    """Verify a JSONL ledger given as raw lines (``pending``: a batch file waiting to be rolled forward)."""
+                 pending: str | None = None, limit: int | None = None, torn: bool = False) -> VerifyReport:
+    """Verify a JSONL ledger given as raw lines.
+
+    ``pending``: a batch file waiting to be rolled forward. ``limit``: stop after this seq (the
+    last complete line when the snapshot was taken; later lines are a writer's, not damage), and
+    ``torn``: whether the file then ended in the middle of a line.
+    """
     chain = _Chain(source, expect_head.seq if expect_head else None)
     remaining = iter(lines)
-    while True:
-        odd = _fast_lines(remaining, chain)
+    while chain.seq != limit:
+        odd = _fast_lines(remaining, chain, limit)
         if odd is None or not _check_line(chain, odd):
             break  # the end, or the first problem (the careful check names it)
+    if torn and chain.problem is None:
+        _check_line(chain, b"")  # the torn tail the snapshot saw: reported as a cut line
     problems = [chain.problem] if chain.problem else []
     if pending:
         problems.append(Problem(chain.seq + 1, pending, "a batch whose writer was interrupted waits here "
@@ -121,25 +128,27 @@ def verify_lines(lines: Iterable[bytes], source: str, expect_head: Head | None =
 _PREV_KEY, _HASH_KEY, _LINE_END = b',"prev_hash":"', b'","hash":"', b'"}\n'
 
 
-def _fast_lines(lines: Iterator[bytes], chain: _Chain) -> bytes | None:
+def _fast_lines(lines: Iterator[bytes], chain: _Chain, limit: int | None = None) -> bytes | None:
     """Check lines while they are plainly right, slicing only; return the first line that is not.
 
     The careful ``_check_line`` then decides about that line (and says what is wrong). Keeping
-    this loop tight is what holds verify near the cost of hashing the file.
+    this loop to a dozen C calls a line is what holds verify near the cost of hashing the file.
     """
     seq, prev = chain.seq, chain.prev.encode("ascii")
     watch = chain.watch
-    middle = _PREV_KEY + prev + _HASH_KEY
     for line in lines:
         cut = len(line) - _SUFFIX
-        at = line.rfind(b',"seq":', 0, cut)
-        if (at > 0 and line[cut:cut + 88] == middle and line.endswith(_LINE_END)
-                and line.startswith(b"%d," % (seq + 1), at + 7)
-                and sha256(prev + line[:cut] + b"}").hexdigest().encode() == line[cut + 88:cut + 152]):
-            seq, prev = seq + 1, line[cut + 88:cut + 152]
-            middle = _PREV_KEY + prev + _HASH_KEY
+        hasher = sha256(prev)
+        hasher.update(line[:cut])
+        hasher.update(b"}")
+        digest = hasher.hexdigest().encode()
+        if (line.endswith(b"".join((_PREV_KEY, prev, _HASH_KEY, digest, _LINE_END)))
+                and line.startswith(b"%d," % (seq + 1), line.rfind(b',"seq":', 0, cut) + 7) and cut > 0):
+            seq, prev = seq + 1, digest
             if seq == watch:
-                chain.watched = prev.decode()
+                chain.watched = digest.decode()
+            if seq == limit:
+                break
             continue
         chain.seq, chain.prev = seq, prev.decode()
         return line
@@ -189,8 +198,13 @@ def _fast_rows(rows: Iterator[tuple], mirror_lines: Iterator[bytes] | None, stor
 
 
 def verify_sqlite(rows: Iterable[tuple], source: str, mirror_lines: Iterable[bytes] | None = None,
-                  mirror_source: str = "", expect_head: Head | None = None) -> VerifyReport:
-    """Verify SQLite rows and, when given, the mirror's lines alongside them."""
+                  mirror_source: str = "", expect_head: Head | None = None,
+                  mirror_size: int | None = None) -> VerifyReport:
+    """Verify SQLite rows and, when given, the mirror's lines alongside them.
+
+    ``mirror_size``: the mirror's size at the snapshot, when ``mirror_lines`` is the open file;
+    a line that starts past it was written after the snapshot and is not an extra line.
+    """
     watch = expect_head.seq if expect_head else None
     store = _Chain(source, watch)
     mirror = _Chain(mirror_source, None) if mirror_lines is not None else None
@@ -209,6 +223,8 @@ def verify_sqlite(rows: Iterable[tuple], source: str, mirror_lines: Iterable[byt
             break
     if mirror is not None and mirror.problem is None and store.problem is None:
         extra = next(mirror_iter, None)
+        if extra is not None and mirror_size is not None:
+            extra = extra if mirror_iter.tell() - len(extra) < mirror_size else None
         if extra is not None:
             store.fail(f"ends at seq {store.seq}, but the mirror {mirror_source} goes on: events were "
                        "cut off the end of the SQLite store (truncated), or lines were added to the mirror")
