@@ -251,3 +251,35 @@ def test_group_commit_keeps_the_good_events_of_a_batch_with_a_bad_one(led):
     assert isinstance(failed, EnvelopeError)
     assert [e.stream for e in led.read(types=["judge.called"])] == ["case:c1", "case:c3"]
     assert index_for(led).success("a" * 64).id == first.id and index_for(led).success("c" * 64).id == third.id
+
+
+KARENINA = Path("/work/shared/fixtures/karenina/llm_responses")
+if not KARENINA.is_dir():
+    KARENINA = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "karenina" / "llm_responses"
+
+
+def test_offline_parse_agrees_with_the_recorded_model_parses(led):
+    """The recorded Karenina template parses (a real model's): the offline parse of the same
+    question and response gives the same values, but for a free-text explanation it leaves null."""
+    import json
+    import re
+
+    from stages.judge.replies import decode_reply
+
+    compared = agreed = 0
+    for path in sorted(KARENINA.glob("template_parsing__*.json")):
+        recorded = json.loads(path.read_text())
+        user = recorded["request"]["messages"][1]["content"]
+        question = user.split("**ORIGINAL QUESTION:**\n")[1].split("\n\n")[0]
+        response = user.split("**RESPONSE TO PARSE:**\n")[1].split("\n\n**JSON SCHEMA")[0]
+        props = json.loads(re.search(r"```json\n(\{.*?\})\n```", user, re.S).group(1))["properties"]
+        kinds = {"string": "str", "boolean": "bool", "integer": "int", "number": "float"}
+        fields = [{"name": n, "type": kinds.get(p.get("type"), "str"), "description": p.get("description", "")}
+                  for n, p in props.items() if n != "id"]
+        mine = ask(led, "parse", {"question": question, "response": response, "fields": fields},
+                   case_id=path.stem[-12:]).values
+        theirs = decode_reply(recorded["response"]["content"])
+        for name in mine:
+            compared += 1
+            agreed += mine[name] == theirs[name]
+    assert (compared, agreed) == (6, 5)

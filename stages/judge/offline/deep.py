@@ -227,10 +227,9 @@ def _head_phrase(field, sentence: str, question: str) -> str | None:
     for i, token in enumerate(tokens):
         if tx.stem(token.strip(",;:()").lower()) != head:
             continue
-        after = [t for t in tokens[i + 1:i + 4] if t.strip(",;:()").lower() not in _COPULA]
-        names = tx.entities(" ".join(after[:3])) if after else []
-        if names and names[0].lower() not in question.lower():
-            return names[0]
+        value = _value_after(tokens, i, question)
+        if value:
+            return value
         start = i
         while start > 0 and i - start < 3 and tokens[start - 1].lower() not in tx.STOPWORDS | {"the", "a", "an"} \
                 and not tokens[start - 1].endswith((",", ";", ":")) and not tokens[start].startswith("("):
@@ -239,6 +238,33 @@ def _head_phrase(field, sentence: str, question: str) -> str | None:
         if start < i and phrase.lower() not in question.lower():
             return phrase
     return None
+
+
+def _value_after(tokens: list[str], head: int, question: str) -> str | None:
+    """What follows the head word: a name or a code ('chromosome 18q21.33'), or, after a linking
+    word, the clause up to the next break ('functions to inhibit apoptosis')."""
+    rest = tokens[head + 1:]
+    skip = 0
+    while skip < len(rest) and rest[skip].strip(",;:()").lower() in _COPULA:
+        skip += 1
+    if skip < len(rest):
+        first = rest[skip].strip(",;:().")
+        names = tx.entities(" ".join(rest[skip:skip + 3]))
+        if names and rest[skip].startswith(names[0].split()[0]) and names[0].lower() not in question.lower():
+            return names[0]
+        if any(c.isdigit() for c in first) and first.lower() not in question.lower():
+            return first
+    if skip == 0 or tokens[head].endswith((",", ";", ".")):
+        return None  # no linking word: what follows is not this field's value
+    clause = []
+    for token in rest[skip:skip + 6]:
+        if token.lower() in ("and", "which", "who", "that", "but") or token.startswith("("):
+            break  # a new clause, or an aside such as an abbreviation in brackets
+        clause.append(token.strip(",;:()."))
+        if token.endswith((",", ";", ".", ":")):
+            break
+    phrase = " ".join(clause)
+    return phrase if phrase and phrase.lower() not in question.lower() else None
 
 
 def _string(field, sentence, wanted, question):
