@@ -10,8 +10,10 @@ head and the stream versions it has seen and lets the seq key tell it when they 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from itertools import chain, starmap
+from urllib.parse import quote
 from typing import Iterable, Iterator
 
 import sqlite_utils
@@ -76,8 +78,9 @@ def connect(path: str, durability: str = "normal", readonly: bool = False) -> sq
     if durability not in ("normal", "full"):
         raise LedgerError(f"durability must be 'normal' or 'full', not {durability!r}")
     if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, timeout=60,
-                               check_same_thread=False)
+        # A URI, so the path is quoted: '?', '#' and '%' in a directory name are not URI syntax.
+        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True, isolation_level=None,
+                               timeout=60, check_same_thread=False)
     else:
         conn = sqlite3.connect(path, isolation_level=None, timeout=60, check_same_thread=False)
         conn.execute("PRAGMA journal_mode = WAL")

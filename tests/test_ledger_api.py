@@ -245,3 +245,11 @@ def test_import_goes_into_an_empty_ledger_only(tmp_path):
         a.export(tmp_path / "a.jsonl")
         with pytest.raises(ledger.LedgerError, match="empty"):
             a.import_file(tmp_path / "a.jsonl")
+
+
+def test_a_home_whose_path_looks_like_uri_syntax_opens_read_only(tmp_path):
+    home = tmp_path / "odd ?name#1%20"
+    with ledger.open_ledger(home) as led:
+        led.append(note("case:a", "x"))
+    with ledger.open_ledger(home, readonly=True) as led:
+        assert [e.data["text"] for e in led.read()] == ["x"] and led.verify().ok
