@@ -149,11 +149,11 @@ def render_index(agg: dict[str, Any], folders: dict[str, str]) -> str:
     rows = []
     for b, data in agg["benchmarks"].items():
         models = data["models"]
-        rows.append([bench_link(b, folders[b]), data["kind"], len(models),
+        rows.append([bench_link(data["name"] or b, folders[b]), b, data["kind"], len(models),
                      sum(s["cases"] for s in models.values()), sum(s["judged"] for s in models.values()),
                      sum(s["failed"] for s in models.values()), sum(s["pending"] for s in models.values())])
     lines += ["## Benchmarks", ""]
-    lines += table(["benchmark", "kind", "models", "cases", "judged", "failed", "pending"], rows)
+    lines += table(["benchmark", "id", "kind", "models", "cases", "judged", "failed", "pending"], rows)
     if agg["rejected_files"]:
         lines += ["## Rejected files", ""]
         lines += table(["file", "errors"], [[r["file"], "; ".join(f"{e.get('where')}: {e.get('reason')}"
@@ -162,11 +162,12 @@ def render_index(agg: dict[str, Any], folders: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def render_aggregate_report(agg: dict[str, Any]) -> str:
+def render_aggregate_report(agg: dict[str, Any], folders: dict[str, str]) -> str:
     """``aggregate-report.md``: every aggregate of aggregate-stats.json, as tables."""
     lines = ["# Aggregate report", ""] + provenance_lines(agg)
     for b, data in agg["benchmarks"].items():
-        lines += [f"## {b} ({data['kind']})", ""]
+        lines += [f"## {data['name'] or b} ({data['kind']}, id {b})", "",
+                  f"Cases and pictures: [{folders[b]}/report.md]({folders[b]}/report.md)", ""]
         if data["models"]:
             lines += table(SUMMARY_HEADER, summary_rows(data["models"]))
         lines += comparison_section(data["comparisons"])

@@ -137,7 +137,7 @@ def render_files(store: ReadModelStore) -> dict[str, bytes]:
         files.update(_benchmark_files(bench, folders[bench], data, [cases[i] for i in idx],
                                       [results[i] for i in idx], agg, position, runs))
     files["index.md"] = render_index(agg, folders).encode()
-    files["aggregate-report.md"] = render_aggregate_report(agg).encode()
+    files["aggregate-report.md"] = render_aggregate_report(agg, folders).encode()
     return dict(sorted(files.items()))
 
 
