@@ -199,7 +199,9 @@ class Event:
         value = self._data
         if value is None:
             raw = self._raw_data  # decode_json, inlined: this is the hot path of every read
-            value = self._data = json.loads(raw) if _has_long_integer(raw) else orjson.loads(raw)
+            text = raw.encode() if raw.__class__ is str else raw
+            long = text.translate(_DIGITS_TO_9).find(_NINETEEN) >= 0
+            value = self._data = json.loads(raw) if long else orjson.loads(raw)
         return value
 
     @property
@@ -208,7 +210,9 @@ class Event:
         value = self._meta
         if value is None:
             raw = self._raw_meta
-            value = self._meta = json.loads(raw) if _has_long_integer(raw) else orjson.loads(raw)
+            text = raw.encode() if raw.__class__ is str else raw
+            long = text.translate(_DIGITS_TO_9).find(_NINETEEN) >= 0
+            value = self._meta = json.loads(raw) if long else orjson.loads(raw)
         return value
 
     @property

@@ -24,6 +24,8 @@ class FileLock:
         self._fd: int | None = None
         self._create = create
         self._depth = 0  # nesting of holds by this object (always under thread_lock)
+        self._exclusive = _Hold(self, fcntl.LOCK_EX)  # built once: taken once per append
+        self._shared = _Hold(self, fcntl.LOCK_SH)
 
     def _descriptor(self) -> int | None:
         """The open lock file, opened on first use; None when read-only and there is no lock file."""
@@ -62,11 +64,11 @@ class FileLock:
 
     def exclusive(self) -> "_Hold":
         """``with lock.exclusive():`` writers, across threads and processes."""
-        return _Hold(self, fcntl.LOCK_EX)
+        return self._exclusive
 
     def shared(self) -> "_Hold":
         """``with lock.shared():`` no writer is inside its critical section meanwhile."""
-        return _Hold(self, fcntl.LOCK_SH)
+        return self._shared
 
     def close(self) -> None:
         """Close the lock file (releasing any lock held through it)."""

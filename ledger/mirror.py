@@ -133,6 +133,9 @@ class Mirror:
             if self._seq != first_seq - 1 or (not checked and self._size != self._current_size()):
                 # Another process wrote, or crashed between its commit and its mirror write.
                 self.recover(recorder)
+            elif len(lines) == 1 and self._fd is not None and not self.fsync:
+                self._write_all(lines[0])  # the one-event append: the hot path, kept short
+                self._seq = last_seq
             else:
                 self._write(lines, last_seq)
         except (OSError, EnvelopeError, ValueError) as exc:
@@ -161,9 +164,11 @@ class Mirror:
             self._seq = line_seq(last) if last_seq is None else last_seq
 
     def _write_all(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view):]
+        written = os.write(self._fd, data)
+        if written != len(data):  # a short write (a full disk, a signal): finish it or raise
+            view = memoryview(data)[written:]
+            while view:
+                view = view[os.write(self._fd, view):]
         self._size += len(data)
 
     def close(self) -> None:

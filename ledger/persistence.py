@@ -61,9 +61,20 @@ class Prepared(NamedTuple):
 
 def check_stream(stream: str) -> None:
     """Refuse a stream name that is not ``kind:identifier`` (e.g. ``case:ab12``)."""
+    try:
+        if stream in _GOOD_STREAMS:
+            return
+    except TypeError:  # not hashable, so not a name: refused below
+        pass
     if not isinstance(stream, str) or not _STREAM.match(stream):
         raise EnvelopeError(
             f"stream {stream!r} is not 'kind:identifier' (lowercase kind, then letters, digits or ._:/@+=-)")
+    if len(_GOOD_STREAMS) > 10_000:
+        _GOOD_STREAMS.clear()
+    _GOOD_STREAMS.add(stream)
+
+
+_GOOD_STREAMS: set[str] = set()  # names already checked: a stage appends to the same streams often
 
 
 def prepare(event: NewEvent, now: str | None = None, metas: dict | None = None) -> Prepared:
