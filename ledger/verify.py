@@ -135,25 +135,35 @@ def _fast_lines(lines: Iterator[bytes], chain: _Chain, limit: int | None = None)
     this loop to a dozen C calls a line is what holds verify near the cost of hashing the file.
     """
     seq, prev = chain.seq, chain.prev.encode("ascii")
-    watch = chain.watch
+    stop = _next_stop(seq, chain.watch, limit)  # one comparison a line covers both
     for line in lines:
         cut = len(line) - _SUFFIX
         hasher = sha256(prev)
         hasher.update(line[:cut])
         hasher.update(b"}")
         digest = hasher.hexdigest().encode()
+        # A matching suffix means the line is long enough; a line without ',"seq":' (rfind -1)
+        # is looked at from byte 6, inside '{"data":', where no seq digits can be.
         if (line.endswith(b"".join((_PREV_KEY, prev, _HASH_KEY, digest, _LINE_END)))
-                and line.startswith(b"%d," % (seq + 1), line.rfind(b',"seq":', 0, cut) + 7) and cut > 0):
+                and line.startswith(b"%d," % (seq + 1), line.rfind(b',"seq":', 0, cut) + 7)):
             seq, prev = seq + 1, digest
-            if seq == watch:
-                chain.watched = digest.decode()
-            if seq == limit:
-                break
+            if seq == stop:
+                if seq == chain.watch:
+                    chain.watched = digest.decode()
+                if seq == limit:
+                    break
+                stop = _next_stop(seq, chain.watch, limit)
             continue
         chain.seq, chain.prev = seq, prev.decode()
         return line
     chain.seq, chain.prev = seq, prev.decode()
     return None
+
+
+def _next_stop(seq: int, watch: int | None, limit: int | None) -> int | None:
+    """The next seq after ``seq`` where the fast loop must look up from its work."""
+    ahead = [n for n in (watch, limit) if n is not None and n > seq]
+    return min(ahead) if ahead else None
 
 
 _CANONICAL = '{"data":%s,"id":"%s","meta":%s,"schema":%d,"seq":%d,"stream":"%s","type":"%s","version":%d}'
