@@ -48,7 +48,8 @@ class Callbacks:
     """What the daemon does; each may raise, the daemon logs it and carries on."""
 
     ingest: Callable[[Path], Any]    # one ready inbox file -> a result with ``.status``
-    process: Callable[[], Any]       # run every pending step until idle -> a summary
+    process: Callable[[Callable[[], None]], Any]   # run every pending step until idle -> a summary;
+                                     # calls its argument between cases (the daemon ingests then)
     refresh: Callable[[], list]      # rewrite the reports -> their paths
     head: Callable[[], Any]          # the ledger head, compared to notice new events
 
@@ -91,6 +92,7 @@ class Daemon:
         self._reported_head: Any = None    # head the reports were last refreshed at
         self._failed: dict[Path, tuple[int, int]] = {}   # files whose ingest raised, by (size, mtime)
         self._retry_batch = False          # the last dispatcher pass raised: try again at the next rescan
+        self._between_at = 0.0             # when files were last looked at during a pass
 
     # --- the loop ----------------------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -211,7 +213,7 @@ class Daemon:
         started = time.monotonic()
         seen = self.callbacks.head()
         try:
-            summary = self._call(self.callbacks.process)
+            summary = self._call(self.callbacks.process, self.between_cases)
             current = self.callbacks.head()
             reports = []
             if current != self._reported_head:   # even when stopping: the reports match the ledger at exit
@@ -230,13 +232,24 @@ class Daemon:
                       "reports": len(reports), "ms": _ms(started)}
             self.log("batch", **fields)
 
+    def between_cases(self) -> None:
+        """Called by a running dispatcher pass between cases: ingest the inbox files that became
+        ready, so a long pass (a remote judge) does not hold new drops back; their cases join the
+        pass at its next scan. Looks at the files at most every ``quiet`` seconds."""
+        now = time.monotonic()
+        if self.stopping.is_set() or now - self._between_at < self.options.quiet:
+            return
+        self._between_at = now
+        self._ingest_ready()
+
     def _call(self, fn: Callable, *args):
-        """Run a callback, marking the daemon busy so a signal knows work is in flight."""
-        self._busy = True
+        """Run a callback, marking the daemon busy so a signal knows work is in flight (an ingest
+        inside a dispatcher pass leaves the pass marked busy)."""
+        outer, self._busy = self._busy, True
         try:
             return fn(*args)
         finally:
-            self._busy = False
+            self._busy = outer
 
     def _error(self, event: str, exc: BaseException, **fields) -> None:
         self.outcome.errors += 1

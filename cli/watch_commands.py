@@ -21,8 +21,9 @@ from cli.watch_log import FORMATS, Log
 class LogProgress:
     """The dispatcher's progress as log lines (a daemon's stderr is a log, not a terminal bar)."""
 
-    def __init__(self, log: Log, every_seconds: float = 5.0):
+    def __init__(self, log: Log, between_cases=lambda: None, every_seconds: float = 5.0):
         self.log = log
+        self.between_cases = between_cases   # the daemon's hook, called as each case finishes
         self.every = every_seconds
         self._last = 0.0
 
@@ -31,6 +32,7 @@ class LogProgress:
         self._last = time.monotonic()
 
     def update(self, counters) -> None:
+        self.between_cases()
         if time.monotonic() - self._last >= self.every:
             self._last = time.monotonic()
             self.log("progress", cases_done=counters.cases_done, judge_calls=counters.judge_calls,
@@ -45,11 +47,9 @@ def real_callbacks(led: ledger.Ledger, settings, log: Log) -> Callbacks:
     from projections import refresh
     from stages.dispatcher import run_until_idle
     from stages.intake import ingest_path
-    progress = LogProgress(log)
-
     return Callbacks(
         ingest=lambda path: ingest_path(led, path, from_inbox=True),
-        process=lambda: run_until_idle(led, settings, progress),
+        process=lambda between_cases: run_until_idle(led, settings, LogProgress(log, between_cases)),
         refresh=lambda: refresh(led),
         head=led.head,
     )

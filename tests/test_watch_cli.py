@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import select
 import signal
 import subprocess
 import sys
@@ -159,7 +160,7 @@ SLOW_DAEMON = textwrap.dedent("""
     home, seconds, grace = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
     state = {"head": 0}
 
-    def process():
+    def process(between_cases):
         if state["head"] == 0:
             print("busy", flush=True)
             time.sleep(seconds)            # a long judge call in flight
@@ -176,7 +177,11 @@ SLOW_DAEMON = textwrap.dedent("""
 def run_slow_daemon(home: Path, seconds: float, grace: float) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-c", SLOW_DAEMON, str(home), str(seconds), str(grace)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=REPO)
-    assert proc.stdout.readline().strip() == "busy"
+    ready, _, _ = select.select([proc.stdout], [], [], 20)   # never hang the suite on a broken daemon
+    if not ready:
+        proc.kill()
+        raise AssertionError(f"the daemon never got busy: {proc.communicate()[1]}")
+    assert proc.stdout.readline().strip() == "busy", proc.stderr.read() if proc.poll() is not None else ""
     return proc
 
 

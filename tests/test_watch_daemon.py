@@ -35,19 +35,33 @@ class StandIn:
         self.process_calls = 0
         self.refresh_calls = 0
         self.fail_process = False
+        self.long_pass = False
+        self.long_pass_until = None
+        self.pass_running = False
+        self.ingested_during_pass: list[str] = []
 
     def ingest(self, path: Path):
         if self.fail_on and path.name == self.fail_on:
             raise ValueError(f"stand-in cannot read {path.name}")
         self.read[path.name] = path.read_bytes()
+        if self.pass_running:
+            self.ingested_during_pass.append(path.name)
         self.ingest_count[path.name] = self.ingest_count.get(path.name, 0) + 1
         path.rename(self.home / "processed" / path.name)
         return "accepted"
 
-    def process(self):
+    def process(self, between_cases):
         self.process_calls += 1
         if self.fail_process:
             raise RuntimeError("stand-in dispatcher failed")
+        if self.long_pass:   # a pass of slow cases, calling the hook as each one finishes
+            self.long_pass = False
+            self.pass_running = True
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and self.long_pass_until not in self.read:
+                time.sleep(0.02)
+                between_cases()
+            self.pass_running = False
         return None
 
     def refresh(self):
@@ -344,3 +358,16 @@ def test_moving_an_ingested_file_out_does_not_hold_back_the_next_drop(home):
     finally:
         stop_daemon(daemon, thread)
     assert sorted(delays)[1] < 0.45, delays     # `quiet` (0.2 s) plus a little, not 0.5 s more
+
+
+def test_files_dropped_during_a_long_pass_are_ingested_between_its_cases(home):
+    standin = StandIn(home)
+    standin.long_pass, standin.long_pass_until = True, "during.json"
+    daemon, thread, _ = start_daemon(home, standin)
+    try:
+        assert wait_for(lambda: standin.pass_running)
+        drop_by_rename(home / "inbox", "during.json", b"{}")
+        assert wait_for(lambda: "during.json" in standin.read, 3.0)
+    finally:
+        stop_daemon(daemon, thread)
+    assert standin.ingested_during_pass == ["during.json"]
