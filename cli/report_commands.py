@@ -6,14 +6,13 @@ import asyncio
 import sys
 from pathlib import Path
 
-import orjson
 
 import ledger
 import projections
 from cli.ledger_commands import home_of, open_existing
 from ledger import NewEvent
 from projections.history import CaseNotFound, case_history, format_history, resolve_case
-from projections.store import ReadModelStore, reports_dir
+from projections.store import ReadModelStore, json_bytes, reports_dir
 
 
 def _usage(message: str):
@@ -22,7 +21,7 @@ def _usage(message: str):
 
 
 def _print_json(value) -> None:
-    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.buffer.write(json_bytes(value, indent=True) + b"\n")
 
 
 def _built(led, paths: list[Path], verb: str) -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 
 from projections.aggregate import build_aggregates
+from projections.store import json_bytes
 from projections.results import case_result
 
 SKIPPED_METRIC_ROOTS = ("ledger_head", "runs", "judges", "config_hashes")
@@ -24,7 +24,7 @@ USAGE_LEAVES = ("input_tokens", "output_tokens", "tokens", "cost", "judge_calls"
 
 
 def _canon(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    return json_bytes(value).decode("utf-8")
 
 
 def case_changes(a: dict | None, b: dict | None) -> list[dict[str, Any]]:

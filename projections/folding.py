@@ -18,7 +18,7 @@ from urllib.parse import quote
 from ledger.catalog import schema_version, upcast
 import orjson
 
-from ledger.envelope import _has_long_integer, decode_json
+from ledger.envelope import decode_json
 
 from projections.fold import (
     BENCHMARK_TYPES, CASE_APPLIERS, FOLDED_TYPES, RUN_TYPES, apply_benchmark_event,
@@ -64,6 +64,14 @@ def scan(led, start: int, end: int) -> Iterator[tuple]:
 
 
 _CURRENT_SCHEMA = {t: schema_version(t) for t in FOLDED_TYPES}
+_DIGITS_TO_9 = bytes.maketrans(b"012345678", b"999999999")
+_NINETEEN_DIGITS = b"9" * 19
+
+
+def _has_long_integer(raw: bytes) -> bool:
+    """True when the JSON holds a run of 19+ digits, which orjson may read inexactly (then the
+    exact decoder is used, as the ledger does)."""
+    return raw.translate(_DIGITS_TO_9).find(_NINETEEN_DIGITS) >= 0
 
 
 def _decoded(etype: str, schema: int, raw) -> dict:

@@ -15,7 +15,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import orjson
 
 from projections.aggregate import build_aggregates, provenance
 from projections.audit import ZONES
@@ -23,7 +22,7 @@ from projections.benchmark_md import render_benchmark, render_document
 from projections.markdown import render_aggregate_report, render_index
 from projections.reconstruction import document_report, score_histogram
 from projections.results import case_result, model_label, usage_of
-from projections.store import ReadModelStore
+from projections.store import ReadModelStore, json_bytes
 from projections import svg
 
 MANIFEST = ".evalledger-reports"
@@ -32,7 +31,7 @@ TOP_LEVEL = {"index.md", "aggregate-stats.json", "aggregate-report.md", "evaluat
 
 def pretty_json(value: Any) -> bytes:
     """Indented canonical JSON with a final newline."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
+    return json_bytes(value, indent=True) + b"\n"
 
 
 def slug(text: str) -> str:
@@ -126,7 +125,7 @@ def render_files(store: ReadModelStore) -> dict[str, bytes]:
     results = [case_result(c) for c in cases]
     files: dict[str, bytes] = {
         "aggregate-stats.json": pretty_json(agg),
-        "evaluations.jsonl": b"".join(orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in results),
+        "evaluations.jsonl": b"".join(json_bytes(r) + b"\n" for r in results),
     }
     folders = benchmark_folders(agg["benchmarks"])
     by_bench: dict[str, list[int]] = {}

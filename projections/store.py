@@ -12,11 +12,14 @@ the same bytes after an incremental update and after a rebuild.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import orjson
+
+from ledger.envelope import decode_json
 
 # Bump when the shape of a stored state changes: tables folded by another version are dropped and
 # refolded from seq 1 on first use, so an update never mixes states of two fold versions.
@@ -39,9 +42,20 @@ class StaleFold(Exception):
     """Another fold committed since this one read its position; its result must not be saved."""
 
 
+def json_bytes(value: Any, indent: bool = False) -> bytes:
+    """JSON with sorted keys (indented when asked); integers beyond 64 bits are written exactly."""
+    option = orjson.OPT_SORT_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
+    try:
+        return orjson.dumps(value, option=option)
+    except orjson.JSONEncodeError:           # orjson refuses integers beyond 64 bits
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False,
+                          indent=2 if indent else None,
+                          separators=(",", ": ") if indent else (",", ":")).encode("utf-8")
+
+
 def dumps(value: Any) -> str:
     """Canonical JSON text (sorted keys) of a state."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+    return json_bytes(value).decode("utf-8")
 
 
 def store_path(led) -> str:
@@ -129,18 +143,18 @@ class ReadModelStore:
             marks = ", ".join("?" * len(chunk))
             for case_id, state in self.conn.execute(
                     f"SELECT case_id, state FROM proj_cases WHERE case_id IN ({marks})", chunk):
-                out[case_id] = orjson.loads(state)
+                out[case_id] = decode_json(state)
         return out
 
     def load_keyed(self, table: str) -> dict[str, dict]:
         """Every state of ``proj_benchmarks`` or ``proj_runs``, by key."""
         key = "run" if table == "proj_runs" else "key"
-        return {k: orjson.loads(s) for k, s in self.conn.execute(f"SELECT {key}, state FROM {table}")}
+        return {k: decode_json(s) for k, s in self.conn.execute(f"SELECT {key}, state FROM {table}")}
 
     def iter_cases(self) -> Iterator[dict]:
         """Every case state, sorted by case id."""
         for (state,) in self.conn.execute("SELECT state FROM proj_cases ORDER BY case_id"):
-            yield orjson.loads(state)
+            yield decode_json(state)
 
     def case_count(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM proj_cases").fetchone()[0]

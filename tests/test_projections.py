@@ -213,3 +213,12 @@ def test_a_replayed_offline_judge_is_still_named_a_heuristic_baseline(led):
     led.append([first, call, syn.judged(case_id, "pass")])
     assert stats_of(led)["judges"] == [{"backend": "replay of offline", "model": "offline-heuristics-1",
                                         "calls": 1, "note": "offline heuristic baseline, not a language model"}]
+
+
+def test_integers_beyond_64_bits_are_folded_exactly(led):
+    big = 2 ** 70 + 1
+    case_id, events = syn.template_case("b", "q1", "A", "pass")
+    led.append(events + [syn.field(case_id, "huge", True, extracted=big, expected=big)])
+    projections.refresh(led)
+    line = json.loads((led.home / "reports" / "evaluations.jsonl").read_text().splitlines()[0])
+    assert line["fields"]["huge"]["extracted"] == big
