@@ -2,6 +2,7 @@
 
     python benchmarks/perf/watch_bench.py [--trials 20] [--burst 100] [--idle-seconds 10]
     python benchmarks/perf/watch_bench.py --ci          # smaller sizes, the same targets
+    python benchmarks/perf/watch_bench.py --polling     # the same with the polling observer
 
 Printed figures (each with its target):
 
@@ -61,7 +62,13 @@ def drop(staging: Path, inbox: Path, name: str, content: bytes) -> float:
     return time.time()
 
 
-def latency(watcher: "JudgedWatcher", staging: Path, inbox: Path, trials: int, label: str) -> bool:
+# With --polling a dropped file is seen within a poll (1 s) and, its origin unknown, read once
+# unchanged for 1 s (docs/watch.md): the latency target is the native observer's.
+POLLING_NOTE = "no target with --polling (a polled file must be unchanged for 1 s)"
+
+
+def latency(watcher: "JudgedWatcher", staging: Path, inbox: Path, trials: int, label: str,
+            polling: bool) -> bool:
     """Drop ``trials`` 10-case benchmarks one at a time; print p50/p90 and whether p50 meets the target."""
     latencies = []
     for trial in range(trials):
@@ -70,10 +77,11 @@ def latency(watcher: "JudgedWatcher", staging: Path, inbox: Path, trials: int, l
         latencies.append(watcher.wait({name}, 10, 30)[name] - dropped)
     p50 = statistics.median(latencies)
     p90 = sorted(latencies)[max(0, int(round(0.9 * len(latencies))) - 1)]
-    hit = p50 <= LATENCY_P50_TARGET
+    hit = p50 <= LATENCY_P50_TARGET or polling
+    verdict = POLLING_NOTE if polling else \
+        f"target p50 <= {LATENCY_P50_TARGET:.1f} s: {'ok' if hit else 'MISSED'}"
     print(f"latency rename -> last case.judged (10 cases, offline, {trials} drops, written {label}): "
-          f"p50 {p50:.3f} s, p90 {p90:.3f} s, max {max(latencies):.3f} s; "
-          f"target p50 <= {LATENCY_P50_TARGET:.1f} s: {'ok' if hit else 'MISSED'}")
+          f"p50 {p50:.3f} s, p90 {p90:.3f} s, max {max(latencies):.3f} s; {verdict}")
     return hit
 
 
@@ -120,7 +128,8 @@ def measure(args) -> bool:
     inbox = home / "inbox"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     log = open(home.parent / "watch.log", "wb")
-    daemon = subprocess.Popen([*CLI, "--home", str(home), "watch", "--log-format", "json"],
+    polling = ["--polling"] if args.polling else []
+    daemon = subprocess.Popen([*CLI, "--home", str(home), "watch", "--log-format", "json", *polling],
                               stderr=log, stdout=subprocess.DEVNULL, env=env, cwd=ROOT)
     ok = True
     try:
@@ -130,8 +139,8 @@ def measure(args) -> bool:
             # 1. latency, for the two safe ways of dropping (docs/watch.md)
             staging = home.parent / "staging"
             staging.mkdir()
-            ok &= latency(watcher, staging, inbox, args.trials, "outside the inbox")
-            ok &= latency(watcher, inbox, inbox, args.trials, "under a hidden name in the inbox")
+            ok &= latency(watcher, staging, inbox, args.trials, "outside the inbox", args.polling)
+            ok &= latency(watcher, inbox, inbox, args.trials, "under a hidden name in the inbox", args.polling)
             # 2. burst
             names = {f"burst-{i}" for i in range(args.burst)}
             contents = {n: benchmark(n) for n in names}
@@ -169,6 +178,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=20, help="latency drops (default 20)")
     parser.add_argument("--burst", type=int, default=100, help="files dropped at once (default 100)")
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="idle CPU window (default 10)")
+    parser.add_argument("--polling", action="store_true", help="run the daemon with --polling")
     parser.add_argument("--ci", action="store_true", help="small sizes for CI: 5 drops, 20 files, 3 s idle")
     args = parser.parse_args()
     if args.ci:
