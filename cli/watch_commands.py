@@ -58,6 +58,7 @@ def real_callbacks(led: ledger.Ledger, settings, log: Log) -> Callbacks:
 def run_daemon(home: Path, settings, options: WatchOptions, log: Log) -> Outcome:
     """Hold the home's watch lock and run the daemon on it (AlreadyRunning when another holds it)."""
     with daemon_lock.acquire(home):
+        ledger.init_home(home)   # puts back a deleted inbox/, processed/, rejected/ or reports/
         with ledger.open_ledger(home) as led:
             return Daemon(home, real_callbacks(led, settings, log), options, log).run()
 

@@ -125,6 +125,12 @@ def test_once_processes_everything_then_exits(home):
     assert " started " in lines[0] and " stopped " in lines[-1]
 
 
+def test_a_deleted_inbox_is_put_back(home):
+    (home / "inbox").rmdir()
+    assert evalledger(home, "watch", "--once", check=False).returncode == 0
+    assert (home / "inbox").is_dir()
+
+
 def test_once_exits_1_when_a_file_was_rejected(home):
     drop_by_rename(home / "inbox", "broken.json", BAD_FILE)
     result = evalledger(home, "watch", "--once", check=False)
