@@ -71,6 +71,8 @@ def cmd_watch(args) -> int:
         raise UsageError(f"{home}: no evalledger home here (run 'evalledger --home {home} init')")
     if args.rescan_seconds <= 0:
         raise UsageError("--rescan-seconds must be positive")
+    if args.grace_seconds < 0:
+        raise UsageError("--grace-seconds must not be negative")
     options = WatchOptions(rescan_seconds=args.rescan_seconds, polling=args.polling, once=args.once,
                            grace_seconds=args.grace_seconds)
     log = Log(args.log_format)
