@@ -14,6 +14,7 @@ from pathlib import Path
 
 import ledger
 from cli import daemon_lock
+from ledger.api import HOME_FOLDERS
 from cli.watch import Callbacks, Daemon, Outcome, WatchOptions
 from cli.watch_log import FORMATS, Log
 
@@ -58,7 +59,8 @@ def real_callbacks(led: ledger.Ledger, settings, log: Log) -> Callbacks:
 def run_daemon(home: Path, settings, options: WatchOptions, log: Log) -> Outcome:
     """Hold the home's watch lock and run the daemon on it (AlreadyRunning when another holds it)."""
     with daemon_lock.acquire(home):
-        ledger.init_home(home)   # puts back a deleted inbox/, processed/, rejected/ or reports/
+        for folder in HOME_FOLDERS:   # put back a deleted inbox/, processed/, rejected/ or reports/
+            (home / folder).mkdir(exist_ok=True)
         with ledger.open_ledger(home) as led:
             return Daemon(home, real_callbacks(led, settings, log), options, log).run()
 
