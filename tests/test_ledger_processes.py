@@ -89,3 +89,22 @@ def test_writers_killed_mid_append_leave_no_partial_event(tmp_path, backend):
         events = assert_sound(path, backend)
     assert kills >= 10
     assert len(events) > 12  # the writers did write between the kills
+
+
+@pytest.mark.parametrize("backend", ["home", "jsonl"])
+def test_verify_while_writers_append_never_reports_damage(tmp_path, backend):
+    """verify checks a snapshot taken under the lock: a writer between its commit and its mirror
+    write, or mid-line in a JSONL file, is not mistaken for a truncated mirror or a torn line."""
+    path = ledger_path(tmp_path, backend)
+    ledger.open_ledger(path).close()
+    workers = [start(path, f"v{n}", 150) for n in range(2)]
+    checks = 0
+    with ledger.open_ledger(path, readonly=True) as reader:
+        while any(proc.poll() is None for proc in workers) or checks == 0:
+            report = reader.verify()
+            assert report.ok, report.problems
+            checks += 1
+    for proc in workers:
+        assert proc.wait(timeout=60) == 0, proc.stderr.read().decode()
+    assert checks >= 1
+    assert_sound(path, backend)
