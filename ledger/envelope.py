@@ -198,10 +198,8 @@ class Event:
         """The payload as stored (a dict), decoded on first use."""
         value = self._data
         if value is None:
-            raw = self._raw_data  # decode_json, inlined: this is the hot path of every read
-            text = raw.encode() if raw.__class__ is str else raw
-            long = text.translate(_DIGITS_TO_9).find(_NINETEEN) >= 0
-            value = self._data = json.loads(raw) if long else orjson.loads(raw)
+            self._decode()
+            value = self._data
         return value
 
     @property
@@ -209,11 +207,23 @@ class Event:
         """The meta dict as stored, decoded on first use."""
         value = self._meta
         if value is None:
-            raw = self._raw_meta
-            text = raw.encode() if raw.__class__ is str else raw
-            long = text.translate(_DIGITS_TO_9).find(_NINETEEN) >= 0
-            value = self._meta = json.loads(raw) if long else orjson.loads(raw)
+            self._decode()
+            value = self._meta
         return value
+
+    def _decode(self) -> None:
+        """Decode data and meta together: one look for long integers covers both (the hot path
+        of every read; '}' and '{' at the seam keep a digit run from spanning the two)."""
+        raw_data, raw_meta = self._raw_data, self._raw_meta
+        if raw_data.__class__ is str and raw_meta.__class__ is str:  # rows from SQLite
+            both = (raw_data + raw_meta).encode()
+        else:
+            both = _as_bytes(raw_data) + _as_bytes(raw_meta)
+        loads = json.loads if both.translate(_DIGITS_TO_9).find(_NINETEEN) >= 0 else orjson.loads
+        if self._data is None:
+            self._data = loads(raw_data)
+        if self._meta is None:
+            self._meta = loads(raw_meta)
 
     @property
     def raw_data(self) -> bytes | str:
@@ -264,6 +274,12 @@ class Event:
 
     def __hash__(self) -> int:
         return hash((self.seq, self.hash))
+
+
+def _as_bytes(raw: bytes | str | None) -> bytes:
+    if raw is None:
+        return b""
+    return raw.encode() if isinstance(raw, str) else bytes(raw)
 
 
 def event_from_line(line: bytes) -> Event:
