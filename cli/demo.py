@@ -131,7 +131,7 @@ def _pct(rate: float) -> str:
 
 
 def cmd_demo(args) -> int:
-    from cli.main import UsageError
+    from cli.errors import UsageError
     try:
         return run_demo(args.samples, args.dir, args.log_format)
     except FileNotFoundError as exc:

@@ -31,7 +31,7 @@ def inbox_files(inbox: Path) -> list[Path]:
 
 def _targets(args, home: Path) -> list[tuple[Path, bool]]:
     """(path, from_inbox) for every file to ingest; raises UsageError for paths that do not exist."""
-    from cli.main import UsageError
+    from cli.errors import UsageError
     inbox = (home / "inbox").resolve()
     if not args.files:
         return [(p, True) for p in inbox_files(inbox)]

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 
+from cli.errors import UsageError  # one class however this module is loaded (script or -m)
 from ledger import EnvelopeError, LedgerError
 
 # Command modules, in the order their commands appear in --help.
@@ -23,8 +24,6 @@ COMMAND_MODULES = [
 ]
 
 
-class UsageError(Exception):
-    """A command was called in a way that cannot work; exits 2 with the message."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -30,7 +30,7 @@ def add_judge_options(p) -> None:
 
 def run_settings(args, **flags) -> RunSettings:
     """The dispatcher's settings from ``add_judge_options``' arguments; a bad key is a usage error."""
-    from cli.main import UsageError
+    from cli.errors import UsageError
     try:
         layer = run_layer(args.config_file, args.sets)
     except ConfigError as exc:
@@ -55,7 +55,7 @@ def register(sub) -> None:
 
 def cmd_run(args) -> int:
     """Run until idle; exit 1 when a case failed (its stage.failed says why), else 0."""
-    from cli.main import UsageError
+    from cli.errors import UsageError
     settings = run_settings(args, retry_failed=args.retry_failed)
     progress = None if args.quiet else Progress(sys.stderr)
     with open_existing(args) as led:

@@ -67,7 +67,7 @@ def run_daemon(home: Path, settings, options: WatchOptions, log: Log) -> Outcome
 
 def cmd_watch(args) -> int:
     from cli.ledger_commands import home_of
-    from cli.main import UsageError
+    from cli.errors import UsageError
     home = Path(home_of(args))
     if not ledger.is_home(home):
         raise UsageError(f"{home}: no evalledger home here (run 'evalledger --home {home} init')")
@@ -98,7 +98,7 @@ def run_settings(args):
     try:
         layer = run_layer(args.config_file, args.sets)
     except ConfigError as exc:
-        from cli.main import UsageError
+        from cli.errors import UsageError
         raise UsageError(str(exc)) from None
     return RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model)
 

@@ -287,12 +287,17 @@ def _move_rejected(home: Path, path: Path, result: IngestResult) -> Path:
     dest = folder / path.name
     if dest.exists():
         dest = folder / f"{path.stem}.{result.sha256[:12]}{path.suffix}"
+    # The error note goes first (written whole, then renamed): a kill between the two steps leaves
+    # the file in the inbox with its note already in rejected/, never a rejected file without one.
+    header = f"{result.file}: rejected (sha256 {result.sha256})"
+    note = Path(f"{dest}.error.txt")
+    partial = note.with_name(f".{note.name}.part")
+    partial.write_text("\n".join([header, *result.error_lines()]) + "\n", encoding="utf-8")
+    os.replace(partial, note)
     try:
         shutil.move(str(path), dest)
     except FileNotFoundError:
-        pass  # another process filed it first; the note below is the same either way
-    header = f"{result.file}: rejected (sha256 {result.sha256})"
-    Path(f"{dest}.error.txt").write_text("\n".join([header, *result.error_lines()]) + "\n", encoding="utf-8")
+        pass  # another process filed it first; its note is the same
     return dest
 
 
