@@ -16,6 +16,7 @@ import ledger
 from cli import daemon_lock
 from ledger.api import HOME_FOLDERS
 from cli.watch import Callbacks, Daemon, Outcome, WatchOptions
+from cli.run_commands import add_judge_options, run_settings
 from cli.watch_log import FORMATS, Log
 
 
@@ -91,18 +92,6 @@ def cmd_watch(args) -> int:
     return 0
 
 
-def run_settings(args):
-    """The dispatcher's settings from the judge and config options (as ``evalledger run`` builds them)."""
-    from stages.config import ConfigError, run_layer
-    from stages.dispatcher import RunSettings
-    try:
-        layer = run_layer(args.config_file, args.sets)
-    except ConfigError as exc:
-        from cli.errors import UsageError
-        raise UsageError(str(exc)) from None
-    return RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model)
-
-
 def add_watch_options(p) -> None:
     """The daemon's options, then the judge and config options a run takes."""
     p.add_argument("--once", action="store_true",
@@ -113,13 +102,7 @@ def add_watch_options(p) -> None:
                    help="poll the folders instead of kernel notifications (network filesystems)")
     p.add_argument("--log-format", choices=FORMATS, default="text",
                    help="log lines on stderr: text (default) or json, one object a line")
-    p.add_argument("--judge", choices=("offline", "openai", "replay"), default=None,
-                   help="judge backend (default: the config's, which is offline)")
-    p.add_argument("--model", default=None, help="judge model")
-    p.add_argument("--config", dest="config_file", default=None, metavar="FILE",
-                   help="a TOML or JSON file of config keys")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="one config key (repeatable), e.g. deep_judgment_enabled=true")
+    add_judge_options(p)  # the same judge and config options as `evalledger run`
     p.add_argument("--grace-seconds", type=float, default=10.0, metavar="S",
                    help="after SIGTERM/SIGINT, let in-flight work finish for S seconds before abandoning it")
 
