@@ -9,7 +9,7 @@ from pathlib import Path
 import ledger
 
 SAMPLES = Path(__file__).resolve().parent.parent / "benchmarks" / "samples"
-KARENINA = Path("/work/shared/fixtures/karenina")
+from shared_fixtures import KARENINA  # noqa: E402
 
 BENCHMARK = {
     "format": "evalledger/benchmark@1",

@@ -253,9 +253,7 @@ def test_group_commit_keeps_the_good_events_of_a_batch_with_a_bad_one(led):
     assert index_for(led).success("a" * 64).id == first.id and index_for(led).success("c" * 64).id == third.id
 
 
-KARENINA = Path("/work/shared/fixtures/karenina/llm_responses")
-if not KARENINA.is_dir():
-    KARENINA = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "karenina" / "llm_responses"
+from shared_fixtures import KARENINA_REPLIES as KARENINA  # noqa: E402
 
 
 def test_offline_parse_agrees_with_the_recorded_model_parses(led):

@@ -18,9 +18,7 @@ from stages.judge.roles import (
     AttributeSpec, ExtractExcerptsRequest, FailedQuote, ParseRequest, ScoreClaimsRequest, ScoreTraitRequest,
 )
 
-FIXTURES = Path("/work/shared/fixtures/karenina/llm_responses")
-if not FIXTURES.is_dir():  # CI: shared/ sits beside the clone
-    FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "karenina" / "llm_responses"
+from shared_fixtures import KARENINA_REPLIES as FIXTURES  # noqa: E402
 
 
 def _fixture_files() -> list[Path]:
