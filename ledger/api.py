@@ -75,7 +75,8 @@ class Ledger:
             if tracking is not None:
                 self.recorder.set_tracking(*tracking)
             return []
-        return self.recorder.append(prepared, normalise_expected(prepared, expected_version), tracking)
+        expected = {} if expected_version is None else normalise_expected(prepared, expected_version)
+        return self.recorder.append(prepared, expected, tracking)
 
     # --- reading ---------------------------------------------------------------------------------
     def read(self, from_seq: int = 1, types: str | Iterable[str] | None = None,

@@ -181,11 +181,34 @@ class SQLiteRecorder(Recorder):
         expected version is only a conflict when something new would be appended, so retrying a
         batch that was already appended returns the stored events.
         """
-        if len(batch) > 1:
-            result = self._insert_all_new(batch, expected)
-            if result is not None:
-                return result
+        if len(batch) == 1:
+            return self._insert_one(batch[0], expected)
+        result = self._insert_all_new(batch, expected)
+        if result is not None:
+            return result
         return self._insert_each(batch, expected)
+
+    def _insert_one(self, p: Prepared, expected: dict[str, int]):
+        """``_insert_each`` for a batch of one: the commonest append, without the bookkeeping."""
+        head = self._head or self._select_head()
+        seq, prev_hash = head.seq + 1, head.hash
+        current = self._versions.get(p.stream)
+        if current is None:
+            current = self._select_version(p.stream)
+        event, canonical = seal(p, seq, current + 1, prev_hash)
+        try:
+            self.conn.execute(_INSERT, (seq, p.id, p.stream, current + 1, p.type, p.schema,
+                                        p.data.decode(), p.meta.decode(), prev_hash, event.hash))
+        except sqlite3.IntegrityError as exc:
+            if "events.id" not in str(exc):
+                raise _StaleCache() from None
+            stored = self.conn.execute(f"SELECT {_COLUMNS} FROM events WHERE id = ?", (p.id,)).fetchone()
+            return [row_event(stored)], [], [], {}
+        want = expected.get(p.stream) if expected else None
+        if want is not None and want != current:
+            raise ConflictError(f"stream {p.stream!r} is at version {current}, expected {want}; "
+                                "nothing was appended")
+        return [event], [event], [line_bytes(canonical, prev_hash, event.hash)], {p.stream: current + 1}
 
     def _insert_all_new(self, batch: list[Prepared], expected: dict[str, int]):
         """A batch whose events are all new, in one ``executemany``; None when some id exists."""
