@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from projections.audit import audit_groups
+from projections.fold import call_fields
 from projections.reconstruction import aggregate_stats
 from projections.results import compare_models, group_cases, group_summary, per_field, per_trait
 
@@ -21,7 +22,8 @@ def judges_of(cases: list[dict], runs: dict[str, dict] | None = None) -> list[di
     """The judges behind these cases: (backend, model) with call counts, plus those runs declared."""
     seen: dict[tuple[str, str], int] = {}
     for case in cases:
-        for call in case["calls"].values():
+        for stored in case["calls"].values():
+            call = call_fields(stored)
             key = (_backend_label(call), str(call["model"]))
             seen[key] = seen.get(key, 0) + 1
     for run in (runs or {}).values():

@@ -111,16 +111,24 @@ def _opened(case, d, eid, version):
                 config=d.get("config") if isinstance(d.get("config"), dict) else {})
 
 
+# A judge call is stored as a list in this field order (a third of a case's state otherwise);
+# ``call_fields`` gives it back as a dict.
+CALL_FIELDS = ("role", "backend", "model", "attempt", "error", "source_backend", "input_tokens",
+               "output_tokens", "tokens", "cost")
+
+
+def call_fields(stored: list) -> dict[str, Any]:
+    """A stored judge call as a dict keyed by CALL_FIELDS."""
+    return dict(zip(CALL_FIELDS, stored))
+
+
 def _judge_called(case, d, eid, version):
     usage = d.get("usage")
     inp, out, total = _usage_tokens(usage) if usage else (0, 0, 0)
     cost = d.get("cost")
-    case["calls"][eid] = {
-        "role": d.get("role"), "backend": d.get("backend"), "model": d.get("model"),
-        "attempt": d.get("attempt"), "request_hash": d.get("request_hash"), "error": d.get("error"),
-        "source_backend": d.get("source_backend"), "input_tokens": inp, "output_tokens": out, "tokens": total,
-        "cost": float(cost) if cost.__class__ in (int, float) else _call_cost(d),
-    }
+    case["calls"][eid] = [d.get("role"), d.get("backend"), d.get("model"), d.get("attempt"), d.get("error"),
+                          d.get("source_backend"), inp, out, total,
+                          float(cost) if cost.__class__ in (int, float) else _call_cost(d)]
 
 
 def _excerpt(case, d, eid, version):

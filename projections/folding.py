@@ -39,6 +39,12 @@ class FoldResult:
     position: tuple[int, str]
 
 
+# The events whose meta.config_hash the read models record: a stage's final event for a case and
+# its failures carry the effective config the case was judged (or failed) under; reading meta for
+# every event would cost a JSON parse each.
+CONFIG_STAMPED = ("case.judged", "claim.scored", "credit.scored", "stage.failed")
+
+
 def scan(led, start: int, end: int) -> Iterator[tuple]:
     """(type, id, stream, version, schema, raw payload or decoded payload, config_hash) of the folded
     events in (start, end], in seq order; ``_decoded`` turns the payload into the current schema.
@@ -49,13 +55,16 @@ def scan(led, start: int, end: int) -> Iterator[tuple]:
     path = getattr(led.recorder, "path", None)
     if getattr(led.recorder, "db", None) is None or path is None:
         for e in led.read(from_seq=start + 1, to_seq=end, types=FOLDED_TYPES):
-            yield e.type, e.id, e.stream, e.version, e.schema, e.data, (e.meta or {}).get("config_hash")
+            config_hash = (e.meta or {}).get("config_hash") if e.type in CONFIG_STAMPED else None
+            yield e.type, e.id, e.stream, e.version, e.schema, e.data, config_hash
         return
     conn = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, timeout=60)
     try:
         marks = ", ".join("?" * len(FOLDED_TYPES))
+        stamped = ", ".join(f"'{t}'" for t in CONFIG_STAMPED)
         yield from conn.execute(
-            "SELECT type, id, stream, version, schema, CAST(data AS BLOB), json_extract(meta, '$.config_hash') "
+            "SELECT type, id, stream, version, schema, CAST(data AS BLOB), "
+            f"CASE WHEN type IN ({stamped}) THEN json_extract(meta, '$.config_hash') END "
             # "+type": filter while walking the rowid in order, not via the type index plus a sort
             f"FROM events WHERE seq > ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
             (start, end, *FOLDED_TYPES))

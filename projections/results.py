@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
+from projections.fold import call_fields
 from projections.stats import (
     mcnemar_exact, paired_bootstrap_interval, ratio, rnd, seed_for, wilson_interval,
 )
@@ -61,16 +62,15 @@ def is_auto_failed(case: dict) -> bool:
 
 
 def call_list(case: dict) -> list[dict]:
-    """The case's judge calls, sorted by (role, attempt, request hash, event id)."""
-    return [dict(call, id=cid) for cid, call in sorted(
-        case["calls"].items(),
-        key=lambda kv: (str(kv[1]["role"]), kv[1]["attempt"] or 0, str(kv[1]["request_hash"]), kv[0]))]
+    """The case's judge calls as dicts, sorted by (role, attempt, event id)."""
+    calls = [{**call_fields(stored), "id": cid} for cid, stored in case["calls"].items()]
+    return sorted(calls, key=lambda c: (str(c["role"]), c["attempt"] or 0, c["id"]))
 
 
 def usage_of(case: dict) -> dict[str, Any]:
     """Judge calls, retried attempts, errors, tokens and cost of one case (integer sums and an
     exactly rounded fsum: no order to fix)."""
-    calls = list(case["calls"].values())
+    calls = [call_fields(stored) for stored in case["calls"].values()]
     return {
         "judge_calls": len(calls),
         "judge_retries": sum(1 for c in calls if (c["attempt"] or 1) > 1),

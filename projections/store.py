@@ -23,7 +23,7 @@ from ledger.envelope import decode_json
 
 # Bump when the shape of a stored state changes: tables folded by another version are dropped and
 # refolded from seq 1 on first use, so an update never mixes states of two fold versions.
-FOLD_VERSION = 2
+FOLD_VERSION = 3
 POSITION_NAME = f"projections/v{FOLD_VERSION}"
 TABLES = ("proj_position", "proj_cases", "proj_benchmarks", "proj_runs")
 
