@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import orjson
 
 # Event types the read models fold; anything else is skipped (the history command reads the ledger).
 CASE_TYPES = (
@@ -25,21 +24,16 @@ RUN_TYPES = ("run.started", "run.completed")
 FOLDED_TYPES = CASE_TYPES + BENCHMARK_TYPES + RUN_TYPES
 
 
-_EMPTY_CASE = orjson.dumps({
-    "case_id": None, "opened": False, "benchmark": None, "kind": None, "question_id": None,
-    "model": None, "question": {}, "config": {}, "config_hashes": [],
-    "judged": None, "auto_fail_reasons": [], "fields": {}, "excerpts": {}, "excerpt_retries": {},
-    "missing_excerpts": [], "risk": {}, "reasoning": None, "parsed": None, "traits": {},
-    "traits_auto_failed": [], "claims": {}, "decomposed": None, "facts_errors": None,
-    "logic_errors": None, "credit": None, "calls": {}, "failures": {}, "overrides": [],
-})
-
-
 def new_case(case_id: str) -> dict[str, Any]:
-    """An empty case state: every key present, so rendering never guesses (a fresh deep copy)."""
-    case = orjson.loads(_EMPTY_CASE)
-    case["case_id"] = case_id
-    return case
+    """An empty case state: every key present, so rendering never guesses (fresh containers)."""
+    return {
+        "case_id": case_id, "opened": False, "benchmark": None, "kind": None, "question_id": None,
+        "model": None, "question": {}, "config": {}, "config_hashes": [],
+        "judged": None, "auto_fail_reasons": [], "fields": {}, "excerpts": {}, "excerpt_retries": {},
+        "missing_excerpts": [], "risk": {}, "reasoning": None, "parsed": None, "traits": {},
+        "traits_auto_failed": [], "claims": {}, "decomposed": None, "facts_errors": None,
+        "logic_errors": None, "credit": None, "calls": {}, "failures": {}, "overrides": [],
+    }
 
 
 def case_id_of(stream: str, data: Any) -> str | None:
@@ -168,9 +162,11 @@ def _parsed(case, d, eid, version):
 
 
 def _field(case, d, eid, version):
-    _set_versioned(case["fields"], str(d.get("field")), {
-        "primitive": d.get("primitive"), "extracted": d.get("extracted"),
-        "expected": d.get("expected"), "passed": d.get("passed")}, version)
+    name = str(d.get("field"))
+    fields = case["fields"]
+    if _latest(fields.get(name), version):
+        fields[name] = {"primitive": d.get("primitive"), "extracted": d.get("extracted"),
+                        "expected": d.get("expected"), "passed": d.get("passed"), "v": version}
 
 
 def _auto_failed(case, d, eid, version):
@@ -195,10 +191,13 @@ def _trait_auto_failed(case, d, eid, version):
 
 
 def _claim(case, d, eid, version):
-    _set_versioned(case["claims"], str(d.get("claim_id")), {
-        "score": d.get("score"), "justification": d.get("justification"),
-        "evidence_refs": list(d.get("evidence_refs") or []), "claim_text": d.get("claim_text"),
-        "claim_type": d.get("claim_type"), "importance": d.get("importance")}, version)
+    claim_id = str(d.get("claim_id"))
+    claims = case["claims"]
+    if _latest(claims.get(claim_id), version):
+        claims[claim_id] = {
+            "score": d.get("score"), "justification": d.get("justification"),
+            "evidence_refs": list(d.get("evidence_refs") or []), "claim_text": d.get("claim_text"),
+            "claim_type": d.get("claim_type"), "importance": d.get("importance"), "v": version}
 
 
 def _decomposed(case, d, eid, version):

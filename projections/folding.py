@@ -73,14 +73,9 @@ def scan(led, start: int, end: int) -> Iterator[tuple]:
 
 
 _CURRENT_SCHEMA = {t: schema_version(t) for t in FOLDED_TYPES}
+# A run of 19+ digits is an integer orjson may read inexactly: such payloads take the exact decoder.
 _DIGITS_TO_9 = bytes.maketrans(b"012345678", b"999999999")
 _NINETEEN_DIGITS = b"9" * 19
-
-
-def _has_long_integer(raw: bytes) -> bool:
-    """True when the JSON holds a run of 19+ digits, which orjson may read inexactly (then the
-    exact decoder is used, as the ledger does)."""
-    return raw.translate(_DIGITS_TO_9).find(_NINETEEN_DIGITS) >= 0
 
 
 def _decoded(etype: str, schema: int, raw) -> dict:
@@ -185,7 +180,7 @@ def _fold_all(folder: _Folder, events) -> int:
     appliers = CASE_APPLIERS
     cases = folder.cases
     current = _CURRENT_SCHEMA
-    loads, long_integer = orjson.loads, _has_long_integer
+    loads, digits_to_9, nineteen = orjson.loads, _DIGITS_TO_9, _NINETEEN_DIGITS
     count = 0
     for etype, eid, stream, version, schema, raw, config_hash in events:
         count += 1
@@ -193,7 +188,7 @@ def _fold_all(folder: _Folder, events) -> int:
         if applier is None:
             folder.fold(etype, eid, stream, version, schema, raw, config_hash)
             continue
-        if raw.__class__ is bytes and schema == current[etype] and not long_integer(raw):
+        if raw.__class__ is bytes and schema == current[etype] and raw.translate(digits_to_9).find(nineteen) < 0:
             data = loads(raw)                   # the common case, inlined: no upcast, no long integer
         else:
             data = _decoded(etype, schema, raw)

@@ -32,7 +32,6 @@ CREATE TABLE IF NOT EXISTS proj_position (name TEXT PRIMARY KEY, seq INTEGER NOT
 CREATE TABLE IF NOT EXISTS proj_cases (
     case_id TEXT PRIMARY KEY, benchmark TEXT, model TEXT, kind TEXT, question_id TEXT, status TEXT,
     verdict TEXT, state TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS proj_cases_benchmark ON proj_cases (benchmark, model);
 CREATE TABLE IF NOT EXISTS proj_benchmarks (key TEXT PRIMARY KEY, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS proj_runs (run TEXT PRIMARY KEY, state TEXT NOT NULL);
 """
