@@ -10,83 +10,26 @@ head and the stream versions it has seen and lets the seq key tell it when they 
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from itertools import chain, starmap
-from urllib.parse import quote
 from typing import Iterable, Iterator
 
 import sqlite_utils
 
-from ledger.envelope import GENESIS_HASH, Event, canonical_bytes, line_bytes
+from ledger.envelope import GENESIS_HASH, Event, line_bytes
 from ledger.filelock import FileLock
 from ledger.mirror import Mirror
 from ledger.persistence import (
     ConflictError, Head, LedgerError, Prepared, Recorder, chain_start, seal,
 )
+from ledger.sqlite_schema import COLUMNS, INSERT, SCHEMA, TRIGGERS, connect, row_event, row_line  # noqa: F401
 
-_COLUMNS = "seq, id, stream, version, type, schema, data, meta, prev_hash, hash"
-_INSERT = ("INSERT INTO events (seq, id, stream, version, type, schema, data, meta, prev_hash, hash) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 _PAGE = 256  # rows a read fetches at once: small pages stay in the CPU cache (5,000 made reads 25% slower)
 _MAX_CACHED_STREAMS = 100_000
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS events (
-    seq INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    stream TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    schema INTEGER NOT NULL,
-    data TEXT NOT NULL,
-    meta TEXT NOT NULL,
-    prev_hash TEXT NOT NULL,
-    hash TEXT NOT NULL,
-    UNIQUE (stream, version)
-);
-CREATE INDEX IF NOT EXISTS events_type_seq ON events (type, seq);
-CREATE TRIGGER IF NOT EXISTS events_refuse_update BEFORE UPDATE ON events
-BEGIN SELECT RAISE(ABORT, 'evalledger events are immutable: UPDATE refused'); END;
-CREATE TRIGGER IF NOT EXISTS events_refuse_delete BEFORE DELETE ON events
-BEGIN SELECT RAISE(ABORT, 'evalledger events are immutable: DELETE refused'); END;
-CREATE TABLE IF NOT EXISTS tracking (
-    name TEXT PRIMARY KEY,
-    position INTEGER NOT NULL
-);
-"""
-TRIGGERS = ("events_refuse_update", "events_refuse_delete")
 
 
 class _StaleCache(Exception):
     """The cached head or a cached stream version was out of date (another writer appended)."""
-
-
-def row_event(row) -> Event:
-    """An Event from a row of ``_COLUMNS``."""
-    return Event(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
-
-
-def row_line(row) -> bytes:
-    """The JSONL line of a row of ``_COLUMNS``, exactly as the mirror and export hold it."""
-    return line_bytes(canonical_bytes(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7]),
-                      row[8], row[9])
-
-
-def connect(path: str, durability: str = "normal", readonly: bool = False) -> sqlite3.Connection:
-    """Open a SQLite connection in autocommit mode with WAL and the requested durability."""
-    if durability not in ("normal", "full"):
-        raise LedgerError(f"durability must be 'normal' or 'full', not {durability!r}")
-    if readonly:
-        # A URI, so the path is quoted: '?', '#' and '%' in a directory name are not URI syntax.
-        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True, isolation_level=None,
-                               timeout=60, check_same_thread=False)
-    else:
-        conn = sqlite3.connect(path, isolation_level=None, timeout=60, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(f"PRAGMA synchronous = {durability.upper()}")
-    conn.execute("PRAGMA busy_timeout = 60000")
-    return conn
 
 
 class SQLiteRecorder(Recorder):
@@ -197,12 +140,12 @@ class SQLiteRecorder(Recorder):
             current = self._select_version(p.stream)
         event, canonical = seal(p, seq, current + 1, prev_hash)
         try:
-            self.conn.execute(_INSERT, (seq, p.id, p.stream, current + 1, p.type, p.schema,
+            self.conn.execute(INSERT, (seq, p.id, p.stream, current + 1, p.type, p.schema,
                                         p.data.decode(), p.meta.decode(), prev_hash, event.hash))
         except sqlite3.IntegrityError as exc:
             if "events.id" not in str(exc):
                 raise _StaleCache() from None
-            stored = self.conn.execute(f"SELECT {_COLUMNS} FROM events WHERE id = ?", (p.id,)).fetchone()
+            stored = self.conn.execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (p.id,)).fetchone()
             return [row_event(stored)], [], [], {}
         want = expected.get(p.stream) if expected else None
         if want is not None and want != current:
@@ -234,7 +177,7 @@ class SQLiteRecorder(Recorder):
         execute = self.conn.execute
         execute("SAVEPOINT batch")
         try:
-            self.conn.executemany(_INSERT, rows)
+            self.conn.executemany(INSERT, rows)
         except sqlite3.IntegrityError as exc:
             execute("ROLLBACK TO batch")
             execute("RELEASE batch")
@@ -271,13 +214,13 @@ class SQLiteRecorder(Recorder):
                 current = self._cached_version(p.stream)
             event, canonical = seal(p, seq, current + 1, prev_hash)
             try:
-                execute(_INSERT, (seq, p.id, p.stream, current + 1, p.type, p.schema,
+                execute(INSERT, (seq, p.id, p.stream, current + 1, p.type, p.schema,
                                   p.data.decode(), p.meta.decode(), prev_hash, event.hash))
             except sqlite3.IntegrityError as exc:
                 if "events.id" not in str(exc):
                     raise _StaleCache() if not new else LedgerError(
                         f"{self.location}: cannot append seq {seq}: {exc}") from None
-                stored = execute(f"SELECT {_COLUMNS} FROM events WHERE id = ?", (p.id,)).fetchone()
+                stored = execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (p.id,)).fetchone()
                 seen[p.id] = row_event(stored)
                 out.append(seen[p.id])
                 continue
@@ -306,7 +249,7 @@ class SQLiteRecorder(Recorder):
         """Pages of rows in seq order, each fetched whole so no read transaction stays open."""
         last = from_seq - 1
         bound = " AND seq <= ?" if to_seq is not None else ""
-        sql = f"SELECT {_COLUMNS} FROM events WHERE seq > ?{where}{bound} ORDER BY seq LIMIT {_PAGE}"
+        sql = f"SELECT {COLUMNS} FROM events WHERE seq > ?{where}{bound} ORDER BY seq LIMIT {_PAGE}"
         tail = params + ([to_seq] if to_seq is not None else [])
         while True:
             with self._thread_lock:
@@ -339,7 +282,7 @@ class SQLiteRecorder(Recorder):
 
     def get(self, id: str) -> Event | None:
         with self._thread_lock:
-            row = self.conn.execute(f"SELECT {_COLUMNS} FROM events WHERE id = ?", (id,)).fetchone()
+            row = self.conn.execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (id,)).fetchone()
         return row_event(row) if row else None
 
     def stream_version(self, stream: str) -> int:
@@ -381,7 +324,7 @@ class SQLiteRecorder(Recorder):
             try:
                 for row in checked_rows(lines, source):
                     try:
-                        conn.execute(_INSERT, row)
+                        conn.execute(INSERT, row)
                     except sqlite3.IntegrityError as exc:
                         raise LedgerError(f"seq {row[0]}: {exc} (the file repeats an id or a stream "
                                           "version); nothing was imported") from None

@@ -1,0 +1,69 @@
+"""The SQLite layout of the ledger: the ``events`` and ``tracking`` tables, how rows map to
+events and lines, and how a connection is opened (WAL, durability, read-only)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from urllib.parse import quote
+
+from ledger.envelope import Event, canonical_bytes, line_bytes
+from ledger.persistence import LedgerError
+
+COLUMNS = "seq, id, stream, version, type, schema, data, meta, prev_hash, hash"
+INSERT = ("INSERT INTO events (seq, id, stream, version, type, schema, data, meta, prev_hash, hash) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    stream TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    schema INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    UNIQUE (stream, version)
+);
+CREATE INDEX IF NOT EXISTS events_type_seq ON events (type, seq);
+CREATE TRIGGER IF NOT EXISTS events_refuse_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'evalledger events are immutable: UPDATE refused'); END;
+CREATE TRIGGER IF NOT EXISTS events_refuse_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'evalledger events are immutable: DELETE refused'); END;
+CREATE TABLE IF NOT EXISTS tracking (
+    name TEXT PRIMARY KEY,
+    position INTEGER NOT NULL
+);
+"""
+TRIGGERS = ("events_refuse_update", "events_refuse_delete")
+
+
+
+def row_event(row) -> Event:
+    """An Event from a row of ``COLUMNS``."""
+    return Event(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
+
+
+def row_line(row) -> bytes:
+    """The JSONL line of a row of ``COLUMNS``, exactly as the mirror and export hold it."""
+    return line_bytes(canonical_bytes(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7]),
+                      row[8], row[9])
+
+
+def connect(path: str, durability: str = "normal", readonly: bool = False) -> sqlite3.Connection:
+    """Open a SQLite connection in autocommit mode with WAL and the requested durability."""
+    if durability not in ("normal", "full"):
+        raise LedgerError(f"durability must be 'normal' or 'full', not {durability!r}")
+    if readonly:
+        # A URI, so the path is quoted: '?', '#' and '%' in a directory name are not URI syntax.
+        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True, isolation_level=None,
+                               timeout=60, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=60, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {durability.upper()}")
+    conn.execute("PRAGMA busy_timeout = 60000")
+    return conn
