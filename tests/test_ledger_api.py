@@ -194,6 +194,10 @@ def test_sqlite_columns_are_the_envelope_fields_and_wal(home):
 def test_durability_sets_sqlite_synchronous(tmp_path, durability, level):
     with ledger.open_ledger(tmp_path / "home", durability=durability) as led:
         assert led.recorder.conn.execute("PRAGMA synchronous").fetchone()[0] == level
+        assert led.recorder.mirror.fsync == (durability == "full")
+        led.append(note("case:a", "one"))
+        led.append([note("case:a", "two"), note("case:b", "three")])
+        assert led.verify().ok and led.head().seq == 3
     with pytest.raises(ledger.LedgerError, match="durability"):
         ledger.open_ledger(tmp_path / "other", durability="sometimes")
 
