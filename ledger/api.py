@@ -187,9 +187,10 @@ class Ledger:
 def parse_head(text: str) -> Head:
     """Parse ``SEQ:HASH`` (as printed by verify) into a Head."""
     seq, sep, hash = text.partition(":")
-    if not sep or not seq.strip().isdigit() or len(hash.strip()) != 64:
+    hash = hash.strip().lower()
+    if not sep or not seq.strip().isdigit() or len(hash) != 64 or hash.strip("0123456789abcdef"):
         raise LedgerError(f"expected head as SEQ:HASH (64 hex digits), got {text!r}")
-    return Head(int(seq), hash.strip().lower())
+    return Head(int(seq), hash)
 
 
 def open_ledger(path: str | os.PathLike | None = None, *, durability: str = "normal",

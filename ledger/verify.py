@@ -57,7 +57,8 @@ class _Chain:
         self.prev = GENESIS_HASH
         self.problem: Problem | None = None
         self.watch = watch  # the seq of a published head, whose hash is kept
-        self.watched: str | None = None
+        # seq 0 is the empty ledger, whose head (as verify prints it) is the genesis hash
+        self.watched: str | None = GENESIS_HASH if watch == 0 else None
 
     def fail(self, reason: str, seq: int | None = None) -> None:
         if self.problem is None:
