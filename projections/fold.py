@@ -24,6 +24,23 @@ RUN_TYPES = ("run.started", "run.completed")
 FOLDED_TYPES = CASE_TYPES + BENCHMARK_TYPES + RUN_TYPES
 
 
+# Keys stored even when empty (ids); every other key is left out of a stored state while it holds
+# its empty default, and ``restore_case`` puts the default back.
+ALWAYS_STORED = frozenset(("case_id", "benchmark", "kind", "question_id", "model"))
+
+
+def sparse_case(case: dict[str, Any]) -> dict[str, Any]:
+    """The state as stored: empty defaults left out (a third of a small case's bytes)."""
+    return {k: v for k, v in case.items() if v or k in ALWAYS_STORED}
+
+
+def restore_case(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored (sparse) state with every key back."""
+    case = new_case(stored["case_id"])
+    case.update(stored)
+    return case
+
+
 def new_case(case_id: str) -> dict[str, Any]:
     """An empty case state: every key present, so rendering never guesses (fresh containers)."""
     return {
@@ -98,7 +115,7 @@ def _call_cost(data: dict) -> float:
 
 # --- per-type appliers ------------------------------------------------------------------------------
 
-def _opened(case, d, eid, version):
+def _opened(case, d, key, version):
     case.update(opened=True, benchmark=d.get("benchmark"), kind=d.get("kind"),
                 question_id=str(d.get("question_id")), model=d.get("model"),
                 question=_question_summary(d.get("kind"), d.get("question")),
@@ -116,34 +133,34 @@ def call_fields(stored: list) -> dict[str, Any]:
     return dict(zip(CALL_FIELDS, stored))
 
 
-def _judge_called(case, d, eid, version):
+def _judge_called(case, d, key, version):
     usage = d.get("usage")
     inp, out, total = _usage_tokens(usage) if usage else (0, 0, 0)
     cost = d.get("cost")
-    case["calls"][eid] = [d.get("role"), d.get("backend"), d.get("model"), d.get("attempt"), d.get("error"),
+    case["calls"][key] = [d.get("role"), d.get("backend"), d.get("model"), d.get("attempt"), d.get("error"),
                           d.get("source_backend"), inp, out, total,
                           float(cost) if cost.__class__ in (int, float) else _call_cost(d)]
 
 
-def _excerpt(case, d, eid, version):
+def _excerpt(case, d, key, version):
     per_attr = case["excerpts"].setdefault(str(d.get("attribute")), {})
-    per_attr[eid] = {"text": d.get("text"), "similarity": d.get("similarity"),
+    per_attr[key] = {"text": d.get("text"), "similarity": d.get("similarity"),
                        "confidence": d.get("confidence"), "attempt": d.get("attempt"), "v": version}
 
 
-def _retried(case, d, eid, version):
+def _retried(case, d, key, version):
     attr = str(d.get("attribute"))
-    case["excerpt_retries"].setdefault(attr, {})[eid] = {
+    case["excerpt_retries"].setdefault(attr, {})[key] = {
         "attempt": d.get("attempt"), "failed": d.get("failed") or []}
 
 
-def _missing(case, d, eid, version):
+def _missing(case, d, key, version):
     attr = str(d.get("attribute"))
     if attr not in case["missing_excerpts"]:
         case["missing_excerpts"] = sorted([*case["missing_excerpts"], attr])
 
 
-def _risk(case, d, eid, version):
+def _risk(case, d, key, version):
     _set_versioned(case["risk"], str(d.get("attribute")), _without(d, "case_id", "attribute"), version)
 
 
@@ -151,17 +168,17 @@ def _without(d: dict, *keys: str) -> dict:
     return {k: v for k, v in d.items() if k not in keys}
 
 
-def _reasoning(case, d, eid, version):
+def _reasoning(case, d, key, version):
     if _latest(case["reasoning"], version):
         case["reasoning"] = {**_without(d, "case_id"), "v": version}
 
 
-def _parsed(case, d, eid, version):
+def _parsed(case, d, key, version):
     if _latest(case["parsed"], version):
         case["parsed"] = {**_without(d, "case_id"), "v": version}
 
 
-def _field(case, d, eid, version):
+def _field(case, d, key, version):
     name = str(d.get("field"))
     fields = case["fields"]
     if _latest(fields.get(name), version):
@@ -169,28 +186,28 @@ def _field(case, d, eid, version):
                         "expected": d.get("expected"), "passed": d.get("passed"), "v": version}
 
 
-def _auto_failed(case, d, eid, version):
+def _auto_failed(case, d, key, version):
     case["auto_fail_reasons"] = sorted(set(case["auto_fail_reasons"]) | set(map(str, d.get("reasons") or [])))
 
 
-def _judged(case, d, eid, version):
+def _judged(case, d, key, version):
     if _latest(case["judged"], version):
         case["judged"] = {"verdict": d.get("verdict"), "auto_failed": bool(d.get("auto_failed")),
                           "reasons": list(d.get("reasons") or []), "v": version}
 
 
-def _trait(case, d, eid, version):
+def _trait(case, d, key, version):
     _set_versioned(case["traits"], str(d.get("trait")), {
         "mode": d.get("mode"), "score": d.get("score"), "reasoning": d.get("reasoning")}, version)
 
 
-def _trait_auto_failed(case, d, eid, version):
+def _trait_auto_failed(case, d, key, version):
     trait = str(d.get("trait"))
     if trait not in case["traits_auto_failed"]:
         case["traits_auto_failed"] = sorted([*case["traits_auto_failed"], trait])
 
 
-def _claim(case, d, eid, version):
+def _claim(case, d, key, version):
     claim_id = str(d.get("claim_id"))
     claims = case["claims"]
     if _latest(claims.get(claim_id), version):
@@ -200,32 +217,32 @@ def _claim(case, d, eid, version):
             "claim_type": d.get("claim_type"), "importance": d.get("importance"), "v": version}
 
 
-def _decomposed(case, d, eid, version):
+def _decomposed(case, d, key, version):
     if _latest(case["decomposed"], version):
         case["decomposed"] = {**_without(d, "case_id"), "v": version}
 
 
 def _checked(slot: str):
-    def apply(case, d, eid, version):
+    def apply(case, d, key, version):
         if _latest(case[slot], version):
             case[slot] = {"errors": list(d.get("errors") or []), "v": version}
     return apply
 
 
-def _credit(case, d, eid, version):
+def _credit(case, d, key, version):
     if _latest(case["credit"], version):
         case["credit"] = {"high": d.get("high"), "low": d.get("low"),
                           "credit_score": d.get("credit_score"), "zone": d.get("zone"),
                           "expected_credit_score": d.get("expected_credit_score"), "v": version}
 
 
-def _stage_failed(case, d, eid, version):
-    case["failures"][eid] = {"stage": d.get("stage"), "reason": d.get("reason"), "v": version}
+def _stage_failed(case, d, key, version):
+    case["failures"][key] = {"stage": d.get("stage"), "reason": d.get("reason"), "v": version}
 
 
-def _overridden(case, d, eid, version):
+def _overridden(case, d, key, version):
     entry = {"verdict": d.get("verdict"), "reason": d.get("reason"), "author": d.get("author"),
-             "v": version, "id": eid}
+             "v": version, "id": key}
     if entry not in case["overrides"]:
         case["overrides"] = sorted([*case["overrides"], entry], key=lambda o: (o["v"], o["id"]))
 
@@ -241,10 +258,10 @@ CASE_APPLIERS: dict[str, Callable] = {
 }
 
 
-def apply_case_event(case: dict, etype: str, data: Any, eid: str, version: int,
+def apply_case_event(case: dict, etype: str, data: Any, key: str, version: int,
                      config_hash: str | None) -> None:
-    """Fold one case event (type, payload, event id, stream version, meta config_hash) in place."""
-    CASE_APPLIERS[etype](case, data if isinstance(data, dict) else {}, eid, version)
+    """Fold one case event (type, payload, its slot key, stream version, meta config_hash) in place."""
+    CASE_APPLIERS[etype](case, data if isinstance(data, dict) else {}, key, version)
     if config_hash and etype != "case.opened" and config_hash not in case["config_hashes"]:
         case["config_hashes"] = sorted([*case["config_hashes"], config_hash])
 

@@ -123,7 +123,7 @@ class _Folder:
             case_id = case_id_of(stream, data)
             if case_id is not None:
                 case = self.cases.get(case_id) or self.case(case_id)
-                apply_case_event(case, etype, data, eid, version, config_hash)
+                apply_case_event(case, etype, data, slot_key(stream, case_id, eid, version), version, config_hash)
         elif etype in BENCHMARK_TYPES:
             if self.benchmarks is None:
                 self.benchmarks = self.store.load_keyed("proj_benchmarks")
@@ -175,6 +175,12 @@ def _update_once(led, store: ReadModelStore, fresh: bool) -> FoldResult:
     return FoldResult(count, folder.touched, (head.seq, head.hash))
 
 
+def slot_key(stream: str, case_id: str, eid: str, version: int) -> str:
+    """The key an event's entry gets in its case state (calls, excerpts, failures ...): its version
+    in the case's stream (short, unique there, the same in any interleaving), else its event id."""
+    return str(version) if stream == "case:" + case_id else eid
+
+
 def _fold_all(folder: _Folder, events) -> int:
     """The hot loop: route each event to its case (inlined ``_Folder.fold`` for case events)."""
     appliers = CASE_APPLIERS
@@ -200,7 +206,8 @@ def _fold_all(folder: _Folder, events) -> int:
         case = cases.get(case_id)
         if case is None:
             case = folder.case(case_id)
-        applier(case, data if data.__class__ is dict else {}, eid, version)
+        key = str(version) if stream == "case:" + case_id else eid
+        applier(case, data if data.__class__ is dict else {}, key, version)
         if config_hash and etype != "case.opened" and config_hash not in case["config_hashes"]:
             case["config_hashes"] = sorted([*case["config_hashes"], config_hash])
         if len(cases) >= FLUSH_EVERY:

@@ -20,10 +20,11 @@ from typing import Any, Iterable, Iterator
 import orjson
 
 from ledger.envelope import decode_json
+from projections.fold import restore_case, sparse_case
 
 # Bump when the shape of a stored state changes: tables folded by another version are dropped and
 # refolded from seq 1 on first use, so an update never mixes states of two fold versions.
-FOLD_VERSION = 3
+FOLD_VERSION = 4
 POSITION_NAME = f"projections/v{FOLD_VERSION}"
 TABLES = ("proj_position", "proj_cases", "proj_benchmarks", "proj_runs")
 
@@ -113,7 +114,7 @@ class ReadModelStore:
         """
         from projections.results import case_status, effective_verdict
         rows = [(c["case_id"], c["benchmark"], c["model"], c["kind"], c["question_id"],
-                 case_status(c), effective_verdict(c), dumps(c)) for c in cases]
+                 case_status(c), effective_verdict(c), dumps(sparse_case(c))) for c in cases]
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -142,7 +143,7 @@ class ReadModelStore:
             marks = ", ".join("?" * len(chunk))
             for case_id, state in self.conn.execute(
                     f"SELECT case_id, state FROM proj_cases WHERE case_id IN ({marks})", chunk):
-                out[case_id] = decode_json(state)
+                out[case_id] = restore_case(decode_json(state))
         return out
 
     def load_keyed(self, table: str) -> dict[str, dict]:
@@ -153,7 +154,7 @@ class ReadModelStore:
     def iter_cases(self) -> Iterator[dict]:
         """Every case state, sorted by case id."""
         for (state,) in self.conn.execute("SELECT state FROM proj_cases ORDER BY case_id"):
-            yield decode_json(state)
+            yield restore_case(decode_json(state))
 
     def case_count(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM proj_cases").fetchone()[0]
