@@ -90,6 +90,10 @@ def cmd_export(args) -> int:
 
 def cmd_import(args) -> int:
     """Import into an empty (or new) home; a file that fails verification is refused with exit 1."""
+    from pathlib import Path
+    if not Path(args.file).is_file():  # checked first: a typo must not leave a new, empty home behind
+        raise ledger.LedgerError(f"{args.file}: no such file" if not Path(args.file).exists()
+                                 else f"{args.file}: not a file")
     with ledger.open_ledger(home_of(args)) as led:
         try:
             count = led.import_file(args.file)
