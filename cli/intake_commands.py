@@ -49,8 +49,9 @@ def _targets(args, home: Path) -> list[tuple[Path, bool]]:
 
 def cmd_ingest(args) -> int:
     """Ingest files (or the whole inbox); one line per file; exit 1 when any was rejected."""
+    from cli.ledger_commands import open_existing
     home = Path(_home(args))
-    with ledger.open_ledger(home) as led:
+    with open_existing(args) as led:  # a mistyped --home must not start a second, empty ledger
         targets = _targets(args, home)
         results, unreadable = [], 0
         for path, from_inbox in targets:
@@ -66,7 +67,8 @@ def cmd_ingest(args) -> int:
             results.append(result)
             _print_result(result)
     if not targets:
-        print(f"nothing to ingest in {home / 'inbox'}")
+        where = ", ".join(args.files) if args.files else str(home / "inbox")
+        print(f"nothing to ingest in {where}")
     return 1 if unreadable or any(r.status == "rejected" for r in results) else 0
 
 
