@@ -85,7 +85,8 @@ def bench_append(work: Path, count: int, batch: int, rounds: int = 10) -> tuple[
     raw = raw_connection(work / "raw" / "raw.db")
     home = ledger.open_ledger(work / "home-append")
     bare = ledger.open_ledger(work / "bare.db")
-    per_round = max(batch, count // rounds // batch * batch)
+    rounds = max(1, min(rounds, count // batch))  # every round must append a full share of the events
+    per_round = count // rounds // batch * batch
     times: dict[str, list[float]] = {"raw": [], "home": [], "db": []}
     for r in range(rounds):
         part = slice(r * per_round, (r + 1) * per_round)
