@@ -148,6 +148,9 @@ class VerificationConfig(StrictModel):
         return hashlib.sha256(orjson.dumps(self.to_json(), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+UNKNOWN_KEY = "unknown key (not a VerificationConfig field; docs/stages.md lists them)"
+
+
 class ConfigError(ValueError):
     """A configuration that cannot be used; ``errors`` lists ``{where, reason}``."""
 
@@ -156,12 +159,14 @@ class ConfigError(ValueError):
         super().__init__("; ".join(f"{e['where']}: {e['reason']}" for e in errors))
 
 
-def _validation_errors(exc: ValidationError, where: str) -> list[dict[str, str]]:
-    """Pydantic errors as ``{where, reason}`` with a dotted path under ``where``."""
+def _validation_errors(exc: ValidationError, where: str, sep: str = ".") -> list[dict[str, str]]:
+    """Pydantic errors as ``{where, reason}`` with the dotted key path after ``where`` and ``sep``."""
     out = []
     for err in exc.errors():
         path = ".".join(str(p) for p in err["loc"] if p != "global_")
-        out.append({"where": f"{where}.{path}" if path else where, "reason": err["msg"]})
+        # pydantic's "Extra inputs are not permitted" does not tell a user it means a misspelt key
+        reason = UNKNOWN_KEY if err["type"] == "extra_forbidden" else err["msg"]
+        out.append({"where": f"{where}{sep}{path}" if path else where, "reason": reason})
     return out
 
 
@@ -199,13 +204,17 @@ def merge_layers(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def effective_config(benchmark: Mapping[str, Any] | None = None,
-                     run_layer: Mapping[str, Any] | None = None) -> VerificationConfig:
-    """Defaults <- the benchmark's config (minus run-only keys) <- the run's layer (file + --set)."""
+                     run_layer: Mapping[str, Any] | None = None, where: str = "config",
+                     sep: str = ".") -> VerificationConfig:
+    """Defaults <- the benchmark's config (minus run-only keys) <- the run's layer (file + --set).
+
+    ``where`` and ``sep`` go before the key path of a bad key in the ConfigError.
+    """
     bench = {k: v for k, v in (benchmark or {}).items() if k not in RUN_ONLY_KEYS}
     try:
         return VerificationConfig.model_validate(merge_layers(bench, run_layer))
     except ValidationError as exc:
-        raise ConfigError(_validation_errors(exc, "config")) from None
+        raise ConfigError(_validation_errors(exc, where, sep)) from None
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -250,7 +259,16 @@ def parse_set(items: list[str] | None) -> dict[str, Any]:
 
 
 def run_layer(config_file: str | Path | None = None, sets: list[str] | None = None) -> dict[str, Any]:
-    """The run's own layer: the ``--config`` file then ``--set``, validated as a whole."""
-    layer = merge_layers(load_config_file(config_file) if config_file else {}, parse_set(sets))
-    effective_config(None, layer)  # fail early, naming the bad key
+    """The run's own layer: the ``--config`` file then ``--set``, validated as a whole.
+
+    A bad key is named with where it came from: the file's name when the file alone is
+    invalid, else ``--set`` (a ``--set`` may correct a value from the file).
+    """
+    from_file = load_config_file(config_file) if config_file else {}
+    layer = merge_layers(from_file, parse_set(sets))
+    try:
+        effective_config(None, layer)  # fail early, naming the bad key
+    except ConfigError:
+        effective_config(None, from_file, where=f"{config_file}:", sep=" ")
+        effective_config(None, layer, where="--set", sep=" ")
     return layer

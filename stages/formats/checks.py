@@ -102,10 +102,10 @@ def check_config(config: Any, where: str = "$.config") -> list[Problem]:
     if not isinstance(config, dict):
         return [Problem(where, "config is an object of VerificationConfig fields")]
     try:
-        from stages.config import benchmark_config_errors
+        from stages.config import UNKNOWN_KEY, benchmark_config_errors
     except ImportError:
         return _fallback_config(config, where)
-    return [Problem(e["where"], _UNKNOWN if e["reason"] == "Extra inputs are not permitted" else e["reason"])
+    return [Problem(e["where"], _UNKNOWN if e["reason"] == UNKNOWN_KEY else e["reason"])
             for e in benchmark_config_errors(config, where)]
 
 
