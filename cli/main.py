@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
+        # Every command commits whole batches only, so what is in the ledger stays valid.
+        print(f"\nevalledger {args.command}: interrupted; everything committed before it is kept "
+              "(running the command again carries on)", file=sys.stderr)
         return 130
 
 
