@@ -8,11 +8,10 @@ from pathlib import Path
 import orjson
 
 import ledger
+from cli.watch_inbox import is_ignored
 from stages.intake import DEFAULT_MAX_BYTES, IngestResult, ingest_path
 from stages.intake_status import CASE_STATES, status
 
-# Files a writer is still producing (write elsewhere, then rename in) and our own error notes.
-_SKIPPED_SUFFIXES = (".error.txt", ".tmp", ".part", ".partial", ".swp")
 # A folder named on the command line may hold other things (a README); only these are taken.
 INPUT_SUFFIXES = (".json", ".jsonl", ".jsonld")
 
@@ -26,7 +25,7 @@ def inbox_files(inbox: Path) -> list[Path]:
     if not inbox.is_dir():
         return []
     return sorted(p for p in inbox.iterdir()
-                  if p.is_file() and not p.name.startswith(".") and not p.name.endswith(_SKIPPED_SUFFIXES))
+                  if p.is_file() and not is_ignored(p.name))  # the names the watch daemon ignores too
 
 
 def _targets(args, home: Path) -> list[tuple[Path, bool]]:

@@ -24,11 +24,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-IGNORED_SUFFIXES = (".tmp", ".part", "~")
+# Names writers use while a file is incomplete (editors, rsync, downloads) and intake's own error
+# notes. The one list for both `watch` and `ingest` of the inbox, so the two never disagree.
+IGNORED_SUFFIXES = (".tmp", ".part", ".partial", ".swp", "~", ".error.txt")
 
 
 def is_ignored(name: str) -> bool:
-    """True for hidden and temporary names: ``.*``, ``*.tmp``, ``*.part``, ``*~``."""
+    """True for hidden and temporary names: ``.*``, ``*.tmp``, ``*.part``, ``*.partial``, ``*.swp``, ``*~``."""
     return name.startswith(".") or name.endswith(IGNORED_SUFFIXES)
 
 
