@@ -89,7 +89,21 @@ def run_demo(samples: str | None = None, parent: str | None = None, log_format: 
     for path in sorted(outcome.reports):
         print(f"         {path}", file=out)
     print(f"try:     evalledger --home {home} verify", file=out)
-    return 1 if outcome.errors else 0
+    return 1 if outcome.errors or _report_unjudged_files(outcome, home, out) else 0
+
+
+def _report_unjudged_files(outcome, home: Path, out) -> int:
+    """Say which sample files were rejected or wait for a benchmark; returns how many were rejected.
+
+    The summary table only shows what was judged, so a bad file would otherwise go unmentioned.
+    """
+    rejected, pending = outcome.ingested.get("rejected", 0), outcome.ingested.get("pending", 0)
+    if rejected:
+        print(f"rejected: {rejected} file(s); each reason is in {home / 'rejected'}/<file>.error.txt", file=out)
+    if pending:
+        print(f"pending:  {pending} responses file(s) wait for their benchmark "
+              f"(evalledger --home {home} status)", file=out)
+    return rejected
 
 
 def summary_table(stats: dict[str, Any]) -> str:
