@@ -18,6 +18,7 @@ from stages.judge import JudgeCallFailed, JudgeError, JudgeSettings, make_judge
 from stages.judge.stand_in import Drop, Reply, Slow, StandIn, Status
 
 SECRET = "sk-evalledger-test-5f1c0ffee-DO-NOT-STORE"
+SAMPLES_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "samples"
 TRAIT = {"question": "What is 15 multiplied by 7?", "response": "15 multiplied by 7 is 105.",
          "trait": {"name": "completeness", "kind": "score", "min_score": 1, "max_score": 5}}
 HANG_GUARD_S = 20
@@ -291,3 +292,14 @@ def test_the_stand_in_runs_as_a_program_for_trying_the_openai_backend(home):
         proc.terminate()
         proc.wait(10)
     assert calls(home)[0]["http_status"] == 200
+
+
+def test_no_api_key_for_the_public_api_is_a_usage_error_before_any_case_fails(home, run_cli):
+    """QA: without OPENAI_API_KEY every call to api.openai.com would fail case by case (401)."""
+    run_cli("init", home=home)
+    run_cli("ingest", SAMPLES_DIR / "polio-vaccine-1955.reconstruction.json", home=home)
+    head = run_cli("verify", home=home).stdout
+    env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}
+    done = run_cli("run", "--judge", "openai", "--model", "gpt-4o-mini", home=home, env=env)
+    assert done.returncode == 2 and "OPENAI_API_KEY" in done.stderr
+    assert run_cli("verify", home=home).stdout == head   # no run.started, no stage.failed

@@ -28,7 +28,7 @@ import aiohttp
 from stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, PendingCall
 from stages.judge.replies import decode_reply
 from stages.judge.roles import Model
-from stages.judge.settings import JudgeSettings
+from stages.judge.settings import DEFAULT_BASE_URL, JudgeSettings
 
 log = logging.getLogger("evalledger.judge")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524})
@@ -62,6 +62,10 @@ class OpenAIBackend:
                              "or set OPENAI_MODEL")
         self.url = settings.resolved_base_url() + "/chat/completions"
         self._key = os.environ.get(settings.api_key_env) or None
+        if not self._key and settings.resolved_base_url() == DEFAULT_BASE_URL.rstrip("/"):
+            # The public API answers every call 401 without a key: refuse before any case fails.
+            raise JudgeError(f"the openai judge needs an API key for {DEFAULT_BASE_URL}: set "
+                             f"{settings.api_key_env} (or OPENAI_BASE_URL for a local server that needs none)")
         self.use_response_format = settings.response_format
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
