@@ -2,8 +2,9 @@
 
 ``update`` is the incremental path (load only the cases the new events touch); ``rebuild`` drops
 the tables and folds from seq 1. Both run the same appliers (``projections.fold``), and every
-applier is idempotent per event (state keyed by event id or by stream version), so re-folding an
-event after a crash between a flush and the position commit changes nothing.
+applier is idempotent per event (each entry keyed by the event's version in its case stream, or
+"latest version wins"), so re-folding an event after a crash between a flush and the position
+commit changes nothing.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import quote
 
-from ledger.catalog import schema_version, upcast
 import orjson
 
+from ledger.catalog import schema_version, upcast
 from ledger.envelope import decode_json
-
 from projections.fold import (
     BENCHMARK_TYPES, CASE_APPLIERS, FOLDED_TYPES, RUN_TYPES, apply_benchmark_event,
     apply_case_event, apply_run_event, case_id_of, new_case,
@@ -46,8 +46,10 @@ CONFIG_STAMPED = ("case.judged", "claim.scored", "credit.scored", "stage.failed"
 
 
 def scan(led, start: int, end: int) -> Iterator[tuple]:
-    """(type, id, stream, version, schema, raw payload or decoded payload, config_hash) of the folded
-    events in (start, end], in seq order; ``_decoded`` turns the payload into the current schema.
+    """(type, id, stream, version, schema, payload, config_hash) of the folded events in (start, end],
+    in seq order. ``payload`` is the stored JSON bytes (SQLite) or the decoded dict (other stores);
+    ``_decoded`` turns either into the dict at the current schema. ``config_hash`` is read from meta
+    for the CONFIG_STAMPED types only (None otherwise).
 
     A SQLite ledger is read on a read-only connection of its own, with only the columns the fold
     needs (meta's config_hash extracted by SQLite); other ledgers through ``led.read``.
