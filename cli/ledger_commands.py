@@ -52,6 +52,10 @@ def format_event(event: ledger.Event) -> str:
 
 
 def cmd_log(args) -> int:
+    unknown = sorted(set(args.type or ()) - set(ledger.known_types()))
+    if unknown:  # a misspelt type would otherwise list nothing and look like an empty ledger
+        raise ledger.LedgerError(f"unknown event type {', '.join(map(repr, unknown))}; "
+                                 f"known types: {', '.join(ledger.known_types())}")
     with open_existing(args, readonly=True) as led:
         out = sys.stdout.buffer
         for event in led.read(from_seq=args.from_seq, types=args.type, stream=args.stream):
