@@ -16,7 +16,7 @@ from projections.store import ReadModelStore, json_bytes, reports_dir
 
 
 def _usage(message: str):
-    from cli.main import UsageError
+    from cli.errors import UsageError
     return UsageError(message)
 
 
