@@ -48,12 +48,19 @@ def _targets(args, home: Path) -> list[tuple[Path, bool]]:
 
 def cmd_ingest(args) -> int:
     """Ingest files (or the whole inbox); one line per file; exit 1 when any was rejected."""
+    from cli.errors import UsageError
     from cli.ledger_commands import open_existing
+    if args.max_bytes < 1:  # every file would be rejected, and rejections stay in the ledger
+        raise UsageError(f"--max-bytes must be at least 1, got {args.max_bytes}")
     home = Path(_home(args))
     with open_existing(args) as led:  # a mistyped --home must not start a second, empty ledger
         targets = _targets(args, home)
         results, unreadable = [], 0
         for path, from_inbox in targets:
+            if not path.is_file():  # a FIFO would block the read forever; a device is no benchmark
+                print(f"unreadable {path}  not a regular file")
+                unreadable += 1
+                continue
             try:
                 result = ingest_path(led, path, from_inbox=from_inbox, max_bytes=args.max_bytes)
             except FileNotFoundError:
