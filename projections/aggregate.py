@@ -56,6 +56,20 @@ def config_hashes_of(cases: list[dict], runs: dict[str, dict] | None = None) -> 
     return sorted(hashes)
 
 
+def configs_by_hash(runs: dict[str, dict] | None) -> dict[str, Any]:
+    """The effective configs the runs declared, keyed by config hash.
+
+    Keyed by hash, not by run: a daemon restarted after a crash starts more runs (with random run
+    ids) under the same configs, and the reports must equal those of an uninterrupted run.
+    """
+    out: dict[str, Any] = {}
+    for run in (runs or {}).values():
+        for part in (run.get("started") or {}, run.get("completed") or {}):
+            for digest, config in (part.get("configs") or {}).items():
+                out.setdefault(str(digest), config)  # a hash names one config: first is as good as any
+    return dict(sorted(out.items()))
+
+
 def provenance(position: tuple[int, str], cases: list[dict], runs: dict | None) -> dict[str, Any]:
     """What a report was built from: ledger head, judges, config hashes."""
     return {"ledger_head": {"seq": position[0], "hash": position[1]},
@@ -101,8 +115,7 @@ def build_aggregates(position: tuple[int, str], cases: list[dict], benchmarks: d
     ids = sorted(set(by_benchmark) | set(registered))
     return {
         **provenance(position, cases, runs),
-        "runs": [{"run": k, **(runs[k].get("started") or {}),
-                  "completed": runs[k].get("completed") is not None} for k in sorted(runs)],
+        "configs": configs_by_hash(runs),
         "benchmarks": {b: benchmark_aggregates(b, registered.get(b), sorted(by_benchmark.get(b, []),
                                                                             key=lambda c: c["case_id"]))
                        for b in ids},

@@ -16,7 +16,7 @@ from projections.aggregate import build_aggregates
 from projections.store import json_bytes
 from projections.results import case_result
 
-SKIPPED_METRIC_ROOTS = ("ledger_head", "runs", "judges", "config_hashes")
+SKIPPED_METRIC_ROOTS = ("ledger_head", "configs", "judges", "config_hashes")
 # Leaves about what judging cost rather than what it found: a replay answers from the record, so
 # its own usage differs even when every result is the same.
 USAGE_LEAVES = ("input_tokens", "output_tokens", "tokens", "cost", "judge_calls", "judge_retries",
