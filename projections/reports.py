@@ -21,7 +21,7 @@ from projections.audit import ZONES
 from projections.benchmark_md import render_benchmark, render_document
 from projections.markdown import render_aggregate_report, render_index
 from projections.reconstruction import document_report, score_histogram
-from projections.results import case_result, model_label, usage_of
+from projections.results import NO_MODEL, case_result, model_label, usage_of
 from projections.store import ReadModelStore, json_bytes
 from projections import svg
 
@@ -86,14 +86,14 @@ def _benchmark_files(bench: str, folder: str, data: dict, cases: list[dict], res
         counts = score_histogram([c for c in cases if model_label(c["model"]) == model])
         name = f"claim-scores-{model_names[model]}.svg"
         files[f"{folder}/{name}"] = svg.histogram([str(i) for i in range(11)], counts,
-                                                  f"Claim scores, {model}", "score (0-10)").encode()
+                                                  _titled("Claim scores", model), "score (0-10)").encode()
         pictures.append((f"claim score histogram, {model}", name))
     audit = data.get("audit", {})
     group_names = unique_names(list(audit))
     for key, group in audit.items():
         name = f"zones-{group_names[key]}.svg"
         files[f"{folder}/{name}"] = svg.confusion_matrix(ZONES, group["matrix"],
-                                                         f"Zone confusion matrix, {key}").encode()
+                                                         _titled("Zone confusion matrix", key)).encode()
         pictures.append((key, name))
     documents: dict[str, str] = {}
     recon = [c for c in cases if c["kind"] == "reconstruction"]
@@ -174,3 +174,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def _titled(title: str, group: str) -> str:
+    """A picture's title for one model or profile ("(no model)" names none: the title stands alone)."""
+    return title if group == NO_MODEL else f"{title}, {group}"
