@@ -303,3 +303,16 @@ def test_no_api_key_for_the_public_api_is_a_usage_error_before_any_case_fails(ho
     done = run_cli("run", "--judge", "openai", "--model", "gpt-4o-mini", home=home, env=env)
     assert done.returncode == 2 and "OPENAI_API_KEY" in done.stderr
     assert run_cli("verify", home=home).stdout == head   # no run.started, no stage.failed
+
+
+def test_a_placeholder_key_is_redacted_as_a_whole_token_without_garbling_words(home, monkeypatch):
+    """QA: with OPENAI_API_KEY=k every 'k' of a recorded error became '[redacted]' ("ta[redacted]es")."""
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+
+    async def scenario(judge, server):
+        server.script(Status(500, body='{"error": "bad key k; take care"}'), Reply({"score": 2}))
+        return await judge.call("score_trait", TRAIT, case_id="c1")
+
+    assert run_with_server(home, scenario).score == 2
+    first = calls(home)[0]["error"]
+    assert "bad key [redacted]; take care" in first

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import random
+import re
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -29,6 +30,9 @@ from stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, PendingCall
 from stages.judge.replies import decode_reply
 from stages.judge.roles import Model
 from stages.judge.settings import DEFAULT_BASE_URL, JudgeSettings
+
+# Keys shorter than this are placeholders, redacted only where they stand as a whole token.
+SHORT_KEY = 12
 
 log = logging.getLogger("evalledger.judge")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524})
@@ -192,7 +196,14 @@ class OpenAIBackend:
 
     def _redact(self, text: str) -> str:
         """``text`` with the API key (if any) blotted out."""
-        return text.replace(self._key, "[redacted]") if self._key and text else text
+        if not self._key or not text:
+            return text
+        if len(self._key) >= SHORT_KEY:
+            return text.replace(self._key, "[redacted]")
+        # Local servers take placeholder keys ("x", "ollama", "EMPTY"): blotting every occurrence
+        # inside words would garble the recorded replies and errors, so only whole tokens go.
+        pattern = rf"(?<![A-Za-z0-9]){re.escape(self._key)}(?![A-Za-z0-9])"
+        return re.sub(pattern, "[redacted]", text)
 
     def _log(self, call: PendingCall, number: int, error: str) -> None:
         log.warning("judge %s for case %s, attempt %d: %s", call.role, call.case_id, number, error)
