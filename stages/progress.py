@@ -8,6 +8,7 @@ the clock; nothing here reaches an event.
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from typing import TextIO
@@ -38,10 +39,15 @@ class Progress:
         self._last = ""
         self._last_at = 0.0
         self._last_tenth = -1
+        self._bar = ""
+        self._handler: _AboveTheBar | None = None
 
     def start(self, total: int, counters: Counters) -> None:
         """A scan found ``total`` cases to do (called again, growing, when new cases arrive)."""
         self.total = total
+        if self.tty and self._handler is None:
+            self._handler = _AboveTheBar(self)
+            logging.getLogger("evalledger").addHandler(self._handler)
         self._draw(counters)
 
     def update(self, counters: Counters) -> None:
@@ -51,6 +57,9 @@ class Progress:
     def finish(self, counters: Counters) -> None:
         """The run is idle; end the bar's line (or write the last plain line)."""
         self._draw(counters, final=True)
+        if self._handler is not None:
+            logging.getLogger("evalledger").removeHandler(self._handler)
+            self._handler = None
         if self.tty:
             self.stream.write("\n")
             self.stream.flush()
@@ -67,7 +76,8 @@ class Progress:
         text = self.line(counters)
         if self.tty:
             filled = int(self.width * counters.cases_done / self.total) if self.total else self.width
-            self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {text}\x1b[K")
+            self._bar = f"\r[{'#' * filled}{'.' * (self.width - filled)}] {text}\x1b[K"
+            self.stream.write(self._bar)
         else:
             tenth = counters.cases_done * 10 // self.total if self.total else 10
             now = time.monotonic()
@@ -77,3 +87,23 @@ class Progress:
             self.stream.write(text + "\n")
             self._last, self._last_at, self._last_tenth = text, now, tenth
         self.stream.flush()
+
+
+class _AboveTheBar(logging.Handler):
+    """Prints evalledger's warnings on their own lines above the bar, then redraws the bar.
+
+    Without it a warning (a judge reply asked again, a retry) lands in the middle of the bar's
+    line, since the bar is redrawn in place with a carriage return.
+    """
+
+    def __init__(self, progress: Progress):
+        super().__init__(logging.WARNING)
+        self.progress = progress
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            stream = self.progress.stream
+            stream.write(f"\r\x1b[K{self.format(record)}\n{self.progress._bar}")
+            stream.flush()
+        except Exception:  # a display problem must never stop a run
+            self.handleError(record)

@@ -181,6 +181,23 @@ def test_progress_on_a_terminal_and_as_plain_lines():
     assert "\r" not in plain.getvalue()
 
 
+def test_warnings_print_above_the_bar_on_a_terminal_and_the_bar_is_redrawn():
+    import logging
+    from stages.casework import Counters
+    stream = io.StringIO()
+    progress = Progress(stream, tty=True)
+    progress.start(4, Counters())
+    progress.update(Counters(judge_calls=1, cases_done=1))
+    logging.getLogger("evalledger.judge").warning("judge parse for case c1, attempt 1: invalid reply")
+    progress.finish(Counters(judge_calls=2, cases_done=4))
+    text = stream.getvalue()
+    # the warning clears the bar's line, stands on a line of its own, and the bar comes back
+    assert "\r\x1b[Kjudge parse for case c1, attempt 1: invalid reply\n\r[######" in text
+    # after the run the handler is gone: later warnings are not written to this stream
+    logging.getLogger("evalledger.judge").warning("after the run")
+    assert "after the run" not in stream.getvalue()
+
+
 def test_an_openai_judge_without_a_model_is_a_usage_error(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("OPENAI_MODEL", raising=False)
     home = home_with(tmp_path, ("b.json", template_benchmark()))
