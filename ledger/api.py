@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Mapping
@@ -155,6 +156,9 @@ class Ledger:
     def export(self, out: str | os.PathLike | IO[bytes]) -> int:
         """Write every event as canonical JSONL (the mirror's exact bytes); returns the count."""
         if isinstance(out, (str, os.PathLike)):
+            if any(_same_file(out, own) for own in self._own_files()):
+                # opening it "wb" would truncate the store before a line of it is read
+                raise LedgerError(f"{out} is one of this ledger's own files; export to another path")
             with open(out, "wb") as fh:
                 return self.export(fh)
         count = 0
@@ -162,6 +166,15 @@ class Ledger:
             out.write(line)
             count += 1
         return count
+
+    def _own_files(self) -> list[Path]:
+        """The files this ledger lives in: the store, its mirror, what sits beside them in a home."""
+        rec = self.recorder
+        stores = [Path(rec.path)] + ([Path(rec.mirror.path)] if getattr(rec, "mirror", None) else [])
+        own = [p for store in stores for p in store.parent.glob(glob.escape(store.name) + "*")]
+        if self.home is not None:
+            own += [p for p in self.home.iterdir() if p.is_file()]
+        return own
 
     def import_file(self, path: str | os.PathLike) -> int:
         """Import an exported JSONL ledger into this empty ledger.
@@ -182,6 +195,14 @@ class Ledger:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _same_file(a: str | os.PathLike, b: Path) -> bool:
+    """True when both paths exist and are the same file (a missing path is no ledger file)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def parse_head(text: str) -> Head:
