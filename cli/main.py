@@ -52,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a path that cannot be used (missing folder, a file where a folder goes)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"evalledger {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         # Every command commits whole batches only, so what is in the ledger stays valid.
         print(f"\nevalledger {args.command}: interrupted; everything committed before it is kept "

@@ -36,6 +36,8 @@ def default_home() -> str:
 def init_home(home: str | os.PathLike) -> Path:
     """Create a home's layout (DESIGN.md): ledger.db, events.jsonl, inbox/, processed/, rejected/, reports/."""
     home = Path(home)
+    if home.exists() and not home.is_dir() and home.suffix not in LEDGER_FILE_SUFFIXES:
+        raise LedgerError(f"{home} is a file, not a home directory; choose another --home")
     if home.suffix in LEDGER_FILE_SUFFIXES:  # a bare ledger file: no folders around it
         open_ledger(home).close()
         return home

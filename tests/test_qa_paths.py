@@ -1,0 +1,28 @@
+"""QA: a path that cannot be used is a one-line usage error naming it, never a traceback."""
+
+from __future__ import annotations
+
+
+def test_export_into_a_missing_folder_or_onto_a_folder(home, tmp_path, run_cli):
+    missing = run_cli("export", "--out", tmp_path / "no" / "such" / "out.jsonl", home=home)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert "out.jsonl: No such file or directory" in missing.stderr
+    folder = run_cli("export", "--out", tmp_path, home=home)
+    assert folder.returncode == 2 and f"{tmp_path}: Is a directory" in folder.stderr
+
+
+def test_init_on_a_file_or_under_a_file(tmp_path, run_cli):
+    plain = tmp_path / "results.json"
+    plain.write_text("{}")
+    on_file = run_cli("init", home=plain)
+    assert on_file.returncode == 2 and "is a file, not a home directory" in on_file.stderr
+    assert plain.read_text() == "{}"
+    under = run_cli("init", home=plain / "home")
+    assert under.returncode == 2 and "Traceback" not in under.stderr and "Not a directory" in under.stderr
+
+
+def test_replay_into_an_existing_file(home, tmp_path, run_cli):
+    plain = tmp_path / "results.json"
+    plain.write_text("{}")
+    done = run_cli("replay", "--into", plain, home=home)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and str(plain) in done.stderr
