@@ -86,15 +86,22 @@ def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = Fals
                 max_bytes: int = DEFAULT_MAX_BYTES) -> IngestResult:
     """Ingest one file; from the inbox it then moves to processed/ or rejected/."""
     path = Path(path)
+    name = recorded_name(path)
     sha, size = sha256_of(path)
     if size > max_bytes:
         problems = [Problem("$", f"the file is {size} bytes, over the limit of {max_bytes} bytes")]
-        result = _reject(led, path.name, sha, size, problems)
+        result = _reject(led, name, sha, size, problems)
     else:
-        result = ingest_bytes(led, path.read_bytes(), path.name, sha=sha)
+        result = ingest_bytes(led, path.read_bytes(), name, sha=sha)
     if led.home is not None:
         result.moved_to = _file_away(led.home, path, result, from_inbox)
     return result
+
+
+def recorded_name(path: Path) -> str:
+    """The file name as events can hold it: bytes that are not UTF-8 (Python keeps them as
+    surrogates, which canonical JSON refuses) become U+FFFD, so such a name cannot stop intake."""
+    return os.fsencode(path.name).decode("utf-8", "replace")
 
 
 def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None) -> IngestResult:
