@@ -36,6 +36,18 @@ def _text_value(value: Any) -> str:
     return text
 
 
+def _utf8(value: Any) -> Any:
+    """``value`` with every string made encodable: a file name that is not UTF-8 reaches Python
+    as lone surrogates, which orjson refuses; they are written as ``\\udcff`` escapes instead."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {k: _utf8(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_utf8(v) for v in value]
+    return value
+
+
 class Log:
     """Writes log lines in one format to one stream; safe to call from the observer thread."""
 
@@ -58,7 +70,7 @@ class Log:
         """The line for one event, without its newline."""
         ts = utc_now()
         if self.fmt == "json":
-            record = {"ts": ts, "level": level, "event": event, **fields}
+            record = {"ts": ts, "level": level, "event": event, **_utf8(fields)}
             return orjson.dumps(record, default=str, option=orjson.OPT_SORT_KEYS).decode()
         details = " ".join(f"{key}={_text_value(value)}" for key, value in fields.items())
         return f"{ts} {level:<5} {event}" + (f" {details}" if details else "")
