@@ -38,8 +38,13 @@ def run_settings(args, **flags) -> RunSettings:
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     options = {"concurrency": args.concurrency} if args.concurrency else {}
-    return RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model,
-                       judge_options=options, no_cache=args.no_cache, **flags)
+    settings = RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model,
+                           judge_options=options, no_cache=args.no_cache, **flags)
+    try:
+        settings.check_judge()
+    except (ConfigError, ValueError, JudgeError) as exc:   # no model, no key, a bad judge option
+        raise UsageError(str(exc)) from None
+    return settings
 
 
 def register(sub) -> None:

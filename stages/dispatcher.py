@@ -84,6 +84,27 @@ class RunSettings(BaseModel):
         """The run-level config (defaults <- config layer): it chooses the judge and is recorded."""
         return effective_config(None, self.config_layer)
 
+    def judge_settings(self):
+        """The JudgeSettings of the judge a run builds: the CLI's choice, else the config's."""
+        from stages.judge import JudgeSettings
+        run_config = self.run_config()
+        return JudgeSettings(backend=self.judge_backend or run_config.judge_backend,
+                             model=self.judge_model or run_config.judge_model,
+                             no_cache=self.no_cache, **self.judge_options)
+
+    def check_judge(self) -> None:
+        """Raise now (JudgeError, ValueError) when the judge cannot be set up: no model, no key.
+
+        A run builds its judge only once it has work, and the watch daemon runs for days: both
+        call this first, so a bad judge option is a usage error and not a failure found later.
+        """
+        if self.judge is not None:
+            return
+        settings = self.judge_settings()
+        if settings.backend != "replay":   # the replay judge answers from the ledger it runs on
+            from stages.judge import live_backend
+            live_backend(settings, settings.backend)
+
 
 @dataclass
 class RunSummary:
@@ -175,11 +196,8 @@ class _Run:
 
     def _make_judge(self):
         """The judge port: the CLI's choice, else the config's (which defaults to offline)."""
-        from stages.judge import JudgeSettings, make_judge
-        options = {"backend": self.settings.judge_backend or self.run_config.judge_backend,
-                   "model": self.settings.judge_model or self.run_config.judge_model,
-                   "no_cache": self.settings.no_cache, **self.settings.judge_options}
-        return make_judge(JudgeSettings(**options), self.led)
+        from stages.judge import make_judge
+        return make_judge(self.settings.judge_settings(), self.led)
 
     def search_port(self, tool: str):
         """The search port for ``tool``, built on first use (most runs never search).
