@@ -9,6 +9,7 @@ import orjson
 import ledger
 from ledger import NewEvent
 from ledger.importer import ImportRefused
+from ledger.persistence import LedgerDamaged
 
 
 def home_of(args) -> str:
@@ -68,10 +69,14 @@ def cmd_log(args) -> int:
 
 def cmd_verify(args) -> int:
     """Verify read-only (report, never repair) unless --repair; exit 1 on any problem."""
-    if args.repair:
-        open_existing(args).close()  # a writable open completes the mirror and cuts torn tails
-    with open_existing(args, readonly=True) as led:
-        report = led.verify(expect_head=args.expect_head)
+    try:
+        if args.repair:
+            open_existing(args).close()  # a writable open completes the mirror and cuts torn tails
+        with open_existing(args, readonly=True) as led:
+            report = led.verify(expect_head=args.expect_head)
+    except LedgerDamaged as exc:  # a store that cannot even be opened is the worst verify finding
+        print(f"FAILED {exc}", file=sys.stderr)
+        return 1
     for problem in report.problems:
         print(f"FAILED {problem}", file=sys.stderr)
     for warning in report.warnings:

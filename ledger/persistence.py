@@ -22,6 +22,10 @@ class LedgerError(Exception):
     """Base of the ledger's own errors."""
 
 
+class LedgerDamaged(LedgerError):
+    """The store cannot be read at all (a file that is not an SQLite database, say): a finding."""
+
+
 class ConflictError(LedgerError):
     """A stale expected stream version: someone appended to the stream first. Nothing was appended."""
 

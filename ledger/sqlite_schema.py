@@ -8,7 +8,7 @@ import sqlite3
 from urllib.parse import quote
 
 from ledger.envelope import Event, canonical_bytes, line_bytes
-from ledger.persistence import LedgerError
+from ledger.persistence import LedgerDamaged, LedgerError
 
 COLUMNS = "seq, id, stream, version, type, schema, data, meta, prev_hash, hash"
 INSERT = ("INSERT INTO events (seq, id, stream, version, type, schema, data, meta, prev_hash, hash) "
@@ -63,7 +63,14 @@ def connect(path: str, durability: str = "normal", readonly: bool = False) -> sq
                                timeout=60, check_same_thread=False)
     else:
         conn = sqlite3.connect(path, isolation_level=None, timeout=60, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(f"PRAGMA synchronous = {durability.upper()}")
+    try:
+        conn.execute("PRAGMA schema_version")  # reads the header now: a damaged file fails here, by name
+        if not readonly:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {durability.upper()}")
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise LedgerDamaged(f"{path}: cannot be read as an SQLite database ({exc}); a home's events.jsonl "
+                            "mirror can be imported into a new home ('evalledger --home NEW import FILE')") from None
     conn.execute("PRAGMA busy_timeout = 60000")
     return conn

@@ -1,0 +1,32 @@
+"""QA: a ledger.db that is not an SQLite database is named, verify reports it, the mirror is kept."""
+
+from __future__ import annotations
+
+
+def _damage(home) -> bytes:
+    """Overwrite ledger.db with bytes that are no database; returns the mirror's bytes."""
+    for extra in ("ledger.db-wal", "ledger.db-shm"):
+        (home / extra).unlink(missing_ok=True)
+    (home / "ledger.db").write_bytes(b"not a database " * 600)
+    return (home / "events.jsonl").read_bytes()
+
+
+def test_verify_of_an_unreadable_store_is_a_finding_not_a_traceback(home, run_cli):
+    run_cli("note", "case:a", "kept", home=home)
+    mirror = _damage(home)
+    done = run_cli("verify", home=home)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("FAILED ") and "ledger.db: cannot be read as an SQLite database" in done.stderr
+    assert (home / "events.jsonl").read_bytes() == mirror
+
+
+def test_other_commands_name_the_file_and_the_way_out(home, tmp_path, run_cli):
+    run_cli("note", "case:a", "kept", home=home)
+    mirror = _damage(home)
+    for command in (["status"], ["log"], ["run"], ["note", "case:a", "more"]):
+        done = run_cli(*command, home=home)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, command
+        assert "ledger.db" in done.stderr and "import" in done.stderr
+    assert (home / "events.jsonl").read_bytes() == mirror
+    rescued = run_cli("import", home / "events.jsonl", home=tmp_path / "new")
+    assert rescued.returncode == 0 and rescued.stdout.startswith("imported 1 events")
