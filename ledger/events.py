@@ -186,6 +186,7 @@ class FieldVerified(DomainPayload):
     passed: bool | None
     weight: float = 1.0
     reason: str | None = None
+    embedder: str | None = None  # SemanticMatch fields: the embedder that decided
 
 
 @event_type("case.auto_failed")

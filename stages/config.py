@@ -119,6 +119,10 @@ class VerificationConfig(StrictModel):
     deep_judgment_rubric_search_tool: str = "local"
     deep_judgment_rubric_config: RubricDeepJudgmentConfig | None = None
 
+    # The embedder SemanticMatch fields compare with: "offline" (character n-grams, the default) or
+    # "minilm" (all-MiniLM-L6-v2, needs the `embeddings` extra). It decides verdicts, so it is config.
+    semantic_embedder: Literal["offline", "minilm"] = "offline"
+
     # Judge (run-level only, see RUN_ONLY_KEYS)
     judge_backend: Literal["offline", "openai", "replay"] = "offline"
     judge_model: str | None = None

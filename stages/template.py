@@ -22,6 +22,7 @@ from stages.judge import UnrecordedRequest
 from stages.judge.roles import AttributeSpec, ParseRequest, ReasonRequest
 from stages.risk import assess_risk
 from stages.rubric import judge_rubric
+from stages.embedder_minilm import embedder_named
 from stages.verification import TemplateSpec
 
 STAGE = "template"
@@ -58,9 +59,12 @@ async def judge_template(work: CaseWork) -> None:
         risks = await _risks(work, attributes, excerpts) if cfg.deep_judgment_search_enabled else {}
         reasoning = await _reason(work, attributes, excerpts, risks)
     values = await _parse(work, attributes, reasoning, excerpts, deep) if attributes else {}
-    results, verdict = spec.verify(values, response)
+    results, verdict = spec.verify(values, response, embedder=embedder_named(cfg.semantic_embedder))
     for result in results:
-        work.emit("field.verified", result.as_dict(), step="verify", part=result.field)
+        payload = result.as_dict()
+        if result.primitive.get("type") == "SemanticMatch":
+            payload["embedder"] = cfg.semantic_embedder  # the audit trail names what decided
+        work.emit("field.verified", payload, step="verify", part=result.field)
     failed_traits = await judge_rubric(work, work.question.get("rubric"))
     _judge(work, verdict, deep, missing, failed_traits)
 
