@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 
 import ledger
-from cli.watch_inbox import is_ignored
+from cli.watch_inbox import is_ignored, scan_inbox
 from stages.intake import DEFAULT_MAX_BYTES, IngestResult, ingest_path
 from stages.intake_status import CASE_STATES, status
 
@@ -32,8 +32,8 @@ def _targets(args, home: Path) -> list[tuple[Path, bool]]:
     """(path, from_inbox) for every file to ingest; raises UsageError for paths that do not exist."""
     from cli.errors import UsageError
     inbox = (home / "inbox").resolve()
-    if not args.files:
-        return [(p, True) for p in inbox_files(inbox)]
+    if not args.files:  # exactly the files the watch daemon would take (no symlinks, no folders)
+        return [(p, True) for p in scan_inbox(inbox)]
     out: list[tuple[Path, bool]] = []
     missing = [f for f in args.files if not Path(f).exists()]
     if missing:
