@@ -70,6 +70,9 @@ def cmd_watch(args) -> int:
     from cli.ledger_commands import home_of
     from cli.errors import UsageError
     home = Path(home_of(args))
+    if home.is_file():  # a bare .jsonl or .db ledger has no inbox to watch
+        raise UsageError(f"{home} is a ledger file; watch needs a home folder with an inbox "
+                         "(evalledger --home DIR init)")
     if not ledger.is_home(home):
         raise UsageError(f"{home}: no evalledger home here (run 'evalledger --home {home} init')")
     if args.rescan_seconds <= 0:

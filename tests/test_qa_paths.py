@@ -26,3 +26,10 @@ def test_replay_into_an_existing_file(home, tmp_path, run_cli):
     plain.write_text("{}")
     done = run_cli("replay", "--into", plain, home=home)
     assert done.returncode == 2 and "Traceback" not in done.stderr and str(plain) in done.stderr
+
+
+def test_watch_on_a_ledger_file_says_it_needs_a_home_folder(tmp_path, run_cli):
+    store = tmp_path / "ledger.jsonl"
+    assert run_cli("init", home=store).returncode == 0
+    done = run_cli("watch", "--once", home=store)
+    assert done.returncode == 2 and "watch needs a home folder" in done.stderr
