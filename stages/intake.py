@@ -175,17 +175,29 @@ def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) 
         case_events = ev.cases(record, parsed.responses, source, received.id)
         batch += [ev.responses_registered(record, source, case_events, received.id), *case_events]
     waiting = pending_for(led, record)
-    for held in waiting:
-        batch += _resolution(record, held)
+    resolutions = [_resolution(record, held) for held in waiting]
+    batch += [event for events in resolutions for event in events]
     result = IngestResult(source["file"], source["sha256"], "accepted", parsed.format, bid, bench.name)
-    if waiting:
-        result.notes.append(f"(including the responses of {_count(len(waiting), 'pending file')}: "
-                            f"{', '.join(held.data['file'] for held in waiting)})")
+    result.notes += _resolution_notes(waiting, resolutions)
     result.untranslated = [p.as_dict() for p in bench.rejected_questions + bench.rejected_traits]
     if result.untranslated:
         result.notes.append(f"({_count(len(bench.rejected_questions), 'question')} and "
                             f"{_count(len(bench.rejected_traits), 'trait')} not translated; the rest is registered)")
     return _commit(led, batch, result)
+
+
+def _resolution_notes(waiting: list[Event], resolutions: list[list[NewEvent]]) -> list[str]:
+    """What the benchmark's line says about the pending files it resolved: taken in, or rejected
+    now (a rejection would otherwise show only in ``status``, the benchmark itself being fine)."""
+    taken = [held.data["file"] for held, events in zip(waiting, resolutions) if not events[0].data.get("rejected")]
+    notes = [f"(including the responses of {_count(len(taken), 'pending file')}: {', '.join(taken)})"] if taken else []
+    for held, events in zip(waiting, resolutions):
+        errors = events[0].data.get("errors") or []
+        if events[0].data.get("rejected") and errors:
+            first = errors[0]
+            notes.append(f"(pending file {held.data['file']} rejected: {_count(len(errors), 'error')}, "
+                         f"first {first['where']}: {first['reason']})")
+    return notes
 
 
 def _commit(led: Ledger, batch: list[NewEvent], result: IngestResult) -> IngestResult:
