@@ -6,7 +6,6 @@ import asyncio
 import sys
 from pathlib import Path
 
-
 import ledger
 import projections
 from cli.ledger_commands import home_of, open_existing
@@ -75,6 +74,7 @@ def cmd_override(args) -> int:
 
 
 def cmd_replay(args) -> int:
+    """Re-run the stages into a new home from the source's recorded judge calls (docs/reports.md)."""
     from stages.config import ConfigError, run_layer
     from stages.dispatcher import RunSettings, run_until_idle
     from stages.judge import JudgeSettings, make_judge
@@ -87,15 +87,16 @@ def cmd_replay(args) -> int:
     target = Path(args.into)
     if target.exists() and any(target.iterdir()):
         raise _usage(f"{target} is not empty; replay makes a new home")
-    source_path = home_of(args)
+    source_path = str(Path(home_of(args)).resolve())
     with open_existing(args) as source:
         live = _live_backend(source, args.live)
+        settings = JudgeSettings(backend="replay", replay_source=source_path, live=live)
+        _check_live_judge(settings)          # before the new home exists: a refusal leaves nothing behind
         with ledger.open_ledger(target) as led:
-            origin, copied = seed_replay(source, led, str(Path(source_path).resolve()), layer, live)
+            origin, copied = seed_replay(source, led, source_path, layer, live)
             print(f"replay of seq {origin.data['source_head_seq']} {origin.data['source_head_hash']} "
                   f"into {target}: {copied} input events copied")
-            judge = make_judge(JudgeSettings(backend="replay", replay_source=str(Path(source_path).resolve()),
-                                             live=live), led)
+            judge = make_judge(settings, led)
             try:
                 summary = run_until_idle(led, RunSettings(config_layer=layer, judge=judge))
             except (ConfigError, ValueError) as exc:
@@ -114,6 +115,23 @@ def cmd_replay(args) -> int:
         print(f"{len(missing)} judge request(s) the new configuration needs were never recorded; "
               "'--live' makes those calls")
     return 1 if missing else 0
+
+
+def _check_live_judge(settings) -> None:
+    """Refuse (usage error) a live judge that cannot be set up: no model, or no key for the public API.
+
+    The check is the one ``run`` makes (``RunSettings.check_judge``): building the live backend,
+    whose constructor refuses what could never work. It is made on the very settings the replay
+    judge is built from, so what passes here is what runs.
+    """
+    from stages.config import ConfigError
+    from stages.judge import JudgeError, live_backend
+    if settings.live is None:
+        return                               # the replay judge answers from the source alone
+    try:
+        live_backend(settings, settings.live)
+    except (ConfigError, ValueError, JudgeError) as exc:
+        raise _usage(f"--live {settings.live}: {exc}") from None
 
 
 def _live_backend(source, wanted: str | None) -> str | None:

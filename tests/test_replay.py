@@ -169,3 +169,38 @@ def test_diff_names_changed_claim_scores_from_the_events(tmp_path, capsys):
     changed = {m["metric"]: (m["a"], m["b"]) for m in diff["metric_changes"]}
     assert changed["benchmarks.rec.reconstruction.m.overall.weighted_average_score"] == (7.0, 8.6667)
     assert main(["diff", homes[0], homes[0]]) == 0
+
+
+# --- a live judge that cannot be set up is refused before the new home is made ------------------------
+
+def offline_judged(tmp_path):
+    """A home whose one case the offline judge judged (its runs name the offline backend)."""
+    home = home_with(tmp_path, ("b.json", template_benchmark()))
+    with ledger.open_ledger(home) as led:
+        assert run_until_idle(led, RunSettings(judge_backend="offline")).judged == 1
+    return home
+
+
+@pytest.mark.parametrize("env, missing", [
+    ({"OPENAI_MODEL": "", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}, "OPENAI_MODEL"),
+    ({"OPENAI_MODEL": "m", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}, "OPENAI_API_KEY"),
+])
+def test_replay_live_openai_that_cannot_be_set_up_is_a_usage_error_and_makes_nothing(
+        tmp_path, run_cli, env, missing):
+    source = offline_judged(tmp_path)
+    target = tmp_path / "x"
+    done = run_cli("replay", "--into", target, "--live", "openai", home=source, env=env)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()                 # one line, no traceback
+    assert line.startswith("evalledger replay: error: --live openai:") and missing in line
+    assert not target.exists()                                 # nothing created, no events copied
+    assert done.stdout == ""
+
+
+def test_replay_live_openai_on_a_local_server_needs_no_key(tmp_path, run_cli):
+    source = offline_judged(tmp_path)
+    with StandInThread(StandIn()) as stand_in:
+        done = run_cli("replay", "--into", tmp_path / "x", "--live", "openai", home=source,
+                       env={"OPENAI_MODEL": "m", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": stand_in.base_url})
+    assert done.returncode == 0, done.stderr
+    assert "1 case(s) re-run: 1 judged" in done.stdout
