@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections import Counter
 from pathlib import Path
 
 import ledger
@@ -11,7 +12,11 @@ import projections
 from cli.ledger_commands import home_of, open_existing
 from ledger import NewEvent
 from projections.history import CaseNotFound, case_history, format_history, resolve_case
+from projections.replay import write_unrecorded
 from projections.store import ReadModelStore, json_bytes, reports_dir
+from stages.progress import Progress
+
+UNRECORDED_SHOWN = 20   # unrecorded requests printed by replay; the rest are in the listing file
 
 
 def _usage(message: str):
@@ -88,6 +93,7 @@ def cmd_replay(args) -> int:
     if target.exists() and any(target.iterdir()):
         raise _usage(f"{target} is not empty; replay makes a new home")
     source_path = str(Path(home_of(args)).resolve())
+    progress = None if args.quiet else Progress(sys.stderr)
     with open_existing(args) as source:
         live = _live_backend(source, args.live)
         settings = JudgeSettings(backend="replay", replay_source=source_path, live=live)
@@ -98,22 +104,19 @@ def cmd_replay(args) -> int:
                   f"into {target}: {copied} input events copied")
             judge = make_judge(settings, led)
             try:
-                summary = run_until_idle(led, RunSettings(config_layer=layer, judge=judge))
+                summary = run_until_idle(led, RunSettings(config_layer=layer, judge=judge), progress)
             except (ConfigError, ValueError) as exc:
                 raise _usage(str(exc)) from None
             finally:
                 asyncio.run(judge.aclose())
             missing = merge_misses(judge.unrecorded, unrecorded_requests(led))
             made_live = live_calls(led)
+            listing = write_unrecorded(led, missing) if missing else None
             projections.refresh(led)
     print(f"{summary.cases} case(s) re-run: {summary.judged} judged, {summary.failed} failed; "
           f"{made_live} live judge call(s)")
-    for miss in missing:
-        print(f"  not recorded in the source: case {miss['case_id']} role {miss['role']} "
-              f"request {miss['request_hash']} ({miss['stage']})")
     if missing:
-        print(f"{len(missing)} judge request(s) the new configuration needs were never recorded; "
-              "'--live' makes those calls")
+        _print_unrecorded(missing, listing)
     return 1 if missing else 0
 
 
@@ -132,6 +135,24 @@ def _check_live_judge(settings) -> None:
         live_backend(settings, settings.live)
     except (ConfigError, ValueError, JudgeError) as exc:
         raise _usage(f"--live {settings.live}: {exc}") from None
+
+
+def _print_unrecorded(missing: list[dict], listing: Path) -> None:
+    """The unrecorded requests by role, the first few of them, and where the full list is.
+
+    A replay under a config that changes every case (deep judgment switched on) misses thousands
+    of requests: a line each would bury the summary, so the full list goes to a file.
+    """
+    by_role = Counter(m["role"] for m in missing)
+    print(f"{len(missing)} judge request(s) the new configuration needs were never recorded in the source: "
+          + ", ".join(f"{role} {count}" for role, count in sorted(by_role.items())))
+    for miss in missing[:UNRECORDED_SHOWN]:
+        print(f"  not recorded in the source: case {miss['case_id']} role {miss['role']} "
+              f"request {miss['request_hash']} ({miss['stage']})")
+    if len(missing) > UNRECORDED_SHOWN:
+        print(f"  ... and {len(missing) - UNRECORDED_SHOWN} more (see the listing file)")
+    print(f"full list (one JSON object a line): {listing}")
+    print("'--live' makes those calls")
 
 
 def _live_backend(source, wanted: str | None) -> str | None:
@@ -198,6 +219,7 @@ def register(sub) -> None:
                    help="a config key applied over every case's config (repeatable)")
     p.add_argument("--live", nargs="?", const="auto", default=None, choices=("auto", "offline", "openai"),
                    help="call the judge for requests the source never recorded (default backend: the source's)")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("diff", help="which verdicts, scores and metrics differ between two homes, and why")

@@ -12,7 +12,9 @@ configuration needed that the source never recorded (each became a ``stage.faile
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 from ledger import NewEvent
@@ -76,3 +78,26 @@ def merge_misses(asked: list[dict], recorded: list[dict[str, str]]) -> list[dict
 def live_calls(led) -> int:
     """Judge calls a replay made live (recorded under a backend other than replay)."""
     return sum(1 for e in led.read(types=["judge.called"]) if e.data.get("backend") != "replay")
+
+
+UNRECORDED_FILE = "replay-unrecorded.jsonl"
+
+
+def unrecorded_path(led) -> Path:
+    """Where the full list of unrecorded requests goes: in the new home, or beside a ledger file."""
+    if led.home is not None:
+        return Path(led.home) / UNRECORDED_FILE
+    path = Path(led.recorder.path)
+    return path.with_name(f"{path.stem}-{UNRECORDED_FILE}")
+
+
+def write_unrecorded(led, missing: list[dict[str, str]]) -> Path:
+    """Write every unrecorded request (case, role, request hash, stage), one JSON object a line,
+    sorted as given; returns the file. The terminal shows only the first few of a long list."""
+    path = unrecorded_path(led)
+    lines = [json.dumps({"case_id": m["case_id"], "role": m["role"], "request_hash": m["request_hash"],
+                         "stage": m["stage"]}, sort_keys=True) for m in missing]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    tmp.replace(path)                        # never a half-written listing beside a finished replay
+    return path

@@ -204,3 +204,37 @@ def test_replay_live_openai_on_a_local_server_needs_no_key(tmp_path, run_cli):
                        env={"OPENAI_MODEL": "m", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": stand_in.base_url})
     assert done.returncode == 0, done.stderr
     assert "1 case(s) re-run: 1 judged" in done.stdout
+
+
+# --- a replay that misses many requests: a summary, the first few, and the full list in a file -------
+
+def test_replay_missing_many_requests_prints_a_summary_and_writes_the_full_list(tmp_path, run_cli):
+    responses = [{"question_id": "q1", "model": f"m{i:02d}", "text": RESPONSE} for i in range(25)]
+    home = home_with(tmp_path, ("b.json", template_benchmark(responses=responses)))
+    with ledger.open_ledger(home) as led:                     # judged without deep judgment
+        assert run_until_idle(led, RunSettings(judge_backend="offline")).judged == 25
+    target = tmp_path / "deep"
+    done = run_cli("replay", "--into", target, "--set", "deep_judgment_enabled=true", home=home)
+    assert done.returncode == 1, done.stderr                  # requests never recorded: exit 1, as documented
+    listing = target / "replay-unrecorded.jsonl"
+    rows = [json.loads(line) for line in listing.read_text().splitlines()]
+    # Each case asks for excerpts first; that miss fails the case, so one request per case.
+    assert len(rows) == 25 and {r["role"] for r in rows} == {"extract_excerpts"}
+    assert all(set(r) == {"case_id", "role", "request_hash", "stage"} for r in rows)
+    assert len({r["case_id"] for r in rows}) == 25
+    out = done.stdout
+    shown = re.findall(r"not recorded in the source: case (\w+) role (\w+) request (\w+)", out)
+    assert len(shown) == 20 and shown == [(r["case_id"], r["role"], r["request_hash"]) for r in rows[:20]]
+    assert f"... and {len(rows) - 20} more" in out
+    roles = {}
+    for r in rows:
+        roles[r["role"]] = roles.get(r["role"], 0) + 1
+    summary = ", ".join(f"{role} {n}" for role, n in sorted(roles.items()))
+    assert f"{len(rows)} judge request(s) the new configuration needs were never recorded in the source: " \
+           f"{summary}" in out
+    assert str(listing) in out
+    assert "cases 25/25" in done.stderr                       # progress, as run shows it
+
+    quiet = run_cli("replay", "--into", tmp_path / "quiet", "--set", "deep_judgment_enabled=true", "--quiet",
+                    home=home)
+    assert quiet.returncode == 1 and quiet.stderr == ""
