@@ -70,12 +70,25 @@ def cmd_override(args) -> int:
             case_id = resolve_case(led, args.case)
         except CaseNotFound as exc:
             raise _usage(str(exc)) from None
+        _check_overridable(led, case_id)
         [event] = led.append(NewEvent(f"case:{case_id}", "verdict.overridden",
                                       {"case_id": case_id, "verdict": args.verdict, "reason": args.reason,
                                        "author": args.author}, meta={"stage": "review"}))
     print(f"seq {event.seq} verdict.overridden case {case_id} -> {args.verdict} by {args.author} {event.hash}")
     print("run 'evalledger report' to update the reports")
     return 0
+
+
+def _check_overridable(led, case_id: str) -> None:
+    """Refuse a case with no pass/fail verdict: reconstruction cases are scored per claim and audit
+    cases get a credit score, so a verdict override there would be counted nowhere and mislead."""
+    opened = next(led.read(stream=f"case:{case_id}", types=["case.opened"]), None)
+    if opened is None:                       # a stream with notes only: nothing was ever judged
+        raise _usage(f"no case {case_id!r} in this ledger (its stream has no case.opened)")
+    kind = opened.data.get("kind")
+    if kind != "template":
+        raise _usage(f"case {case_id} is a {kind} case, which has no pass/fail verdict; "
+                     "override applies to the verdicts of template cases")
 
 
 def cmd_replay(args) -> int:

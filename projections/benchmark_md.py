@@ -25,10 +25,18 @@ def verdict_text(result: dict[str, Any]) -> str:
     if result["override"]:
         o = result["override"]
         return (f"{o['verdict']} (overridden by {o['author']}: {o['reason']}; "
-                f"original {fmt(result['original_verdict'])})")
+                f"original {_original_state(result)})")
     if result["verdict"]:
         return result["verdict"] + (" (auto-fail)" if result["auto_failed"] else "")
     return result["status"]
+
+
+def _original_state(result: dict[str, Any]) -> str:
+    """What the stages said before the override: their verdict, or (a case overridden without ever
+    being judged, e.g. after a stage.failed) its status, so "n/a" never hides that it was not judged."""
+    if result["original_verdict"] is not None:
+        return result["original_verdict"]
+    return f"{result['status']}, not judged"
 
 
 def side_by_side(results: list[dict], models: list[str]) -> list[str]:
