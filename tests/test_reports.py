@@ -253,3 +253,19 @@ def test_read_models_of_another_fold_version_are_refolded(tmp_path):
     assert projections.update(led).events == led.head().seq      # refolded from seq 1
     projections.refresh(led)
     assert read_tree(led.home / "reports") == expected
+
+
+def test_a_ledger_file_reports_beside_itself_as_docs_reports_md_says(tmp_path, run_cli):
+    """A bare .jsonl ledger has no home folder: its read models and reports go beside the file."""
+    path = tmp_path / "l.jsonl"
+    case_id, events = syn.template_case("tmpl", "q1", "A", "pass", fields={"n": True})
+    with ledger.open_ledger(path) as led:
+        led.append([syn.benchmark("tmpl", "template"), *events])
+    done = run_cli("report", home=path)
+    assert done.returncode == 0, done.stderr
+    reports = tmp_path / "l-reports"
+    assert (reports / "index.md").is_file() and str(reports) in done.stdout
+    assert (tmp_path / "l.projections.db").is_file()
+    assert not (tmp_path / "reports").exists()
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "reports.md").read_text()
+    assert "`<stem>-reports/`" in docs and "`<stem>.projections.db`" in docs
