@@ -62,8 +62,8 @@ class OpenAIBackend:
         self.settings = settings
         self.model = settings.model or os.environ.get("OPENAI_MODEL")
         if not self.model:
-            raise JudgeError("the openai judge needs a model: set it in the config, pass --model, "
-                             "or set OPENAI_MODEL")
+            raise JudgeError("the openai judge needs a model: set OPENAI_MODEL, or pass --model to "
+                             "run or watch (replay takes the live model from OPENAI_MODEL only)")
         self.url = settings.resolved_base_url() + "/chat/completions"
         self._key = os.environ.get(settings.api_key_env) or None
         if not self._key and settings.resolved_base_url() == DEFAULT_BASE_URL.rstrip("/"):
