@@ -11,9 +11,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, StringConstraints
 
-from stages.formats.errors import FileRejected, Problems
+from stages.formats.errors import Problems
 from stages.formats.model import ParsedBenchmark, ParsedFile, ParsedResponse
-from stages.formats.native import Strict, _validate
+from stages.formats.native import Strict, valid_lines
 
 TAGS = ("clean", "minor_factual", "minor_logic", "multi_minor", "major_factual", "major_logic",
         "severe_factual", "severe_logic", "severe_mixed", "severe_fabrication", "sycophancy")
@@ -36,12 +36,7 @@ def read_audit(rows: list[tuple[int, Any]], name: str) -> ParsedFile:
     questions: list[dict] = []
     responses: list[ParsedResponse] = []
     seen: dict[str, int] = {}
-    for number, row in rows:
-        try:
-            line = _validate(AuditLine, row, f"line {number}: $")
-        except FileRejected as exc:
-            problems.extend(exc.problems)
-            continue
+    for number, line in valid_lines(AuditLine, rows, problems):
         qid = str(line.id)
         if qid in seen:
             problems.add(f"line {number}: $.id", f"duplicate case id {line.id!r} (first on line {seen[qid]})")

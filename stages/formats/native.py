@@ -8,7 +8,7 @@ primitives' own loader.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Iterator, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -131,6 +131,16 @@ def _validate(model: type[BaseModel], doc: Any, where: str = "$") -> Any:
         return model.model_validate(doc)
     except ValidationError as exc:
         raise FileRejected(from_validation_error(exc, where, doc)) from None
+
+
+def valid_lines(model: type[BaseModel], rows: list[tuple[int, Any]], problems: Problems) -> Iterator[tuple[int, Any]]:
+    """(line number, validated line) for each JSONL row that fits ``model``; the others' errors go
+    to ``problems`` (every line is checked, so a file's errors are reported all at once)."""
+    for number, row in rows:
+        try:
+            yield number, _validate(model, row, f"line {number}: $")
+        except FileRejected as exc:
+            problems.extend(exc.problems)
 
 
 def read_benchmark(doc: dict) -> ParsedFile:
@@ -287,12 +297,7 @@ def read_responses_lines(rows: list[tuple[int, Any]]) -> ParsedFile:
     problems = Problems()
     responses: list[ParsedResponse] = []
     refs: dict[str, int] = {}
-    for number, row in rows:
-        try:
-            line = _validate(ResponseLine, row, f"line {number}: $")
-        except FileRejected as exc:
-            problems.extend(exc.problems)
-            continue
+    for number, line in valid_lines(ResponseLine, rows, problems):
         refs.setdefault(line.benchmark, number)
         if line.benchmark != next(iter(refs)):
             first = next(iter(refs))
