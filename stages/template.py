@@ -59,7 +59,11 @@ async def judge_template(work: CaseWork) -> None:
         risks = await _risks(work, attributes, excerpts) if cfg.deep_judgment_search_enabled else {}
         reasoning = await _reason(work, attributes, excerpts, risks)
     values = await _parse(work, attributes, reasoning, excerpts, deep) if attributes else {}
-    results, verdict = spec.verify(values, response, embedder=embedder_named(cfg.semantic_embedder))
+    # Only a SemanticMatch field needs an embedder: the model is loaded (and the extra required)
+    # for templates that use one, not for every case of a run that names it.
+    semantic = any(type(f.primitive).__name__ == "SemanticMatch" for f in spec.fields)
+    embedder = embedder_named(cfg.semantic_embedder) if semantic else None
+    results, verdict = spec.verify(values, response, embedder=embedder)
     for result in results:
         payload = result.as_dict()
         if result.primitive.get("type") == "SemanticMatch":

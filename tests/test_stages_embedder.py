@@ -40,6 +40,17 @@ def test_choosing_minilm_without_the_extra_fails_the_case_and_names_the_extra(tm
     assert "embeddings" in failed["reason"]
 
 
+@pytest.mark.skipif(HAS_EXTRA, reason="the embeddings extra is installed here")
+def test_minilm_without_the_extra_leaves_templates_without_semantic_fields_alone(tmp_path):
+    # the setting only matters where a SemanticMatch field needs an embedder
+    home = home_with(tmp_path, ("b.json", template_benchmark(config={"semantic_embedder": "minilm"})))
+    with ledger.open_ledger(home) as led:
+        run_until_idle(led, RunSettings())
+    assert data(home, "stage.failed") == []
+    [judged] = data(home, "case.judged")
+    assert all("embedder" not in f or f["embedder"] is None for f in data(home, "field.verified"))
+
+
 def test_an_unknown_embedder_is_refused_when_the_benchmark_is_ingested(tmp_path):
     path = tmp_path / "b.json"
     import json
