@@ -17,10 +17,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import ledger
-from cli.watch import WatchOptions
-from cli.watch_inbox import is_ignored
-from cli.watch_log import Log
+from evalledger import ledger
+from evalledger.cli.watch import WatchOptions
+from evalledger.cli.watch_inbox import is_ignored
+from evalledger.cli.watch_log import Log
 
 SAMPLE_SUFFIXES = (".json", ".jsonl", ".jsonld")
 # Nothing in a demo may reach the network: the offline judge and the local search index.
@@ -63,8 +63,8 @@ def drop_into_inbox(files: list[Path], inbox: Path) -> None:
 def run_demo(samples: str | None = None, parent: str | None = None, log_format: str = "text",
              out=None) -> int:
     """Create the home, process the samples, print the summary and the report paths; the exit code."""
-    from cli.watch_commands import run_daemon
-    from stages.dispatcher import RunSettings
+    from evalledger.cli.watch_commands import run_daemon
+    from evalledger.stages.dispatcher import RunSettings
 
     out = out or sys.stdout
     folder = find_samples(samples)
@@ -145,7 +145,7 @@ def _pct(rate: float) -> str:
 
 
 def cmd_demo(args) -> int:
-    from cli.errors import UsageError
+    from evalledger.cli.errors import UsageError
     try:
         return run_demo(args.samples, args.dir, args.log_format)
     except FileNotFoundError as exc:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import orjson
 
-import ledger
-from cli.watch_inbox import is_ignored, scan_inbox
-from stages.intake import DEFAULT_MAX_BYTES, IngestResult, ingest_path
-from stages.intake_status import CASE_STATES, status
+from evalledger import ledger
+from evalledger.cli.watch_inbox import is_ignored, scan_inbox
+from evalledger.stages.intake import DEFAULT_MAX_BYTES, IngestResult, ingest_path
+from evalledger.stages.intake_status import CASE_STATES, status
 
 # A folder named on the command line may hold other things (a README); only these are taken.
 INPUT_SUFFIXES = (".json", ".jsonl", ".jsonld")
@@ -30,7 +30,7 @@ def inbox_files(inbox: Path) -> list[Path]:
 
 def _targets(args, home: Path) -> list[tuple[Path, bool]]:
     """(path, from_inbox) for every file to ingest; raises UsageError for paths that do not exist."""
-    from cli.errors import UsageError
+    from evalledger.cli.errors import UsageError
     inbox = (home / "inbox").resolve()
     if not args.files:  # exactly the files the watch daemon would take (no symlinks, no folders)
         return [(p, True) for p in scan_inbox(inbox)]
@@ -48,8 +48,8 @@ def _targets(args, home: Path) -> list[tuple[Path, bool]]:
 
 def cmd_ingest(args) -> int:
     """Ingest files (or the whole inbox); one line per file; exit 1 when any was rejected."""
-    from cli.errors import UsageError
-    from cli.ledger_commands import open_existing
+    from evalledger.cli.errors import UsageError
+    from evalledger.cli.ledger_commands import open_existing
     if args.max_bytes < 1:  # every file would be rejected, and rejections stay in the ledger
         raise UsageError(f"--max-bytes must be at least 1, got {args.max_bytes}")
     home = Path(_home(args))

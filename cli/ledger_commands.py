@@ -6,10 +6,10 @@ import sys
 
 import orjson
 
-import ledger
-from ledger import NewEvent
-from ledger.importer import ImportRefused
-from ledger.persistence import LedgerDamaged
+from evalledger import ledger
+from evalledger.ledger import NewEvent
+from evalledger.ledger.importer import ImportRefused
+from evalledger.ledger.persistence import LedgerDamaged
 
 
 def home_of(args) -> str:

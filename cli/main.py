@@ -11,16 +11,16 @@ import argparse
 import importlib
 import sys
 
-from cli.errors import UsageError  # one class however this module is loaded (script or -m)
-from ledger import EnvelopeError, LedgerError
+from evalledger.cli.errors import UsageError  # one class however this module is loaded (script or -m)
+from evalledger.ledger import EnvelopeError, LedgerError
 
 # Command modules, in the order their commands appear in --help.
 COMMAND_MODULES = [
-    "cli.ledger_commands",
-    "cli.intake_commands",
-    "cli.run_commands",
-    "cli.watch_commands",
-    "cli.report_commands",
+    "evalledger.cli.ledger_commands",
+    "evalledger.cli.intake_commands",
+    "evalledger.cli.run_commands",
+    "evalledger.cli.watch_commands",
+    "evalledger.cli.report_commands",
 ]
 
 

@@ -7,20 +7,20 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import ledger
-import projections
-from cli.ledger_commands import home_of, open_existing
-from ledger import NewEvent
-from projections.history import CaseNotFound, case_history, format_history, resolve_case
-from projections.replay import write_unrecorded
-from projections.store import ReadModelStore, json_bytes, reports_dir
-from stages.progress import Progress
+from evalledger import ledger
+from evalledger import projections
+from evalledger.cli.ledger_commands import home_of, open_existing
+from evalledger.ledger import NewEvent
+from evalledger.projections.history import CaseNotFound, case_history, format_history, resolve_case
+from evalledger.projections.replay import write_unrecorded
+from evalledger.projections.store import ReadModelStore, json_bytes, reports_dir
+from evalledger.stages.progress import Progress
 
 UNRECORDED_SHOWN = 20   # unrecorded requests printed by replay; the rest are in the listing file
 
 
 def _usage(message: str):
-    from cli.errors import UsageError
+    from evalledger.cli.errors import UsageError
     return UsageError(message)
 
 
@@ -93,10 +93,10 @@ def _check_overridable(led, case_id: str) -> None:
 
 def cmd_replay(args) -> int:
     """Re-run the stages into a new home from the source's recorded judge calls (docs/reports.md)."""
-    from stages.config import ConfigError, run_layer
-    from stages.dispatcher import RunSettings, run_until_idle
-    from stages.judge import JudgeSettings, make_judge
-    from projections.replay import live_calls, merge_misses, seed_replay, unrecorded_requests
+    from evalledger.stages.config import ConfigError, run_layer
+    from evalledger.stages.dispatcher import RunSettings, run_until_idle
+    from evalledger.stages.judge import JudgeSettings, make_judge
+    from evalledger.projections.replay import live_calls, merge_misses, seed_replay, unrecorded_requests
 
     try:
         layer = run_layer(None, args.sets)
@@ -140,8 +140,8 @@ def _check_live_judge(settings) -> None:
     whose constructor refuses what could never work. It is made on the very settings the replay
     judge is built from, so what passes here is what runs.
     """
-    from stages.config import ConfigError
-    from stages.judge import JudgeError, live_backend
+    from evalledger.stages.config import ConfigError
+    from evalledger.stages.judge import JudgeError, live_backend
     if settings.live is None:
         return                               # the replay judge answers from the source alone
     try:
@@ -181,8 +181,8 @@ def _live_backend(source, wanted: str | None) -> str | None:
 
 
 def cmd_diff(args) -> int:
-    from projections.diff import diff_models, format_diff
-    from projections.folding import update
+    from evalledger.projections.diff import diff_models, format_diff
+    from evalledger.projections.folding import update
 
     opened = []
     try:

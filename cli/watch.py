@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from cli.watch_inbox import InboxTracker, is_ignored, scan_inbox
-from cli.watch_log import Log
-from cli.watch_observer import ObserverLogForwarder, start_observer
+from evalledger.cli.watch_inbox import InboxTracker, is_ignored, scan_inbox
+from evalledger.cli.watch_log import Log
+from evalledger.cli.watch_observer import ObserverLogForwarder, start_observer
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,12 @@ import sys
 import time
 from pathlib import Path
 
-import ledger
-from cli import daemon_lock
-from ledger.api import HOME_FOLDERS
-from cli.watch import Callbacks, Daemon, Outcome, WatchOptions
-from cli.run_commands import add_judge_options, run_settings
-from cli.watch_log import FORMATS, Log
+from evalledger import ledger
+from evalledger.cli import daemon_lock
+from evalledger.ledger.api import HOME_FOLDERS
+from evalledger.cli.watch import Callbacks, Daemon, Outcome, WatchOptions
+from evalledger.cli.run_commands import add_judge_options, run_settings
+from evalledger.cli.watch_log import FORMATS, Log
 
 
 class LogProgress:
@@ -46,9 +46,9 @@ class LogProgress:
 
 def real_callbacks(led: ledger.Ledger, settings, log: Log) -> Callbacks:
     """Intake, dispatcher and projections, bound to one open ledger and the run's settings."""
-    from projections import refresh
-    from stages.dispatcher import run_until_idle
-    from stages.intake import ingest_path
+    from evalledger.projections import refresh
+    from evalledger.stages.dispatcher import run_until_idle
+    from evalledger.stages.intake import ingest_path
     return Callbacks(
         ingest=lambda path: ingest_path(led, path, from_inbox=True),
         process=lambda between_cases: run_until_idle(led, settings, LogProgress(log, between_cases)),
@@ -67,8 +67,8 @@ def run_daemon(home: Path, settings, options: WatchOptions, log: Log) -> Outcome
 
 
 def cmd_watch(args) -> int:
-    from cli.ledger_commands import home_of
-    from cli.errors import UsageError
+    from evalledger.cli.ledger_commands import home_of
+    from evalledger.cli.errors import UsageError
     home = Path(home_of(args))
     if home.is_file():  # a bare .jsonl or .db ledger has no inbox to watch
         raise UsageError(f"{home} is a ledger file; watch needs a home folder with an inbox "
@@ -114,5 +114,5 @@ def register(sub) -> None:
     p = sub.add_parser("watch", help="daemon: ingest files dropped into the inbox, judge them, refresh reports")
     add_watch_options(p)
     p.set_defaults(func=cmd_watch)
-    from cli import demo
+    from evalledger.cli import demo
     demo.register(sub)

@@ -17,7 +17,7 @@ from watchdog.events import (
 )
 from watchdog.observers.polling import PollingObserver
 
-from cli.watch_log import Log
+from evalledger.cli.watch_log import Log
 
 # Files of a home whose change means "the ledger may have new events".
 LEDGER_FILES = ("ledger.db", "ledger.db-wal", "events.jsonl")

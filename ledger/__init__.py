@@ -9,12 +9,12 @@ The public API (see ``ledger.api``)::
     Ledger.export(out); Ledger.import_file(path)
 """
 
-from ledger.api import Ledger, default_home, init_home, is_home, open_ledger, parse_head
-from ledger.catalog import Payload, event_type, known_types, payload_model, upcaster
-from ledger.envelope import EnvelopeError, Event, NewEvent, canonical_json, event_id
-from ledger.importer import ImportRefused
-from ledger.persistence import ConflictError, Head, LedgerError
-from ledger.verify import Problem, VerifyReport
+from evalledger.ledger.api import Ledger, default_home, init_home, is_home, open_ledger, parse_head
+from evalledger.ledger.catalog import Payload, event_type, known_types, payload_model, upcaster
+from evalledger.ledger.envelope import EnvelopeError, Event, NewEvent, canonical_json, event_id
+from evalledger.ledger.importer import ImportRefused
+from evalledger.ledger.persistence import ConflictError, Head, LedgerError
+from evalledger.ledger.verify import Problem, VerifyReport
 
 __all__ = [
     "ConflictError", "EnvelopeError", "Event", "Head", "ImportRefused", "Ledger", "LedgerError", "NewEvent",

@@ -16,13 +16,13 @@ import os
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Mapping
 
-import ledger.events  # noqa: F401  (registers the catalog)
-from ledger.envelope import Event, NewEvent, utc_now
-from ledger.jsonl import JSONLRecorder, pending_path
-from ledger.mirror import lines_upto
-from ledger.persistence import Head, LedgerError, Recorder, normalise_expected, prepare
-from ledger.sqlite import SQLiteRecorder
-from ledger.verify import Problem, VerifyReport, verify_lines, verify_sqlite
+import evalledger.ledger.events  # noqa: F401  (registers the catalog)
+from evalledger.ledger.envelope import Event, NewEvent, utc_now
+from evalledger.ledger.jsonl import JSONLRecorder, pending_path
+from evalledger.ledger.mirror import lines_upto
+from evalledger.ledger.persistence import Head, LedgerError, Recorder, normalise_expected, prepare
+from evalledger.ledger.sqlite import SQLiteRecorder
+from evalledger.ledger.verify import Problem, VerifyReport, verify_lines, verify_sqlite
 
 HOME_FOLDERS = ("inbox", "processed", "rejected", "reports")
 LEDGER_FILE_SUFFIXES = (".jsonl", ".db", ".sqlite", ".sqlite3")

@@ -258,12 +258,12 @@ class Event:
 
     def upcast(self) -> dict[str, Any]:
         """The payload dict at the current schema version of its type (stored bytes untouched)."""
-        from ledger.catalog import upcast
+        from evalledger.ledger.catalog import upcast
         return upcast(self.type, self.schema, self.data)
 
     def payload(self):
         """The payload as its registered (frozen) pydantic model, upcast to the current schema."""
-        from ledger.catalog import payload_model
+        from evalledger.ledger.catalog import payload_model
         return payload_model(self.type).model_validate(self.upcast())
 
     def __repr__(self) -> str:

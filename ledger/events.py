@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict
 
-from ledger.catalog import Payload, event_type
+from evalledger.ledger.catalog import Payload, event_type
 
 
 class DomainPayload(Payload):

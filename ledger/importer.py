@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 from typing import Iterable, Iterator
 
-from ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, canonical_json, decode_json, split_line
-from ledger.envelope import check_type_name
-from ledger.persistence import LedgerError, check_stream
+from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, canonical_json, decode_json, split_line
+from evalledger.ledger.envelope import check_type_name
+from evalledger.ledger.persistence import LedgerError, check_stream
 
 
 class ImportRefused(LedgerError):

@@ -20,11 +20,11 @@ from typing import Iterable, Iterator, NamedTuple
 
 import orjson
 
-from ledger.envelope import GENESIS_HASH, EnvelopeError, Event, event_from_line, line_bytes, split_line
-from ledger.filelock import FileLock
-from ledger.importer import checked_lines
-from ledger.mirror import line_seq, read_tail
-from ledger.persistence import ConflictError, Head, LedgerError, Prepared, Recorder, chain_start, seal
+from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, Event, event_from_line, line_bytes, split_line
+from evalledger.ledger.filelock import FileLock
+from evalledger.ledger.importer import checked_lines
+from evalledger.ledger.mirror import line_seq, read_tail
+from evalledger.ledger.persistence import ConflictError, Head, LedgerError, Prepared, Recorder, chain_start, seal
 
 
 class Snapshot(NamedTuple):

@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from ledger.envelope import EnvelopeError, split_line
+from evalledger.ledger.envelope import EnvelopeError, split_line
 
 if TYPE_CHECKING:
-    from ledger.sqlite import SQLiteRecorder
+    from evalledger.ledger.sqlite import SQLiteRecorder
 
 
 def line_seq(line: bytes) -> int:

@@ -12,8 +12,8 @@ from abc import ABC, abstractmethod
 from hashlib import sha256
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
-from ledger.catalog import validate_payload
-from ledger.envelope import GENESIS_HASH, EnvelopeError, Event, NewEvent, canonical_json, event_id, utc_now
+from evalledger.ledger.catalog import validate_payload
+from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, Event, NewEvent, canonical_json, event_id, utc_now
 
 _STREAM = re.compile(r"^[a-z][a-z0-9_-]*:[A-Za-z0-9._:/@+=-]+$")
 

@@ -16,13 +16,13 @@ from typing import Iterable, Iterator
 
 import sqlite_utils
 
-from ledger.envelope import GENESIS_HASH, Event, line_bytes
-from ledger.filelock import FileLock
-from ledger.mirror import Mirror
-from ledger.persistence import (
+from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
+from evalledger.ledger.filelock import FileLock
+from evalledger.ledger.mirror import Mirror
+from evalledger.ledger.persistence import (
     ConflictError, Head, LedgerError, Prepared, Recorder, chain_start, seal,
 )
-from ledger.sqlite_schema import COLUMNS, INSERT, SCHEMA, TRIGGERS, connect, row_event, row_line  # noqa: F401
+from evalledger.ledger.sqlite_schema import COLUMNS, INSERT, SCHEMA, TRIGGERS, connect, row_event, row_line  # noqa: F401
 
 _PAGE = 256  # rows a read fetches at once: small pages stay in the CPU cache (5,000 made reads 25% slower)
 _MAX_CACHED_STREAMS = 100_000
@@ -313,7 +313,7 @@ class SQLiteRecorder(Recorder):
     # --- import and tracking ----------------------------------------------------------------------
     def import_lines(self, lines: Iterable[bytes], source: str = "the input") -> int:
         """Insert verified lines (``ledger.importer`` checks each before it gets here) atomically."""
-        from ledger.importer import checked_rows
+        from evalledger.ledger.importer import checked_rows
         self._check_writable()
         with self._write_lock():
             if self.head().seq:

@@ -7,8 +7,8 @@ import os
 import sqlite3
 from urllib.parse import quote
 
-from ledger.envelope import Event, canonical_bytes, line_bytes
-from ledger.persistence import LedgerDamaged, LedgerError
+from evalledger.ledger.envelope import Event, canonical_bytes, line_bytes
+from evalledger.ledger.persistence import LedgerDamaged, LedgerError
 
 COLUMNS = "seq, id, stream, version, type, schema, data, meta, prev_hash, hash"
 INSERT = ("INSERT INTO events (seq, id, stream, version, type, schema, data, meta, prev_hash, hash) "

@@ -13,9 +13,9 @@ from hashlib import sha256
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, split_line
-from ledger.mirror import line_seq
-from ledger.persistence import Head
+from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, split_line
+from evalledger.ledger.mirror import line_seq
+from evalledger.ledger.persistence import Head
 
 _SUFFIX = len(b',"prev_hash":"') + 64 + len(b'","hash":"') + 64 + len(b'"}\n')
 

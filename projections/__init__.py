@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from projections import folding as _update
-from projections.reports import render_files, write_files
-from projections.store import ReadModelStore, reports_dir
-from projections.folding import FoldResult
+from evalledger.projections import folding as _update
+from evalledger.projections.reports import render_files, write_files
+from evalledger.projections.store import ReadModelStore, reports_dir
+from evalledger.projections.folding import FoldResult
 
 
 def update(led) -> FoldResult:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from projections.audit import audit_groups
-from projections.fold import call_fields
-from projections.reconstruction import aggregate_stats
-from projections.results import compare_models, group_cases, group_summary, per_field, per_trait
+from evalledger.projections.audit import audit_groups
+from evalledger.projections.fold import call_fields
+from evalledger.projections.reconstruction import aggregate_stats
+from evalledger.projections.results import compare_models, group_cases, group_summary, per_field, per_trait
 
 OFFLINE_NOTE = "offline heuristic baseline, not a language model"
 

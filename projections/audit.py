@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from projections.stats import ratio, rnd
+from evalledger.projections.stats import ratio, rnd
 
 ZONES = ("BAD", "MID", "GOOD")
 CROSS_BAND_TARGET = 0.05
@@ -42,7 +42,7 @@ def expected_score(case: dict) -> Any:
 def group_key(case: dict) -> str:
     """The audit group of a case: its model, with the profile when the config names one."""
     profile = (case.get("config") or {}).get("profile")
-    from projections.results import model_label
+    from evalledger.projections.results import model_label
     model = model_label(case["model"])
     return f"{model} [{profile}]" if profile else model
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from projections.results import model_label
-from projections.markdown import (
+from evalledger.projections.results import model_label
+from evalledger.projections.markdown import (
     SUMMARY_HEADER, audit_section, cell, comparison_section, fmt, pct, provenance_lines,
     reconstruction_section, summary_rows, table,
 )

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 
-from projections.aggregate import build_aggregates
-from projections.store import json_bytes
-from projections.results import case_result
+from evalledger.projections.aggregate import build_aggregates
+from evalledger.projections.store import json_bytes
+from evalledger.projections.results import case_result
 
 SKIPPED_METRIC_ROOTS = ("ledger_head", "configs", "judges", "config_hashes")
 # Leaves about what judging cost rather than what it found: a replay answers from the record, so

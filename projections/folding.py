@@ -18,13 +18,13 @@ from urllib.parse import quote
 
 import orjson
 
-from ledger.catalog import schema_version, upcast
-from ledger.envelope import decode_json
-from projections.fold import (
+from evalledger.ledger.catalog import schema_version, upcast
+from evalledger.ledger.envelope import decode_json
+from evalledger.projections.fold import (
     BENCHMARK_TYPES, CASE_APPLIERS, FOLDED_TYPES, RUN_TYPES, apply_benchmark_event,
     apply_case_event, apply_run_event, case_id_of, new_case,
 )
-from projections.store import ReadModelStore, StaleFold
+from evalledger.projections.store import ReadModelStore, StaleFold
 
 # A rebuild keeps at most this many case states in memory before writing them out.
 FLUSH_EVERY = 50_000

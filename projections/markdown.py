@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from projections.audit import CROSS_BAND_TARGET, ZONES
+from evalledger.projections.audit import CROSS_BAND_TARGET, ZONES
 
 
 def fmt(value: Any) -> str:

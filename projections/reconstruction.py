@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from projections.results import case_status
-from projections.stats import rnd
+from evalledger.projections.results import case_status
+from evalledger.projections.stats import rnd
 
 FULLY, PARTIALLY = 8, 4
 

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ledger import NewEvent
+from evalledger.ledger import NewEvent
 
 COPIED_TYPES = ("file.received", "benchmark.registered", "benchmark.rejected", "responses.registered",
                 "case.opened")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from projections.fold import call_fields
-from projections.stats import (
+from evalledger.projections.fold import call_fields
+from evalledger.projections.stats import (
     mcnemar_exact, paired_bootstrap_interval, ratio, rnd, seed_for, wilson_interval,
 )
 
@@ -88,8 +88,8 @@ def excerpt_retry_count(case: dict) -> int:
 
 def case_result(case: dict) -> dict[str, Any]:
     """The full per-case result (one line of evaluations.jsonl), with no internal bookkeeping."""
-    from projections.audit import zone_of
-    from projections.reconstruction import calculated_metrics, scored_claims, unscored_claims
+    from evalledger.projections.audit import zone_of
+    from evalledger.projections.reconstruction import calculated_metrics, scored_claims, unscored_claims
     override = override_of(case)
     usage = usage_of(case)
     excerpts = {attr: sorted(({k: e[k] for k in ("text", "similarity", "confidence", "attempt")}
@@ -124,7 +124,7 @@ def case_result(case: dict) -> dict[str, Any]:
         result["unscored_claims"] = unscored_claims(case)
     if case["kind"] == "audit":
         credit = _strip(case["credit"])
-        from projections.audit import expected_score
+        from evalledger.projections.audit import expected_score
         expected = expected_score(case)
         result["audit"] = {"tag": case["question"].get("tag"), "expected_credit_score": expected,
                            "expected_zone": zone_of(expected), "credit": credit,

@@ -19,8 +19,8 @@ from typing import Any, Iterable, Iterator
 
 import orjson
 
-from ledger.envelope import decode_json
-from projections.fold import restore_case, sparse_case
+from evalledger.ledger.envelope import decode_json
+from evalledger.projections.fold import restore_case, sparse_case
 
 # Bump when the shape of a stored state changes: tables folded by another version are dropped and
 # refolded from seq 1 on first use, so an update never mixes states of two fold versions.
@@ -112,7 +112,7 @@ class ReadModelStore:
         ``folded_from``: the position the fold started at; when another fold (a daemon's and a
         user's ``report`` at once) has moved it since, nothing is written and StaleFold is raised.
         """
-        from projections.results import case_status, effective_verdict
+        from evalledger.projections.results import case_status, effective_verdict
         rows = [(c["case_id"], c["benchmark"], c["model"], c["kind"], c["question_id"],
                  case_status(c), effective_verdict(c), dumps(sparse_case(c))) for c in cases]
         conn = self.conn

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Iterable
 
-from ledger import NewEvent
+from evalledger.ledger import NewEvent
 
 
 def case_id_for(benchmark: str, question_id: str, model: str, response: str = "") -> str:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 
-from stages.casework import CaseWork
-from stages.config import AuditStrategy
-from stages.judge.roles import CheckFactsRequest, CheckLogicRequest, DecomposeRequest
+from evalledger.stages.casework import CaseWork
+from evalledger.stages.config import AuditStrategy
+from evalledger.stages.judge.roles import CheckFactsRequest, CheckLogicRequest, DecomposeRequest
 
 STAGE = "audit"
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ledger import Event, NewEvent
-from stages.config import VerificationConfig
+from evalledger.ledger import Event, NewEvent
+from evalledger.stages.config import VerificationConfig
 
 STAGE_VERSIONS = {"template": "1", "rubric": "1", "reconstruction": "1", "audit": "1"}
 

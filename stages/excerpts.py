@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.casework import CaseWork
-from stages.fuzzy import validate
-from stages.judge.roles import AttributeSpec, ExtractExcerptsRequest, FailedQuote
+from evalledger.stages.casework import CaseWork
+from evalledger.stages.fuzzy import validate
+from evalledger.stages.judge.roles import AttributeSpec, ExtractExcerptsRequest, FailedQuote
 
 
 @dataclass

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from ledger import Event, Ledger, NewEvent, event_id
-from stages import intake_events as ev
-from stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
+from evalledger.ledger import Event, Ledger, NewEvent, event_id
+from evalledger.stages import intake_events as ev
+from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
 
 DEFAULT_MAX_BYTES = 50 * 2**20
 

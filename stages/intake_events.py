@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ledger import NewEvent, event_id
-from stages.formats.errors import Problem
-from stages.formats.ids import benchmark_id, case_id, digest16
-from stages.formats.model import ParsedBenchmark, ParsedResponse
+from evalledger.ledger import NewEvent, event_id
+from evalledger.stages.formats.errors import Problem
+from evalledger.stages.formats.ids import benchmark_id, case_id, digest16
+from evalledger.stages.formats.model import ParsedBenchmark, ParsedResponse
 
 STAGE = {"stage": "intake", "stage_version": "1"}
 MAX_ERRORS = 1000

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import Ledger
+from evalledger.ledger import Ledger
 
 CASE_STATES = ("opened", "judged", "failed")
 _STATE_EVENTS = ["case.opened", "case.judged", "credit.scored", "claim.scored", "stage.failed"]
@@ -67,7 +67,7 @@ class Status:
 
 def status(led: Ledger) -> Status:
     """Benchmarks (with their cases by state), pending responses, rejected files, the ledger head."""
-    from stages.intake import pending_responses
+    from evalledger.stages.intake import pending_responses
     head = led.head()
     folded = list(led.read(types=_STATE_EVENTS, to_seq=head.seq))  # one pass, one consistent head
     states = case_states(led, folded)

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import TextIO
 
-from stages.casework import Counters
+from evalledger.stages.casework import Counters
 
 
 def _clock(seconds: float | None) -> str:

@@ -10,8 +10,8 @@ averages and bands are never asked of the judge: the projections compute them.
 
 from __future__ import annotations
 
-from stages.casework import CaseWork
-from stages.judge.roles import Claim, ReconstructionAnswer, ScoreClaimsRequest
+from evalledger.stages.casework import CaseWork
+from evalledger.stages.judge.roles import Claim, ReconstructionAnswer, ScoreClaimsRequest
 
 STAGE = "reconstruction"
 

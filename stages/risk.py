@@ -7,8 +7,8 @@ the attribute's risk is the maximum. The risk is informative: it never fails a c
 
 from __future__ import annotations
 
-from stages.casework import CaseWork
-from stages.judge.roles import AssessRiskRequest, ExcerptEvidence, SearchHit
+from evalledger.stages.casework import CaseWork
+from evalledger.stages.judge.roles import AssessRiskRequest, ExcerptEvidence, SearchHit
 
 
 async def assess_risk(work: CaseWork, attribute: str, description: str, excerpts: list[str], *,

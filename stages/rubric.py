@@ -19,12 +19,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stages.casework import CaseWork
-from stages.excerpts import extract_excerpts
-from stages.judge import UnrecordedRequest
-from stages.judge.roles import AttributeSpec, ReasonRequest, ScoreTraitRequest, TraitSpec
-from stages.risk import assess_risk
-from stages.rubric_modes import TraitPlan, resolve_trait
+from evalledger.stages.casework import CaseWork
+from evalledger.stages.excerpts import extract_excerpts
+from evalledger.stages.judge import UnrecordedRequest
+from evalledger.stages.judge.roles import AttributeSpec, ReasonRequest, ScoreTraitRequest, TraitSpec
+from evalledger.stages.risk import assess_risk
+from evalledger.stages.rubric_modes import TraitPlan, resolve_trait
 
 STAGE = "rubric"
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from stages.config import DeepJudgmentTraitConfig, VerificationConfig
-from stages.excerpts import ExcerptSettings
+from evalledger.stages.config import DeepJudgmentTraitConfig, VerificationConfig
+from evalledger.stages.excerpts import ExcerptSettings
 
 
 @dataclass(frozen=True)

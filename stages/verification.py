@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from stages.primitives import Primitive, PrimitiveSpecError, from_spec
-from stages.primitives.base import ParsedPrimitive, TracePrimitive
+from evalledger.stages.primitives import Primitive, PrimitiveSpecError, from_spec
+from evalledger.stages.primitives.base import ParsedPrimitive, TracePrimitive
 
 STRATEGIES = ("all_of", "any_of", "at_least_n")
 Strategy = Literal["all_of", "any_of", "at_least_n"]

@@ -14,12 +14,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 def cli(*args: str, home: str | os.PathLike | None = None, env: dict | None = None, timeout: float = 120,
         cwd: str | os.PathLike | None = None, input: bytes | None = None) -> subprocess.CompletedProcess:
-    """Run ``evalledger [--home HOME] ARGS`` as ``python -m cli.main`` and capture its output (text)."""
-    command = [sys.executable, "-m", "cli.main"]
+    """Run ``evalledger [--home HOME] ARGS`` as ``python -m evalledger`` and capture its output (text)."""
+    command = [sys.executable, "-m", "evalledger"]
     if home is not None:
         command += ["--home", str(home)]
     full_env = dict(os.environ)
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), full_env.get("PYTHONPATH")]))
     full_env.update(env or {})
     result = subprocess.run(command + [str(a) for a in args], capture_output=True, env=full_env,
                             timeout=timeout, cwd=cwd, input=input)
@@ -37,5 +36,5 @@ def run_cli():
 @pytest.fixture
 def home(tmp_path) -> Path:
     """A freshly initialised, empty evalledger home."""
-    import ledger
+    from evalledger import ledger
     return ledger.init_home(tmp_path / "home")

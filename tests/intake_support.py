@@ -6,7 +6,7 @@ import copy
 import json
 from pathlib import Path
 
-import ledger
+from evalledger import ledger
 
 SAMPLES = Path(__file__).resolve().parent.parent / "benchmarks" / "samples"
 from shared_fixtures import KARENINA  # noqa: E402

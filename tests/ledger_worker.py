@@ -14,10 +14,8 @@ import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import ledger  # noqa: E402
-from ledger import NewEvent  # noqa: E402
+from evalledger import ledger
+from evalledger.ledger import NewEvent
 
 PAD = "x" * 1500  # a 5-event batch spans several pages, so a kill can land inside its write
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import ledger
-from stages.intake import ingest_path
+from evalledger import ledger
+from evalledger.stages.intake import ingest_path
 
 RESPONSE = "Human somatic cells are diploid, containing 46 chromosomes organized into 23 pairs [1]."
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from watch_support import CLI, REPO, cli_env, evalledger
 
-from cli.demo import sample_files, summary_table
+from evalledger.cli.demo import sample_files, summary_table
 
 
 def test_demo_processes_the_samples_end_to_end_in_under_30_seconds(tmp_path):

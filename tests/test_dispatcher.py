@@ -6,16 +6,16 @@ from __future__ import annotations
 import io
 import time
 
-import ledger
-from cli.main import main
-from stages.casework import CaseWork
-from stages.config import effective_config
-from stages.dispatcher import RunSettings, find_pending, run_until_idle
-from stages.intake import ingest_path
-from stages.judge import JudgeSettings, make_judge
-from stages.judge.stand_in import StandIn, StandInThread
-from stages.progress import Progress
-from stages.template import judge_template
+from evalledger import ledger
+from evalledger.cli.main import main
+from evalledger.stages.casework import CaseWork
+from evalledger.stages.config import effective_config
+from evalledger.stages.dispatcher import RunSettings, find_pending, run_until_idle
+from evalledger.stages.intake import ingest_path
+from evalledger.stages.judge import JudgeSettings, make_judge
+from evalledger.stages.judge.stand_in import StandIn, StandInThread
+from evalledger.stages.progress import Progress
+from evalledger.stages.template import judge_template
 from stages_scripted import dispatch, template_judge
 from stages_support import RESPONSE, data, events, home_with, outputs, template_benchmark, write_json
 
@@ -165,7 +165,7 @@ def test_judge_calls_run_concurrently_across_cases(tmp_path):
 
 
 def test_progress_on_a_terminal_and_as_plain_lines():
-    from stages.casework import Counters
+    from evalledger.stages.casework import Counters
     tty, plain = io.StringIO(), io.StringIO()
     for stream, is_tty in ((tty, True), (plain, False)):
         progress = Progress(stream, tty=is_tty)
@@ -183,7 +183,7 @@ def test_progress_on_a_terminal_and_as_plain_lines():
 
 def test_warnings_print_above_the_bar_on_a_terminal_and_the_bar_is_redrawn():
     import logging
-    from stages.casework import Counters
+    from evalledger.stages.casework import Counters
     stream = io.StringIO()
     progress = Progress(stream, tty=True)
     progress.start(4, Counters())
@@ -218,7 +218,7 @@ def test_run_until_idle_called_from_inside_an_event_loop(tmp_path):
 
 
 def test_plain_progress_lines_come_at_each_tenth_not_per_case():
-    from stages.casework import Counters
+    from evalledger.stages.casework import Counters
     plain = io.StringIO()
     progress = Progress(plain, tty=False, every_s=3600)
     progress.start(100, Counters())

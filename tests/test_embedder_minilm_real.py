@@ -27,9 +27,9 @@ def test_minilm_real_model_scores_meaning_offline_and_semantic_match_uses_it(mon
     monkeypatch.setattr(socket, "getaddrinfo", no_network)
     monkeypatch.setattr(socket.socket, "connect", no_network)
 
-    from stages.embedder import set_default_embedder
-    from stages.embedder_minilm import MiniLMEmbedder, make_embedder
-    from stages.primitives import from_spec
+    from evalledger.stages.embedder import set_default_embedder
+    from evalledger.stages.embedder_minilm import MiniLMEmbedder, make_embedder
+    from evalledger.stages.primitives import from_spec
 
     embedder = make_embedder("minilm")
     assert isinstance(embedder, MiniLMEmbedder) and embedder.name == "all-MiniLM-L6-v2"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from intake_support import BENCHMARK
-from stages.formats import FileRejected, parse
+from evalledger.stages.formats import FileRejected, parse
 
 
 def problems_of(raw: bytes) -> list[tuple[str, str]]:

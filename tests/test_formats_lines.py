@@ -7,8 +7,8 @@ import json
 import pytest
 
 from intake_support import SAMPLES, response_lines
-from stages.formats import FileRejected, parse
-from stages.formats.audit import TAGS
+from evalledger.stages.formats import FileRejected, parse
+from evalledger.stages.formats.audit import TAGS
 
 
 def audit_line(**changes) -> dict:

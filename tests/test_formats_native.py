@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from stages.formats import FileRejected, parse
+from evalledger.stages.formats import FileRejected, parse
 from intake_support import BENCHMARK, benchmark
 
 

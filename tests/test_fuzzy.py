@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from stages import fuzzy
-from stages.fuzzy import ExcerptCheck, ResponseIndex, index_for, normalize, similarity, validate
+from evalledger.stages import fuzzy
+from evalledger.stages.fuzzy import ExcerptCheck, ResponseIndex, index_for, normalize, similarity, validate
 
 
 def difflib_score(excerpt: str, response: str) -> float:

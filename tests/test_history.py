@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-import ledger
-from cli.main import main
-from stages.dispatcher import RunSettings, run_until_idle
+from evalledger import ledger
+from evalledger.cli.main import main
+from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from stages_support import RESPONSE, home_with, template_benchmark
 
 

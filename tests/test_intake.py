@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-import ledger
-from cli.main import main
+from evalledger import ledger
+from evalledger.cli.main import main
 from intake_support import SAMPLES, benchmark, events, response_lines, types, write_json
-from stages.formats.ids import case_id
-from stages.intake import ingest_path
-from stages.intake_status import case_states, status
+from evalledger.stages.formats.ids import case_id
+from evalledger.stages.intake import ingest_path
+from evalledger.stages.intake_status import case_states, status
 
 
 @pytest.fixture
@@ -237,7 +237,7 @@ def test_cli_ingest_of_a_missing_file_is_a_usage_error_and_ingests_nothing(home,
 
 def test_the_installed_command_ingests_and_verifies(home):
     env = {**os.environ, "EVALLEDGER_HOME": str(home)}
-    exe = [sys.executable, "-m", "cli.main"]
+    exe = [sys.executable, "-m", "evalledger"]
     done = subprocess.run([*exe, "ingest", str(SAMPLES / "verifyfast-cases.audit.jsonl")],
                           capture_output=True, text=True, env=env)
     assert done.returncode == 0 and "26 new cases" in done.stdout

@@ -10,10 +10,10 @@ from typing import Any, Iterator
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import ledger
+from evalledger import ledger
 from intake_support import SAMPLES
-from stages.formats.errors import join_path
-from stages.intake import ingest_path
+from evalledger.stages.formats.errors import join_path
+from evalledger.stages.intake import ingest_path
 
 SAMPLE = json.loads((SAMPLES / "pharmacology.benchmark.json").read_text())
 AUDIT_TEXT = (SAMPLES / "verifyfast-cases.audit.jsonl").read_text()

@@ -8,10 +8,10 @@ import json
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import ledger
+from evalledger import ledger
 from intake_support import KARENINA, SAMPLES
-from stages.formats import FileRejected, parse
-from stages.intake import ingest_bytes
+from evalledger.stages.formats import FileRejected, parse
+from evalledger.stages.intake import ingest_bytes
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-2**63, max_value=2**63 - 1)

@@ -14,7 +14,7 @@ import types
 
 import pytest
 
-from stages.embedder_minilm import EmbeddingsUnavailable, MiniLMEmbedder, make_embedder
+from evalledger.stages.embedder_minilm import EmbeddingsUnavailable, MiniLMEmbedder, make_embedder
 
 
 def test_without_the_extra_the_message_says_what_to_install(monkeypatch):

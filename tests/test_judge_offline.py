@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import ledger
-from stages.judge import OFFLINE_MODEL, JudgeSettings, make_judge
+from evalledger import ledger
+from evalledger.stages.judge import OFFLINE_MODEL, JudgeSettings, make_judge
 
 CHROMOSOMES = ("Human somatic cells are diploid, containing 46 chromosomes organized into 23 pairs. "
                "This was established in 1956 by Tjio and Levan [1].")
@@ -216,7 +216,7 @@ SAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "samples"
 @pytest.mark.skipif(not (SAMPLES / "verifyfast-cases.audit.jsonl").exists(), reason="no sample benchmarks")
 def test_what_the_offline_judge_gets_right_on_the_samples_holds(tmp_path):
     """The figures docs/judge.md states, through the real pipeline (a regression guard)."""
-    from stages.judge.offline.evaluate import audit_metrics, run_samples, template_metrics
+    from evalledger.stages.judge.offline.evaluate import audit_metrics, run_samples, template_metrics
 
     run_samples(SAMPLES, tmp_path / "home")
     with ledger.open_ledger(tmp_path / "home") as led:
@@ -227,9 +227,9 @@ def test_what_the_offline_judge_gets_right_on_the_samples_holds(tmp_path):
 
 
 def test_group_commit_keeps_the_good_events_of_a_batch_with_a_bad_one(led):
-    from ledger import EnvelopeError
-    from stages.judge.group_commit import GroupCommitter
-    from stages.judge.recording import call_event, index_for
+    from evalledger.ledger import EnvelopeError
+    from evalledger.stages.judge.group_commit import GroupCommitter
+    from evalledger.stages.judge.recording import call_event, index_for
 
     def event(case, hash):
         payload = {"role": "parse", "backend": "openai", "model": "m", "request_hash": hash, "attempt": 1,
@@ -262,7 +262,7 @@ def test_offline_parse_agrees_with_the_recorded_model_parses(led):
     import json
     import re
 
-    from stages.judge.replies import decode_reply
+    from evalledger.stages.judge.replies import decode_reply
 
     compared = agreed = 0
     for path in sorted(KARENINA.glob("template_parsing__*.json")):

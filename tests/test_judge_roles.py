@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from stages.judge import ROLE_NAMES, role
-from stages.judge.replies import ReplyParseError, decode_reply
-from stages.judge.roles import (
+from evalledger.stages.judge import ROLE_NAMES, role
+from evalledger.stages.judge.replies import ReplyParseError, decode_reply
+from evalledger.stages.judge.roles import (
     AttributeSpec, ExtractExcerptsRequest, FailedQuote, ParseRequest, ScoreClaimsRequest, ScoreTraitRequest,
 )
 

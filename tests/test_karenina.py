@@ -9,12 +9,12 @@ import textwrap
 
 import pytest
 
-import ledger
+from evalledger import ledger
 from intake_support import KARENINA, events
-from stages.formats import FileRejected, parse
-from stages.formats.karenina_ast import Untranslatable
-from stages.formats.karenina_template import translate_template
-from stages.intake import ingest_path
+from evalledger.stages.formats import FileRejected, parse
+from evalledger.stages.formats.karenina_ast import Untranslatable
+from evalledger.stages.formats.karenina_template import translate_template
+from evalledger.stages.intake import ingest_path
 
 # fixture -> (questions registered, questions rejected, traits rejected)
 FIXTURES = {

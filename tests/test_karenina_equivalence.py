@@ -10,9 +10,9 @@ import textwrap
 
 from hypothesis import given, settings, strategies as st
 
-from stages.formats.karenina_template import translate_template
-from stages.primitives import from_spec
-from stages.verification import TemplateSpec
+from evalledger.stages.formats.karenina_template import translate_template
+from evalledger.stages.primitives import from_spec
+from evalledger.stages.verification import TemplateSpec
 
 ASCII_TEXT = st.text(alphabet="abcABC pPaArRiIsS-.\t", max_size=10)
 

@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
-import ledger
-from ledger import ConflictError, EnvelopeError, NewEvent, Payload, event_type, upcaster
-from ledger.envelope import GENESIS_HASH, chain_hash
+from evalledger import ledger
+from evalledger.ledger import ConflictError, EnvelopeError, NewEvent, Payload, event_type, upcaster
+from evalledger.ledger.envelope import GENESIS_HASH, chain_hash
 
 
 @pytest.fixture(params=["home", "jsonl"])

@@ -6,8 +6,8 @@ import re
 
 import orjson
 
-import ledger
-from cli.main import main
+from evalledger import ledger
+from evalledger.cli.main import main
 
 
 def test_init_note_log_verify_as_subprocesses(tmp_path, run_cli):

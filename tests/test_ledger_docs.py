@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import ledger
+from evalledger import ledger
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "ledger.md"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import ledger
+from evalledger import ledger
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
 

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-import ledger
-from ledger import NewEvent
-from ledger.jsonl import pending_path
+from evalledger import ledger
+from evalledger.ledger import NewEvent
+from evalledger.ledger.jsonl import pending_path
 
 
 def notes(*texts: str, stream: str = "case:a") -> list[NewEvent]:

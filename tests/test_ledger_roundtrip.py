@@ -15,8 +15,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import ledger
-from ledger import NewEvent, Payload, event_type
+from evalledger import ledger
+from evalledger.ledger import NewEvent, Payload, event_type
 
 
 @event_type("test.roundtrip")

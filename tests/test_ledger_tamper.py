@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import ledger
-from ledger import NewEvent
-from ledger.envelope import canonical_bytes, canonical_json, chain_hash, line_bytes
+from evalledger import ledger
+from evalledger.ledger import NewEvent
+from evalledger.ledger.envelope import canonical_bytes, canonical_json, chain_hash, line_bytes
 
 FAILED = re.compile(r"^FAILED seq (\d+): (.+?): (.*)$")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-import ledger
+from evalledger import ledger
 from stages_support import AUDIT_LINES, home_with, reconstruction_file, template_benchmark
 
 

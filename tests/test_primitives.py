@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from stages.embedder import CharNgramEmbedder, get_default_embedder, set_default_embedder
-from stages.primitives import (
+from evalledger.stages.embedder import CharNgramEmbedder, get_default_embedder, set_default_embedder
+from evalledger.stages.primitives import (
     BooleanMatch,
     ContainsAll,
     ContainsAny,

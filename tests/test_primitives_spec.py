@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from stages.primitives import (
+from evalledger.stages.primitives import (
     KNOWN_TYPES,
     NumericTolerance,
     ParsedPrimitive,

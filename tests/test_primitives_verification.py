@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from stages.embedder import CharNgramEmbedder, VectorEmbedder, cosine
-from stages.primitives import ExactMatch, PrimitiveSpecError
-from stages.verification import (
+from evalledger.stages.embedder import CharNgramEmbedder, VectorEmbedder, cosine
+from evalledger.stages.primitives import ExactMatch, PrimitiveSpecError
+from evalledger.stages.verification import (
     CaseVerdict,
     FieldResult,
     FieldSpec,

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-import ledger
-import projections
-from projections import synthetic as syn
-from projections.stats import mcnemar_exact, paired_bootstrap_interval, wilson_interval
+from evalledger import ledger
+from evalledger import projections
+from evalledger.projections import synthetic as syn
+from evalledger.projections.stats import mcnemar_exact, paired_bootstrap_interval, wilson_interval
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-import ledger
-from stages.judge.stand_in import StandIn, StandInThread
+from evalledger import ledger
+from evalledger.stages.judge.stand_in import StandIn, StandInThread
 
 REPO = Path(__file__).resolve().parents[1]
 AUDIT = REPO / "benchmarks" / "samples" / "verifyfast-cases.audit.jsonl"
@@ -19,9 +19,8 @@ AUDIT = REPO / "benchmarks" / "samples" / "verifyfast-cases.audit.jsonl"
 def test_sigint_during_run_exits_130_with_a_message_and_a_rerun_finishes(home, run_cli):
     assert run_cli("ingest", AUDIT, home=home).returncode == 0
     with StandInThread(StandIn(delay=0.2)) as stand_in:
-        env = {**os.environ, "OPENAI_BASE_URL": stand_in.base_url, "OPENAI_API_KEY": "test",
-               "PYTHONPATH": str(REPO)}
-        command = [sys.executable, "-m", "cli.main", "--home", str(home), "run", "--judge", "openai",
+        env = {**os.environ, "OPENAI_BASE_URL": stand_in.base_url, "OPENAI_API_KEY": "test"}
+        command = [sys.executable, "-m", "evalledger", "--home", str(home), "run", "--judge", "openai",
                    "--model", "stand-in", "--concurrency", "2"]
         process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         process.stderr.readline()          # "cases 0/26 ...": the run has found its work

@@ -10,10 +10,10 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import ledger
-import projections
-from cli.main import main
-from projections import synthetic as syn
+from evalledger import ledger
+from evalledger import projections
+from evalledger.cli.main import main
+from evalledger.projections import synthetic as syn
 
 CLAIMS = [{"id": "c1", "text": "A", "type": "policy", "importance": 3},
           {"id": "c2", "text": "B", "type": "fact", "importance": 1}]
@@ -183,7 +183,7 @@ def test_a_jsonl_ledger_keeps_its_read_models_beside_it(tmp_path):
 def test_cli_report_and_rebuild(tmp_path):
     home = tmp_path / "home"
     build(home, seed=6).close()
-    run = [sys.executable, "-m", "cli.main", "--home", str(home)]
+    run = [sys.executable, "-m", "evalledger", "--home", str(home)]
     out = subprocess.run(run + ["report"], capture_output=True, text=True, check=True).stdout
     assert out.startswith("updated ") and f"in {home / 'reports'}" in out
     before = read_tree(home / "reports")
@@ -194,7 +194,7 @@ def test_cli_report_and_rebuild(tmp_path):
 
 
 def test_a_fold_that_lost_a_race_is_not_saved(tmp_path):
-    from projections.store import ReadModelStore, StaleFold
+    from evalledger.projections.store import ReadModelStore, StaleFold
     import pytest
     led = build(tmp_path / "home", seed=8)
     store = ReadModelStore(led)
@@ -207,7 +207,7 @@ def test_a_fold_that_lost_a_race_is_not_saved(tmp_path):
 
 
 def syn_case_state() -> dict:
-    from projections.fold import new_case
+    from evalledger.projections.fold import new_case
     return {**new_case("x"), "benchmark": "b", "model": "m", "kind": "template", "question_id": "q"}
 
 
@@ -242,7 +242,7 @@ def test_concurrent_reports_converge_to_the_rebuild(tmp_path):
 
 
 def test_read_models_of_another_fold_version_are_refolded(tmp_path):
-    from projections.store import ReadModelStore
+    from evalledger.projections.store import ReadModelStore
     led = build(tmp_path / "home", seed=13)
     projections.refresh(led)
     expected = read_tree(led.home / "reports")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cli.main import main
+from evalledger.cli.main import main
 
 SAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "samples"
 AUDIT = SAMPLES / "verifyfast-cases.audit.jsonl"

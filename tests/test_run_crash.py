@@ -13,8 +13,8 @@ import subprocess
 import sys
 import time
 
-import ledger
-from stages.judge.stand_in import StandIn, StandInThread
+from evalledger import ledger
+from evalledger.stages.judge.stand_in import StandIn, StandInThread
 from stages_scripted import every_path_judge
 from stages_support import AUDIT_LINES, RESPONSE, events, home_with, outputs, reconstruction_file, template_benchmark
 
@@ -34,7 +34,7 @@ def inputs():
 def run_cli(home, base_url, concurrency: int) -> subprocess.Popen:
     """`evalledger run` in its own process; its progress lines (stderr) say when work has begun."""
     env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "test"}
-    return subprocess.Popen([sys.executable, "-m", "cli.main", "--home", str(home), "run",
+    return subprocess.Popen([sys.executable, "-m", "evalledger", "--home", str(home), "run",
                              "--judge", "openai", "--model", "stand-in", "--concurrency", str(concurrency)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 

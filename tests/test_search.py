@@ -8,10 +8,10 @@ import types
 
 import pytest
 
-import ledger
-from stages.search import SearchSettings, make_search
-from stages.search.backends import TavilySearch
-from stages.search.local import fts_query
+from evalledger import ledger
+from evalledger.stages.search import SearchSettings, make_search
+from evalledger.stages.search.backends import TavilySearch
+from evalledger.stages.search.local import fts_query
 
 
 @pytest.fixture()

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from stages.config import (
+from evalledger.stages.config import (
     ConfigError, VerificationConfig, benchmark_config_errors, effective_config, parse_set, run_layer,
 )
 

@@ -6,8 +6,8 @@ import importlib.util
 
 import pytest
 
-import ledger
-from stages.dispatcher import RunSettings, run_until_idle
+from evalledger import ledger
+from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from stages_support import data, home_with, template_benchmark
 
 FIELDS = [{"name": "mechanism", "type": "str", "description": "How the cell dies",
@@ -56,7 +56,7 @@ def test_an_unknown_embedder_is_refused_when_the_benchmark_is_ingested(tmp_path)
     import json
     path.write_text(json.dumps(template_benchmark(fields=FIELDS, config={"semantic_embedder": "word2vec"})))
     with ledger.open_ledger(tmp_path / "home") as led:
-        from stages.intake import ingest_path
+        from evalledger.stages.intake import ingest_path
         result = ingest_path(led, path)
     assert result.status == "rejected"
     assert any("semantic_embedder" in e["where"] + e["reason"] for e in result.errors), result.errors

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-import ledger
-from cli.main import main
-from stages.audit import credit_score, zone
-from stages.config import AuditStrategy, effective_config
+from evalledger import ledger
+from evalledger.cli.main import main
+from evalledger.stages.audit import credit_score, zone
+from evalledger.stages.config import AuditStrategy, effective_config
 from stages_support import (
     AUDIT_LINES, RESPONSE, data, events, home_with, reconstruction_file, template_benchmark,
 )

@@ -3,10 +3,10 @@ from the recorded judge replies, and nothing is asked of a model."""
 
 from __future__ import annotations
 
-import ledger
-from stages.dispatcher import RunSettings, run_until_idle
-from stages.judge import JudgeSettings, make_judge
-from stages.judge.stand_in import StandIn, StandInThread
+from evalledger import ledger
+from evalledger.stages.dispatcher import RunSettings, run_until_idle
+from evalledger.stages.judge import JudgeSettings, make_judge
+from evalledger.stages.judge.stand_in import StandIn, StandInThread
 from stages_scripted import every_path_judge
 from stages_support import AUDIT_LINES, data, home_with, template_benchmark
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stages.config import effective_config
-from stages.rubric_modes import resolve_trait
+from evalledger.stages.config import effective_config
+from evalledger.stages.rubric_modes import resolve_trait
 
 TRAIT = {"name": "safety_check", "kind": "llm", "description": "safe?", "min_score": 1, "max_score": 5}
 CUSTOM = {

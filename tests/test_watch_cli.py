@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import ledger
+from evalledger import ledger
 from watch_support import (
     BAD_FILE, benchmark_file, cli_env, drop_by_rename, evalledger, events, responses_file, start_watch,
     wait_for, REPO,
@@ -160,8 +160,8 @@ def test_watch_refuses_a_folder_that_is_not_a_home(tmp_path):
 SLOW_DAEMON = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from cli.watch import Callbacks, Daemon, WatchOptions
-    from cli.watch_log import Log
+    from evalledger.cli.watch import Callbacks, Daemon, WatchOptions
+    from evalledger.cli.watch_log import Log
 
     home, seconds, grace = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
     state = {"head": 0}

@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-import ledger
+from evalledger import ledger
 from watch_support import (
     BAD_FILE, benchmark_file, drop_by_rename, drop_slowly, evalledger, events, report_texts,
     responses_file, start_watch, wait_for,

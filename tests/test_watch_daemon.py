@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-import ledger
-from cli.watch import Callbacks, Daemon, WatchOptions
-from cli.watch_inbox import InboxTracker, is_ignored, scan_inbox
-from cli.watch_log import Log
+from evalledger import ledger
+from evalledger.cli.watch import Callbacks, Daemon, WatchOptions
+from evalledger.cli.watch_inbox import InboxTracker, is_ignored, scan_inbox
+from evalledger.cli.watch_log import Log
 from watch_support import drop_by_rename, evalledger, wait_for
 
 

@@ -15,15 +15,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def cli_env() -> dict[str, str]:
-    """The environment for ``python -m cli.main``: this checkout first on the path, no home variable."""
+    """The environment for ``python -m evalledger``: the installed package, no home variable."""
     env = {k: v for k, v in os.environ.items() if k != "EVALLEDGER_HOME"}
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
-# What the installed ``evalledger`` script runs (``python -m cli.main`` would load cli.main twice,
-# as __main__ and as cli.main, and a UsageError raised by a command would not be caught as one).
-CLI = [sys.executable, "-c", "import sys; from cli.main import main; sys.exit(main())"]
+# What the installed ``evalledger`` script runs.
+CLI = [sys.executable, "-m", "evalledger"]
 
 
 def evalledger(home: Path, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:

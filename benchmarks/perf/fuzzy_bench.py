@@ -24,8 +24,8 @@ import statistics
 import sys
 import time
 
-from stages.fuzzy import ResponseIndex, normalize
-from stages.primitives import ExactMatch, NumericTolerance
+from evalledger.stages.fuzzy import ResponseIndex, normalize
+from evalledger.stages.primitives import ExactMatch, NumericTolerance
 
 SPEEDUP_TARGET = 100.0
 CHECKS_TARGET = 200_000

@@ -30,11 +30,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-import ledger  # noqa: E402
-from stages.judge import JudgeSettings, make_judge  # noqa: E402
-from stages.judge import recording  # noqa: E402
+from evalledger import ledger
+from evalledger.stages.judge import JudgeSettings, make_judge
+from evalledger.stages.judge import recording
 
 WALL_TARGET = 1.25
 RECORD_TARGET_MS = 1.0
@@ -42,7 +40,7 @@ RECORD_TARGET_MS = 1.0
 
 def start_stand_in(latency: float) -> tuple[subprocess.Popen, str]:
     """The stand-in in its own process; returns it and its base URL."""
-    proc = subprocess.Popen([sys.executable, "-m", "stages.judge.stand_in", "--port", "0", "--delay", str(latency)],
+    proc = subprocess.Popen([sys.executable, "-m", "evalledger.stages.judge.stand_in", "--port", "0", "--delay", str(latency)],
                             cwd=ROOT, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
@@ -95,7 +93,7 @@ def timed_recording():
             durations.append(time.perf_counter() - start)
             counts.append(len(events))
 
-    import stages.judge.group_commit as group_commit
+    import evalledger.stages.judge.group_commit as group_commit
     group_commit.record_events = timed
     return durations, counts
 

@@ -36,9 +36,9 @@ from pathlib import Path
 
 import orjson
 
-import ledger
-from ledger import NewEvent
-from ledger.sqlite import SCHEMA
+from evalledger import ledger
+from evalledger.ledger import NewEvent
+from evalledger.ledger.sqlite import SCHEMA
 
 TEXT = "The judge found the excerpt verbatim in the response; similarity 1.00, attempt 1, no retry needed."
 META = {"run": "run:bench", "stage": "bench", "stage_version": "1"}

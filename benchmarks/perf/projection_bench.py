@@ -34,11 +34,11 @@ from pathlib import Path
 
 import orjson
 
-import ledger
-import projections
-from projections import folding, synthetic as syn
-from projections.reports import render_files
-from projections.store import ReadModelStore
+from evalledger import ledger
+from evalledger import projections
+from evalledger.projections import folding, synthetic as syn
+from evalledger.projections.reports import render_files
+from evalledger.projections.store import ReadModelStore
 
 REBUILD_TARGET = 3.0
 INCREMENTAL_TARGET = 0.01

@@ -33,13 +33,11 @@ from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-import ledger  # noqa: E402
+from evalledger import ledger
 
 LATENCY_P50_TARGET = 1.0
 IDLE_CPU_TARGET = 0.02
-CLI = [sys.executable, "-c", "import sys; from cli.main import main; sys.exit(main())"]
+CLI = [sys.executable, "-m", "evalledger"]
 
 
 def benchmark(tag: str, questions: int = 5, models: tuple[str, ...] = ("model-a", "model-b")) -> bytes:
@@ -126,7 +124,7 @@ def cpu_seconds(pid: int) -> float:
 def measure(args) -> bool:
     home = ledger.init_home(Path(tempfile.mkdtemp(prefix="watch-bench-")) / "home")
     inbox = home / "inbox"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = dict(os.environ)
     log = open(home.parent / "watch.log", "wb")
     polling = ["--polling"] if args.polling else []
     daemon = subprocess.Popen([*CLI, "--home", str(home), "watch", "--log-format", "json", *polling],

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any
 
-from stages.formats.decode import decode_text, first_json_line, loads, parse_jsonl
-from stages.formats.errors import FileRejected, Problem
-from stages.formats.model import FORMAT_NAMES, ParsedBenchmark, ParsedFile, ParsedResponse
+from evalledger.stages.formats.decode import decode_text, first_json_line, loads, parse_jsonl
+from evalledger.stages.formats.errors import FileRejected, Problem
+from evalledger.stages.formats.model import FORMAT_NAMES, ParsedBenchmark, ParsedFile, ParsedResponse
 
 __all__ = ["FORMAT_NAMES", "FileRejected", "ParsedBenchmark", "ParsedFile", "ParsedResponse", "Problem",
            "parse"]
@@ -52,7 +52,7 @@ def _looks_like_line(doc: dict) -> bool:
 
 def _read_document(doc: dict) -> ParsedFile:
     """A JSON document: native benchmark, responses, reconstruction or Karenina checkpoint."""
-    from stages.formats import native, reconstruction
+    from evalledger.stages.formats import native, reconstruction
     fmt = doc.get("format")
     if fmt == native.BENCHMARK_FORMAT:
         return native.read_benchmark(doc)
@@ -61,7 +61,7 @@ def _read_document(doc: dict) -> ParsedFile:
     if fmt == "evalledger/reconstruction@1" or (fmt is None and {"doc_id", "original_claims"} <= doc.keys()):
         return reconstruction.read_reconstruction(doc)
     if doc.get("@type") == "DataFeed" or "dataFeedElement" in doc:
-        from stages.formats import karenina
+        from evalledger.stages.formats import karenina
         return karenina.read_checkpoint(doc)
     if fmt is not None:
         raise FileRejected([Problem("$.format", f"unknown format {fmt!r}; {_FORMAT_HELP}")])
@@ -74,7 +74,7 @@ def _read_document(doc: dict) -> ParsedFile:
 
 def _read_lines(text: str, first: dict, stem: str) -> ParsedFile:
     """A JSONL file: audit cases or response lines, decided by the first line's keys."""
-    from stages.formats import audit, native
+    from evalledger.stages.formats import audit, native
     rows, problems = parse_jsonl(text)
     if _AUDIT_KEYS & first.keys():
         reader = lambda: audit.read_audit(rows, stem)  # noqa: E731

@@ -11,9 +11,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, StringConstraints
 
-from stages.formats.errors import Problems
-from stages.formats.model import ParsedBenchmark, ParsedFile, ParsedResponse
-from stages.formats.native import Strict, valid_lines
+from evalledger.stages.formats.errors import Problems
+from evalledger.stages.formats.model import ParsedBenchmark, ParsedFile, ParsedResponse
+from evalledger.stages.formats.native import Strict, valid_lines
 
 TAGS = ("clean", "minor_factual", "minor_logic", "multi_minor", "major_factual", "major_logic",
         "severe_factual", "severe_logic", "severe_mixed", "severe_fabrication", "sycophancy")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stages.formats.errors import Problem, join_path
+from evalledger.stages.formats.errors import Problem, join_path
 
 # The 18 primitives of spec/verification-primitives.md, for the fallback only.
 FALLBACK_PRIMITIVES = frozenset({
@@ -42,7 +42,7 @@ FALLBACK_CONFIG_FIELDS: dict[str, tuple[type, ...]] = {
 def check_primitive(spec: Any, where: str) -> tuple[Any, list[Problem]]:
     """Load a ``verify_with`` spec: (primitive or None, problems). Never raises on bad input."""
     try:
-        from stages.primitives import PrimitiveSpecError, from_spec
+        from evalledger.stages.primitives import PrimitiveSpecError, from_spec
     except ImportError:
         return None, _fallback_primitive(spec, where)
     try:
@@ -84,10 +84,10 @@ def check_loadable(template: dict, where: str) -> list[Problem]:
     """Load the template with the template stage's own loader (strategy, weights, fields), so
     intake accepts exactly what the stage can judge."""
     try:
-        from stages.verification import TemplateSpec
+        from evalledger.stages.verification import TemplateSpec
     except ImportError:
         return []
-    from stages.primitives import PrimitiveSpecError
+    from evalledger.stages.primitives import PrimitiveSpecError
     try:
         TemplateSpec.from_dict(template, where=where)
     except PrimitiveSpecError as exc:
@@ -102,7 +102,7 @@ def check_config(config: Any, where: str = "$.config") -> list[Problem]:
     if not isinstance(config, dict):
         return [Problem(where, "config is an object of VerificationConfig fields")]
     try:
-        from stages.config import UNKNOWN_KEY, benchmark_config_errors
+        from evalledger.stages.config import UNKNOWN_KEY, benchmark_config_errors
     except ImportError:
         return _fallback_config(config, where)
     return [Problem(e["where"], _UNKNOWN if e["reason"] == UNKNOWN_KEY else e["reason"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stages.formats.errors import FileRejected, Problem, join_path
+from evalledger.stages.formats.errors import FileRejected, Problem, join_path
 
 MAX_DEPTH = 64
 _INT_LIMIT = 2**63

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from ledger import canonical_json
+from evalledger.ledger import canonical_json
 
 
 def digest16(value: Any) -> str:

@@ -15,13 +15,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from stages.formats.errors import FileRejected, Problem, Problems, from_validation_error
-from stages.formats.ids import question_id_from_text
-from stages.formats.karenina_ast import Untranslatable
-from stages.formats.karenina_template import translate_template
-from stages.formats.karenina_traits import properties, read_traits
-from stages.formats.model import ParsedBenchmark, ParsedFile
-from stages.formats.native import Template, check_rubric, check_template
+from evalledger.stages.formats.errors import FileRejected, Problem, Problems, from_validation_error
+from evalledger.stages.formats.ids import question_id_from_text
+from evalledger.stages.formats.karenina_ast import Untranslatable
+from evalledger.stages.formats.karenina_template import translate_template
+from evalledger.stages.formats.karenina_traits import properties, read_traits
+from evalledger.stages.formats.model import ParsedBenchmark, ParsedFile
+from evalledger.stages.formats.native import Template, check_rubric, check_template
 
 DEFAULT_NAME = "karenina-checkpoint"
 

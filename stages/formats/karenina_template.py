@@ -21,11 +21,11 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.formats.checks import FALLBACK_PRIMITIVES
-from stages.formats.karenina_ast import (
+from evalledger.stages.formats.checks import FALLBACK_PRIMITIVES
+from evalledger.stages.formats.karenina_ast import (
     Constraint, Decl, Untranslatable, is_docstring, literal, name_of, self_attr, snippet,
 )
-from stages.formats.karenina_verify import VerifyReader
+from evalledger.stages.formats.karenina_verify import VerifyReader
 
 _SCALAR_TYPES = {"int": "int", "float": "float", "str": "str", "bool": "bool"}
 _DATE_PRIMITIVES = {"DateMatch", "DateTolerance", "DateRange"}
@@ -49,7 +49,7 @@ class Translation:
 def known_primitives() -> frozenset[str]:
     """The primitive class names a VerifiedField may use."""
     try:
-        from stages.primitives import KNOWN_TYPES
+        from evalledger.stages.primitives import KNOWN_TYPES
         return frozenset(KNOWN_TYPES)
     except ImportError:
         return FALLBACK_PRIMITIVES

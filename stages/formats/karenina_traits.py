@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from stages.formats.errors import Problem, from_validation_error
-from stages.formats.native import Trait
+from evalledger.stages.formats.errors import Problem, from_validation_error
+from evalledger.stages.formats.native import Trait
 
 _NATIVE_TRAIT = TypeAdapter(Trait)
 

@@ -13,7 +13,7 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
-from stages.formats.karenina_ast import Constraint, Decl, Untranslatable, is_docstring, literal, self_attr
+from evalledger.stages.formats.karenina_ast import Constraint, Decl, Untranslatable, is_docstring, literal, self_attr
 
 _STRING_METHODS = {"lower": str.lower, "strip": str.strip, "upper": str.upper}
 _NORMALIZER = {"lower": "lowercase", "strip": "strip", "upper": "lowercase"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.formats.errors import Problem
+from evalledger.stages.formats.errors import Problem
 
 
 @dataclass

@@ -12,9 +12,9 @@ from typing import Annotated, Any, Iterator, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from stages.formats.checks import check_config, check_expected, check_loadable, check_primitive, is_trace
-from stages.formats.errors import FileRejected, Problem, Problems, from_validation_error, join_path
-from stages.formats.model import ParsedBenchmark, ParsedFile, ParsedResponse
+from evalledger.stages.formats.checks import check_config, check_expected, check_loadable, check_primitive, is_trace
+from evalledger.stages.formats.errors import FileRejected, Problem, Problems, from_validation_error, join_path
+from evalledger.stages.formats.model import ParsedBenchmark, ParsedFile, ParsedResponse
 
 BENCHMARK_FORMAT = "evalledger/benchmark@1"
 RESPONSES_FORMAT = "evalledger/responses@1"

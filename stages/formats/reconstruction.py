@@ -10,9 +10,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-from stages.formats.errors import Problems
-from stages.formats.model import ParsedBenchmark, ParsedFile, ParsedResponse
-from stages.formats.native import Name, Strict, Text, _validate
+from evalledger.stages.formats.errors import Problems
+from evalledger.stages.formats.model import ParsedBenchmark, ParsedFile, ParsedResponse
+from evalledger.stages.formats.native import Name, Strict, Text, _validate
 
 
 class Claim(Strict):

@@ -1,6 +1,6 @@
 """The judge port: one typed interface per role, three backends, every call recorded.
 
-    from stages.judge import make_judge, JudgeSettings
+    from evalledger.stages.judge import make_judge, JudgeSettings
     judge = make_judge(JudgeSettings(backend="offline"), led)
     reply = await judge.call("parse", request, case_id=case_id, attempt=1)
     await judge.aclose()
@@ -12,11 +12,11 @@ See docs/judge.md.
 
 from __future__ import annotations
 
-from stages.judge.calls import JudgeCallFailed, JudgeError, UnrecordedRequest
-from stages.judge.port import Judge
-from stages.judge.recording import request_hash
-from stages.judge.registry import ROLE_NAMES, role
-from stages.judge.settings import OFFLINE_MODEL, JudgeSettings, Price
+from evalledger.stages.judge.calls import JudgeCallFailed, JudgeError, UnrecordedRequest
+from evalledger.stages.judge.port import Judge
+from evalledger.stages.judge.recording import request_hash
+from evalledger.stages.judge.registry import ROLE_NAMES, role
+from evalledger.stages.judge.settings import OFFLINE_MODEL, JudgeSettings, Price
 
 __all__ = ["Judge", "JudgeCallFailed", "JudgeError", "JudgeSettings", "OFFLINE_MODEL", "Price",
            "ROLE_NAMES", "UnrecordedRequest", "live_backend", "make_judge", "request_hash", "role"]
@@ -25,10 +25,10 @@ __all__ = ["Judge", "JudgeCallFailed", "JudgeError", "JudgeSettings", "OFFLINE_M
 def live_backend(settings: JudgeSettings, kind: str):
     """A backend that answers by computing or calling: ``offline`` or ``openai``."""
     if kind == "offline":
-        from stages.judge.offline import OfflineBackend
+        from evalledger.stages.judge.offline import OfflineBackend
         return OfflineBackend()
     if kind == "openai":
-        from stages.judge.openai_backend import OpenAIBackend
+        from evalledger.stages.judge.openai_backend import OpenAIBackend
         return OpenAIBackend(settings)
     raise ValueError(f"unknown live judge backend {kind!r}; choose offline or openai")
 
@@ -43,6 +43,6 @@ def make_judge(settings: JudgeSettings | None = None, led=None, *, source=None) 
     settings = settings or JudgeSettings()
     if settings.backend != "replay":
         return Judge(settings, led, live_backend(settings, settings.backend))
-    from stages.judge.replay import ReplayBackend
+    from evalledger.stages.judge.replay import ReplayBackend
     live = live_backend(settings, settings.live) if settings.live else None
     return Judge(settings, led, ReplayBackend(settings, led, source or settings.replay_source, live))

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
-from stages.judge.registry import RoleSpec
-from stages.judge.roles import Model
+from evalledger.stages.judge.registry import RoleSpec
+from evalledger.stages.judge.roles import Model
 
 
 class JudgeError(Exception):

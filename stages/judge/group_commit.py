@@ -13,8 +13,8 @@ import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from ledger import Event, NewEvent
-from stages.judge.recording import CallIndex, record_events
+from evalledger.ledger import Event, NewEvent
+from evalledger.stages.judge.recording import CallIndex, record_events
 
 
 class GroupCommitter:

@@ -26,10 +26,10 @@ from typing import Any
 
 import aiohttp
 
-from stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, PendingCall
-from stages.judge.replies import decode_reply
-from stages.judge.roles import Model
-from stages.judge.settings import DEFAULT_BASE_URL, JudgeSettings
+from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, PendingCall
+from evalledger.stages.judge.replies import decode_reply
+from evalledger.stages.judge.roles import Model
+from evalledger.stages.judge.settings import DEFAULT_BASE_URL, JudgeSettings
 
 # Keys shorter than this are placeholders, redacted only where they stand as a whole token.
 SHORT_KEY = 12

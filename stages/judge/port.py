@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from stages.judge.calls import Attempt, Backend, PendingCall
-from stages.judge.group_commit import GroupCommitter
-from stages.judge.recording import (
+from evalledger.stages.judge.calls import Attempt, Backend, PendingCall
+from evalledger.stages.judge.group_commit import GroupCommitter
+from evalledger.stages.judge.recording import (
     CallIndex, call_event, case_stream, index_for, record_attempt, request_hash,
 )
-from stages.judge.registry import role as role_spec
-from stages.judge.roles import Model
-from stages.judge.settings import JudgeSettings
+from evalledger.stages.judge.registry import role as role_spec
+from evalledger.stages.judge.roles import Model
+from evalledger.stages.judge.settings import JudgeSettings
 
 
 class Judge:

@@ -94,7 +94,7 @@ def reason_messages(req) -> list[dict[str, str]]:
 
 def parse_messages(req) -> list[dict[str, str]]:
     """parse: the response (with reasoning and excerpts when deep judgment ran) into the template."""
-    from stages.judge.template_schema import template_schema
+    from evalledger.stages.judge.template_schema import template_schema
 
     system = (
         "You are an evaluator that extracts structured information from responses.\n\n"

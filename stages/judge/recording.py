@@ -17,7 +17,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import Event, NewEvent, canonical_json
+from evalledger.ledger import Event, NewEvent, canonical_json
 
 CALL_EVENT = "judge.called"
 

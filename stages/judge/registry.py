@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable
 
-from stages.judge.roles import (
+from evalledger.stages.judge.roles import (
     AssessRiskReply, AssessRiskRequest, CheckFactsReply, CheckFactsRequest, CheckLogicReply,
     CheckLogicRequest, DecomposeReply, DecomposeRequest, ExtractExcerptsReply, ExtractExcerptsRequest,
     Model, ParseReply, ParseRequest, ReasonReply, ReasonRequest, ScoreClaimsReply, ScoreClaimsRequest,
@@ -94,7 +94,7 @@ class RoleSpec:
     def reply_schema(self, request: Any) -> dict[str, Any]:
         """The JSON schema the judge must answer in (the parse role's depends on the template)."""
         if self.name == "parse":
-            from stages.judge.template_schema import template_schema
+            from evalledger.stages.judge.template_schema import template_schema
             return template_schema(request.fields)
         return _static_schema(self.reply)
 
@@ -106,10 +106,10 @@ def _static_schema(model: type[Model]) -> dict[str, Any]:
 
 
 def _registry() -> dict[str, RoleSpec]:
-    from stages.judge import prompts_audit as audit
-    from stages.judge import prompts_deep as deep
-    from stages.judge import prompts_reconstruction as recon
-    from stages.judge.template_schema import check_parsed
+    from evalledger.stages.judge import prompts_audit as audit
+    from evalledger.stages.judge import prompts_deep as deep
+    from evalledger.stages.judge import prompts_reconstruction as recon
+    from evalledger.stages.judge.template_schema import check_parsed
 
     specs = [
         RoleSpec("extract_excerpts", ExtractExcerptsRequest, ExtractExcerptsReply, deep.excerpt_messages,

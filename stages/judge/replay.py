@@ -14,10 +14,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from stages.judge.calls import Attempt, JudgeCallFailed, PendingCall, UnrecordedRequest
-from stages.judge.recording import case_stream, index_for
-from stages.judge.roles import Model
-from stages.judge.settings import JudgeSettings
+from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, PendingCall, UnrecordedRequest
+from evalledger.stages.judge.recording import case_stream, index_for
+from evalledger.stages.judge.roles import Model
+from evalledger.stages.judge.settings import JudgeSettings
 
 
 def open_source(source, led):
@@ -25,7 +25,7 @@ def open_source(source, led):
     if source is None:
         return led, False
     if isinstance(source, (str, Path)):
-        import ledger
+        from evalledger import ledger
         return ledger.open_ledger(source, readonly=True), True
     return source, False
 

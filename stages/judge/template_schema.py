@@ -58,7 +58,7 @@ def check_parsed(request, reply):
     Raises ValueError listing every field that is missing or of the wrong type, so the judge can
     be asked again with that feedback.
     """
-    from stages.judge.roles import ParseReply
+    from evalledger.stages.judge.roles import ParseReply
 
     model = template_model(request.fields)
     try:

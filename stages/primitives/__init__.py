@@ -6,19 +6,19 @@ Trace primitives: `check_trace(raw_response) -> bool`; a trace field passes when
 `from_spec(p.to_spec()) == p`. See docs/primitives.md.
 """
 
-from stages.primitives.base import (
+from evalledger.stages.primitives.base import (
     CheckError,
     ParsedPrimitive,
     Primitive,
     PrimitiveSpecError,
     TracePrimitive,
 )
-from stages.primitives.dates import DateMatch, DateRange, DateTolerance
-from stages.primitives.lists import OrderedMatch, SetContainment
-from stages.primitives.normalizers import NORMALIZER_NAMES, Normalizer, SynonymMap
-from stages.primitives.numeric import NumericExact, NumericRange, NumericTolerance
-from stages.primitives.registry import KNOWN_TYPES, REGISTRY, from_spec, is_trace
-from stages.primitives.text import (
+from evalledger.stages.primitives.dates import DateMatch, DateRange, DateTolerance
+from evalledger.stages.primitives.lists import OrderedMatch, SetContainment
+from evalledger.stages.primitives.normalizers import NORMALIZER_NAMES, Normalizer, SynonymMap
+from evalledger.stages.primitives.numeric import NumericExact, NumericRange, NumericTolerance
+from evalledger.stages.primitives.registry import KNOWN_TYPES, REGISTRY, from_spec, is_trace
+from evalledger.stages.primitives.text import (
     BooleanMatch,
     ContainsAll,
     ContainsAny,
@@ -27,7 +27,7 @@ from stages.primitives.text import (
     RegexMatch,
     SemanticMatch,
 )
-from stages.primitives.trace import TraceContains, TraceLength, TraceRegex
+from evalledger.stages.primitives.trace import TraceContains, TraceLength, TraceRegex
 
 __all__ = [
     "KNOWN_TYPES", "NORMALIZER_NAMES", "REGISTRY",

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from stages.primitives.normalizers import SynonymMap
+from evalledger.stages.primitives.normalizers import SynonymMap
 
 
 class PrimitiveSpecError(ValueError):

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from stages.primitives.base import CheckError
+from evalledger.stages.primitives.base import CheckError
 
 # The spellings pydantic's lax bool parsing accepts, so a ground truth written as "false"
 # means False rather than "a non-empty string, hence True".

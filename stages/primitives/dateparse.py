@@ -18,7 +18,7 @@ from typing import Any
 
 from dateutil import parser as dateutil_parser
 
-from stages.primitives.base import CheckError
+from evalledger.stages.primitives.base import CheckError
 
 YEAR, MONTH, DAY, HOUR, MINUTE, SECOND = range(6)
 LEVEL_NAMES = ("year", "month", "day", "hour", "minute", "second")

@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from stages.primitives.base import CheckError, ParameterError, ParsedPrimitive
-from stages.primitives.dateparse import (
+from evalledger.stages.primitives.base import CheckError, ParameterError, ParsedPrimitive
+from evalledger.stages.primitives.dateparse import (
     DAY,
     HOUR,
     LEVEL_NAMES,
@@ -26,7 +26,7 @@ from stages.primitives.dateparse import (
     parse_partial_date,
     truncate,
 )
-from stages.primitives.normalizers import StrictStr
+from evalledger.stages.primitives.normalizers import StrictStr
 
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
 

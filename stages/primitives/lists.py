@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from stages.primitives.base import CheckError, ParsedPrimitive
-from stages.primitives.coerce import as_list, as_text
-from stages.primitives.normalizers import NormalizerList, compile_normalizers
+from evalledger.stages.primitives.base import CheckError, ParsedPrimitive
+from evalledger.stages.primitives.coerce import as_list, as_text
+from evalledger.stages.primitives.normalizers import NormalizerList, compile_normalizers
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from stages.primitives.base import CheckError, ParsedPrimitive
-from stages.primitives.coerce import as_number
+from evalledger.stages.primitives.base import CheckError, ParsedPrimitive
+from evalledger.stages.primitives.coerce import as_number
 
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(strict=True, ge=0.0, allow_inf_nan=False)]

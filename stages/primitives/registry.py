@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from stages.primitives.base import Primitive, PrimitiveSpecError
-from stages.primitives.dates import DateMatch, DateRange, DateTolerance
-from stages.primitives.lists import OrderedMatch, SetContainment
-from stages.primitives.numeric import NumericExact, NumericRange, NumericTolerance
-from stages.primitives.text import (
+from evalledger.stages.primitives.base import Primitive, PrimitiveSpecError
+from evalledger.stages.primitives.dates import DateMatch, DateRange, DateTolerance
+from evalledger.stages.primitives.lists import OrderedMatch, SetContainment
+from evalledger.stages.primitives.numeric import NumericExact, NumericRange, NumericTolerance
+from evalledger.stages.primitives.text import (
     BooleanMatch,
     ContainsAll,
     ContainsAny,
@@ -27,7 +27,7 @@ from stages.primitives.text import (
     RegexMatch,
     SemanticMatch,
 )
-from stages.primitives.trace import TraceContains, TraceLength, TraceRegex
+from evalledger.stages.primitives.trace import TraceContains, TraceLength, TraceRegex
 
 _CLASSES: tuple[type[Primitive], ...] = (
     BooleanMatch, ExactMatch, ContainsAny, ContainsAll, RegexMatch, SemanticMatch,

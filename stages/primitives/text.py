@@ -10,10 +10,10 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
-from stages.embedder import Embedder, get_default_embedder
-from stages.primitives.base import CheckError, ParsedPrimitive
-from stages.primitives.coerce import as_bool, as_text
-from stages.primitives.normalizers import NormalizerList, StrictStr, compile_normalizers
+from evalledger.stages.embedder import Embedder, get_default_embedder
+from evalledger.stages.primitives.base import CheckError, ParsedPrimitive
+from evalledger.stages.primitives.coerce import as_bool, as_text
+from evalledger.stages.primitives.normalizers import NormalizerList, StrictStr, compile_normalizers
 
 UnitInterval = Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
 

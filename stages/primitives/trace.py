@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from stages.primitives.base import TracePrimitive
-from stages.primitives.normalizers import StrictStr
-from stages.primitives.text import compile_pattern
+from evalledger.stages.primitives.base import TracePrimitive
+from evalledger.stages.primitives.normalizers import StrictStr
+from evalledger.stages.primitives.text import compile_pattern
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]

@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stages.judge.recording import case_stream, index_for, record_attempt, request_hash
-from stages.search.backends import CallableSearch, SearchFailed, TavilySearch, normalise
-from stages.search.local import LocalCorpus
+from evalledger.stages.judge.recording import case_stream, index_for, record_attempt, request_hash
+from evalledger.stages.search.backends import CallableSearch, SearchFailed, TavilySearch, normalise
+from evalledger.stages.search.local import LocalCorpus
 
 ROLE = "search"
 
@@ -166,7 +166,7 @@ def make_search(settings: SearchSettings | None = None, led=None, *, source=None
     settings = settings or SearchSettings()
     if settings.backend != "replay":
         return Search(settings, led, _backend(settings, settings.backend, led))
-    from stages.judge.replay import open_source
+    from evalledger.stages.judge.replay import open_source
     src, opened = open_source(source or settings.replay_source, led)
     if src is None:
         raise ValueError("a replayed search needs a ledger to answer from (replay_source, or a recording ledger)")

@@ -15,7 +15,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from stages.judge.offline.text import STOPWORDS
+from evalledger.stages.judge.offline.text import STOPWORDS
 
 SUFFIXES = (".md", ".txt")
 MAX_PASSAGE = 1500

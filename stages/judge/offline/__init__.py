@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from stages.judge.calls import Attempt, JudgeCallFailed, PendingCall
-from stages.judge.offline import audit, deep, reconstruction
-from stages.judge.roles import Model
-from stages.judge.settings import OFFLINE_MODEL
+from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, PendingCall
+from evalledger.stages.judge.offline import audit, deep, reconstruction
+from evalledger.stages.judge.roles import Model
+from evalledger.stages.judge.settings import OFFLINE_MODEL
 
 HEURISTICS: dict[str, Callable[[Any], Any]] = {
     "extract_excerpts": deep.extract_excerpts,

@@ -21,7 +21,7 @@ import re
 from itertools import permutations
 from typing import Any
 
-from stages.judge.offline import text as tx
+from evalledger.stages.judge.offline import text as tx
 
 CAUSAL_AFTER = re.compile(r"\b(?:because|since|due to|as a result of|given that)\b", re.I)
 CAUSAL_BEFORE = re.compile(r"\b(?:therefore|thus|hence|so|consequently|which means|this means|meaning|"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stages.judge.offline import text as tx
+from evalledger.stages.judge.offline import text as tx
 
 HEDGES = ("maybe", "perhaps", "possibly", "i think", "i believe", "not sure", "might be", "it seems",
           "probably", "unclear", "i guess", "could be")

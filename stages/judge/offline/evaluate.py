@@ -22,15 +22,15 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-import ledger
+from evalledger import ledger
 
 ZONES = {1: "BAD", 2: "BAD", 3: "MID", 4: "GOOD", 5: "GOOD"}
 
 
 def run_samples(samples: Path, home: Path) -> None:
     """Ingest every sample file into ``home`` and run the stages offline until idle."""
-    from stages.dispatcher import RunSettings, run_until_idle
-    from stages.intake import ingest_path
+    from evalledger.stages.dispatcher import RunSettings, run_until_idle
+    from evalledger.stages.intake import ingest_path
 
     with ledger.open_ledger(home) as led:
         for path in sorted(samples.iterdir()):

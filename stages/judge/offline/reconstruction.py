@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stages.judge.offline import text as tx
+from evalledger.stages.judge.offline import text as tx
 
 EVIDENCE_SHARE = 1 / 3
 
