@@ -14,7 +14,7 @@ from evalledger.ledger import NewEvent
 from evalledger.projections.history import CaseNotFound, case_history, format_history, resolve_case
 from evalledger.projections.replay import write_unrecorded
 from evalledger.projections.store import ReadModelStore, json_bytes, reports_dir
-from evalledger.stages.progress import Progress
+from evalledger.cli.progress import Progress
 
 UNRECORDED_SHOWN = 20   # unrecorded requests printed by replay; the rest are in the listing file
 
@@ -182,7 +182,7 @@ def _live_backend(source, wanted: str | None) -> str | None:
 
 def cmd_diff(args) -> int:
     from evalledger.projections.diff import diff_models, format_diff
-    from evalledger.projections.folding import update
+    from evalledger.projections.catch_up import update
 
     opened = []
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalledger.projections.audit import audit_groups
-from evalledger.projections.fold import call_fields
+from evalledger.projections.appliers import call_fields
 from evalledger.projections.reconstruction import aggregate_stats
 from evalledger.projections.results import compare_models, group_cases, group_summary, per_field, per_trait
 

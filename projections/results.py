@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from evalledger.projections.fold import call_fields
+from evalledger.projections.appliers import call_fields
 from evalledger.projections.stats import (
     mcnemar_exact, paired_bootstrap_interval, ratio, rnd, seed_for, wilson_interval,
 )

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator
 import orjson
 
 from evalledger.ledger.envelope import decode_json
-from evalledger.projections.fold import restore_case, sparse_case
+from evalledger.projections.appliers import restore_case, sparse_case
 
 # Bump when the shape of a stored state changes: tables folded by another version are dropped and
 # refolded from seq 1 on first use, so an update never mixes states of two fold versions.

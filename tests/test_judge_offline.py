@@ -216,7 +216,7 @@ SAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "samples"
 @pytest.mark.skipif(not (SAMPLES / "verifyfast-cases.audit.jsonl").exists(), reason="no sample benchmarks")
 def test_what_the_offline_judge_gets_right_on_the_samples_holds(tmp_path):
     """The figures docs/judge.md states, through the real pipeline (a regression guard)."""
-    from evalledger.stages.judge.offline.evaluate import audit_metrics, run_samples, template_metrics
+    from evalledger.testing.offline_evaluation import audit_metrics, run_samples, template_metrics
 
     run_samples(SAMPLES, tmp_path / "home")
     with ledger.open_ledger(tmp_path / "home") as led:

@@ -15,7 +15,7 @@ import pytest
 
 from evalledger import ledger
 from evalledger.stages.judge import JudgeCallFailed, JudgeError, JudgeSettings, make_judge
-from evalledger.stages.judge.stand_in import Drop, Reply, Slow, StandIn, Status
+from evalledger.testing.stand_in import Drop, Reply, Slow, StandIn, Status
 
 SECRET = "sk-evalledger-test-5f1c0ffee-DO-NOT-STORE"
 SAMPLES_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "samples"
@@ -276,7 +276,7 @@ def test_the_stand_in_runs_as_a_program_for_trying_the_openai_backend(home):
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "evalledger.stages.judge.stand_in", "--port", "0", "--delay", "0.01"],
+    proc = subprocess.Popen([sys.executable, "-m", "evalledger.testing.stand_in", "--port", "0", "--delay", "0.01"],
                             cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True)
     try:
         url = re.search(r"http://127\.0\.0\.1:\d+/v1", proc.stdout.readline()).group()

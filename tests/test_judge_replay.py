@@ -8,7 +8,7 @@ import pytest
 
 from evalledger import ledger
 from evalledger.stages.judge import JudgeSettings, UnrecordedRequest, make_judge
-from evalledger.stages.judge.stand_in import StandIn
+from evalledger.testing.stand_in import StandIn
 
 MOON = "The first moon landing was on July 20, 1969. Neil Armstrong commanded Apollo 11."
 PARSE = {"question": "When and who?", "response": MOON,

@@ -8,7 +8,7 @@ import pytest
 
 from evalledger import ledger
 from evalledger import projections
-from evalledger.projections import synthetic as syn
+from evalledger.testing import synthetic as syn
 from evalledger.projections.stats import mcnemar_exact, paired_bootstrap_interval, wilson_interval
 
 

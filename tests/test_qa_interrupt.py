@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from evalledger import ledger
-from evalledger.stages.judge.stand_in import StandIn, StandInThread
+from evalledger.testing.stand_in import StandIn, StandInThread
 
 REPO = Path(__file__).resolve().parents[1]
 AUDIT = REPO / "benchmarks" / "samples" / "verifyfast-cases.audit.jsonl"

@@ -12,7 +12,7 @@ from evalledger import ledger
 from evalledger.cli.main import main
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.fuzzy import similarity
-from evalledger.stages.judge.stand_in import StandIn, StandInThread
+from evalledger.testing.stand_in import StandIn, StandInThread
 from stages_scripted import dispatch, pairs_sentence, response_of
 from stages_support import RESPONSE, home_with, template_benchmark
 
@@ -149,7 +149,7 @@ def test_replay_rejects_a_bad_set(tmp_path, sets, capsys):
 
 
 def test_diff_names_changed_claim_scores_from_the_events(tmp_path, capsys):
-    from evalledger.projections import synthetic as syn
+    from evalledger.testing import synthetic as syn
     claims = [{"id": "c1", "text": "A", "type": "fact", "importance": 2},
               {"id": "c2", "text": "B", "type": "fact", "importance": 1}]
     homes = []

@@ -13,7 +13,7 @@ from pathlib import Path
 from evalledger import ledger
 from evalledger import projections
 from evalledger.cli.main import main
-from evalledger.projections import synthetic as syn
+from evalledger.testing import synthetic as syn
 
 CLAIMS = [{"id": "c1", "text": "A", "type": "policy", "importance": 3},
           {"id": "c2", "text": "B", "type": "fact", "importance": 1}]
@@ -207,7 +207,7 @@ def test_a_fold_that_lost_a_race_is_not_saved(tmp_path):
 
 
 def syn_case_state() -> dict:
-    from evalledger.projections.fold import new_case
+    from evalledger.projections.appliers import new_case
     return {**new_case("x"), "benchmark": "b", "model": "m", "kind": "template", "question_id": "q"}
 
 

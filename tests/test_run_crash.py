@@ -14,7 +14,7 @@ import sys
 import time
 
 from evalledger import ledger
-from evalledger.stages.judge.stand_in import StandIn, StandInThread
+from evalledger.testing.stand_in import StandIn, StandInThread
 from stages_scripted import every_path_judge
 from stages_support import AUDIT_LINES, RESPONSE, events, home_with, outputs, reconstruction_file, template_benchmark
 

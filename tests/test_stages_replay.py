@@ -6,7 +6,7 @@ from __future__ import annotations
 from evalledger import ledger
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.judge import JudgeSettings, make_judge
-from evalledger.stages.judge.stand_in import StandIn, StandInThread
+from evalledger.testing.stand_in import StandIn, StandInThread
 from stages_scripted import every_path_judge
 from stages_support import AUDIT_LINES, data, home_with, template_benchmark
 

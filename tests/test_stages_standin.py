@@ -13,7 +13,7 @@ import pytest
 from evalledger import ledger
 from evalledger.cli.main import main
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
-from evalledger.stages.judge.stand_in import Reply, StandIn, StandInThread, Status
+from evalledger.testing.stand_in import Reply, StandIn, StandInThread, Status
 from stages_scripted import dispatch, pairs_sentence, role_of, template_judge, user_text
 from stages_support import AUDIT_LINES, RESPONSE, data, events, home_with, reconstruction_file, template_benchmark
 

@@ -40,7 +40,7 @@ RECORD_TARGET_MS = 1.0
 
 def start_stand_in(latency: float) -> tuple[subprocess.Popen, str]:
     """The stand-in in its own process; returns it and its base URL."""
-    proc = subprocess.Popen([sys.executable, "-m", "evalledger.stages.judge.stand_in", "--port", "0", "--delay", str(latency)],
+    proc = subprocess.Popen([sys.executable, "-m", "evalledger.testing.stand_in", "--port", "0", "--delay", str(latency)],
                             cwd=ROOT, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)

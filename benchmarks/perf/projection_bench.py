@@ -36,7 +36,8 @@ import orjson
 
 from evalledger import ledger
 from evalledger import projections
-from evalledger.projections import folding, synthetic as syn
+from evalledger.projections import catch_up as folding
+from evalledger.testing import synthetic as syn
 from evalledger.projections.reports import render_files
 from evalledger.projections.store import ReadModelStore
 

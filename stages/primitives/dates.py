@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from evalledger.stages.primitives.base import CheckError, ParameterError, ParsedPrimitive
-from evalledger.stages.primitives.dateparse import (
+from evalledger.stages.primitives.partial_dates import (
     DAY,
     HOUR,
     LEVEL_NAMES,
