@@ -10,6 +10,8 @@ from evalledger import ledger
 from evalledger.ledger import NewEvent
 from evalledger.ledger.importer import ImportRefused
 from evalledger.ledger.persistence import LedgerDamaged
+from evalledger.cli.errors import UsageError
+from evalledger.projections.history import CaseNotFound, resolve_case
 
 
 def home_of(args) -> str:
@@ -30,14 +32,44 @@ def _open_checked(path: str) -> ledger.Ledger:
 
 
 def cmd_init(args) -> int:
-    home = ledger.init_home(home_of(args))
-    print(f"initialised {home}")
+    """Create the home; on an existing home, say so (missing folders are put back, nothing else changes)."""
+    path = home_of(args)
+    existed = ledger.is_home(path)
+    home = ledger.init_home(path)
+    if existed:
+        with ledger.open_ledger(home, readonly=True) as led:
+            head = led.head()
+        print(f"{home} already exists as an evalledger home (head seq {head.seq}); nothing changed")
+    else:
+        print(f"initialised {home}")
     return 0
 
 
+def note_stream(led: ledger.Ledger, wanted: str, new_stream: bool) -> str:
+    """The stream a note goes to: a case id, a unique prefix of one, or an existing stream.
+
+    A stream that does not exist yet is refused unless ``new_stream``: a typo must not start a
+    stream nobody will read.
+    """
+    if led.stream_version(wanted):
+        return wanted
+    kind, sep, _ = wanted.partition(":")
+    if not sep or kind == "case":
+        try:
+            return "case:" + resolve_case(led, wanted)
+        except CaseNotFound as exc:
+            if not new_stream:
+                raise UsageError(f"{exc}; give --new-stream to start a stream named {wanted!r}") from None
+    elif not new_stream:
+        raise UsageError(f"no stream {wanted!r} in this ledger; give --new-stream to start it")
+    return wanted if sep else f"case:{wanted}"
+
+
 def cmd_note(args) -> int:
+    """Append a note.added event to a case (id or prefix) or an existing stream."""
     with open_existing(args) as led:
-        [event] = led.append(NewEvent(args.stream, "note.added", {"text": args.text, "author": args.author}))
+        stream = note_stream(led, args.stream, args.new_stream)
+        [event] = led.append(NewEvent(stream, "note.added", {"text": args.text, "author": args.author}))
     print(f"seq {event.seq} {event.type} {event.stream} {event.hash}")
     return 0
 
@@ -121,9 +153,11 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("note", help="append a note.added event to a stream")
-    p.add_argument("stream", help="e.g. case:<id> or benchmark:<id>")
+    p.add_argument("stream", help="a case id or unique prefix, or a stream such as benchmark:<id>")
     p.add_argument("text")
     p.add_argument("--author", default=None)
+    p.add_argument("--new-stream", action="store_true",
+                   help="allow a stream that does not exist yet (refused otherwise, to catch typos)")
     p.set_defaults(func=cmd_note)
 
     p = sub.add_parser("log", help="list events, readable or as JSONL envelopes")
