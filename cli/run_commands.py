@@ -74,6 +74,9 @@ def cmd_run(args) -> int:
     if summary.cases == 0:
         print("nothing pending")
         return 0
+    if settings.judge_backend == "offline":
+        print("judge: offline, a heuristic baseline, not a language model; use --judge openai for verdicts "
+              "that matter")
     print(f"run {summary.run_id}: {summary.cases} case(s), {summary.judged} judged, {summary.failed} failed, "
           f"{summary.judge_calls} judge call(s), {summary.retries} retr{'y' if summary.retries == 1 else 'ies'}")
     for failure in summary.failures:
