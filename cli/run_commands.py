@@ -74,7 +74,7 @@ def cmd_run(args) -> int:
     if summary.cases == 0:
         print("nothing pending")
         return 0
-    if settings.judge_backend == "offline":
+    if settings.judge_settings().backend == "offline":
         print("judge: offline, a heuristic baseline, not a language model; use --judge openai for verdicts "
               "that matter")
     print(f"run {summary.run_id}: {summary.cases} case(s), {summary.judged} judged, {summary.failed} failed, "
