@@ -36,6 +36,7 @@ EXAMPLES = {
     "import": "evalledger --home ./copy import ledger-export.jsonl",
     "ingest": "evalledger ingest benchmarks/samples/pharmacology.benchmark.json",
     "status": "evalledger status --json",
+    "validate": "evalledger validate my-benchmark.json responses.jsonl",
     "run": "evalledger run --judge openai --model gpt-4o-mini --concurrency 8",
     "watch": "evalledger watch --log-format json",
     "demo": "evalledger demo --dir /tmp",

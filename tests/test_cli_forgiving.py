@@ -129,3 +129,13 @@ def test_demo_runs_from_an_installed_wheel_outside_the_checkout(tmp_path):
     assert done.returncode == 0, done.stderr
     homes = list(elsewhere.glob("evalledger-demo-*"))
     assert len(homes) == 1 and len(list((homes[0] / "processed").iterdir())) == 4
+
+
+def test_status_lines_carry_labels_and_hints_name_the_home(tmp_path, run_cli):
+    home = tmp_path / "h"
+    run_cli("init", home=home)
+    run_cli("ingest", REPO / "benchmarks" / "samples" / "verifyfast-cases.audit.jsonl", home=home)
+    status = run_cli("status", home=home)
+    assert "kind: audit, file format: audit" in status.stdout
+    missing = run_cli("status", home=tmp_path / "nohome")
+    assert f"run 'evalledger --home {tmp_path / 'nohome'} init' first" in missing.stderr
