@@ -81,18 +81,22 @@ class Progress:
         return (f"{done}/{self.total} calls {counters.judge_calls} retr {counters.retries} "
                 f"fail {counters.failures} {_clock(elapsed)} ETA {_clock(eta)}")
 
-    def columns(self) -> int:
-        """The terminal's width now (it can change while a run draws), 80 when it cannot be read."""
+    def columns(self) -> int | None:
+        """The terminal's width now (it can change while a run draws), None when it cannot be read."""
         try:
-            return os.get_terminal_size(self.stream.fileno()).columns or 80
+            return os.get_terminal_size(self.stream.fileno()).columns or None
         except (OSError, ValueError, AttributeError):
-            return 80
+            return None
 
-    def bar_line(self, counters: Counters, columns: int) -> str:
+    def bar_line(self, counters: Counters, columns: int | None) -> str:
         """The bar and the status, fitted to ``columns - 1`` characters so the line never wraps
-        (a wrapped line is redrawn below itself at every update instead of in place)."""
-        room = max(columns - 1, 10)
+        (a wrapped line is redrawn below itself at every update instead of in place); the full
+        line when the width is unknown."""
         text = self.line(counters)
+        if columns is None:
+            filled = int(self.width * counters.cases_done / self.total) if self.total else self.width
+            return f"[{'#' * filled}{'.' * (self.width - filled)}] {text}"
+        room = max(columns - 1, 10)
         if len(text) + 4 > room:
             text = self.short_line(counters)
         width = min(self.width, room - len(text) - 3)
