@@ -73,6 +73,10 @@ def cmd_run(args) -> int:
         return 0
     if summary.cases == 0:
         print("nothing pending")
+        if args.config_file or args.sets:
+            print("  a new --config or --set applies to cases not judged yet; to judge the judged ones again "
+                  "under it, replay them into a new home: evalledger replay --into DIR --set KEY=VALUE "
+                  "(answers from the recorded calls) or with --live")
         return 0
     if settings.judge_settings().backend == "offline":
         print("judge: offline, a heuristic baseline, not a language model; use --judge openai for verdicts "

@@ -77,3 +77,15 @@ def test_run_with_the_offline_judge_says_it_is_a_heuristic(tmp_path, run_cli):
     done = run_cli("run", home=home)
     assert done.returncode == 0
     assert done.stdout.splitlines()[0].startswith("judge: offline, a heuristic baseline, not a language model")
+
+
+def test_run_with_a_new_config_on_a_judged_home_points_to_replay(tmp_path, run_cli):
+    home = tmp_path / "h"
+    run_cli("init", home=home)
+    run_cli("ingest", REPO / "benchmarks" / "samples" / "verifyfast-cases.audit.jsonl", home=home)
+    assert run_cli("run", home=home).returncode == 0
+    again = run_cli("run", "--set", "audit.max_facts=3", home=home)
+    assert again.returncode == 0
+    assert "nothing pending" in again.stdout and "evalledger replay --into DIR" in again.stdout
+    plain = run_cli("run", home=home)
+    assert "replay" not in plain.stdout
