@@ -116,7 +116,39 @@ def cmd_verify(args) -> int:
     print(f"seq {report.head.seq} {report.head.hash}")
     if report.ok and args.expect_head:
         print(f"published head {args.expect_head} is a prefix of this ledger")
-    return 0 if report.ok else 1
+    return 0 if report.ok and check_checkpoints(args) else 1
+
+
+def check_checkpoints(args) -> bool:
+    """The Merkle part of verify: the ledger extends its own checkpoints and those of ``--against``."""
+    from evalledger.ledger import checkpoint as cps
+    from evalledger.ledger import signed_note
+    with open_existing(args, readonly=True) as led:
+        sources = [("the ledger's own checkpoints", [{"note": e.data["note"], "seq": e.data["size"]}
+                                                       for e in led.read(types=["checkpoint.signed"])], None)]
+        if args.against:
+            try:
+                rows = cps.read_checkpoints(args.against)
+                key = signed_note.load_key(args.pubkey) if args.pubkey else None
+            except (OSError, cps.CheckpointError, signed_note.NoteError) as exc:
+                raise UsageError(f"{exc}") from None
+            if isinstance(key, signed_note.Signer):
+                key = key.verifier
+            sources.append((str(args.against), rows, key))
+        ok = True
+        for name, rows, key in sources:
+            if not rows:
+                continue
+            result = cps.check_consistency(led, rows, key)
+            if result.broken is None:
+                print(f"checkpoints: {name}: the ledger extends all {result.checked} (RFC 6962 consistency "
+                      f"proofs), the latest at seq {result.holds[-1]}")
+                continue
+            ok = False
+            latest = f"the latest that holds is at seq {result.holds[-1]}" if result.holds else "none holds"
+            print(f"FAILED checkpoints: {name}: {result.reason}; history was rewritten at or before seq "
+                  f"{result.broken}; {latest}")
+    return ok
 
 
 def cmd_export(args) -> int:
@@ -173,6 +205,11 @@ def register(sub) -> None:
     p.add_argument("--repair", action="store_true",
                    help="first complete a mirror that is behind SQLite and cut a torn last line "
                         "(what any writing command does); without it verify changes nothing")
+    p.add_argument("--against", default=None, metavar="CHECKPOINTS",
+                   help="prove the ledger extends every checkpoint of this file (checkpoints.jsonl or a "
+                        "witness's copy); names the first it no longer extends")
+    p.add_argument("--pubkey", default=None, metavar="KEY",
+                   help="with --against: also check each checkpoint's signature with this verifier key")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("export", help="write the ledger as canonical JSONL")

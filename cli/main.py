@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "evalledger.cli.run_commands",
     "evalledger.cli.watch_commands",
     "evalledger.cli.report_commands",
+    "evalledger.cli.proof_commands",
 ]
 
 # One example a command, shown at the end of its --help (tests/test_cli_forgiving.py checks each
@@ -46,6 +47,10 @@ EXAMPLES = {
     "override": "evalledger override 3f2a --verdict pass --reason 'synonym accepted' --author ana",
     "replay": "evalledger replay --into ./replayed --set deep_judgment_fuzzy_match_threshold=0.9",
     "diff": "evalledger diff ./evalledger ./replayed --json",
+    "keygen": "evalledger keygen --out ~/.evalledger/signer.key --name team-evals",
+    "checkpoint": "evalledger checkpoint --key ~/.evalledger/signer.key --publish /mnt/witness/checkpoints.jsonl",
+    "prove": "evalledger prove 3f2a --out case-3f2a.proof.json",
+    "check-proof": "evalledger check-proof case-3f2a.proof.json --pubkey signer.key.pub",
 }
 
 HOME_HELP = "ledger home directory (default: $EVALLEDGER_HOME or ./evalledger)"
