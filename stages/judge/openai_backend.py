@@ -91,9 +91,9 @@ class OpenAIBackend:
         conversation = list(call.messages)
         number, failures, invalid = call.first_attempt, 0, 0
         while True:
-            mode = self.formats.current
-            sent = messages_for(mode, conversation, schema)
             async with self._slots_now():
+                mode = self.formats.current   # chosen once a slot is free: a switch while waiting counts
+                sent = messages_for(mode, conversation, schema)
                 outcome = await self._post(sent, schema, call.role, mode)
             record = Attempt(number, usage=outcome.usage, latency_ms=outcome.latency_ms,
                              http_status=outcome.status, cost=self._cost(outcome.usage),
