@@ -12,7 +12,6 @@ internal, ``many.more``.)
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,67 +19,17 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, FormatChecker
 from shared_fixtures import KARENINA
 
-from evalledger import ledger
 from evalledger.stages.judge.registry import ROLE_NAMES, role
 from evalledger.stages.judge.roles import ScoreClaimsReply
+from evalledger.testing.sample_requests import sample_files, sample_requests
 from evalledger.testing.schema_instances import instances
 from evalledger.testing.strict_schema import strict_mode_problems
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO / "benchmarks" / "samples"
-DEEP = ["--set", "deep_judgment_enabled=true", "--set", "deep_judgment_search_enabled=true",
-        "--set", "deep_judgment_rubric_mode=enable_all"]
-
-
-def _requests_from_registrations(events) -> list[tuple[str, dict]]:
-    """Parse, excerpt, reason and trait requests for every registered template and LLM trait."""
-    out = []
-    for event in events:
-        if event.type != "benchmark.registered":
-            continue
-        for q in event.data.get("questions") or []:
-            fields = [{k: f.get(k) for k in ("name", "type", "description", "values")}
-                      for f in (q.get("template") or {}).get("fields", [])]
-            base = {"question": q.get("question", ""), "response": "an answer"}
-            if fields:
-                out.append(("parse", {**base, "fields": fields}))
-                out.append(("extract_excerpts", {**base, "attributes": fields, "max_excerpts": 3}))
-                out.append(("reason", {**base, "attributes": fields}))
-            for t in (q.get("rubric") or {}).get("traits", []):
-                if t.get("kind") == "llm":
-                    trait = {"name": t["name"], "kind": "boolean" if t.get("score_kind") == "boolean" else "score",
-                             "min_score": t.get("min_score") or 1, "max_score": t.get("max_score") or 5}
-                    out.append(("score_trait", {**base, "trait": trait}))
-    return out
-
 
 @pytest.fixture(scope="module")
-def requests(tmp_path_factory) -> list[tuple[str, object]]:
+def requests() -> list[tuple[str, object]]:
     """(role, typed request) for every distinct request shape of the samples and Karenina fixtures."""
-    from conftest import cli
-    home = tmp_path_factory.mktemp("schemas") / "home"
-    assert cli("init", home=home).returncode == 0
-    files = sorted(SAMPLES.glob("*.json*")) + sorted(KARENINA.glob("*.jsonld"))
-    cli("ingest", *files, home=home)
-    done = cli("run", "--quiet", *DEEP, home=home)
-    assert done.returncode == 0, done.stdout + done.stderr
-    led = ledger.open_ledger(home)
-    try:
-        events = list(led.read())
-    finally:
-        led.close()
-    raw = [(e.data["role"], e.data["request"]["payload"]) for e in events
-           if e.type == "judge.called" and e.data.get("role") in ROLE_NAMES]
-    raw += _requests_from_registrations(events)
-    seen, out = set(), []
-    for name, payload in raw:
-        spec = role(name)
-        request = spec.request.model_validate(payload)
-        key = (name, json.dumps(spec.reply_schema(request), sort_keys=True))
-        if key not in seen:
-            seen.add(key)
-            out.append((name, request))
-    return out
+    return sample_requests(sample_files() + sorted(KARENINA.glob("*.jsonld")))
 
 
 def test_the_requests_cover_every_role(requests):
