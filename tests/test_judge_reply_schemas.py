@@ -42,25 +42,29 @@ def test_every_schema_satisfies_openai_strict_mode(requests):
         assert strict_mode_problems(schema) == [], (name, schema)
 
 
+def check_instances(name: str, request) -> None:
+    """Draw instances of the request's schema; each must be one by jsonschema and pass the checks."""
+    spec = role(name)
+    schema = spec.reply_schema(request)
+    validator = Draft202012Validator(schema, format_checker=FormatChecker())
+
+    @settings(max_examples=15, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(instances(schema))
+    def passes(instance):
+        validator.validate(instance)   # an instance by jsonschema's reading, not only ours
+        spec.validate_reply(request, json.loads(json.dumps(instance)))
+
+    try:
+        passes()
+    except Exception as exc:
+        raise AssertionError(f"role {name}: an instance of its schema fails its checks: {exc}") from exc
+
+
 def test_every_instance_of_a_request_schema_passes_the_role_checks(requests):
     """The property: whatever a grammar-constrained judge emits inside the schema is a valid reply."""
     for name, request in requests:
-        spec = role(name)
-        schema = spec.reply_schema(request)
-
-        validator = Draft202012Validator(schema, format_checker=FormatChecker())
-
-        @settings(max_examples=15, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
-        @given(instances(schema))
-        def passes(instance):
-            validator.validate(instance)   # an instance by jsonschema's reading, not only ours
-            spec.validate_reply(request, json.loads(json.dumps(instance)))
-
-        try:
-            passes()
-        except Exception as exc:
-            raise AssertionError(f"role {name}: an instance of its schema fails its checks: {exc}") from exc
+        check_instances(name, request)
 
 
 def test_the_checker_refuses_what_strict_mode_refuses():

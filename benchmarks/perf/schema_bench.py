@@ -17,6 +17,7 @@ import argparse
 import statistics
 import sys
 import time
+from functools import partial
 
 from evalledger.stages.judge import reply_schemas, template_schema
 from evalledger.stages.judge.registry import role
@@ -38,6 +39,13 @@ def per_call_ms(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
+def build_fresh(spec, request) -> None:
+    """Build ``request``'s schema with every schema cache emptied first."""
+    for cache in CACHES:
+        cache.cache_clear()
+    spec.reply_schema(request)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure, print one line per role and the totals; exit 1 on a missed target."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -47,15 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, list[tuple[float, float, float]]] = {}
     for name, request in requests:
         spec = role(name)
-
-        def build():
-            for cache in CACHES:
-                cache.cache_clear()
-            spec.reply_schema(request)
-
-        built = per_call_ms(build, args.repeat)
-        cached = per_call_ms(lambda: spec.reply_schema(request), args.repeat)
-        baseline = per_call_ms(lambda: spec.reply.model_json_schema(), max(5, args.repeat // 10))
+        built = per_call_ms(partial(build_fresh, spec, request), args.repeat)
+        cached = per_call_ms(partial(spec.reply_schema, request), args.repeat)
+        baseline = per_call_ms(spec.reply.model_json_schema, max(5, args.repeat // 10))
         rows.setdefault(name, []).append((built, cached, baseline))
     print(f"{len(requests)} request shapes from the samples; median ms per schema (target < {TARGET_MS} ms)")
     print(f"{'role':<18}{'shapes':>7}{'built':>10}{'cached':>10}{'pydantic':>10}{'ratio':>8}")

@@ -58,6 +58,7 @@ class FormatModes:
     """The mode a backend sends in now, moved along MODES by refusals (shared by its calls)."""
 
     def __init__(self, first: str = "json_schema"):
+        """Start in mode ``first``; a ValueError names the modes for anything else."""
         if first not in MODES:
             raise ValueError(f"unknown response format {first!r}; one of {', '.join(MODES)}")
         self.current = first

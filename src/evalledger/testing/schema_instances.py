@@ -72,6 +72,7 @@ class RandomChooser:
     """Choices from a ``random.Random``: reproducible with a seed."""
 
     def __init__(self, rng: random.Random):
+        """Draw from ``rng``."""
         self.rng = rng
 
     def integer(self, low: int, high: int) -> int:
