@@ -14,7 +14,7 @@ arbitrary instance of the schema instead: the behaviour of any grammar-constrain
 schema is read from whichever response-format mode the request used (``requested_schema``).
 ``refuse_formats={"json_schema": 500}`` refuses a mode with that status and a body naming it,
 after the usual delay (so calls are in flight when the refusals land). ``StandInThread`` runs one in a
-background thread for synchronous code; ``python -m stages.judge.stand_in --port N`` serves one.
+background thread for synchronous code; ``python -m evalledger.testing.stand_in --port N`` serves one.
 Every request body and whether it carried an Authorization header are kept in ``requests``.
 """
 
@@ -251,17 +251,29 @@ class StandInThread:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve a stand-in until interrupted: ``python -m stages.judge.stand_in --port 8099``."""
+    """Serve a stand-in until interrupted: ``python -m evalledger.testing.stand_in --port 8099``."""
     parser = argparse.ArgumentParser(description="A stand-in OpenAI-compatible chat-completions server "
                                                  "(127.0.0.1 only); replies are the smallest instance of "
                                                  "the requested schema.")
     parser.add_argument("--port", type=int, default=8099)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds each reply waits")
     parser.add_argument("--reject-response-format", action="store_true")
+    parser.add_argument("--schema-instances", type=int, default=None, metavar="SEED",
+                        help="answer arbitrary instances of each request's schema (seeded), as a "
+                             "grammar-constrained model may")
+    parser.add_argument("--refuse-format", action="append", default=[], metavar="MODE=STATUS",
+                        help="refuse a response-format mode with an HTTP status: json_schema=500 "
+                             "behaves like llama-cpp-python's server")
     args = parser.parse_args(argv)
+    try:
+        refusals = {mode: int(status) for mode, status in (item.split("=", 1) for item in args.refuse_format)}
+    except ValueError:
+        parser.error("--refuse-format takes MODE=STATUS, e.g. json_schema=500")
+    reply_fn = schema_instance_reply(args.schema_instances) if args.schema_instances is not None else None
 
     async def serve() -> None:
-        stand_in = StandIn(delay=args.delay, reject_response_format=args.reject_response_format)
+        stand_in = StandIn(delay=args.delay, reject_response_format=args.reject_response_format,
+                           refuse_formats=refusals, reply_fn=reply_fn)
         url = await stand_in.start(args.port)
         print(f"stand-in chat completions at {url} (OPENAI_BASE_URL={url})", flush=True)
         try:
