@@ -30,7 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 # Chosen per run, never by a dropped benchmark file: the judge (paid API calls) and the search
 # tools (tavily is paid; "module:function" imports and runs code).
-RUN_ONLY_KEYS = ("judge_backend", "judge_model", "deep_judgment_search_tool", "deep_judgment_rubric_search_tool")
+RUN_ONLY_KEYS = ("judge_backend", "judge_model", "judge_response_format", "deep_judgment_search_tool",
+                 "deep_judgment_rubric_search_tool")
 
 
 class StrictModel(BaseModel):
@@ -127,6 +128,9 @@ class VerificationConfig(StrictModel):
     # Judge (run-level only, see RUN_ONLY_KEYS)
     judge_backend: Literal["offline", "openai", "replay"] = "offline"
     judge_model: str | None = None
+    # How the openai judge sends the reply schema: json_schema (strict), json_object (with the
+    # schema, llama-cpp-python's server) or prompt (docs/judge.md, "Response formats").
+    judge_response_format: Literal["json_schema", "json_object", "prompt"] = "json_schema"
 
     # Reconstruction and audit
     claim_bands: ClaimScoreBands = Field(default_factory=ClaimScoreBands)
