@@ -44,26 +44,36 @@ class LogProgress:
         """Nothing: the daemon logs the batch's summary itself."""
 
 
-def real_callbacks(led: ledger.Ledger, settings, log: Log) -> Callbacks:
-    """Intake, dispatcher and projections, bound to one open ledger and the run's settings."""
+def real_callbacks(led: ledger.Ledger, settings, log: Log, checkpointer=None) -> Callbacks:
+    """Intake, dispatcher and projections, bound to one open ledger and the run's settings; with a
+    checkpointer, a checkpoint is considered each time the reports are refreshed (the head moved)."""
     from evalledger.projections import refresh
     from evalledger.stages.dispatcher import run_until_idle
     from evalledger.stages.intake import ingest_path
+
+    def refresh_and_checkpoint():
+        paths = refresh(led)
+        if checkpointer is not None:
+            checkpointer.maybe()
+        return paths
+
     return Callbacks(
         ingest=lambda path: ingest_path(led, path, from_inbox=True),
         process=lambda between_cases: run_until_idle(led, settings, LogProgress(log, between_cases)),
-        refresh=lambda: refresh(led),
+        refresh=refresh_and_checkpoint,
         head=led.head,
     )
 
 
-def run_daemon(home: Path, settings, options: WatchOptions, log: Log) -> Outcome:
+def run_daemon(home: Path, settings, options: WatchOptions, log: Log, args=None) -> Outcome:
     """Hold the home's watch lock and run the daemon on it (AlreadyRunning when another holds it)."""
+    from evalledger.cli.watch_checkpoints import checkpointer_for
     with daemon_lock.acquire(home):
         for folder in HOME_FOLDERS:   # put back a deleted inbox/, processed/, rejected/ or reports/
             (home / folder).mkdir(exist_ok=True)
         with ledger.open_ledger(home) as led:
-            return Daemon(home, real_callbacks(led, settings, log), options, log).run()
+            checkpointer = checkpointer_for(args, led, log) if args is not None else None
+            return Daemon(home, real_callbacks(led, settings, log, checkpointer), options, log).run()
 
 
 def cmd_watch(args) -> int:
@@ -83,7 +93,7 @@ def cmd_watch(args) -> int:
                            grace_seconds=args.grace_seconds)
     log = Log(args.log_format)
     try:
-        outcome = run_daemon(home, run_settings(args), options, log)
+        outcome = run_daemon(home, run_settings(args), options, log, args)
     except daemon_lock.AlreadyRunning as exc:
         if args.log_format == "json":
             log("already_running", level="error", pid=exc.pid, lock=str(exc.path), message=str(exc))
@@ -106,6 +116,8 @@ def add_watch_options(p) -> None:
     p.add_argument("--log-format", choices=FORMATS, default="text",
                    help="log lines on stderr: text (default) or json, one object a line")
     add_judge_options(p)  # the same judge and config options as `evalledger run`
+    from evalledger.cli.watch_checkpoints import add_checkpoint_options
+    add_checkpoint_options(p)
     p.add_argument("--grace-seconds", type=float, default=10.0, metavar="S",
                    help="after SIGTERM/SIGINT, let in-flight work finish for S seconds before abandoning it")
 
