@@ -23,6 +23,8 @@ from typing import Any, Mapping
 
 import orjson
 
+from evalledger.ledger.schemas import SCHEMAS, EnvelopeError, payload_model, upcast
+
 GENESIS_HASH = "0" * 64
 ENVELOPE_FIELDS = ("seq", "id", "stream", "version", "type", "schema", "data", "meta", "prev_hash", "hash")
 META_KEYS = ("run", "causation", "stage", "stage_version", "config_hash", "recorded_at")
@@ -36,10 +38,6 @@ _TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 _DIGITS_TO_9 = bytes(0x39 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))
 _NINETEEN = b"9" * 19
 _SUFFIX_LEN = len(b',"prev_hash":"') + 64 + len(b'","hash":"') + 64 + len(b'"}')
-
-
-class EnvelopeError(ValueError):
-    """An event or payload that cannot be stored (not JSON, NaN, bad type name...)."""
 
 
 def canonical_json(value: Any) -> bytes:
@@ -170,11 +168,12 @@ class Event:
 
     ``raw_data`` and ``raw_meta`` are the stored canonical bytes (data and meta exactly as hashed);
     an event read from a JSONL file keeps its stored line, so ``line()`` gives the stored bytes.
-    ``payload()`` gives the typed, upcast payload model.
+    ``data`` is the payload at its type's current schema (upcast when it was stored at an older
+    one), ``payload()`` the same as its typed model; ``stored_data`` is the payload as stored.
     """
 
     __slots__ = ("seq", "id", "stream", "version", "type", "schema", "prev_hash", "hash",
-                 "_raw_data", "_raw_meta", "_data", "_meta", "_line")
+                 "_raw_data", "_raw_meta", "_data", "_meta", "_line", "_current")
 
     def __init__(self, seq: int, id: str, stream: str, version: int, type: str, schema: int,
                  raw_data: bytes | str | None, raw_meta: bytes | str | None, prev_hash: str, hash: str,
@@ -192,10 +191,22 @@ class Event:
         self._data = data
         self._meta = meta
         self._line = line
+        self._current: Any = None
 
     @property
     def data(self) -> Any:
-        """The payload as stored (a dict), decoded on first use."""
+        """The payload dict at its type's current schema: as stored, or upcast from an older one."""
+        value = self._current
+        if value is None:
+            value = self.stored_data
+            if SCHEMAS.get(self.type) != self.schema:
+                value = upcast(self.type, self.schema, value)
+            self._current = value
+        return value
+
+    @property
+    def stored_data(self) -> Any:
+        """The payload as stored (a dict at the stored ``schema``), decoded on first use."""
         value = self._data
         if value is None:
             self._decode()
@@ -258,13 +269,11 @@ class Event:
 
     def upcast(self) -> dict[str, Any]:
         """The payload dict at the current schema version of its type (stored bytes untouched)."""
-        from evalledger.ledger.catalog import upcast
-        return upcast(self.type, self.schema, self.data)
+        return self.data  # type: ignore[no-any-return]
 
-    def payload(self):
+    def payload(self) -> Any:
         """The payload as its registered (frozen) pydantic model, upcast to the current schema."""
-        from evalledger.ledger.catalog import payload_model
-        return payload_model(self.type).model_validate(self.upcast())
+        return payload_model(self.type).model_validate(self.data)
 
     def __repr__(self) -> str:
         return f"Event(seq={self.seq}, type={self.type!r}, stream={self.stream!r}, version={self.version})"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from itertools import chain, starmap
-from typing import Iterable, Iterator
+from typing import Collection, Iterable, Iterator
 
 import sqlite_utils
 
@@ -20,9 +20,12 @@ from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.mirror import Mirror
 from evalledger.ledger.persistence import (
-    ConflictError, Head, LedgerError, Prepared, Recorder, chain_start, seal,
+    ConflictError, Head, LedgerError, Prepared, Recorder, ScanRow, chain_start, seal,
 )
-from evalledger.ledger.sqlite_schema import COLUMNS, INSERT, SCHEMA, TRIGGERS, connect, row_event, row_line  # noqa: F401
+from evalledger.ledger.sqlite_schema import (
+    COLUMNS, INSERT, SCHEMA, TRIGGERS, connect, row_event, row_line,
+)
+from evalledger.ledger.verify import Problem, VerifyReport, verify_sqlite
 
 _PAGE = 256  # rows a read fetches at once: small pages stay in the CPU cache (5,000 made reads 25% slower)
 _MAX_CACHED_STREAMS = 100_000
@@ -297,6 +300,59 @@ class SQLiteRecorder(Recorder):
         """Raw rows (seq, id, stream, version, type, schema, data, meta, prev_hash, hash)."""
         return self._rows("", [], from_seq, to_seq)
 
+    def scan(self, from_seq: int, to_seq: int, types: Collection[str],
+             stamped: Collection[str] = ()) -> Iterator[ScanRow]:
+        """The fold's rows straight from SQLite: only the columns a fold needs, the payload as
+        stored bytes, meta's config_hash extracted by SQLite for the ``stamped`` types.
+
+        On a read-only connection of its own, so a long fold holds neither this recorder's
+        connection nor its thread lock while a stage appends.
+        """
+        types = list(types)
+        if not types:
+            return
+        conn = connect(self.path, readonly=True)
+        try:
+            marks = ", ".join("?" * len(types))
+            stamp = (f"CASE WHEN type IN ({', '.join('?' * len(stamped))}) "
+                     "THEN json_extract(meta, '$.config_hash') END") if stamped else "NULL"
+            # "+type": filter while walking the rowid in order, not via the type index plus a sort
+            cursor = conn.execute(
+                f"SELECT type, id, stream, version, schema, CAST(data AS BLOB), {stamp} "
+                f"FROM events WHERE seq >= ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
+                (*stamped, from_seq, to_seq, *types))
+            yield from map(ScanRow._make, cursor)
+        finally:
+            conn.close()
+
+    def verify(self, expect_head: Head | None = None) -> VerifyReport:
+        """Verify the events table (and the mirror beside it) as of one snapshot taken under the
+        lock, so a concurrent writer never looks like damage."""
+        head, mirror_size = self.snapshot()
+        mirror = self.mirror
+        if mirror is None or mirror_size is None:
+            report = verify_sqlite(self.rows(1, head.seq), self.location, iter(()) if mirror else None,
+                                   mirror.path if mirror else "", expect_head)
+        else:
+            with open(mirror.path, "rb") as fh:  # iterated in C; lines past the snapshot's size are not extra
+                report = verify_sqlite(self.rows(1, head.seq), self.location, fh, mirror.path, expect_head,
+                                       mirror_size=mirror_size)
+        if mirror and mirror.problem and report.ok:
+            report.problems.append(Problem(0, mirror.path, mirror.problem))
+        missing = self.missing_triggers()
+        if missing:
+            report.warnings.append(f"{self.location}: the triggers that refuse UPDATE and DELETE are missing "
+                                   f"({', '.join(missing)}); opening the home for writing restores them")
+        return report
+
+    def own_files(self) -> list[str]:
+        """The database and the mirror (``Ledger`` adds what sits beside them, -wal, .lock...)."""
+        return [self.path] + ([self.mirror.path] if self.mirror else [])
+
+    def read_models_path(self) -> str:
+        """Read models live in the ledger's own database, beside the events (Datasette shows both)."""
+        return self.path
+
     def snapshot(self) -> tuple[Head, int | None]:
         """(head, mirror size in bytes) at one instant: no writer is between commit and mirror write."""
         with self._lock.shared():
@@ -339,6 +395,7 @@ class SQLiteRecorder(Recorder):
         return count
 
     def tracking_position(self, name: str) -> int:
+        """The position in the ``tracking`` table (committed in the same transaction as a batch)."""
         with self._thread_lock:
             try:
                 row = self.conn.execute("SELECT position FROM tracking WHERE name = ?", (name,)).fetchone()
@@ -347,6 +404,7 @@ class SQLiteRecorder(Recorder):
         return row[0] if row else 0
 
     def set_tracking(self, name: str, position: int) -> None:
+        """Upsert a tracking row in a transaction of its own."""
         self._check_writable()
         with self._write_lock():
             self.conn.execute("INSERT INTO tracking (name, position) VALUES (?, ?) ON CONFLICT(name) "

@@ -87,7 +87,7 @@ def unrecorded_path(led) -> Path:
     """Where the full list of unrecorded requests goes: in the new home, or beside a ledger file."""
     if led.home is not None:
         return Path(led.home) / UNRECORDED_FILE
-    path = Path(led.recorder.path)
+    path = led.path
     return path.with_name(f"{path.stem}-{UNRECORDED_FILE}")
 
 

@@ -336,7 +336,7 @@ _LOCKS_GUARD = threading.Lock()
 
 def _process_lock(led) -> threading.Lock:
     """This process's lock for one ledger (by its home, else its store's location)."""
-    name = str(getattr(led, "home", None) or getattr(led.recorder, "location", id(led)))
+    name = led.label
     with _LOCKS_GUARD:
         return _LOCKS.setdefault(name, threading.Lock())
 
