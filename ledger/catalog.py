@@ -8,7 +8,7 @@ the same as its model, on every read path of every backend (the registry is ``le
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -16,9 +16,14 @@ from evalledger.ledger.envelope import check_type_name
 from evalledger.ledger.schemas import MODELS as _MODELS
 from evalledger.ledger.schemas import SCHEMAS as _SCHEMAS
 from evalledger.ledger.schemas import UPCASTERS as _UPCASTERS
-from evalledger.ledger.schemas import Upcaster
 from evalledger.ledger.schemas import (  # noqa: F401  (re-exported: the catalog's public names)
-    EnvelopeError, UnknownEventType, known_types, payload_model, schema_version, upcast,
+    EnvelopeError,
+    UnknownEventType,
+    Upcaster,
+    known_types,
+    payload_model,
+    schema_version,
+    upcast,
 )
 
 

@@ -20,10 +20,23 @@ from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.mirror import Mirror
 from evalledger.ledger.persistence import (
-    ConflictError, Head, LedgerError, Prepared, Recorder, ScanRow, chain_start, seal,
+    ConflictError,
+    Head,
+    LedgerError,
+    Prepared,
+    Recorder,
+    ScanRow,
+    chain_start,
+    seal,
 )
 from evalledger.ledger.sqlite_schema import (
-    COLUMNS, INSERT, SCHEMA, TRIGGERS, connect, row_event, row_line,
+    COLUMNS,
+    INSERT,
+    SCHEMA,
+    TRIGGERS,
+    connect,
+    row_event,
+    row_line,
 )
 from evalledger.ledger.verify import Problem, VerifyReport, verify_sqlite
 

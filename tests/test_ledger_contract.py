@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from evalledger import ledger
 from evalledger.ledger import ConflictError, LedgerError, NewEvent
-from evalledger.ledger.envelope import canonical_bytes, chain_hash, line_bytes
+from evalledger.ledger.envelope import canonical_bytes, line_bytes
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
 
