@@ -280,7 +280,7 @@ class _Run:
         self.summary.cases += 1
         config_hash = self.run_config.hash()
         try:
-            config = effective_config(opened.data.get("config"), self.settings.config_layer)
+            config = effective_config(opened.payload().config, self.settings.config_layer)
             config_hash = config.hash()
             self.configs[config_hash] = config.to_json()
             work = CaseWork(opened, stage.name, config, config_hash, self.id, self.judge,

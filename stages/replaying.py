@@ -144,13 +144,13 @@ def unrecorded_requests(led: ledger.Ledger) -> list[dict[str, str]]:
     """
     found = set()
     for event in led.read(types=["stage.failed"]):
-        data = event.data
+        failed = event.payload()
         stage = str((event.meta or {}).get("stage"))
-        if "unrecorded" in data:
-            if data["unrecorded"] and data.get("role") and data.get("request_hash"):
-                found.add((str(data.get("case_id")), data["role"], data["request_hash"], stage))
+        if failed.role is not None:
+            if failed.unrecorded and failed.request_hash:
+                found.add((str(failed.case_id), failed.role, failed.request_hash, stage))
             continue
-        for role, case_id, request_hash in _OLD_UNRECORDED.findall(str(data.get("reason", ""))):
+        for role, case_id, request_hash in _OLD_UNRECORDED.findall(failed.reason):
             found.add((case_id.rstrip(","), role, request_hash, stage))
     return [{"case_id": c, "role": r, "request_hash": h, "stage": s} for c, r, h, s in sorted(found)]
 
