@@ -33,7 +33,7 @@ def default_home() -> str:
     return os.environ.get("EVALLEDGER_HOME") or "evalledger"
 
 
-def init_home(home: str | os.PathLike) -> Path:
+def init_home(home: str | os.PathLike[str]) -> Path:
     """Create a home's layout (DESIGN.md): ledger.db, events.jsonl, inbox/, processed/, rejected/, reports/."""
     home = Path(home)
     if home.exists() and not home.is_dir() and home.suffix not in LEDGER_FILE_SUFFIXES:
@@ -48,7 +48,7 @@ def init_home(home: str | os.PathLike) -> Path:
     return home
 
 
-def is_home(path: str | os.PathLike) -> bool:
+def is_home(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` is a directory holding a ledger.db."""
     return (Path(path) / "ledger.db").is_file()
 
@@ -72,7 +72,8 @@ class Ledger:
         ``tracking=(name, position)`` commits a tracking record in the same transaction.
         """
         batch = [events] if isinstance(events, NewEvent) else list(events)
-        now, metas = utc_now(), {}
+        now = utc_now()
+        metas: dict[int, Any] = {}
         prepared = [prepare(e, now, metas) for e in batch]
         if not prepared:
             if tracking is not None:
@@ -169,7 +170,7 @@ class Ledger:
         return self.recorder.verify(expect_head)
 
     # --- export / import -------------------------------------------------------------------------
-    def export(self, out: str | os.PathLike | IO[bytes]) -> int:
+    def export(self, out: str | os.PathLike[str] | IO[bytes]) -> int:
         """Write every event as canonical JSONL (the mirror's exact bytes); returns the count."""
         if isinstance(out, (str, os.PathLike)):
             if any(_same_file(out, own) for own in self._own_files()):
@@ -191,7 +192,7 @@ class Ledger:
             own += [p for p in self.home.iterdir() if p.is_file()]
         return own
 
-    def import_file(self, path: str | os.PathLike) -> int:
+    def import_file(self, path: str | os.PathLike[str]) -> int:
         """Import an exported JSONL ledger into this empty ledger.
 
         Every line is verified (chain, canonical form, unique ids, stream versions) in the same
@@ -213,7 +214,7 @@ class Ledger:
         self.close()
 
 
-def _same_file(a: str | os.PathLike, b: Path) -> bool:
+def _same_file(a: str | os.PathLike[str], b: Path) -> bool:
     """True when both paths exist and are the same file (a missing path is no ledger file)."""
     try:
         return os.path.samefile(a, b)
@@ -230,7 +231,7 @@ def parse_head(text: str) -> Head:
     return Head(int(seq), hash)
 
 
-def open_ledger(path: str | os.PathLike | None = None, *, durability: str = "normal",
+def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str = "normal",
                 readonly: bool = False) -> Ledger:
     """Open a ledger: a home directory (SQLite + events.jsonl mirror), a ``.jsonl`` file, or a ``.db``.
 

@@ -8,7 +8,7 @@ the same as its model, on every read path of every backend (the registry is ``le
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -16,15 +16,13 @@ from evalledger.ledger.envelope import check_type_name
 from evalledger.ledger.schemas import MODELS as _MODELS
 from evalledger.ledger.schemas import SCHEMAS as _SCHEMAS
 from evalledger.ledger.schemas import UPCASTERS as _UPCASTERS
-from evalledger.ledger.schemas import (  # noqa: F401  (re-exported: the catalog's public names)
-    EnvelopeError,
-    UnknownEventType,
-    Upcaster,
-    known_types,
-    payload_model,
-    schema_version,
-    upcast,
-)
+from evalledger.ledger.schemas import EnvelopeError as EnvelopeError  # re-exported: the catalog's names
+from evalledger.ledger.schemas import UnknownEventType as UnknownEventType
+from evalledger.ledger.schemas import Upcaster
+from evalledger.ledger.schemas import known_types as known_types
+from evalledger.ledger.schemas import payload_model as payload_model
+from evalledger.ledger.schemas import schema_version as schema_version
+from evalledger.ledger.schemas import upcast as upcast
 
 
 class Payload(BaseModel):
@@ -35,7 +33,7 @@ class Payload(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, ser_json_inf_nan="constants")
 
 
-def event_type(name: str, schema: int = 1):
+def event_type(name: str, schema: int = 1) -> Callable[[type[Payload]], type[Payload]]:
     """Class decorator: register ``cls`` as the payload model of event type ``name``."""
     check_type_name(name)
 
@@ -52,7 +50,7 @@ def event_type(name: str, schema: int = 1):
     return register
 
 
-def upcaster(name: str, from_schema: int):
+def upcaster(name: str, from_schema: int) -> Callable[[Upcaster], Upcaster]:
     """Decorator: register ``fn(data) -> data`` that turns schema ``from_schema`` into the next."""
 
     def register(fn: Upcaster) -> Upcaster:
@@ -62,7 +60,7 @@ def upcaster(name: str, from_schema: int):
     return register
 
 
-def validate_payload(name: str, data: Any) -> tuple[int, dict]:
+def validate_payload(name: str, data: Any) -> tuple[int, dict[str, Any]]:
     """Validate ``data`` (a model or dict) for type ``name``: returns (schema, JSON-ready dict)."""
     model = _MODELS.get(name) or payload_model(name)
     if isinstance(data, model):

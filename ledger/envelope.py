@@ -23,7 +23,8 @@ from typing import Any, Mapping
 
 import orjson
 
-from evalledger.ledger.schemas import SCHEMAS, EnvelopeError, payload_model, upcast
+from evalledger.ledger.schemas import SCHEMAS, payload_model, upcast
+from evalledger.ledger.schemas import EnvelopeError as EnvelopeError  # re-exported: raised by the envelope
 
 GENESIS_HASH = "0" * 64
 ENVELOPE_FIELDS = ("seq", "id", "stream", "version", "type", "schema", "data", "meta", "prev_hash", "hash")
@@ -107,8 +108,9 @@ def check_type_name(type: str) -> None:
 
 
 def canonical_bytes(seq: int, id: str, stream: str, version: int, type: str, schema: int,
-                    data: bytes, meta: bytes) -> bytes:
-    """The hashed bytes of an envelope, with data and meta embedded verbatim."""
+                    data: bytes | str, meta: bytes | str) -> bytes:
+    """The hashed bytes of an envelope, with data and meta embedded verbatim (bytes, or text as
+    SQLite returns it)."""
     return orjson.dumps(
         {"data": orjson.Fragment(data), "id": id, "meta": orjson.Fragment(meta), "schema": schema,
          "seq": seq, "stream": stream, "type": type, "version": version},
@@ -232,9 +234,9 @@ class Event:
             both = _as_bytes(raw_data) + _as_bytes(raw_meta)
         loads = json.loads if both.translate(_DIGITS_TO_9).find(_NINETEEN) >= 0 else orjson.loads
         if self._data is None:
-            self._data = loads(raw_data)
+            self._data = loads(raw_data)  # type: ignore[arg-type]  # None only when _data was given
         if self._meta is None:
-            self._meta = loads(raw_meta)
+            self._meta = loads(raw_meta)  # type: ignore[arg-type]
 
     @property
     def raw_data(self) -> bytes | str:

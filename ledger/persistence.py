@@ -84,7 +84,7 @@ def check_stream(stream: str) -> None:
 _GOOD_STREAMS: set[str] = set()  # names already checked: a stage appends to the same streams often
 
 
-def prepare(event: NewEvent, now: str | None = None, metas: dict | None = None) -> Prepared:
+def prepare(event: NewEvent, now: str | None = None, metas: dict[int, Any] | None = None) -> Prepared:
     """Validate a NewEvent against the catalog and encode its data and meta canonically.
 
     ``now`` is the batch's ``recorded_at`` (one instant for one atomic batch); ``metas`` memoises
@@ -97,10 +97,12 @@ def prepare(event: NewEvent, now: str | None = None, metas: dict | None = None) 
                     canonical_json(data), meta_bytes, data, meta)
 
 
-def _encode_meta(given: Mapping[str, Any] | None, now: str, metas: dict | None) -> tuple[bytes, dict]:
+def _encode_meta(given: Mapping[str, Any] | None, now: str,
+                 metas: dict[int, Any] | None) -> tuple[bytes, dict[str, Any]]:
     key = id(given)
     if metas is not None and key in metas:
-        return metas[key][1:]
+        _, encoded, cached = metas[key]
+        return encoded, cached
     meta = dict(given or {})
     meta.setdefault("recorded_at", now)
     encoded = canonical_json(meta)
@@ -235,6 +237,7 @@ class Recorder(ABC):
     def read_models_path(self) -> str:
         """The SQLite file where read models of this store may be kept (projections use it)."""
 
+    @abstractmethod
     def close(self) -> None:
         """Release files and connections."""
 

@@ -11,8 +11,9 @@ head and the stream versions it has seen and lets the seq key tell it when they 
 from __future__ import annotations
 
 import sqlite3
+from contextlib import AbstractContextManager
 from itertools import chain, starmap
-from typing import Collection, Iterable, Iterator
+from typing import Any, Collection, Iterable, Iterator
 
 import sqlite_utils
 
@@ -42,6 +43,8 @@ from evalledger.ledger.verify import Problem, VerifyReport, verify_sqlite
 
 _PAGE = 256  # rows a read fetches at once: small pages stay in the CPU cache (5,000 made reads 25% slower)
 _MAX_CACHED_STREAMS = 100_000
+# What an insert gives back: (every event of the batch, the new ones, their lines, new stream versions)
+_Inserted = tuple[list[Event], list[Event], list[bytes], dict[str, int]]
 
 
 class _StaleCache(Exception):
@@ -70,7 +73,7 @@ class SQLiteRecorder(Recorder):
             with self._write_lock():
                 self.mirror.recover(self)
 
-    def _write_lock(self):
+    def _write_lock(self) -> AbstractContextManager[None]:
         """Serialise writers of this home across threads and processes (the kernel drops it on death)."""
         return self._lock.exclusive()
 
@@ -99,7 +102,8 @@ class SQLiteRecorder(Recorder):
                     self.mirror.append(self, new[0].seq, lines, new[-1].seq, checked=level)
         return out
 
-    def _transaction(self, batch: list[Prepared], expected: dict[str, int], tracking: tuple[str, int] | None):
+    def _transaction(self, batch: list[Prepared], expected: dict[str, int],
+                     tracking: tuple[str, int] | None) -> _Inserted:
         """One BEGIN IMMEDIATE .. COMMIT holding the batch's new events (and the tracking record)."""
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
@@ -129,7 +133,7 @@ class SQLiteRecorder(Recorder):
         if self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
 
-    def _insert(self, batch: list[Prepared], expected: dict[str, int]):
+    def _insert(self, batch: list[Prepared], expected: dict[str, int]) -> _Inserted:
         """Insert the new events of a batch inside the open transaction.
 
         The head and stream versions come from a cache that is not re-read before each append
@@ -147,7 +151,7 @@ class SQLiteRecorder(Recorder):
             return result
         return self._insert_each(batch, expected)
 
-    def _insert_one(self, p: Prepared, expected: dict[str, int]):
+    def _insert_one(self, p: Prepared, expected: dict[str, int]) -> _Inserted:
         """``_insert_each`` for a batch of one: the commonest append, without the bookkeeping."""
         head = self._head or self._select_head()
         seq, prev_hash = head.seq + 1, head.hash
@@ -169,7 +173,7 @@ class SQLiteRecorder(Recorder):
                                 "nothing was appended")
         return [event], [event], [line_bytes(canonical, prev_hash, event.hash)], {p.stream: current + 1}
 
-    def _insert_all_new(self, batch: list[Prepared], expected: dict[str, int]):
+    def _insert_all_new(self, batch: list[Prepared], expected: dict[str, int]) -> _Inserted | None:
         """A batch whose events are all new, in one ``executemany``; None when some id exists."""
         if len({p.id for p in batch}) != len(batch):
             return None
@@ -178,7 +182,7 @@ class SQLiteRecorder(Recorder):
         versions: dict[str, int] = {}
         events: list[Event] = []
         lines: list[bytes] = []
-        rows: list[tuple] = []
+        rows: list[tuple[Any, ...]] = []
         for p in batch:
             current = versions.get(p.stream)
             if current is None:
@@ -212,7 +216,7 @@ class SQLiteRecorder(Recorder):
         current = self._versions.get(stream)
         return self._select_version(stream) if current is None else current
 
-    def _insert_each(self, batch: list[Prepared], expected: dict[str, int]):
+    def _insert_each(self, batch: list[Prepared], expected: dict[str, int]) -> _Inserted:
         """Insert event by event, returning the stored event for each id that exists."""
         execute = self.conn.execute
         seq, prev_hash = chain_start(self._head or self._select_head())
@@ -261,7 +265,8 @@ class SQLiteRecorder(Recorder):
         return row[0] or 0
 
     # --- reading ----------------------------------------------------------------------------------
-    def _pages(self, where: str, params: list, from_seq: int, to_seq: int | None) -> Iterator[list[tuple]]:
+    def _pages(self, where: str, params: list[Any], from_seq: int,
+               to_seq: int | None) -> Iterator[list[tuple[Any, ...]]]:
         """Pages of rows in seq order, each fetched whole so no read transaction stays open."""
         last = from_seq - 1
         bound = " AND seq <= ?" if to_seq is not None else ""
@@ -276,7 +281,8 @@ class SQLiteRecorder(Recorder):
                 return
             last = rows[-1][0]
 
-    def _rows(self, where: str, params: list, from_seq: int, to_seq: int | None) -> Iterator[tuple]:
+    def _rows(self, where: str, params: list[Any], from_seq: int,
+              to_seq: int | None) -> Iterator[tuple[Any, ...]]:
         """The rows of ``_pages`` one by one (chained in C: no Python frame per row)."""
         return chain.from_iterable(self._pages(where, params, from_seq, to_seq))
 
@@ -309,7 +315,7 @@ class SQLiteRecorder(Recorder):
         for row in self._rows("", [], from_seq, to_seq):
             yield row[0], row_line(row)
 
-    def rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[tuple]:
+    def rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[tuple[Any, ...]]:
         """Raw rows (seq, id, stream, version, type, schema, data, meta, prev_hash, hash)."""
         return self._rows("", [], from_seq, to_seq)
 

@@ -10,8 +10,6 @@ schema 1's shape (the answering model under ``answering_model``, the response un
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from evalledger import ledger
@@ -156,7 +154,7 @@ def test_every_read_path_of_every_backend_upcasts(tmp_path, monkeypatch, where):
             last: str
 
         monkeypatch.setitem(schemas.UPCASTERS, ("test.upcast", 1),
-                            lambda d: dict(zip(("first", "last"), d.pop("name").split(" "))))
+                            lambda d: dict(zip(("first", "last"), d.pop("name").split(" "), strict=True)))
         want = {"first": "Ada", "last": "Lovelace"}
         [read] = led.read()
         [again] = led.append(NewEvent("test:u", "test.upcast", {"first": "x", "last": "y"}, key="k"))
