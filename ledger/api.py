@@ -124,12 +124,7 @@ class Ledger:
         the decoded dict upcast to it (``schema`` is then the current one). ``config_hash`` is
         ``meta.config_hash`` for the ``stamped`` types, None for the others.
         """
-        current = SCHEMAS
-        for row in self.recorder.scan(from_seq, to_seq, types, stamped):
-            if current.get(row.type) != row.schema:
-                data = decode_json(row.data) if isinstance(row.data, (bytes, str)) else row.data
-                row = row._replace(data=upcast(row.type, row.schema, data), schema=schema_version(row.type))
-            yield row
+        return _upcast_rows(self.recorder.scan(from_seq, to_seq, types, stamped))
 
     def head(self) -> Head:
         """The last event's seq and hash."""
@@ -212,6 +207,16 @@ class Ledger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _upcast_rows(rows: Iterator[ScanRow]) -> Iterator[ScanRow]:
+    """The rows with every payload stored at an older schema decoded and upcast to the current one."""
+    current = SCHEMAS
+    for row in rows:
+        if current.get(row.type) != row.schema:
+            data = decode_json(row.data) if isinstance(row.data, (bytes, str)) else row.data
+            row = row._replace(data=upcast(row.type, row.schema, data), schema=schema_version(row.type))
+        yield row
 
 
 def _same_file(a: str | os.PathLike[str], b: Path) -> bool:
