@@ -147,11 +147,6 @@ class Ledger:
         """Record a tracking position without events (``append([], tracking=...)`` does the same)."""
         self.recorder.set_tracking(name, position)
 
-    @property
-    def db(self) -> Any:
-        """The sqlite_utils.Database of a SQLite-backed ledger, else None (benchmarks inspect it)."""
-        return getattr(self.recorder, "db", None)
-
     # --- integrity -------------------------------------------------------------------------------
     def verify(self, expect_head: Head | str | None = None) -> VerifyReport:
         """Recompute the hash chain over the stored bytes of the store (and the mirror).
