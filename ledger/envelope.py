@@ -266,8 +266,10 @@ class Event:
         return line_bytes(self.canonical(), self.prev_hash, self.hash)
 
     def to_dict(self) -> dict[str, Any]:
-        """The envelope as a plain dict (data and meta decoded)."""
-        return {name: getattr(self, name) for name in ENVELOPE_FIELDS}
+        """The envelope as stored, as a plain dict (data and meta decoded; data at the stored schema)."""
+        envelope = {name: getattr(self, name) for name in ENVELOPE_FIELDS}
+        envelope["data"] = self.stored_data
+        return envelope
 
     def upcast(self) -> dict[str, Any]:
         """The payload dict at the current schema version of its type (stored bytes untouched)."""

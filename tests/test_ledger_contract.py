@@ -209,6 +209,26 @@ class TestLedgerContract:
         assert (tmp_path / "again.jsonl").read_bytes() == (tmp_path / "out.jsonl").read_bytes()
 
 
+def test_a_damaged_jsonl_tracking_file_is_named_and_the_events_are_kept(tmp_path):
+    """The JSONL backend's tracking sidecar: refused by name when damaged, never taking events with it."""
+    path = tmp_path / "events.jsonl"
+    with ledger.open_ledger(path) as led:
+        led.append(note("case:a", "x"), tracking=("stage:test", 1))
+    sidecar = tmp_path / "events.jsonl.tracking.json"
+    assert ledger.envelope.decode_json(sidecar.read_bytes()) == {"stage:test": 1}
+    for damage in (b'{"stage:test": 1', b'["stage:test"]', b'{"stage:test": "one"}'):
+        sidecar.write_bytes(damage)
+        with ledger.open_ledger(path) as led:
+            with pytest.raises(LedgerError, match="events.jsonl.tracking.json"):
+                led.tracking_position("stage:test")
+            assert [e.data["text"] for e in led.read()] == ["x"] and led.verify().ok
+    sidecar.unlink()                                    # what the message advises: scan from the start
+    with ledger.open_ledger(path) as led:
+        assert led.tracking_position("stage:test") == 0
+        led.append(note("case:a", "y"), tracking=("stage:test", 2))
+        assert led.tracking_position("stage:test") == 2 and not list(tmp_path.glob("*.tmp"))
+
+
 def _export(backend: Backend, batches: list[list[NewEvent]], out: Path) -> bytes:
     """Append the batches through ``backend`` (with fixed recorded_at) and return its export."""
     with backend.open() as led:
