@@ -300,6 +300,11 @@ class StageFailed(DomainPayload):
     stage: str
     reason: str
     failure: int = 1                                      # 1 for the first failure of this case and stage
+    # When a judge call caused it: the call's role and request hash, and whether it was a replay's
+    # request the source never recorded (so nothing ever parses ``reason`` to find them).
+    role: str | None = None
+    request_hash: str | None = None
+    unrecorded: bool = False
 
 
 @event_type("run.started")
