@@ -304,6 +304,8 @@ def read_responses_lines(rows: list[tuple[int, Any]]) -> ParsedFile:
             problems.add(f"line {number}: $.benchmark", f"names benchmark {line.benchmark!r}, but line "
                                                        f"{refs[first]} names {first!r}; one file, one benchmark")
         responses.append(ParsedResponse(line.question_id, line.model, line.text, f"line {number}"))
+    if not rows:
+        problems.add("line 1", "no response line: a responses JSONL file has one JSON object per line")
     problems.raise_if_any()
     _check_duplicates(responses)
     return ParsedFile("responses", None, responses, benchmark_ref=next(iter(refs)))
