@@ -11,6 +11,7 @@ from evalledger import ledger
 from evalledger.cli.watch_inbox import is_ignored, scan_inbox
 from evalledger.stages.intake import DEFAULT_MAX_BYTES, IngestResult, ingest_path
 from evalledger.stages.intake_status import CASE_STATES, status
+from evalledger.stages.printable import escape_unprintable, shown_name
 
 # A folder named on the command line may hold other things (a README); only these are taken.
 INPUT_SUFFIXES = (".json", ".jsonl", ".jsonld")
@@ -58,16 +59,16 @@ def cmd_ingest(args) -> int:
         results, unreadable = [], 0
         for path, from_inbox in targets:
             if not path.is_file():  # a FIFO would block the read forever; a device is no benchmark
-                print(f"unreadable {path}  not a regular file")
+                print(f"unreadable {shown_name(str(path))}  not a regular file")
                 unreadable += 1
                 continue
             try:
                 result = ingest_path(led, path, from_inbox=from_inbox, max_bytes=args.max_bytes)
             except FileNotFoundError:
-                print(f"skipped  {path.name}  (gone before it could be read; another process took it)")
+                print(f"skipped  {shown_name(path.name)}  (gone before it could be read; another process took it)")
                 continue
             except OSError as exc:  # a permission or I/O problem: no content, so nothing is recorded
-                print(f"unreadable {path}  {exc.strerror or exc}")
+                print(f"unreadable {shown_name(str(path))}  {escape_unprintable(str(exc.strerror or exc))}")
                 unreadable += 1
                 continue
             results.append(result)
@@ -106,18 +107,18 @@ def render_status(report) -> list[str]:
         if b["rejected_questions"] or b["rejected_traits"]:
             extra = (f"  ({_count(b['rejected_questions'], 'question')}, "
                      f"{_count(b['rejected_traits'], 'trait')} not translated)")
-        lines.append(f"  {b['benchmark']}  {b['name']}  [{b['kind']}, {b['format']}]  "
+        lines.append(f"  {b['benchmark']}  {escape_unprintable(b['name'])}  [{b['kind']}, {b['format']}]  "
                      f"{_count(b['questions'], 'question')}  cases: {counts}{extra}")
     lines.append("cases: " + ", ".join(f"{report.cases.get(s, 0)} {s}" for s in CASE_STATES))
     lines.append(f"pending responses: {len(report.pending)}")
     for p in report.pending:
-        lines.append(f"  {p['file']}  {p['responses']} responses wait for benchmark {p['benchmark']!r}  "
+        lines.append(f"  {shown_name(p['file'])}  {p['responses']} responses wait for benchmark {p['benchmark']!r}  "
                      f"(sha256 {p['sha256'][:12]})")
     lines.append(f"rejected files: {len(report.rejected)}")
     for r in report.rejected:
         first = r["first_error"]
-        why = f"{first['where']}: {first['reason']}" if first else ""
-        lines.append(f"  {r['file']}  {r['errors']} error{'s' if r['errors'] != 1 else ''}  {why}")
+        why = escape_unprintable(f"{first['where']}: {first['reason']}") if first else ""
+        lines.append(f"  {shown_name(r['file'])}  {r['errors']} error{'s' if r['errors'] != 1 else ''}  {why}")
     lines.append(f"ledger head: seq {report.head['seq']} {report.head['hash']}")
     return lines
 

@@ -22,6 +22,7 @@ from typing import Iterator
 from evalledger.ledger import Event, Ledger, NewEvent, event_id
 from evalledger.stages import intake_events as ev
 from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
+from evalledger.stages.printable import escape_unprintable, shown_name
 
 DEFAULT_MAX_BYTES = 50 * 2**20
 
@@ -48,22 +49,26 @@ class IngestResult:
 
     def line(self) -> str:
         """One line for the command line: status, file, and what it became."""
-        parts = [f"{self.status:<8} {self.file}"]
+        parts = [f"{self.status:<8} {shown_name(self.file)}"]
         if self.format:
             parts.append(self.format)
         if self.benchmark_name or self.benchmark:
-            parts.append(f"benchmark {self.benchmark_name or ''} ({self.benchmark or 'not registered yet'})")
+            parts.append(f"benchmark {escape_unprintable(self.benchmark_name or '')} "
+                         f"({self.benchmark or 'not registered yet'})")
         if self.status in ("accepted", "known"):
             parts.append(f"{_count(self.cases_opened, 'new case')}")
         if self.errors:
             parts.append(_count(len(self.errors), "error"))
-        return "  ".join(parts + self.notes)
+        return "  ".join(parts + [escape_unprintable(note) for note in self.notes])
 
     def error_lines(self) -> list[str]:
         """``file: where: reason`` for every error (what the .error.txt holds), then every
-        untranslated part of an accepted Karenina checkpoint."""
-        return ([f"{self.file}: {e['where']}: {e['reason']}" for e in self.errors]
-                + [f"{self.file}: not translated: {e['where']}: {e['reason']}" for e in self.untranslated])
+        untranslated part of an accepted Karenina checkpoint. Names, places and reasons are
+        escaped (``stages.printable``): a newline in a file name cannot forge a line."""
+        name = shown_name(self.file)
+        return ([f"{name}: {escape_unprintable(e['where'])}: {escape_unprintable(e['reason'])}" for e in self.errors]
+                + [f"{name}: not translated: {escape_unprintable(e['where'])}: {escape_unprintable(e['reason'])}"
+                   for e in self.untranslated])
 
 
 def _count(n: int, noun: str) -> str:
@@ -190,12 +195,13 @@ def _resolution_notes(waiting: list[Event], resolutions: list[list[NewEvent]]) -
     """What the benchmark's line says about the pending files it resolved: taken in, or rejected
     now (a rejection would otherwise show only in ``status``, the benchmark itself being fine)."""
     taken = [held.data["file"] for held, events in zip(waiting, resolutions) if not events[0].data.get("rejected")]
-    notes = [f"(including the responses of {_count(len(taken), 'pending file')}: {', '.join(taken)})"] if taken else []
+    notes = [f"(including the responses of {_count(len(taken), 'pending file')}: "
+             f"{', '.join(map(shown_name, taken))})"] if taken else []
     for held, events in zip(waiting, resolutions):
         errors = events[0].data.get("errors") or []
         if events[0].data.get("rejected") and errors:
             first = errors[0]
-            notes.append(f"(pending file {held.data['file']} rejected: {_count(len(errors), 'error')}, "
+            notes.append(f"(pending file {shown_name(held.data['file'])} rejected: {_count(len(errors), 'error')}, "
                          f"first {first['where']}: {first['reason']})")
     return notes
 
@@ -308,7 +314,7 @@ def _move_rejected(home: Path, path: Path, result: IngestResult) -> Path:
         dest = folder / f"{path.stem}.{result.sha256[:12]}{path.suffix}"
     # The error note goes first (written whole, then renamed): a kill between the two steps leaves
     # the file in the inbox with its note already in rejected/, never a rejected file without one.
-    header = f"{result.file}: rejected (sha256 {result.sha256})"
+    header = f"{shown_name(result.file)}: rejected (sha256 {result.sha256})"
     note = Path(f"{dest}.error.txt")
     partial = note.with_name(f".{note.name}.part")
     partial.write_text("\n".join([header, *result.error_lines()]) + "\n", encoding="utf-8")
