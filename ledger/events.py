@@ -226,6 +226,7 @@ class TraitScored(DomainPayload):
     degraded: list[str] = []                              # deep traits: steps that failed and how it went on
     metrics: dict[str, float | None] | None = None        # metric traits: computed from counts, not asked
     counts: dict[str, int] | None = None                  # metric traits: tp, fn, fp, tn
+    error: str | None = None                              # regex traits: why there is no match result (out of time)
 
 
 @event_type("trait.auto_failed")
