@@ -9,7 +9,9 @@ import orjson
 
 from evalledger import ledger
 from evalledger.cli.watch_inbox import is_ignored, scan_inbox
-from evalledger.stages.intake import DEFAULT_MAX_BYTES, IngestResult, ingest_path
+from evalledger.stages.intake import (
+    DEFAULT_MAX_BYTES, DEFAULT_MAX_RESPONSE_CHARS, MAX_RESPONSE_CHARS_LIMIT, IngestResult, ingest_path,
+)
 from evalledger.stages.intake_status import CASE_STATES, status
 from evalledger.stages.printable import escape_unprintable, shown_name
 
@@ -53,6 +55,7 @@ def cmd_ingest(args) -> int:
     from evalledger.cli.ledger_commands import open_existing
     if args.max_bytes < 1:  # every file would be rejected, and rejections stay in the ledger
         raise UsageError(f"--max-bytes must be at least 1, got {args.max_bytes}")
+    check_max_response_chars(args.max_response_chars)
     home = Path(_home(args))
     with open_existing(args) as led:  # a mistyped --home must not start a second, empty ledger
         targets = _targets(args, home)
@@ -63,7 +66,8 @@ def cmd_ingest(args) -> int:
                 unreadable += 1
                 continue
             try:
-                result = ingest_path(led, path, from_inbox=from_inbox, max_bytes=args.max_bytes)
+                result = ingest_path(led, path, from_inbox=from_inbox, max_bytes=args.max_bytes,
+                                     max_response_chars=args.max_response_chars)
             except FileNotFoundError:
                 print(f"skipped  {shown_name(path.name)}  (gone before it could be read; another process took it)")
                 continue
@@ -77,6 +81,20 @@ def cmd_ingest(args) -> int:
         where = ", ".join(args.files) if args.files else str(home / "inbox")
         print(f"nothing to ingest in {where}")
     return 1 if unreadable or any(r.status == "rejected" for r in results) else 0
+
+
+def check_max_response_chars(value: int) -> None:
+    """UsageError unless 1 <= value <= MAX_RESPONSE_CHARS_LIMIT (the formats' own bound)."""
+    from evalledger.cli.errors import UsageError
+    if not 1 <= value <= MAX_RESPONSE_CHARS_LIMIT:
+        raise UsageError(f"--max-response-chars must be between 1 and {MAX_RESPONSE_CHARS_LIMIT}, got {value}")
+
+
+def add_max_response_chars(p) -> None:
+    """The --max-response-chars option (ingest and watch)."""
+    p.add_argument("--max-response-chars", type=int, default=DEFAULT_MAX_RESPONSE_CHARS, metavar="N",
+                   help=f"reject a file with a response longer than N characters (default "
+                        f"{DEFAULT_MAX_RESPONSE_CHARS:,}, at most {MAX_RESPONSE_CHARS_LIMIT:,})")
 
 
 def _print_result(result: IngestResult) -> None:
@@ -134,6 +152,7 @@ def register(sub) -> None:
                         "(default: every file in the home's inbox/)")
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
                    help=f"reject files larger than this (default {DEFAULT_MAX_BYTES} = 50 MB)")
+    add_max_response_chars(p)
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("status", help="benchmarks, cases by state, pending responses, rejected files, head")

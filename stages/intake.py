@@ -25,6 +25,11 @@ from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, 
 from evalledger.stages.printable import escape_unprintable, shown_name
 
 DEFAULT_MAX_BYTES = 50 * 2**20
+# Per response, in characters. Deep judgment sends the response in several judge requests and
+# each is recorded, so one huge response multiplies into the ledger (two 1 MB responses made a
+# 171 MB home); 200,000 characters is far beyond a usual answer. The formats allow 1,000,000.
+DEFAULT_MAX_RESPONSE_CHARS = 200_000
+MAX_RESPONSE_CHARS_LIMIT = 1_000_000
 
 
 @dataclass
@@ -88,7 +93,8 @@ def sha256_of(path: Path) -> tuple[str, int]:
 
 
 def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = False,
-                max_bytes: int = DEFAULT_MAX_BYTES) -> IngestResult:
+                max_bytes: int = DEFAULT_MAX_BYTES,
+                max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS) -> IngestResult:
     """Ingest one file; from the inbox it then moves to processed/ or rejected/."""
     path = Path(path)
     name = recorded_name(path)
@@ -97,7 +103,7 @@ def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = Fals
         problems = [Problem("$", f"the file is {size} bytes, over the limit of {max_bytes} bytes")]
         result = _reject(led, name, sha, size, problems)
     else:
-        result = ingest_bytes(led, path.read_bytes(), name, sha=sha)
+        result = ingest_bytes(led, path.read_bytes(), name, sha=sha, max_response_chars=max_response_chars)
     if led.home is not None:
         result.moved_to = _file_away(led.home, path, result, from_inbox)
     return result
@@ -109,8 +115,10 @@ def recorded_name(path: Path) -> str:
     return os.fsencode(path.name).decode("utf-8", "replace")
 
 
-def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None) -> IngestResult:
-    """Ingest one file's bytes under the file name ``name`` (no file is moved)."""
+def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None,
+                 max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS) -> IngestResult:
+    """Ingest one file's bytes under the file name ``name`` (no file is moved); a response longer
+    than ``max_response_chars`` rejects the file."""
     sha = sha or hashlib.sha256(raw).hexdigest()
     known = led.get(event_id(f"file:{sha}", "file.received", sha))
     if known is not None:
@@ -120,10 +128,36 @@ def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None) 
             parsed = parse(raw, name)
         except FileRejected as exc:
             return _reject(led, name, sha, len(raw), exc.problems)
+        oversized = response_size_problems(parsed.responses, max_response_chars)
+        if oversized:
+            return _reject(led, name, sha, len(raw), oversized)
         result = _accept(led, parsed, name, sha, len(raw))
     if result.ok:
         resolve_pending(led)
     return result
+
+
+def response_size_problems(responses: list[ParsedResponse], max_chars: int) -> list[Problem]:
+    """A problem for every response longer than ``max_chars`` characters (a reconstruction
+    response counts the characters of all its texts)."""
+    problems = []
+    for response in responses:
+        size = _characters(response.response)
+        if size > max_chars:
+            problems.append(Problem(response.where, f"the response is {size} characters, over the limit of "
+                                                    f"{max_chars} per response (--max-response-chars)"))
+    return problems
+
+
+def _characters(value: object) -> int:
+    """The characters of every string in a response (text, or reconstruction answers)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_characters(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_characters(v) for v in value)
+    return 0
 
 
 def _known(led: Ledger, event: Event) -> IngestResult:
