@@ -45,12 +45,13 @@ class LogProgress:
         """Nothing: the daemon logs the batch's summary itself."""
 
 
-def real_callbacks(led: ledger.Ledger, settings, log: Log, options: WatchOptions = WatchOptions()) -> Callbacks:
+def real_callbacks(led: ledger.Ledger, settings, log: Log, options: WatchOptions | None = None) -> Callbacks:
     """Intake, dispatcher and projections, bound to one open ledger, the run's settings and the
     daemon's intake limits."""
     from evalledger.projections import refresh
     from evalledger.stages.dispatcher import run_until_idle
     from evalledger.stages.intake import ingest_path
+    options = options or WatchOptions()
     return Callbacks(
         ingest=lambda path: ingest_path(led, path, from_inbox=True, max_response_chars=options.max_response_chars),
         process=lambda between_cases: run_until_idle(led, settings, LogProgress(log, between_cases)),
