@@ -215,3 +215,31 @@ def test_matches_are_the_same_as_re_for_the_patterns_we_accept(pattern, text, fl
     if want is not None:
         assert want.span() == got.span() and want.groups() == got.groups()
     assert [m.span() for m in expected.finditer(text)] == [m.span() for m in ours.finditer(text, timeout=5)]
+
+
+def test_a_running_daemon_judges_the_slow_patterns_keeps_ingesting_and_stops_on_the_first_sigterm(home, tmp_path):
+    """The issue's daemon symptoms: it stopped ingesting, ignored the first SIGTERM, and wedged
+    again after a restart. Here it judges, takes the next file, and exits on one SIGTERM."""
+    import signal
+
+    from watch_support import benchmark_file, drop_by_rename, start_watch, wait_for
+    slow = benchmark(SLOW, SLOW, SLOW_TEXT)
+    slow["responses"] += [{"question_id": "q1", "model": f"m{i}", "text": SLOW_TEXT + str(i)} for i in range(3)]
+    log = tmp_path / "watch.log"
+    proc = start_watch(home, "--log-format", "json", "--rescan-seconds", "1", log_path=log)
+    try:
+        drop_by_rename(home / "inbox", "slow.json", json.dumps(slow).encode())
+        drop_by_rename(home / "inbox", "next.json", benchmark_file(1, questions=1))
+        assert wait_for(lambda: len(case_events(home).get("case.judged", [])) == 6, BOUND_SECONDS)
+        assert list((home / "inbox").iterdir()) == []
+        assert proc.poll() is None
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0 and time.monotonic() - started < 30
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    found = case_events(home)
+    slow_fields = [f for f in found["field.verified"] if f["field"] == "digits"]
+    assert len(slow_fields) == 4 and all("did not finish within" in f["reason"] for f in slow_fields)
