@@ -16,6 +16,7 @@ from evalledger import ledger
 from evalledger.cli import daemon_lock
 from evalledger.ledger.api import HOME_FOLDERS
 from evalledger.cli.watch import Callbacks, Daemon, Outcome, WatchOptions
+from evalledger.cli.intake_commands import add_max_response_chars, check_max_response_chars
 from evalledger.cli.run_commands import add_judge_options, run_settings
 from evalledger.cli.watch_log import FORMATS, Log
 
@@ -44,12 +45,15 @@ class LogProgress:
         """Nothing: the daemon logs the batch's summary itself."""
 
 
-def real_callbacks(led: ledger.Ledger, settings, log: Log, checkpointer=None) -> Callbacks:
-    """Intake, dispatcher and projections, bound to one open ledger and the run's settings; with a
-    checkpointer, a checkpoint is considered each time the reports are refreshed (the head moved)."""
+def real_callbacks(led: ledger.Ledger, settings, log: Log, options: WatchOptions | None = None,
+                   checkpointer=None) -> Callbacks:
+    """Intake, dispatcher and projections, bound to one open ledger, the run's settings and the
+    daemon's intake limits; with a checkpointer, a checkpoint is considered each time the reports
+    are refreshed (the head moved)."""
     from evalledger.projections import refresh
     from evalledger.stages.dispatcher import run_until_idle
     from evalledger.stages.intake import ingest_path
+    options = options or WatchOptions()
 
     def refresh_and_checkpoint():
         paths = refresh(led)
@@ -58,7 +62,7 @@ def real_callbacks(led: ledger.Ledger, settings, log: Log, checkpointer=None) ->
         return paths
 
     return Callbacks(
-        ingest=lambda path: ingest_path(led, path, from_inbox=True),
+        ingest=lambda path: ingest_path(led, path, from_inbox=True, max_response_chars=options.max_response_chars),
         process=lambda between_cases: run_until_idle(led, settings, LogProgress(log, between_cases)),
         refresh=refresh_and_checkpoint,
         head=led.head,
@@ -73,7 +77,7 @@ def run_daemon(home: Path, settings, options: WatchOptions, log: Log, args=None)
             (home / folder).mkdir(exist_ok=True)
         with ledger.open_ledger(home) as led:
             checkpointer = checkpointer_for(args, led, log) if args is not None else None
-            return Daemon(home, real_callbacks(led, settings, log, checkpointer), options, log).run()
+            return Daemon(home, real_callbacks(led, settings, log, options, checkpointer), options, log).run()
 
 
 def cmd_watch(args) -> int:
@@ -89,8 +93,9 @@ def cmd_watch(args) -> int:
         raise UsageError("--rescan-seconds must be positive")
     if args.grace_seconds < 0:
         raise UsageError("--grace-seconds must not be negative")
+    check_max_response_chars(args.max_response_chars)
     options = WatchOptions(rescan_seconds=args.rescan_seconds, polling=args.polling, once=args.once,
-                           grace_seconds=args.grace_seconds)
+                           grace_seconds=args.grace_seconds, max_response_chars=args.max_response_chars)
     log = Log(args.log_format)
     try:
         outcome = run_daemon(home, run_settings(args), options, log, args)
@@ -120,6 +125,7 @@ def add_watch_options(p) -> None:
     add_checkpoint_options(p)
     p.add_argument("--grace-seconds", type=float, default=10.0, metavar="S",
                    help="after SIGTERM/SIGINT, let in-flight work finish for S seconds before abandoning it")
+    add_max_response_chars(p)
 
 
 def register(sub) -> None:
