@@ -128,6 +128,25 @@ def add_max_response_chars(p) -> None:
                         f"{DEFAULT_MAX_RESPONSE_CHARS:,}, at most {MAX_RESPONSE_CHARS_LIMIT:,})")
 
 
+def cmd_rebind(args) -> int:
+    """Open the responses of a benchmark's earlier versions as cases of its latest version."""
+    from evalledger.cli.errors import UsageError
+    from evalledger.cli.ledger_commands import open_existing
+    from evalledger.stages.versions import RebindError, rebind
+    with open_existing(args) as led:
+        try:
+            result = rebind(led, args.name)
+        except RebindError as exc:
+            raise UsageError(str(exc)) from None
+    print(f"rebind {result.name!r} to version {result.version} ({result.latest}): {result.opened} new case(s), "
+          f"{result.already} already there, from {len(result.sources)} earlier version(s)")
+    for line in result.dropped:
+        print(f"  not rebound: {line}")
+    if result.opened:
+        print("  judge them with: evalledger run")
+    return 0
+
+
 def _print_result(result: IngestResult) -> None:
     print(result.line())
     for line in result.error_lines():
@@ -191,6 +210,10 @@ def register(sub) -> None:
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
                    help=f"the size limit ingest would apply (default {DEFAULT_MAX_BYTES} = 50 MB)")
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("rebind", help="judge the responses of a benchmark's earlier versions against its latest")
+    p.add_argument("name", help="the benchmark's name (or the id of one of its versions)")
+    p.set_defaults(func=cmd_rebind)
 
     p = sub.add_parser("status", help="benchmarks, cases by state, pending responses, rejected files, head")
     p.add_argument("--json", action="store_true", help="print the status as JSON")

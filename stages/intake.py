@@ -206,7 +206,8 @@ def _accept(led: Ledger, parsed: ParsedFile, name: str, sha: str, size: int) -> 
 def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) -> IngestResult:
     """A file that defines a benchmark: register it, open its own cases and any pending ones."""
     bench = parsed.benchmark
-    bid, registered = ev.registered(bench, source, parsed.format, ev.file_event_id(source["sha256"]))
+    bid, registered = ev.registered(bench, source, parsed.format, ev.file_event_id(source["sha256"]),
+                                    lineage=version_lineage(led, bench.name, bench.kind, bench.questions))
     received = ev.file_received(source["file"], source["sha256"], size, parsed.format, "accepted", bid, bench.name)
     record = registered.data
     batch: list[NewEvent] = [received, registered]
@@ -217,12 +218,26 @@ def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) 
     resolutions = [_resolution(record, held) for held in waiting]
     batch += [event for events in resolutions for event in events]
     result = IngestResult(source["file"], source["sha256"], "accepted", parsed.format, bid, bench.name)
+    if record.get("version"):
+        result.notes.append(_version_note(led, record))
     result.notes += _resolution_notes(waiting, resolutions)
     result.untranslated = [p.as_dict() for p in bench.rejected_questions + bench.rejected_traits]
     if result.untranslated:
         result.notes.append(f"({_count(len(bench.rejected_questions), 'question')} and "
                             f"{_count(len(bench.rejected_traits), 'trait')} not translated; the rest is registered)")
     return _commit(led, batch, result)
+
+
+def _version_note(led: Ledger, record: dict) -> str:
+    """'(version 2 of NAME: 1 changed (q3), 1 added (q7); N responses of earlier versions: rebind)'."""
+    changes = record["changes"]
+    parts = [f"{len(changes[k])} {k} ({', '.join(changes[k][:5])}{', ...' if len(changes[k]) > 5 else ''})"
+             for k in ("changed", "added", "removed") if changes[k]]
+    earlier = sum(1 for e in led.read(types=["case.opened"]) if e.data.get("benchmark_name") == record["name"]
+                  and e.data.get("benchmark") != record["benchmark"])
+    tail = (f"; {earlier} responses of earlier versions stay with them: evalledger rebind {record['name']!r} "
+            f"judges them against this one") if earlier else ""
+    return f"(version {record['version']} of {record['name']!r}: {', '.join(parts) or 'same questions'}{tail})"
 
 
 def _resolution_notes(waiting: list[Event], resolutions: list[list[NewEvent]]) -> list[str]:
@@ -253,6 +268,28 @@ def _commit(led: Ledger, batch: list[NewEvent], result: IngestResult) -> IngestR
 
 
 # --- benchmarks and pending responses ------------------------------------------------------------
+
+def version_lineage(led: Ledger, name: str, kind: str, questions: list[dict]) -> dict:
+    """Where a benchmark named ``name`` stands among the versions registered before it.
+
+    A benchmark is one name with versions: each registration of new content under a name already
+    registered (same kind) is the next version, and lists its changes against the latest one
+    (question ids added, removed, changed). ``{}`` for a first version.
+    """
+    earlier: list[dict] = []
+    for event in registered_benchmarks(led):
+        d = event.data
+        if d["name"] == name and d["kind"] == kind and all(e["benchmark"] != d["benchmark"] for e in earlier):
+            earlier.append(d)
+    if not earlier:
+        return {}
+    last = earlier[-1]
+    before = {q["id"]: q for q in last["questions"]}
+    after = {q["id"]: q for q in questions}
+    changes = {"added": sorted(set(after) - set(before)), "removed": sorted(set(before) - set(after)),
+               "changed": sorted(q for q in set(after) & set(before) if after[q] != before[q])}
+    return {"version": len(earlier) + 1, "previous": last["benchmark"], "changes": changes}
+
 
 def registered_benchmarks(led: Ledger) -> Iterator[Event]:
     """Every ``benchmark.registered`` event, in ledger order."""
