@@ -19,6 +19,7 @@ from typing import IO, Any, Collection, Iterable, Iterator, Mapping
 import evalledger.ledger.events  # noqa: F401  (registers the catalog)
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
 from evalledger.ledger.jsonl import JSONLRecorder
+from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.persistence import Head, LedgerError, Recorder, ScanRow, normalise_expected, prepare
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
 from evalledger.ledger.sqlite import SQLiteRecorder
@@ -59,6 +60,29 @@ class Ledger:
     def __init__(self, recorder: Recorder, home: Path | None = None):
         self.recorder = recorder
         self.home = home
+        self._tree = Frontier()   # the Merkle tree over the events seen so far, advanced incrementally
+
+    # --- the Merkle tree ---------------------------------------------------------------------------
+    def merkle_root(self, size: int | None = None) -> bytes:
+        """The RFC 6962 root over the hashes of seq 1..``size`` (default: the head).
+
+        The tree is kept incrementally: each call folds in only the events appended since the
+        last (by any writer, since it reads them back), so following the head costs O(new events).
+        A root at an earlier size than the tree has reached is computed by one pass from seq 1.
+        """
+        target = self.head().seq if size is None else size
+        if target < self._tree.size:
+            tree = Frontier()
+            for event in self.read():
+                if event.seq > target:
+                    break
+                tree.append(bytes.fromhex(event.hash))
+            return tree.root()
+        for event in self.read(from_seq=self._tree.size + 1):
+            if event.seq > target:
+                break
+            self._tree.append(bytes.fromhex(event.hash))
+        return self._tree.root()
 
     # --- writing ---------------------------------------------------------------------------------
     def append(self, events: NewEvent | Iterable[NewEvent],

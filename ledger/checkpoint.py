@@ -107,7 +107,7 @@ def make_checkpoint(led, signer: signed_note.Signer, *, now: str | None = None) 
     head = led.head()
     if head.seq == 0:
         raise CheckpointError("an empty ledger has nothing to checkpoint")
-    root = tree_roots(led, {head.seq})[head.seq]
+    root = led.merkle_root(head.seq)
     checkpoint = Checkpoint(origin_of(led), head.seq, root, head.hash, now or utc_now())
     return checkpoint, signed_note.sign(checkpoint.text(), signer)
 
