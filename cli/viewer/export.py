@@ -24,7 +24,8 @@ def _write(path: Path, text: str) -> None:
 
 def export_site(home: str | Path, out_dir: str | Path, compare: str | Path | None = None) -> int:
     """Write the static site of ``home`` into ``out_dir``; returns the number of pages written."""
-    from evalledger.cli.viewer.server import asset_bytes
+    from evalledger.cli.viewer.server import asset_bytes, check_homes
+    check_homes(home, compare)
     out = Path(out_dir)
     view = HomeView(home, compare)
     written = 0

@@ -96,14 +96,25 @@ def _opened_rows(led, from_seq: int, to_seq: int) -> tuple[dict[str, dict], set[
     return opened, touched
 
 
-def _case_row(case_id: str, stored: tuple, opened: dict | None, old: tuple | None) -> tuple:
+def benchmark_names(store_conn: sqlite3.Connection) -> dict[str, str]:
+    """Benchmark id -> the name it was registered under."""
+    names = {}
+    for key, state in store_conn.execute("SELECT key, state FROM proj_benchmarks"):
+        name = decode_json(state).get("name")
+        if isinstance(name, str) and name:
+            names[key] = name
+    return names
+
+
+def _case_row(case_id: str, stored: tuple, opened: dict | None, old: tuple | None, names: dict) -> tuple:
     """One ``view_cases`` row from a proj_cases row and the case's opening (or the row it had)."""
     benchmark, model, kind, question_id, status, verdict, state = stored
     case = restore_case(decode_json(state))
     if opened is None and old is not None:
         opened = {"benchmark_name": old[0], "question": old[1], "response": old[2], "seq": old[3]}
     opened = opened or {"benchmark_name": benchmark, "question": "", "response": "", "seq": None}
-    return (case_id, benchmark, opened["benchmark_name"], model, kind, question_id, status,
+    name = names.get(benchmark) or opened["benchmark_name"] or benchmark
+    return (case_id, benchmark, name, model, kind, question_id, status,
             effective_verdict(case), original_verdict(case), int(bool(case["overrides"])),
             int(is_auto_failed(case)), int(bool(case["failures"]) and status != "judged"), opened["seq"],
             opened["question"], opened["response"])
@@ -125,6 +136,7 @@ def sync(led, conn: sqlite3.Connection, store_conn: sqlite3.Connection) -> int:
         done = 0
     opened, touched = _opened_rows(led, done + 1, target)
     ids = sorted(touched)
+    names = benchmark_names(store_conn)
     rows = []
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
@@ -135,7 +147,7 @@ def sync(led, conn: sqlite3.Connection, store_conn: sqlite3.Connection) -> int:
         for case_id, *stored in store_conn.execute(
                 f"SELECT case_id, benchmark, model, kind, question_id, status, verdict, state FROM proj_cases "
                 f"WHERE case_id IN ({marks})", chunk):
-            rows.append(_case_row(case_id, tuple(stored), opened.get(case_id), old.get(case_id)))
+            rows.append(_case_row(case_id, tuple(stored), opened.get(case_id), old.get(case_id), names))
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.executemany("INSERT OR REPLACE INTO view_cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -161,10 +173,12 @@ def _where(filters: dict[str, str]) -> tuple[str, list]:
     verdict = filters.get("verdict") or ""
     if verdict in VERDICT_FILTERS:
         clauses.append(VERDICT_FILTERS[verdict])
-    for key, column in (("benchmark", "benchmark_name"), ("model", "model")):
-        if filters.get(key):
-            clauses.append(f"{column} = ?")
-            params.append(filters[key])
+    if filters.get("benchmark"):                           # by name or by id
+        clauses.append("(benchmark_name = ? OR benchmark = ?)")
+        params += [filters["benchmark"], filters["benchmark"]]
+    if filters.get("model"):
+        clauses.append("model = ?")
+        params.append(filters["model"])
     if filters.get("q"):
         needle = "%" + filters["q"].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         clauses.append("(question LIKE ? ESCAPE '\\' OR response LIKE ? ESCAPE '\\' OR case_id LIKE ? ESCAPE '\\')")

@@ -6,10 +6,8 @@ reads a file or calls a judge. Every value from a benchmark or a judge is escape
 
 from __future__ import annotations
 
-from typing import Any
-
 from evalledger.cli.viewer.html import Links, as_json, esc, page, table, verdict_badge
-from evalledger.cli.viewer.index import SORTS, VERDICT_FILTERS
+from evalledger.cli.viewer.index import VERDICT_FILTERS
 
 
 def _rate(summary: dict) -> str:
@@ -23,7 +21,7 @@ def _rate(summary: dict) -> str:
 def _benchmark_section(bench: dict, links: Links) -> str:
     """One benchmark: kind, models with pass rates and intervals, usage, claim and zone summaries."""
     name = bench.get("name") or bench["benchmark"]
-    rows = [[f'<a href="{esc(links.cases(benchmark=name, model=model))}">{esc(model)}</a>',
+    rows = [[f'<a href="{esc(links.cases(benchmark=bench["benchmark"], model=model))}">{esc(model)}</a>',
              esc(s["cases"]), esc(s["judged"]), esc(s["failed"]), esc(_rate(s)),
              esc(s["auto_failed"]), esc(s["overridden"]), esc(s["tokens"]), esc(s["cost"])]
             for model, s in sorted(bench["models"].items())]
@@ -184,12 +182,3 @@ def error_page(status: int, message: str, links: Links) -> str:
     """A page naming what went wrong (a missing case, a refused write)."""
     return page(f"error {status}", f'<h1>{status}</h1><p class="error">{esc(message)}</p>', links, live=False)
 
-
-def sort_keys() -> list[str]:
-    """The columns the table can sort by."""
-    return list(SORTS)
-
-
-def summary_counts(result: dict[str, Any]) -> str:
-    """'N cases' for a table result (used by tests and the export log)."""
-    return f"{result['total']} cases"

@@ -48,11 +48,16 @@ async def guard(request: web.Request, handler):
     try:
         response = await handler(request)
     except web.HTTPException as exc:
-        response = exc
-    response.headers["Content-Security-Policy"] = CSP
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Referrer-Policy"] = "no-referrer"
+        _secure(exc.headers)
+        raise
+    _secure(response.headers)
     return response
+
+
+def _secure(headers) -> None:
+    headers["Content-Security-Policy"] = CSP
+    headers["X-Content-Type-Options"] = "nosniff"
+    headers["Referrer-Policy"] = "no-referrer"
 
 
 def _links(request: web.Request) -> Links:
@@ -114,7 +119,7 @@ async def case(request: web.Request) -> web.Response:
     return _html(case_page(history, result, links, review))
 
 
-async def compare(request: web.Request) -> web.Response:
+async def compare_view(request: web.Request) -> web.Response:
     """GET /compare: the comparison with the --compare home."""
     view = request.app[VIEW_KEY]
     view.refresh()
@@ -185,13 +190,17 @@ async def write(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther(f"/case/{quote(case_id, safe='')}?token={quote(request.app[CONFIG_KEY]['token'])}")
 
 
+def check_homes(home: str | Path, compare: str | Path | None) -> None:
+    """Refuse (usage error) a home or a --compare home that is not there: the viewer creates none."""
+    for label, path in (("", home), ("--compare ", compare)):
+        if path is not None and not ledger.is_home(path) and not Path(path).is_file():
+            raise UsageError(f"{label}{path}: no evalledger home here")
+
+
 def make_app(home: str | Path, review: bool = False, compare: str | Path | None = None,
              hosts: set[str] | None = None, token: str | None = None, live: bool = True) -> web.Application:
     """The viewer of ``home`` as an aiohttp application (``hosts``: the Host values accepted)."""
-    if not ledger.is_home(home) and not str(home).endswith((".jsonl", ".db")):
-        raise UsageError(f"{home}: no evalledger home here")
-    if compare is not None and not ledger.is_home(compare) and not str(compare).endswith((".jsonl", ".db")):
-        raise UsageError(f"--compare {compare}: no evalledger home here")
+    check_homes(home, compare)
     app = web.Application(middlewares=[guard])
     view = HomeView(home, compare)
     app[VIEW_KEY] = view
@@ -201,7 +210,7 @@ def make_app(home: str | Path, review: bool = False, compare: str | Path | None 
     app.router.add_get("/verify", verify)
     app.router.add_get("/cases", cases)
     app.router.add_get("/case/{case_id}", case)
-    app.router.add_get("/compare", compare)
+    app.router.add_get("/compare", compare_view)
     app.router.add_get("/static/{name}", asset)
     app.router.add_get("/events", events)
     app.router.add_post("/case/{case_id}/{action:override|note}", write)
