@@ -57,7 +57,7 @@ async def guard(request: web.Request, handler):
 def _secure(headers) -> None:
     headers["Content-Security-Policy"] = CSP
     headers["X-Content-Type-Options"] = "nosniff"
-    headers["Referrer-Policy"] = "no-referrer"
+    headers["Referrer-Policy"] = "same-origin"   # "no-referrer" makes browsers send Origin: null
 
 
 def _links(request: web.Request) -> Links:
