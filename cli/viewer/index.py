@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from evalledger.ledger.envelope import decode_json
 from evalledger.projections.appliers import restore_case
@@ -77,23 +77,28 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ("" if value is None else str(value))
 
 
-def _opened_rows(led, from_seq: int, to_seq: int) -> tuple[dict[str, dict], set[str]]:
-    """case id -> its case.opened facts, and every case id whose stream got events in the range."""
+def _event_batches(led, from_seq: int, to_seq: int, size: int = 2000) -> Iterator[tuple[dict[str, dict], set[str]]]:
+    """Per ``size`` events of the range: case id -> its case.opened facts, and the case ids touched.
+
+    Batches keep a first build of 100,000 cases in bounded memory.
+    """
     opened: dict[str, dict] = {}
     touched: set[str] = set()
     types = ["case.opened"] if from_seq == 1 else None     # a first build needs the openings only
-    for event in led.read(from_seq=from_seq, to_seq=to_seq, types=types):
-        if not event.stream.startswith("case:"):
-            continue
-        case_id = event.stream[5:]
-        touched.add(case_id)
-        if event.type == "case.opened":
-            data = event.data if isinstance(event.data, dict) else {}
-            question = data.get("question") if isinstance(data.get("question"), dict) else {}
-            opened[case_id] = {"benchmark_name": _text(data.get("benchmark_name") or data.get("benchmark")),
-                               "question": _text(question.get("question") or question.get("text")),
-                               "response": _text(data.get("response")), "seq": event.seq}
-    return opened, touched
+    for count, event in enumerate(led.read(from_seq=from_seq, to_seq=to_seq, types=types), 1):
+        if event.stream.startswith("case:"):
+            case_id = event.stream[5:]
+            touched.add(case_id)
+            if event.type == "case.opened":
+                data = event.data if isinstance(event.data, dict) else {}
+                question = data.get("question") if isinstance(data.get("question"), dict) else {}
+                opened[case_id] = {"benchmark_name": _text(data.get("benchmark_name") or data.get("benchmark")),
+                                   "question": _text(question.get("question") or question.get("text")),
+                                   "response": _text(data.get("response")), "seq": event.seq}
+        if count % size == 0:
+            yield opened, touched
+            opened, touched = {}, set()
+    yield opened, touched
 
 
 def benchmark_names(store_conn: sqlite3.Connection) -> dict[str, str]:
@@ -134,9 +139,25 @@ def sync(led, conn: sqlite3.Connection, store_conn: sqlite3.Connection) -> int:
     if target < done:                                      # read models rebuilt: index from scratch
         conn.execute("DELETE FROM view_cases")
         done = 0
-    opened, touched = _opened_rows(led, done + 1, target)
-    ids = sorted(touched)
     names = benchmark_names(store_conn)
+    written = 0
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for opened, touched in _event_batches(led, done + 1, target):
+            rows = _rows_for(conn, store_conn, sorted(touched), opened, names)
+            conn.executemany("INSERT OR REPLACE INTO view_cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             rows)
+            written += len(rows)
+        conn.execute("INSERT OR REPLACE INTO view_meta VALUES ('seq', ?)", (str(target),))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return written
+
+
+def _rows_for(conn, store_conn, ids: list[str], opened: dict, names: dict) -> list[tuple]:
+    """The new index rows of these cases (their read-model rows, with what the index had of them)."""
     rows = []
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
@@ -148,16 +169,7 @@ def sync(led, conn: sqlite3.Connection, store_conn: sqlite3.Connection) -> int:
                 f"SELECT case_id, benchmark, model, kind, question_id, status, verdict, state FROM proj_cases "
                 f"WHERE case_id IN ({marks})", chunk):
             rows.append(_case_row(case_id, tuple(stored), opened.get(case_id), old.get(case_id), names))
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.executemany("INSERT OR REPLACE INTO view_cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         rows)
-        conn.execute("INSERT OR REPLACE INTO view_meta VALUES ('seq', ?)", (str(target),))
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return len(rows)
+    return rows
 
 
 def set_changed(conn: sqlite3.Connection, case_ids: list[str]) -> None:

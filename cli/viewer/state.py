@@ -19,7 +19,7 @@ from evalledger.projections.aggregate import build_aggregates
 from evalledger.projections.appliers import restore_case
 from evalledger.projections.history import CaseNotFound, case_history
 from evalledger.projections.results import case_result
-from evalledger.projections.store import ReadModelStore, store_path
+from evalledger.projections.store import ReadModelStore, reports_dir, store_path
 
 
 class HomeView:
@@ -64,12 +64,27 @@ class HomeView:
             store = ReadModelStore(self.led)
             try:
                 runs = store.load_keyed("proj_runs")
-                aggregates = build_aggregates(store.position(), list(store.iter_cases()),
-                                              store.load_keyed("proj_benchmarks"), runs)
+                aggregates = self._written_aggregates(store.position())
+                if aggregates is None:
+                    aggregates = build_aggregates(store.position(), list(store.iter_cases()),
+                                                  store.load_keyed("proj_benchmarks"), runs)
             finally:
                 store.close()
             self._overview = (self.seen_head, (aggregates, runs))
         return self._overview[1]
+
+    def _written_aggregates(self, position: tuple[int, str]) -> dict | None:
+        """``reports/aggregate-stats.json`` when it was built from exactly this position (the same
+        document the fold would give, without loading every case), else None."""
+        path = reports_dir(self.led) / "aggregate-stats.json"
+        try:
+            written = decode_json(path.read_bytes())
+        except (OSError, ValueError):
+            return None
+        head = written.get("ledger_head") if isinstance(written, dict) else None
+        if head != {"seq": position[0], "hash": position[1]}:
+            return None
+        return written
 
     def choices(self) -> dict:
         """Benchmarks and models for the filter form, cached per head."""
