@@ -36,6 +36,9 @@ CREATE TABLE IF NOT EXISTS view_cases (
 CREATE INDEX IF NOT EXISTS view_cases_verdict ON view_cases (verdict, case_id);
 CREATE INDEX IF NOT EXISTS view_cases_bench ON view_cases (benchmark_name, model, case_id);
 CREATE INDEX IF NOT EXISTS view_cases_model ON view_cases (model, case_id);
+CREATE INDEX IF NOT EXISTS view_cases_name ON view_cases (benchmark_name, case_id);
+CREATE INDEX IF NOT EXISTS view_cases_status ON view_cases (status, case_id);
+CREATE INDEX IF NOT EXISTS view_cases_question ON view_cases (question_id, case_id);
 CREATE INDEX IF NOT EXISTS view_cases_seq ON view_cases (opened_seq);
 CREATE TABLE IF NOT EXISTS view_changed (case_id TEXT PRIMARY KEY);
 INSERT OR IGNORE INTO view_meta VALUES ('version', '{INDEX_VERSION}');
@@ -206,13 +209,14 @@ def query_cases(conn: sqlite3.Connection, filters: dict[str, str], sort: str = "
     where, params = _where(filters)
     column = SORTS.get(sort, "case_id")
     order = "DESC" if descending else "ASC"
+    tie = "" if column == "case_id" else f", case_id {order}"   # a repeated key would make SQLite sort
     total = conn.execute(f"SELECT COUNT(*) FROM view_cases{where}", params).fetchone()[0]
     pages = max(1, -(-total // page_size))
     page = min(max(1, page), pages)
     rows = conn.execute(
         f"SELECT case_id, benchmark_name, model, kind, question_id, status, verdict, original_verdict, "
         f"overridden, auto_failed, failed_stage, substr(question, 1, 160) FROM view_cases{where} "
-        f"ORDER BY {column} {order}, case_id {order} LIMIT ? OFFSET ?",
+        f"ORDER BY {column} {order}{tie} LIMIT ? OFFSET ?",
         [*params, page_size, (page - 1) * page_size]).fetchall()
     keys = ("case_id", "benchmark", "model", "kind", "question_id", "status", "verdict", "original_verdict",
             "overridden", "auto_failed", "failed_stage", "question")
