@@ -196,3 +196,44 @@ def test_hostile_benchmark_renders_inert(page, tmp_path, viewer):
     page.locator("main a").last.click()
     assert page.dialogs == []
     assert not [m for m in page.console if "Content Security Policy" in m], page.console
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+SCREENSHOTS = {"view-overview.png": "", "view-cases.png": "cases?verdict=fail&model=model-beta",
+               "view-case.png": "case/{failed}"}
+VIEWPORT = {"width": 1100, "height": 720}
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) from a PNG's IHDR chunk."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_docs_screenshots_are_current(browser, demo, viewer, tmp_path):
+    """Regenerates the screenshots docs/view.md shows and checks the committed ones match them in
+    dimensions and, loosely, in size (timestamps and hashes differ from run to run, so pixels are
+    not compared). EVALLEDGER_UPDATE_SCREENSHOTS=1 writes the new ones into docs/."""
+    import os
+    failed = sqlite3.connect(demo / "ledger.db").execute(
+        "SELECT case_id FROM proj_cases WHERE verdict = 'fail' AND model = 'model-beta' ORDER BY question_id "
+        "LIMIT 1").fetchone()[0]
+    url = viewer(demo)
+    context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+    tab = context.new_page()
+    update = os.environ.get("EVALLEDGER_UPDATE_SCREENSHOTS") == "1"
+    try:
+        for name, path in SCREENSHOTS.items():
+            tab.goto(url + path.format(failed=failed))
+            fresh = tab.screenshot(type="png")
+            assert len(fresh) < 250_000, (name, len(fresh))                          # small enough for docs/
+            if update:
+                (DOCS / name).write_bytes(fresh)
+            committed = DOCS / name
+            assert committed.exists(), f"{committed} missing: run EVALLEDGER_UPDATE_SCREENSHOTS=1 pytest {__file__}"
+            old = committed.read_bytes()
+            assert png_size(old) == png_size(fresh) == (VIEWPORT["width"], VIEWPORT["height"]), name
+            assert 0.6 < len(old) / len(fresh) < 1.6, (f"{name} looks out of date ({len(old)} vs {len(fresh)} bytes): "
+                                                     "regenerate with EVALLEDGER_UPDATE_SCREENSHOTS=1")
+    finally:
+        context.close()

@@ -189,6 +189,17 @@ def review_forms(case_id: str, token: str, links: Links) -> str:
             '<button type="submit">add note</button></form>')
 
 
+def _truth_table(question: dict) -> str:
+    """The template's fields with their ground truth and primitive (empty for other kinds)."""
+    template = question.get("template") if isinstance(question.get("template"), dict) else {}
+    fields = [f for f in template.get("fields") or [] if isinstance(f, dict)]
+    if not fields:
+        return ""
+    return table(["field", "type", "ground truth", "verified with"],
+                 [[esc(f.get("name")), esc(f.get("type")), as_json(f.get("ground_truth")),
+                   as_json(f.get("verify_with"))] for f in fields], "truth")
+
+
 def case_page(history: dict, result: dict | None, links: Links, review_token: str | None = None) -> str:
     """The whole case page."""
     opened = next((r for r in history["events"] if r["type"] == "case.opened"), None)
@@ -205,8 +216,8 @@ def case_page(history: dict, result: dict | None, links: Links, review_token: st
             f'status {esc(status)} · verdict {verdict_badge((result or {}).get("verdict"))}</p>'
             f'<h2>Question</h2><pre class="question">{esc(question.get("question"))}</pre>'
             f'<h2>Response</h2><pre class="response" id="response">{response_html}</pre>'
-            f'<h2>Ground truth</h2><details open><summary>template, rubric, expected values</summary>'
-            f'<pre class="truth">{as_json(truth)}</pre></details>'
+            f'<h2>Ground truth</h2>{_truth_table(question)}<details><summary>the whole question (template, rubric, '
+            f'expected values)</summary><pre class="truth">{as_json(truth)}</pre></details>'
             + _result_sections(result) + _reviews(history, result, links)
             + (review_forms(history["case_id"], review_token, links) if review_token else "")
             + f'<h2>Stage timeline</h2>{timeline(history, links)}')

@@ -21,7 +21,7 @@ def _rate(summary: dict) -> str:
 def _benchmark_section(bench: dict, links: Links) -> str:
     """One benchmark: kind, models with pass rates and intervals, usage, claim and zone summaries."""
     name = bench.get("name") or bench["benchmark"]
-    rows = [[f'<a href="{esc(links.cases(benchmark=bench["benchmark"], model=model))}">{esc(model)}</a>',
+    rows = [[f'<a href="{esc(links.cases(benchmark=bench["benchmark"], model=_model_filter(model)))}">{esc(model)}</a>',
              esc(s["cases"]), esc(s["judged"]), esc(s["failed"]), esc(_rate(s)),
              esc(s["auto_failed"]), esc(s["overridden"]), esc(s["tokens"]), esc(s["cost"])]
             for model, s in sorted(bench["models"].items())]
@@ -36,14 +36,24 @@ def _benchmark_section(bench: dict, links: Links) -> str:
         out.append(f'<p class="claims">claims ({esc(model)}): {esc(claims)} scored, mean score per document '
                    f'{esc(", ".join(str(m) for m in mean))}</p>')
     for model, audit in sorted((bench.get("audit") or {}).items()):
+        matrix = audit.get("matrix") or {}
+        zones = sorted({z for row in matrix.values() for z in row} | set(matrix))
+        grid = table(["expected \\ scored", *zones],
+                     [[esc(expected), *[esc((matrix.get(expected) or {}).get(z, 0)) for z in zones]]
+                      for expected in zones], "zones")
         out.append(f'<p class="zones">zones ({esc(model)}): {esc(audit.get("exact_matches"))}/'
-                   f'{esc(audit.get("compared"))} exact, cross-band {esc(audit.get("cross_band"))}, '
-                   f'zone matrix {esc(audit.get("matrix"))}</p>')
+                   f'{esc(audit.get("compared"))} exact, cross-band {esc(audit.get("cross_band"))}</p>{grid}')
     for comparison in bench.get("comparisons") or []:
         out.append(f'<p class="comparison">{esc(comparison.get("verdict"))}: difference '
                    f'{esc(comparison.get("difference"))} {esc(comparison.get("difference_ci95"))}</p>')
     out.append("</section>")
     return "".join(out)
+
+
+def _model_filter(model: str) -> str | None:
+    """The table's model filter for a model label (cases without a model get no filter)."""
+    from evalledger.projections.results import NO_MODEL
+    return None if model == NO_MODEL else model
 
 
 def _runs_section(runs: dict[str, dict]) -> str:
