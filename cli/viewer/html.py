@@ -39,7 +39,9 @@ class Links:
     token: str | None = None          # the review token, carried by served links in review mode
 
     def _root(self) -> str:
-        return "../" * self.depth if self.static else "/"
+        if not self.static:
+            return "/"
+        return "".join(["..", "/"] * self.depth)      # parent folders, one per level below the root
 
     def _query(self, params: dict[str, Any]) -> str:
         params = {k: v for k, v in params.items() if v not in (None, "", False)}
