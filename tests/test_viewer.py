@@ -271,3 +271,44 @@ def test_view_command_line(failing, run_cli, tmp_path):
     bad_compare = run_cli("view", "--compare", tmp_path / "nothing", "--export", tmp_path / "o3", home=home)
     assert bad_compare.returncode == 2 and "--compare" in bad_compare.stderr
     assert "example:" in run_cli("view", "--help").stdout
+
+
+def test_table_queries_agree_with_a_brute_force_filter_and_sort(failing):
+    """Any filter, sort and page gives the rows a plain Python filter and sort of the read models give."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from evalledger.cli.viewer import index
+    from evalledger.cli.viewer.state import HomeView
+    home, ids = failing
+    view = HomeView(home)
+    try:
+        everything = [dict(zip(("case_id", "model", "status", "verdict", "question_id", "question", "response"), r))
+                      for r in view.index.execute("SELECT case_id, model, status, verdict, question_id, question, "
+                                                  "response FROM view_cases")]
+        with sqlite3.connect(home / "ledger.db") as db:
+            truth = {r[0]: r[1:] for r in db.execute("SELECT case_id, model, status, verdict FROM proj_cases")}
+        assert {r["case_id"]: (r["model"], r["status"], r["verdict"]) for r in everything} == truth
+
+        @settings(max_examples=60, deadline=None)
+        @given(verdict=st.sampled_from(["", "pass", "fail", "pending"]), model=st.sampled_from(["", "model-x", "model-y"]),
+               q=st.sampled_from(["", "x0001", "question", "fast", "%", "_"]),
+               sort=st.sampled_from(["case", "model", "status", "verdict", "question"]), desc=st.booleans(),
+               page=st.integers(1, 4), size=st.integers(1, 60))
+        def check(verdict, model, q, sort, desc, page, size):
+            filters = {k: v for k, v in (("verdict", verdict), ("model", model), ("q", q)) if v}
+            result = index.query_cases(view.index, filters, sort, desc, page, size)
+            wanted = [r for r in everything
+                      if (not verdict or (r["status"] == "pending" if verdict == "pending" else r["verdict"] == verdict))
+                      and (not model or r["model"] == model)
+                      and (not q or any(q.lower() in (r[k] or "").lower() for k in ("question", "response", "case_id")))]
+            key = {"case": "case_id", "model": "model", "status": "status", "verdict": "verdict",
+                   "question": "question_id"}[sort]
+            wanted.sort(key=lambda r: ((r[key] is not None, r[key] or ""), r["case_id"]), reverse=desc)
+            pages = max(1, -(-len(wanted) // size))
+            start = (min(page, pages) - 1) * size
+            assert result["total"] == len(wanted)
+            assert [r["case_id"] for r in result["rows"]] == [r["case_id"] for r in wanted[start:start + size]]
+        check()
+    finally:
+        view.close()

@@ -213,11 +213,17 @@ def query_cases(conn: sqlite3.Connection, filters: dict[str, str], sort: str = "
     total = conn.execute(f"SELECT COUNT(*) FROM view_cases{where}", params).fetchone()[0]
     pages = max(1, -(-total // page_size))
     page = min(max(1, page), pages)
-    rows = conn.execute(
+    # Two steps: the page's ids from the sort column's index alone (skipping OFFSET entries of a
+    # narrow index, not of the table with its response texts), then those rows by primary key.
+    ids = [r[0] for r in conn.execute(
+        f"SELECT case_id FROM view_cases{where} ORDER BY {column} {order}{tie} LIMIT ? OFFSET ?",
+        [*params, page_size, (page - 1) * page_size])]
+    marks = ", ".join("?" * len(ids))
+    found = {r[0]: r for r in conn.execute(
         f"SELECT case_id, benchmark_name, model, kind, question_id, status, verdict, original_verdict, "
-        f"overridden, auto_failed, failed_stage, substr(question, 1, 160) FROM view_cases{where} "
-        f"ORDER BY {column} {order}{tie} LIMIT ? OFFSET ?",
-        [*params, page_size, (page - 1) * page_size]).fetchall()
+        f"overridden, auto_failed, failed_stage, substr(question, 1, 160) FROM view_cases "
+        f"WHERE case_id IN ({marks})", ids)} if ids else {}
+    rows = [found[i] for i in ids if i in found]
     keys = ("case_id", "benchmark", "model", "kind", "question_id", "status", "verdict", "original_verdict",
             "overridden", "auto_failed", "failed_stage", "question")
     return {"rows": [dict(zip(keys, r)) for r in rows], "total": total, "page": page, "pages": pages}
