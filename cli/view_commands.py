@@ -27,7 +27,8 @@ def cmd_view(args) -> int:
 
     def ready(port: int) -> None:
         shown = f"[{args.host}]" if ":" in args.host else args.host
-        app[CONFIG_KEY]["hosts"] = {f"{shown}:{port}", f"localhost:{port}", f"127.0.0.1:{port}"}
+        if args.host in ("127.0.0.1", "localhost", "::1"):   # names a rebinding page cannot borrow
+            app[CONFIG_KEY]["hosts"] = {f"{shown}:{port}", f"localhost:{port}", f"127.0.0.1:{port}"}
         url = f"http://{shown}:{port}/" + (f"?token={token}" if args.review else "")
         mode = "review mode: overrides and notes are written to the ledger" if args.review else "read-only"
         print(f"evalledger view: serving {home} at {url} ({mode}); Ctrl-C stops", flush=True)

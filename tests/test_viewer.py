@@ -7,14 +7,13 @@ import asyncio
 import re
 import sqlite3
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from evalledger.cli.viewer import CSP, export_site, make_app
+from viewer_support import failing_home, xss_home
 
 from evalledger import ledger
-from evalledger.cli.viewer import CSP, export_site, make_app
-from viewer_support import XSS, failing_home, xss_home
 
 TOKEN = "launch-token-for-tests"
 
@@ -36,6 +35,7 @@ class Tags(HTMLParser):
         self.tags: list[tuple[str, dict]] = []
 
     def handle_starttag(self, tag, attrs):
+        """Record the tag and its attributes."""
         self.tags.append((tag, dict(attrs)))
 
 
@@ -250,7 +250,7 @@ def test_export_writes_a_site_whose_links_all_resolve(failing):
     for path in files:
         text = path.read_text()
         assert "<script" not in text
-        for tag, attrs in tags_of(text):
+        for _, attrs in tags_of(text):
             for name in ("href", "src"):
                 target = attrs.get(name)
                 if target and not target.startswith("#"):
@@ -275,15 +275,15 @@ def test_view_command_line(failing, run_cli, tmp_path):
 
 def test_table_queries_agree_with_a_brute_force_filter_and_sort(failing):
     """Any filter, sort and page gives the rows a plain Python filter and sort of the read models give."""
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
-
     from evalledger.cli.viewer import index
     from evalledger.cli.viewer.state import HomeView
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
     home, ids = failing
     view = HomeView(home)
     try:
-        everything = [dict(zip(("case_id", "model", "status", "verdict", "question_id", "question", "response"), r))
+        everything = [dict(zip(("case_id", "model", "status", "verdict", "question_id", "question", "response"), r,
+                               strict=True))
                       for r in view.index.execute("SELECT case_id, model, status, verdict, question_id, question, "
                                                   "response FROM view_cases")]
         with sqlite3.connect(home / "ledger.db") as db:

@@ -20,7 +20,14 @@ try:
 except ImportError:                              # reported by the browser fixture as a failure
     expect = sync_playwright = None
 
-from viewer_support import XSS, demo_home, failing_home, start_viewer, stop_viewer, xss_home
+from viewer_support import (
+    XSS,
+    demo_home,
+    failing_home,
+    start_viewer,
+    stop_viewer,
+    xss_home,
+)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -133,7 +140,7 @@ def test_compare_a_home_with_its_replay(page, demo, tmp_path, viewer, run_cli):
     assert re.match(r"1 of \d+ cases changed", page.locator("#compare-summary").inner_text())
     row = page.locator("table.changes tbody tr")
     assert "verdict" in row.inner_text() and "verdict.overridden" in row.inner_text()
-    page.click(f"table.changes a.case-link")
+    page.click("table.changes a.case-link")
     page.wait_for_url(re.compile(case_id))
     page.goto(url + "cases?changed=1")
     assert page.locator("a.case-link").all_inner_texts() == [case_id]

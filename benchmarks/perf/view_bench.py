@@ -166,7 +166,7 @@ def measure(home: Path, port: int, pid: int, ids: list[str], samples: int, rng: 
     timed_get(conn, "/cases")                                   # warm both sides once
     table = {"viewer": [], "http page": [], "raw SQLite": []}
     for page in [rng.randint(1, pages) for _ in range(samples)]:
-        table["viewer"].append(timed(lambda: view.cases({}, "case", False, page)))
+        table["viewer"].append(timed(lambda page=page: view.cases({}, "case", False, page)))
         table["http page"].append(timed_get(conn, f"/cases?page={page}"))
         table["raw SQLite"].append(timed_raw(db, [
             ("SELECT COUNT(*) FROM proj_cases", ()),
@@ -174,7 +174,7 @@ def measure(home: Path, port: int, pid: int, ids: list[str], samples: int, rng: 
              "ORDER BY case_id LIMIT ? OFFSET ?", (PAGE_SIZE, (page - 1) * PAGE_SIZE))]))
     case = {"viewer": [], "http page": [], "raw SQLite": []}
     for case_id in [rng.choice(ids) for _ in range(samples)]:
-        case["viewer"].append(timed(lambda: view.case(case_id)))
+        case["viewer"].append(timed(lambda case_id=case_id: view.case(case_id)))
         case["http page"].append(timed_get(conn, f"/case/{case_id}"))
         case["raw SQLite"].append(timed_raw(db, [
             ("SELECT seq, id, stream, version, type, schema, data, meta, prev_hash, hash FROM events "

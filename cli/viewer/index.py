@@ -15,7 +15,11 @@ from typing import Any, Iterator
 
 from evalledger.ledger.envelope import decode_json
 from evalledger.projections.appliers import restore_case
-from evalledger.projections.results import effective_verdict, is_auto_failed, original_verdict
+from evalledger.projections.results import (
+    effective_verdict,
+    is_auto_failed,
+    original_verdict,
+)
 
 INDEX_VERSION = 1
 PAGE_SIZE = 50
@@ -226,7 +230,7 @@ def query_cases(conn: sqlite3.Connection, filters: dict[str, str], sort: str = "
     rows = [found[i] for i in ids if i in found]
     keys = ("case_id", "benchmark", "model", "kind", "question_id", "status", "verdict", "original_verdict",
             "overridden", "auto_failed", "failed_stage", "question")
-    return {"rows": [dict(zip(keys, r)) for r in rows], "total": total, "page": page, "pages": pages}
+    return {"rows": [dict(zip(keys, r, strict=True)) for r in rows], "total": total, "page": page, "pages": pages}
 
 
 def choices(conn: sqlite3.Connection) -> dict[str, list[str]]:

@@ -112,7 +112,7 @@ def _filter_form(filters: dict, sort: str, descending: bool, options: dict, comp
             + select("benchmark", options["benchmarks"]) + select("model", options["models"])
             + f'<label>search <input type="search" name="q" value="{esc(filters.get("q"))}"></label>' + changed
             + f'<input type="hidden" name="sort" value="{esc(sort)}">'
-            + (f'<input type="hidden" name="desc" value="1">' if descending else "")
+            + ('<input type="hidden" name="desc" value="1">' if descending else "")
             + (f'<input type="hidden" name="token" value="{esc(filters["token"])}">' if filters.get("token") else "")
             + '<button type="submit">filter</button></form>')
 
