@@ -65,11 +65,16 @@ def note_stream(led: ledger.Ledger, wanted: str, new_stream: bool) -> str:
     return wanted if sep else f"case:{wanted}"
 
 
+def add_note(led: ledger.Ledger, stream: str, text: str, author: str | None) -> ledger.Event:
+    """Append the note.added event of a note (the CLI's and the viewer's path)."""
+    [event] = led.append(NewEvent(stream, "note.added", {"text": text, "author": author}))
+    return event
+
+
 def cmd_note(args) -> int:
     """Append a note.added event to a case (id or prefix) or an existing stream."""
     with open_existing(args) as led:
-        stream = note_stream(led, args.stream, args.new_stream)
-        [event] = led.append(NewEvent(stream, "note.added", {"text": args.text, "author": args.author}))
+        event = add_note(led, note_stream(led, args.stream, args.new_stream), args.text, args.author)
     print(f"seq {event.seq} {event.type} {event.stream} {event.hash}")
     return 0
 

@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "evalledger.cli.watch_commands",
     "evalledger.cli.report_commands",
     "evalledger.cli.proof_commands",
+    "evalledger.cli.view_commands",
 ]
 
 # One example a command, shown at the end of its --help (tests/test_cli_forgiving.py checks each
@@ -52,6 +53,7 @@ EXAMPLES = {
     "checkpoint": "evalledger checkpoint --key ~/.evalledger/signer.key --publish /mnt/witness/checkpoints.jsonl",
     "prove": "evalledger prove 3f2a --out case-3f2a.proof.json",
     "check-proof": "evalledger check-proof case-3f2a.proof.json --pubkey signer.key.pub",
+    "view": "evalledger view --review --compare ./replayed   # then open the URL it prints",
 }
 
 HOME_HELP = "ledger home directory (default: $EVALLEDGER_HOME or ./evalledger)"

@@ -68,13 +68,19 @@ def cmd_override(args) -> int:
             case_id = resolve_case(led, args.case)
         except CaseNotFound as exc:
             raise _usage(str(exc)) from None
-        _check_overridable(led, case_id)
-        [event] = led.append(NewEvent(f"case:{case_id}", "verdict.overridden",
-                                      {"case_id": case_id, "verdict": args.verdict, "reason": args.reason,
-                                       "author": args.author}, meta={"stage": "review"}))
+        event = record_override(led, case_id, args.verdict, args.reason, args.author)
     print(f"seq {event.seq} verdict.overridden case {case_id} -> {args.verdict} by {args.author} {event.hash}")
     print("run 'evalledger report' to update the reports")
     return 0
+
+
+def record_override(led, case_id: str, verdict: str, reason: str, author: str):
+    """Append the verdict.overridden event of a reviewer's verdict (the CLI's and the viewer's path)."""
+    _check_overridable(led, case_id)
+    [event] = led.append(NewEvent(f"case:{case_id}", "verdict.overridden",
+                                  {"case_id": case_id, "verdict": verdict, "reason": reason, "author": author},
+                                  meta={"stage": "review"}))
+    return event
 
 
 def _check_overridable(led, case_id: str) -> None:

@@ -23,6 +23,8 @@ CASES = {
     "merkle_bench.py": (["3000"], ["merkle root", "chain verify", "append keeping the tree", "inclusion proof"]),
     "schema_bench.py": (["--repeat", "5"], ["request shapes", "built", "cached", "target < 0.2 ms"]),
     "ledger_bench.py": (["1000"], ["append", "1 event a transaction", "read", "peak RSS", "verify"]),
+    "view_bench.py": (["--cases", "300", "--samples", "20"],
+                      ["case-table page (50 rows)", "case page", "over HTTP", "server peak RSS", "target <= 3x"]),
     "watch_bench.py": (["--ci", "--trials", "2", "--burst", "5", "--idle-seconds", "1"],
                        ["latency rename -> last case.judged", "burst", "idle daemon CPU"]),
 }

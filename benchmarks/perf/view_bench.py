@@ -1,0 +1,200 @@
+"""Performance of ``evalledger view`` on a large home: table pages, case pages, server memory.
+
+Run:  python benchmarks/perf/view_bench.py                 (100,000 cases)
+      python benchmarks/perf/view_bench.py --cases 2000    (CI size)
+
+A fresh home is filled through the ledger API with synthetic template cases (opened with a
+question and a response, one judge call, one excerpt, one field check, a verdict; every tenth
+case failed) and folded (``projections.update``). Then ``evalledger view`` runs as a subprocess
+and, in the same run:
+
+1. Case-table page (50 rows, pages sampled over the whole range): what the viewer's data layer
+   does for it (``HomeView.cases``: the index query with its count), against the raw SQLite
+   queries that fetch the same rows from the read models (the count and one page of
+   ``proj_cases`` with its states). Target: at most 3x.
+2. Case page: ``HomeView.case`` (the case's events from the ledger, decoded, with their judge
+   calls matched, and its result from the read models) against the raw queries that fetch the
+   same rows (the case's events by stream and its state). Target: at most 3x.
+3. The whole pages over HTTP on a kept-alive connection (routing, rendering, the socket): printed
+   beside the raw figures for information. An HTTP round trip through Python on each side costs
+   more than a 0.1 ms query by itself, so no ratio target is put on it.
+4. Peak RSS of the server (VmHWM) after paging through every table page. Target: under 200 MB.
+
+Medians are compared; the baselines run in this process, interleaved with what they are compared to.
+Exit status 0 when every target is met, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import random
+import re
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from evalledger import ledger, projections
+from evalledger.testing import synthetic as syn
+
+RATIO_TARGET = 3.0
+RSS_TARGET_MB = 200
+PAGE_SIZE = 50
+
+
+def fill(home: Path, cases: int) -> list[str]:
+    """Append ``cases`` synthetic template cases and fold them; returns their ids."""
+    ids = []
+    with ledger.open_ledger(home) as led:
+        led.append([syn.benchmark("bench", "template", name="view-bench", questions=cases)])
+        batch: list = []
+        for i in range(cases):
+            response = f"Case {i}: the answer is {i % 97} units, measured twice. " * 3
+            case_id, first = syn.opened("bench", "template", f"q{i:06d}", f"model-{i % 3}",
+                                        {"id": f"q{i:06d}", "question": f"What is the value of item {i}?"},
+                                        response=response)
+            verdict = "fail" if i % 10 == 0 else "pass"
+            batch += [first, syn.judge_call(case_id, "parse"),
+                      syn.excerpt(case_id, "value", f"the answer is {i % 97} units", 0.98),
+                      syn.field(case_id, "value", verdict == "pass", extracted=i % 97, expected=i % 97),
+                      syn.judged(case_id, verdict)]
+            ids.append(case_id)
+            if len(batch) >= 5000:
+                led.append(batch)
+                batch = []
+        if batch:
+            led.append(batch)
+        projections.update(led)
+    return ids
+
+
+def start_viewer(home: Path) -> tuple[subprocess.Popen, int, float]:
+    """The viewer as a subprocess; its port and how long it took to start (index build included)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "evalledger", "--home", str(home), "view", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+    if not found:
+        proc.kill()
+        raise SystemExit(f"the viewer did not start: {line} {proc.stderr.read()}")
+    return proc, int(found.group(1)), time.perf_counter() - started
+
+
+def timed_get(conn: http.client.HTTPConnection, path: str) -> float:
+    """Seconds for one GET (body read whole); a non-200 answer stops the benchmark."""
+    started = time.perf_counter()
+    conn.request("GET", path)
+    response = conn.getresponse()
+    body = response.read()
+    elapsed = time.perf_counter() - started
+    if response.status != 200:
+        raise SystemExit(f"GET {path}: {response.status} {body[:200]!r}")
+    return elapsed
+
+
+def timed_raw(db: sqlite3.Connection, queries: list[tuple[str, tuple]]) -> float:
+    """Seconds to run these queries and fetch every row."""
+    started = time.perf_counter()
+    for sql, params in queries:
+        db.execute(sql, params).fetchall()
+    return time.perf_counter() - started
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The peak resident set size of process ``pid`` (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the home, measure, print each figure with its target; exit 1 on a missed target."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=100_000)
+    parser.add_argument("--samples", type=int, default=200, help="pages and cases timed (each)")
+    args = parser.parse_args(argv)
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory(prefix="view-bench-") as tmp:
+        home = ledger.init_home(Path(tmp) / "home")
+        started = time.perf_counter()
+        ids = fill(home, args.cases)
+        print(f"home of {args.cases:,} cases built and folded in {time.perf_counter() - started:.1f} s")
+        proc, port, startup = start_viewer(home)
+        print(f"viewer started in {startup:.1f} s (case index built)")
+        try:
+            return measure(home, port, proc.pid, ids, args.samples, rng)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def timed(fn) -> float:
+    """Seconds for one call of ``fn``."""
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def compare(label: str, pairs: dict[str, list[float]], target: float | None) -> bool:
+    """Print the medians and their ratio; True when within ``target`` (or no target)."""
+    (view_label, view), (raw_label, raw) = pairs.items()
+    ratio = statistics.median(view) / statistics.median(raw)
+    ok = target is None or ratio <= target
+    goal = f"target <= {target:.0f}x" if target else "for information"
+    print(f"{label}: {view_label} {statistics.median(view) * 1000:.3f} ms, {raw_label} "
+          f"{statistics.median(raw) * 1000:.3f} ms, ratio {ratio:.2f}x ({goal}){'' if ok else '  MISSED'}")
+    return ok
+
+
+def measure(home: Path, port: int, pid: int, ids: list[str], samples: int, rng: random.Random) -> int:
+    """The measurements; returns the exit status."""
+    from evalledger.cli.viewer.state import HomeView
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    db = sqlite3.connect(home / "ledger.db")
+    view = HomeView(home)
+    pages = -(-len(ids) // PAGE_SIZE)
+    timed_get(conn, "/cases")                                   # warm both sides once
+    table = {"viewer": [], "http page": [], "raw SQLite": []}
+    for page in [rng.randint(1, pages) for _ in range(samples)]:
+        table["viewer"].append(timed(lambda page=page: view.cases({}, "case", False, page)))
+        table["http page"].append(timed_get(conn, f"/cases?page={page}"))
+        table["raw SQLite"].append(timed_raw(db, [
+            ("SELECT COUNT(*) FROM proj_cases", ()),
+            ("SELECT case_id, benchmark, model, kind, question_id, status, verdict, state FROM proj_cases "
+             "ORDER BY case_id LIMIT ? OFFSET ?", (PAGE_SIZE, (page - 1) * PAGE_SIZE))]))
+    case = {"viewer": [], "http page": [], "raw SQLite": []}
+    for case_id in [rng.choice(ids) for _ in range(samples)]:
+        case["viewer"].append(timed(lambda case_id=case_id: view.case(case_id)))
+        case["http page"].append(timed_get(conn, f"/case/{case_id}"))
+        case["raw SQLite"].append(timed_raw(db, [
+            ("SELECT seq, id, stream, version, type, schema, data, meta, prev_hash, hash FROM events "
+             "WHERE stream = ? ORDER BY version", (f"case:{case_id}",)),
+            ("SELECT state FROM proj_cases WHERE case_id = ?", (case_id,))]))
+    view.close()
+    ok = True
+    for label, figures in (("case-table page (50 rows)", table), ("case page", case)):
+        ok &= compare(label, {"viewer": figures["viewer"], "raw SQLite": figures["raw SQLite"]}, RATIO_TARGET)
+        compare(f"{label} over HTTP", {"whole page": figures["http page"], "raw SQLite": figures["raw SQLite"]},
+                None)
+    started = time.perf_counter()
+    for page in range(1, pages + 1):
+        timed_get(conn, f"/cases?page={page}")
+    print(f"paged through all {pages:,} table pages over HTTP in {time.perf_counter() - started:.1f} s")
+    rss = peak_rss_mb(pid)
+    ok &= rss < RSS_TARGET_MB
+    print(f"server peak RSS {rss:.0f} MB (target < {RSS_TARGET_MB} MB){'' if rss < RSS_TARGET_MB else '  MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

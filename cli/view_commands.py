@@ -1,0 +1,59 @@
+"""The view command: serve a home's local web viewer, or export it as a static site (cli/viewer/)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sys
+import webbrowser
+
+from evalledger.cli.errors import UsageError
+from evalledger.cli.ledger_commands import home_of
+
+
+def cmd_view(args) -> int:
+    """Serve the viewer until interrupted (or write the static site with --export)."""
+    from evalledger.cli.viewer import export_site, make_app
+    from evalledger.cli.viewer.server import CONFIG_KEY, serve
+    home = home_of(args)
+    if args.export:
+        count = export_site(home, args.export, args.compare)
+        print(f"wrote {count} pages to {args.export} (open {args.export}/index.html)")
+        return 0
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: not a port number (0-65535)")
+    token = secrets.token_urlsafe(24)
+    app = make_app(home, review=args.review, compare=args.compare, token=token)
+
+    def ready(port: int) -> None:
+        shown = f"[{args.host}]" if ":" in args.host else args.host
+        if args.host in ("127.0.0.1", "localhost", "::1"):   # names a rebinding page cannot borrow
+            app[CONFIG_KEY]["hosts"] = {f"{shown}:{port}", f"localhost:{port}", f"127.0.0.1:{port}"}
+        url = f"http://{shown}:{port}/" + (f"?token={token}" if args.review else "")
+        mode = "review mode: overrides and notes are written to the ledger" if args.review else "read-only"
+        print(f"evalledger view: serving {home} at {url} ({mode}); Ctrl-C stops", flush=True)
+        if args.host not in ("127.0.0.1", "localhost", "::1"):
+            print(f"warning: listening on {args.host}: anyone who can reach it can read this ledger",
+                  file=sys.stderr, flush=True)
+        if args.open:
+            webbrowser.open(url)
+    try:
+        asyncio.run(serve(app, args.host, args.port, ready))
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    except KeyboardInterrupt:
+        print("evalledger view: stopped", file=sys.stderr)
+    return 0
+
+
+def register(sub) -> None:
+    """Add view."""
+    p = sub.add_parser("view", help="a local web viewer of the home: overview, cases, compare, live, review")
+    p.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0 picks a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--open", action="store_true", help="open the viewer in the default browser")
+    p.add_argument("--review", action="store_true",
+                   help="allow overrides and notes from case pages (needs the token URL printed at start)")
+    p.add_argument("--compare", default=None, metavar="OTHER_HOME", help="compare with another home (a replay)")
+    p.add_argument("--export", default=None, metavar="DIR", help="write a static site of the pages and exit")
+    p.set_defaults(func=cmd_view)

@@ -1,0 +1,241 @@
+"""The viewer's case index: a side SQLite file with one row per case, for paging, sorting and search.
+
+The read models (``proj_cases``) belong to the fold and do not hold the response text; the
+viewer keeps its own table in ``<home>/view-index.db`` (beside a bare ledger file:
+``<name>.view-index.db``), never altering the projection tables. It is derived data: deleting
+the file only costs a rebuild. ``sync`` brings it up to the read models' position, touching only
+the cases whose streams got events since the last sync.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterator
+
+from evalledger.ledger.envelope import decode_json
+from evalledger.projections.appliers import restore_case
+from evalledger.projections.results import (
+    effective_verdict,
+    is_auto_failed,
+    original_verdict,
+)
+
+INDEX_VERSION = 1
+PAGE_SIZE = 50
+SORTS = {"case": "case_id", "benchmark": "benchmark_name", "model": "model", "question": "question_id",
+         "status": "status", "verdict": "verdict", "seq": "opened_seq"}
+VERDICT_FILTERS = {
+    "pass": "verdict = 'pass'", "fail": "verdict = 'fail'", "auto-failed": "auto_failed = 1",
+    "failed-stage": "failed_stage = 1", "overridden": "overridden = 1", "pending": "status = 'pending'",
+}
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS view_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS view_cases (
+    case_id TEXT PRIMARY KEY, benchmark TEXT, benchmark_name TEXT, model TEXT, kind TEXT,
+    question_id TEXT, status TEXT, verdict TEXT, original_verdict TEXT, overridden INTEGER NOT NULL,
+    auto_failed INTEGER NOT NULL, failed_stage INTEGER NOT NULL, opened_seq INTEGER,
+    question TEXT NOT NULL, response TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS view_cases_verdict ON view_cases (verdict, case_id);
+CREATE INDEX IF NOT EXISTS view_cases_bench ON view_cases (benchmark_name, model, case_id);
+CREATE INDEX IF NOT EXISTS view_cases_model ON view_cases (model, case_id);
+CREATE INDEX IF NOT EXISTS view_cases_name ON view_cases (benchmark_name, case_id);
+CREATE INDEX IF NOT EXISTS view_cases_status ON view_cases (status, case_id);
+CREATE INDEX IF NOT EXISTS view_cases_question ON view_cases (question_id, case_id);
+CREATE INDEX IF NOT EXISTS view_cases_seq ON view_cases (opened_seq);
+CREATE TABLE IF NOT EXISTS view_changed (case_id TEXT PRIMARY KEY);
+INSERT OR IGNORE INTO view_meta VALUES ('version', '{INDEX_VERSION}');
+"""
+
+
+def index_path(led) -> Path:
+    """Where the viewer's index of ``led`` lives (inside the home, or beside a bare ledger file)."""
+    if led.home is not None:
+        return Path(led.home) / "view-index.db"
+    path = Path(led.recorder.path)
+    return path.with_name(path.stem + ".view-index.db")
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating when missing) the index file; one of another version is emptied first."""
+    conn = sqlite3.connect(str(path), isolation_level=None, timeout=30, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    row = None
+    try:
+        row = conn.execute("SELECT value FROM view_meta WHERE key = 'version'").fetchone()
+    except sqlite3.OperationalError:
+        pass
+    if row is not None and row[0] != str(INDEX_VERSION):
+        conn.executescript("DROP TABLE IF EXISTS view_meta; DROP TABLE IF EXISTS view_cases; "
+                           "DROP TABLE IF EXISTS view_changed;")
+    conn.executescript(SCHEMA)
+    return conn
+
+
+def indexed_position(conn: sqlite3.Connection) -> int:
+    """The ledger seq the index was synced up to (0 before the first sync)."""
+    row = conn.execute("SELECT value FROM view_meta WHERE key = 'seq'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ("" if value is None else str(value))
+
+
+def _event_batches(led, from_seq: int, to_seq: int, size: int = 2000) -> Iterator[tuple[dict[str, dict], set[str]]]:
+    """Per ``size`` events of the range: case id -> its case.opened facts, and the case ids touched.
+
+    Batches keep a first build of 100,000 cases in bounded memory.
+    """
+    opened: dict[str, dict] = {}
+    touched: set[str] = set()
+    types = ["case.opened"] if from_seq == 1 else None     # a first build needs the openings only
+    for count, event in enumerate(led.read(from_seq=from_seq, to_seq=to_seq, types=types), 1):
+        if event.stream.startswith("case:"):
+            case_id = event.stream[5:]
+            touched.add(case_id)
+            if event.type == "case.opened":
+                data = event.data if isinstance(event.data, dict) else {}
+                question = data.get("question") if isinstance(data.get("question"), dict) else {}
+                opened[case_id] = {"benchmark_name": _text(data.get("benchmark_name") or data.get("benchmark")),
+                                   "question": _text(question.get("question") or question.get("text")),
+                                   "response": _text(data.get("response")), "seq": event.seq}
+        if count % size == 0:
+            yield opened, touched
+            opened, touched = {}, set()
+    yield opened, touched
+
+
+def benchmark_names(store_conn: sqlite3.Connection) -> dict[str, str]:
+    """Benchmark id -> the name it was registered under."""
+    names = {}
+    for key, state in store_conn.execute("SELECT key, state FROM proj_benchmarks"):
+        name = decode_json(state).get("name")
+        if isinstance(name, str) and name:
+            names[key] = name
+    return names
+
+
+def _case_row(case_id: str, stored: tuple, opened: dict | None, old: tuple | None, names: dict) -> tuple:
+    """One ``view_cases`` row from a proj_cases row and the case's opening (or the row it had)."""
+    benchmark, model, kind, question_id, status, verdict, state = stored
+    case = restore_case(decode_json(state))
+    if opened is None and old is not None:
+        opened = {"benchmark_name": old[0], "question": old[1], "response": old[2], "seq": old[3]}
+    opened = opened or {"benchmark_name": benchmark, "question": "", "response": "", "seq": None}
+    name = names.get(benchmark) or opened["benchmark_name"] or benchmark
+    return (case_id, benchmark, name, model, kind, question_id, status,
+            effective_verdict(case), original_verdict(case), int(bool(case["overrides"])),
+            int(is_auto_failed(case)), int(bool(case["failures"]) and status != "judged"), opened["seq"],
+            opened["question"], opened["response"])
+
+
+def sync(led, conn: sqlite3.Connection, store_conn: sqlite3.Connection) -> int:
+    """Bring the index up to the read models' position; returns the number of cases (re)indexed.
+
+    ``store_conn`` reads the read models (``projections.store``); only cases whose streams got
+    events after the last sync are rewritten, so a sync after a few appends costs a few rows.
+    """
+    row = store_conn.execute("SELECT seq FROM proj_position").fetchone()
+    target = row[0] if row else 0
+    done = indexed_position(conn)
+    if target == done:
+        return 0
+    if target < done:                                      # read models rebuilt: index from scratch
+        conn.execute("DELETE FROM view_cases")
+        done = 0
+    names = benchmark_names(store_conn)
+    written = 0
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for opened, touched in _event_batches(led, done + 1, target):
+            rows = _rows_for(conn, store_conn, sorted(touched), opened, names)
+            conn.executemany("INSERT OR REPLACE INTO view_cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             rows)
+            written += len(rows)
+        conn.execute("INSERT OR REPLACE INTO view_meta VALUES ('seq', ?)", (str(target),))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return written
+
+
+def _rows_for(conn, store_conn, ids: list[str], opened: dict, names: dict) -> list[tuple]:
+    """The new index rows of these cases (their read-model rows, with what the index had of them)."""
+    rows = []
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        marks = ", ".join("?" * len(chunk))
+        old = {r[0]: r[1:] for r in conn.execute(
+            f"SELECT case_id, benchmark_name, question, response, opened_seq FROM view_cases "
+            f"WHERE case_id IN ({marks})", chunk)}
+        for case_id, *stored in store_conn.execute(
+                f"SELECT case_id, benchmark, model, kind, question_id, status, verdict, state FROM proj_cases "
+                f"WHERE case_id IN ({marks})", chunk):
+            rows.append(_case_row(case_id, tuple(stored), opened.get(case_id), old.get(case_id), names))
+    return rows
+
+
+def set_changed(conn: sqlite3.Connection, case_ids: list[str]) -> None:
+    """Record the cases that differ from the compared home (the table's "changed" filter)."""
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("DELETE FROM view_changed")
+    conn.executemany("INSERT OR IGNORE INTO view_changed VALUES (?)", [(c,) for c in case_ids])
+    conn.execute("COMMIT")
+
+
+def _where(filters: dict[str, str]) -> tuple[str, list]:
+    clauses, params = [], []
+    verdict = filters.get("verdict") or ""
+    if verdict in VERDICT_FILTERS:
+        clauses.append(VERDICT_FILTERS[verdict])
+    if filters.get("benchmark"):                           # by name or by id
+        clauses.append("(benchmark_name = ? OR benchmark = ?)")
+        params += [filters["benchmark"], filters["benchmark"]]
+    if filters.get("model"):
+        clauses.append("model = ?")
+        params.append(filters["model"])
+    if filters.get("q"):
+        needle = "%" + filters["q"].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        clauses.append("(question LIKE ? ESCAPE '\\' OR response LIKE ? ESCAPE '\\' OR case_id LIKE ? ESCAPE '\\')")
+        params += [needle, needle, needle]
+    if filters.get("changed"):
+        clauses.append("case_id IN (SELECT case_id FROM view_changed)")
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def query_cases(conn: sqlite3.Connection, filters: dict[str, str], sort: str = "case", descending: bool = False,
+                page: int = 1, page_size: int = PAGE_SIZE) -> dict[str, Any]:
+    """One page of cases matching ``filters`` (verdict, benchmark, model, q, changed), and the total."""
+    where, params = _where(filters)
+    column = SORTS.get(sort, "case_id")
+    order = "DESC" if descending else "ASC"
+    tie = "" if column == "case_id" else f", case_id {order}"   # a repeated key would make SQLite sort
+    total = conn.execute(f"SELECT COUNT(*) FROM view_cases{where}", params).fetchone()[0]
+    pages = max(1, -(-total // page_size))
+    page = min(max(1, page), pages)
+    # Two steps: the page's ids from the sort column's index alone (skipping OFFSET entries of a
+    # narrow index, not of the table with its response texts), then those rows by primary key.
+    ids = [r[0] for r in conn.execute(
+        f"SELECT case_id FROM view_cases{where} ORDER BY {column} {order}{tie} LIMIT ? OFFSET ?",
+        [*params, page_size, (page - 1) * page_size])]
+    marks = ", ".join("?" * len(ids))
+    found = {r[0]: r for r in conn.execute(
+        f"SELECT case_id, benchmark_name, model, kind, question_id, status, verdict, original_verdict, "
+        f"overridden, auto_failed, failed_stage, substr(question, 1, 160) FROM view_cases "
+        f"WHERE case_id IN ({marks})", ids)} if ids else {}
+    rows = [found[i] for i in ids if i in found]
+    keys = ("case_id", "benchmark", "model", "kind", "question_id", "status", "verdict", "original_verdict",
+            "overridden", "auto_failed", "failed_stage", "question")
+    return {"rows": [dict(zip(keys, r, strict=True)) for r in rows], "total": total, "page": page, "pages": pages}
+
+
+def choices(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    """The benchmark names and models present, for the filter form."""
+    return {"benchmarks": [r[0] for r in conn.execute(
+                "SELECT DISTINCT benchmark_name FROM view_cases ORDER BY 1") if r[0] is not None],
+            "models": [r[0] for r in conn.execute(
+                "SELECT DISTINCT model FROM view_cases ORDER BY 1") if r[0] is not None]}

@@ -1,0 +1,137 @@
+"""What the viewer knows about its home: the open ledger, the read models, the case index, and the
+cached overview and comparison, each refreshed only when the ledger head moves.
+
+One ``HomeView`` per served (or exported) home. Its methods are synchronous and run on the
+server's event-loop thread (sqlite connections stay on one thread); each is cheap when nothing
+changed: a head lookup.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from evalledger.cli.viewer import index
+from evalledger.ledger.envelope import decode_json
+from evalledger.projections.aggregate import build_aggregates
+from evalledger.projections.appliers import restore_case
+from evalledger.projections.history import CaseNotFound, case_history
+from evalledger.projections.results import case_result
+from evalledger.projections.store import ReadModelStore, reports_dir, store_path
+
+from evalledger import ledger, projections
+
+
+class HomeView:
+    """The viewer's handle on one home (read-only except for review writes, which open their own)."""
+
+    def __init__(self, home: str | Path, compare: str | Path | None = None):
+        self.home = str(home)
+        self.compare_home = str(compare) if compare else None
+        self.led = ledger.open_ledger(self.home, readonly=True)
+        self.index = index.connect(index.index_path(self.led))
+        self.store = sqlite3.connect(store_path(self.led), timeout=30, check_same_thread=False)
+        self.seen_head = -1
+        self._overview: tuple[int, Any] | None = None
+        self._diff: tuple[tuple[int, int], dict] | None = None
+        self._choices: tuple[int, dict] | None = None
+        self.refresh()
+
+    def close(self) -> None:
+        """Close the ledger and the index."""
+        self.index.close()
+        self.store.close()
+        self.led.close()
+
+    def head_seq(self) -> int:
+        """The ledger's head seq right now (events other processes appended included)."""
+        return self.led.head().seq
+
+    def refresh(self) -> bool:
+        """Fold new events into the read models and the index; True when the head moved."""
+        seq = self.head_seq()
+        if seq == self.seen_head:
+            return False
+        projections.update(self.led)
+        index.sync(self.led, self.index, self.store)
+        self.seen_head = seq
+        return True
+
+    # --- pages' data --------------------------------------------------------------------------------
+    def overview(self) -> tuple[dict, dict]:
+        """The aggregates (as in aggregate-stats.json) and the runs, cached per head."""
+        if self._overview is None or self._overview[0] != self.seen_head:
+            store = ReadModelStore(self.led)
+            try:
+                runs = store.load_keyed("proj_runs")
+                aggregates = self._written_aggregates(store.position())
+                if aggregates is None:
+                    aggregates = build_aggregates(store.position(), list(store.iter_cases()),
+                                                  store.load_keyed("proj_benchmarks"), runs)
+            finally:
+                store.close()
+            self._overview = (self.seen_head, (aggregates, runs))
+        return self._overview[1]
+
+    def _written_aggregates(self, position: tuple[int, str]) -> dict | None:
+        """``reports/aggregate-stats.json`` when it was built from exactly this position (the same
+        document the fold would give, without loading every case), else None."""
+        path = reports_dir(self.led) / "aggregate-stats.json"
+        try:
+            written = decode_json(path.read_bytes())
+        except (OSError, ValueError):
+            return None
+        head = written.get("ledger_head") if isinstance(written, dict) else None
+        if head != {"seq": position[0], "hash": position[1]}:
+            return None
+        return written
+
+    def choices(self) -> dict:
+        """Benchmarks and models for the filter form, cached per head."""
+        if self._choices is None or self._choices[0] != self.seen_head:
+            self._choices = (self.seen_head, index.choices(self.index))
+        return self._choices[1]
+
+    def cases(self, filters: dict, sort: str, descending: bool, page: int) -> dict:
+        """One page of the case table."""
+        if filters.get("changed") and self.compare_home:
+            self.diff()                                     # keeps view_changed current
+        return index.query_cases(self.index, filters, sort, descending, page)
+
+    def case(self, case_id: str) -> tuple[dict, dict | None]:
+        """The case's history (from the ledger) and its result (from the read models)."""
+        if not case_id.isalnum() or len(case_id) > 128:
+            raise CaseNotFound(f"no case {case_id!r} in this ledger")
+        history = case_history(self.led, case_id)
+        row = self.store.execute("SELECT state FROM proj_cases WHERE case_id = ?", (case_id,)).fetchone()
+        result = case_result(restore_case(decode_json(row[0]))) if row else None
+        return history, result
+
+    def verify(self):
+        """``led.verify()`` now (on demand: it reads every event)."""
+        return self.led.verify()
+
+    def diff(self) -> dict | None:
+        """The comparison with the ``--compare`` home, cached per pair of heads."""
+        if not self.compare_home:
+            return None
+        from evalledger.projections.catch_up import update
+        from evalledger.projections.diff import diff_models
+        with ledger.open_ledger(self.compare_home, readonly=True) as other:
+            key = (self.seen_head, other.head().seq)
+            if self._diff is None or self._diff[0] != key:
+                mine, theirs = ReadModelStore(self.led), ReadModelStore(other)
+                try:
+                    update(other, theirs)
+                    result = diff_models(self.led, mine, other, theirs)
+                finally:
+                    mine.close()
+                    theirs.close()
+                index.set_changed(self.index, [c["case_id"] for c in result["changed_cases"]])
+                self._diff = (key, result)
+        return self._diff[1]
+
+    def all_case_ids(self) -> list[str]:
+        """Every indexed case id, sorted (the export walks them)."""
+        return [r[0] for r in self.index.execute("SELECT case_id FROM view_cases ORDER BY case_id")]

@@ -1,0 +1,314 @@
+"""The viewer without a browser: aiohttp's test client against a real home (escaping, CSP, review
+refusals, paging, filters, export, live events), and ``evalledger view`` from the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+from html.parser import HTMLParser
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from evalledger.cli.viewer import CSP, export_site, make_app
+from viewer_support import failing_home, xss_home
+
+from evalledger import ledger
+
+TOKEN = "launch-token-for-tests"
+
+
+def serve(home, test, **options):
+    """Run ``await test(client)`` against the viewer of ``home`` on a real local socket."""
+    async def main():
+        app = make_app(home, token=TOKEN, **options)
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            return await test(client)
+    return asyncio.run(main())
+
+
+class Tags(HTMLParser):
+    """Every start tag with its attributes, to check what a page would make a browser do."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        """Record the tag and its attributes."""
+        self.tags.append((tag, dict(attrs)))
+
+
+def tags_of(text: str) -> list[tuple[str, dict]]:
+    parser = Tags()
+    parser.feed(text)
+    return parser.tags
+
+
+def assert_inert(text: str) -> None:
+    """No script but the packaged one, no event-handler attribute, no javascript: URL, no img/svg."""
+    for tag, attrs in tags_of(text):
+        assert tag not in ("img", "svg", "iframe", "object"), (tag, attrs)
+        if tag == "script":
+            assert attrs.get("src") == "/static/view.js", attrs
+        assert not [a for a in attrs if a.startswith("on")], (tag, attrs)
+        for name in ("href", "src", "action"):
+            assert not str(attrs.get(name, "")).strip().lower().startswith("javascript:"), (tag, attrs)
+
+
+@pytest.fixture
+def failing(tmp_path):
+    ids = failing_home(tmp_path / "home", extra_cases=120)
+    return tmp_path / "home", ids
+
+
+def test_hostile_content_renders_as_text_on_every_page(tmp_path):
+    ids = xss_home(tmp_path / "home")
+
+    async def test(client):
+        pages = {}
+        for url in ["/", "/cases", "/cases?q=script", "/compare", *[f"/case/{i}" for i in ids]]:
+            response = await client.get(url)
+            assert response.status == 200, url
+            assert response.headers["Content-Security-Policy"] == CSP
+            pages[url] = await response.text()
+        return pages
+    pages = serve(tmp_path / "home", test)
+    for url, text in pages.items():
+        assert_inert(text)
+        assert "<script>alert" not in text and "<img" not in text and "<svg" not in text, url
+    case_text = pages[f"/case/{ids[0]}"]
+    assert "&lt;script&gt;alert(&quot;x1&quot;)&lt;/script&gt;" in case_text      # shown, as text
+    assert "&quot;&gt;&lt;img src=x onerror=alert(&quot;x2&quot;)&gt;" in case_text
+    assert "script-src 'self'" in CSP and "unsafe-inline" not in CSP
+
+
+def test_case_page_shows_quotes_fields_calls_and_reviews(failing):
+    home, ids = failing
+
+    async def test(client):
+        return [await (await client.get(f"/case/{ids[k]}")).text() for k in ("failed_quote", "overridden")]
+    quote_page, override_page = serve(home, test)
+    assert '<mark class="excerpt" title="similarity 0.97">approved in 2001 by the FDA</mark>' in quote_page
+    assert '<mark class="failed-quote">approved in 1999 by the EMA</mark> similarity 0.41' in quote_page
+    assert "excerpt.retried" in quote_page and "case.auto_failed" in quote_page
+    assert "judge call" in quote_page and "latency 12.5 ms" in quote_page and "· live ·" in quote_page
+    seqs = re.findall(r'<li class="event [^"]*" id="seq-(\d+)"', quote_page)
+    assert seqs == sorted(seqs, key=int) and len(seqs) >= 5                       # ledger order, linked by seq
+    assert "original verdict <span class=\"badge pass\">pass</span>" in override_page
+    assert "verdict in force <span class=\"badge fail\">fail</span>" in override_page
+    assert "dose unit wrong" in override_page and "ana" in override_page
+    assert "form" not in re.sub(r"<form class=\"filters\".*?</form>", "", override_page)   # read-only: no forms
+
+
+def test_case_table_pages_filters_and_sorts_every_case_once(failing):
+    home, ids = failing
+
+    async def test(client):
+        seen, page = [], 1
+        while True:
+            text = await (await client.get(f"/cases?sort=verdict&desc=1&page={page}")).text()
+            seen += re.findall(r'class="case-link" href="/case/(\w+)"', text)
+            if 'rel="next"' not in text:
+                break
+            page += 1
+        fails = await (await client.get("/cases?verdict=fail")).text()
+        auto = await (await client.get("/cases?verdict=auto-failed")).text()
+        over = await (await client.get("/cases?verdict=overridden")).text()
+        stage = await (await client.get("/cases?verdict=failed-stage")).text()
+        found = await (await client.get("/cases?q=fast-track")).text()
+        model = await (await client.get("/cases?model=model-y&benchmark=pharma")).text()
+        beyond = await (await client.get("/cases?page=999")).text()
+        return seen, page, fails, auto, over, stage, found, model, beyond
+    seen, pages, fails, auto, over, stage, found, model, beyond = serve(home, test)
+    with ledger.open_ledger(home, readonly=True) as led:
+        opened = {e.data["case_id"] for e in led.read(types=["case.opened"])}
+    assert sorted(seen) == sorted(opened) and len(seen) == 123 and pages == 3       # 50 a page, each once
+    conn = sqlite3.connect(home / "ledger.db")
+    fail_count = conn.execute("SELECT COUNT(*) FROM proj_cases WHERE verdict = 'fail'").fetchone()[0]
+    model_y = conn.execute("SELECT COUNT(*) FROM proj_cases WHERE model = 'model-y'").fetchone()[0]
+    conn.close()
+    assert f"{fail_count} cases" in fails and fail_count > 30
+    assert re.findall(r'class="case-link" href="/case/(\w+)"', auto) == [ids["failed_quote"]]
+    assert re.findall(r'class="case-link" href="/case/(\w+)"', over) == [ids["overridden"]]
+    assert re.findall(r'class="case-link" href="/case/(\w+)"', stage) == [ids["stage_failed"]]
+    assert re.findall(r'class="case-link" href="/case/(\w+)"', found) == [ids["failed_quote"]]   # response text
+    assert f"{model_y} cases" in model
+    assert "page 3 of 3" in beyond
+
+
+def test_writes_are_refused_without_review_mode(failing):
+    home, ids = failing
+
+    async def test(client):
+        response = await client.post(f"/case/{ids['overridden']}/override",
+                                     data={"token": TOKEN, "verdict": "pass", "reason": "r", "author": "a"})
+        return response.status
+    assert serve(home, test) == 405
+    with ledger.open_ledger(home, readonly=True) as led:
+        assert len(list(led.read(types=["verdict.overridden"]))) == 1                  # only the original
+
+
+@pytest.mark.parametrize("token, origin, status", [
+    (None, None, 403), ("wrong", None, 403), (TOKEN, "http://evil.example", 403), (TOKEN, "null", 403),
+])
+def test_review_refuses_a_write_without_the_token_or_from_another_origin(failing, token, origin, status):
+    home, ids = failing
+
+    async def test(client):
+        data = {"verdict": "pass", "reason": "r", "author": "a", **({"token": token} if token else {})}
+        headers = {"Origin": origin} if origin else {}
+        response = await client.post(f"/case/{ids['failed_quote']}/override", data=data, headers=headers,
+                                     allow_redirects=False)
+        return response.status
+    assert serve(home, test, review=True) == status
+    with ledger.open_ledger(home, readonly=True) as led:
+        assert len(list(led.read(types=["verdict.overridden"]))) == 1
+
+
+def test_review_writes_the_same_events_as_the_cli(failing, run_cli):
+    home, ids = failing
+    case_id = ids["failed_quote"]
+
+    async def test(client):
+        origin = f"http://{client.host}:{client.port}"
+        missing = await client.post(f"/case/{case_id}/override", data={"token": TOKEN, "verdict": "pass",
+                                    "reason": "synonym", "author": " "}, headers={"Origin": origin},
+                                    allow_redirects=False)
+        ok = await client.post(f"/case/{case_id}/override", data={"token": TOKEN, "verdict": "pass",
+                               "reason": "synonym", "author": "ana"}, headers={"Origin": origin},
+                               allow_redirects=False)
+        note = await client.post(f"/case/{case_id}/note", data={"token": TOKEN, "text": "checked", "author": "bo"},
+                                 headers={"Origin": origin}, allow_redirects=False)
+        page = await (await client.get(f"/case/{case_id}?token={TOKEN}")).text()
+        return missing.status, ok.status, note.status, page
+    missing, ok, note, page = serve(home, test, review=True)
+    assert (missing, ok, note) == (400, 303, 303)
+    assert 'id="override-form"' in page and "verdict in force <span class=\"badge pass\">pass</span>" in page
+    assert run_cli("override", ids["overridden"], "--verdict", "pass", "--reason", "synonym", "--author", "ana",
+                   home=home).returncode == 0
+    assert run_cli("note", ids["overridden"], "checked", "--author", "bo", home=home).returncode == 0
+    with ledger.open_ledger(home, readonly=True) as led:
+        web = [e for e in led.read(stream=f"case:{case_id}") if e.type in ("verdict.overridden", "note.added")]
+        by_cli = [e for e in led.read(stream=f"case:{ids['overridden']}")
+                  if e.type in ("verdict.overridden", "note.added")][1:]           # after the synthetic override
+    assert [(e.type, sorted(e.data), e.meta.get("stage")) for e in web] == \
+           [(e.type, sorted(e.data), e.meta.get("stage")) for e in by_cli]
+    assert web[0].data == {**by_cli[0].data, "case_id": case_id}
+
+
+def test_a_host_the_server_did_not_bind_is_refused(failing):
+    home, _ = failing
+
+    async def test(client):
+        return (await client.get("/")).status, (await client.get("/", headers={"Host": "127.0.0.1:1"})).status
+    assert serve(home, test, hosts={"127.0.0.1:1"}) == (403, 200)
+
+
+def test_only_packaged_assets_are_served(failing):
+    home, _ = failing
+
+    async def test(client):
+        return [(await client.get(u)).status for u in
+                ("/static/view.css", "/static/view.js", "/static/..%2Fledger.db", "/static/index.py",
+                 "/case/..%2F..%2Fetc%2Fpasswd", "/case/nosuchcase")]
+    assert serve(home, test) == [200, 200, 404, 404, 404, 404]
+
+
+def test_open_pages_hear_of_new_events(failing, run_cli):
+    home, ids = failing
+
+    async def test(client):
+        response = await client.get("/events")
+        first = await asyncio.wait_for(_next_event(response), 10)
+        done = await asyncio.to_thread(run_cli, "note", ids["overridden"], "live?", "--author", "cy", home=home)
+        assert done.returncode == 0, done.stderr
+        second = await asyncio.wait_for(_next_event(response), 15)
+        response.close()
+        return int(first), int(second)
+    first, second = serve(home, test)
+    with ledger.open_ledger(home, readonly=True) as led:
+        assert second == led.head().seq == first + 1
+
+
+async def _next_event(response) -> str:
+    data = None
+    while True:
+        line = (await response.content.readline()).decode().strip()
+        if line.startswith("data:"):
+            data = line[5:].strip()
+        elif not line and data is not None:
+            return data
+
+
+def test_export_writes_a_site_whose_links_all_resolve(failing):
+    home, ids = failing
+    out = home.parent / "site"
+    written = export_site(home, out)
+    files = sorted(p for p in out.rglob("*.html"))
+    assert written == len(files) == 3 + 3 + 123 + 1 - 1                   # index, verify, 3 table pages, cases, compare
+    for path in files:
+        text = path.read_text()
+        assert "<script" not in text
+        for _, attrs in tags_of(text):
+            for name in ("href", "src"):
+                target = attrs.get(name)
+                if target and not target.startswith("#"):
+                    assert not target.startswith(("/", "http")), (path, target)
+                    assert (path.parent / target.split("#")[0]).resolve().exists(), (path, target)
+    assert "approved in 1999 by the EMA" in (out / "case" / f"{ids['failed_quote']}.html").read_text()
+
+
+def test_view_command_line(failing, run_cli, tmp_path):
+    home, _ = failing
+    done = run_cli("view", "--export", tmp_path / "out", home=home)
+    assert done.returncode == 0 and "pages to" in done.stdout, done.stderr
+    assert (tmp_path / "out" / "index.html").exists()
+    missing = run_cli("view", "--export", tmp_path / "o2", home=tmp_path / "nohome")
+    assert missing.returncode == 2 and "no evalledger home" in missing.stderr
+    bad_port = run_cli("view", "--port", "70000", home=home)
+    assert bad_port.returncode == 2 and "--port 70000" in bad_port.stderr
+    bad_compare = run_cli("view", "--compare", tmp_path / "nothing", "--export", tmp_path / "o3", home=home)
+    assert bad_compare.returncode == 2 and "--compare" in bad_compare.stderr
+    assert "example:" in run_cli("view", "--help").stdout
+
+
+def test_table_queries_agree_with_a_brute_force_filter_and_sort(failing):
+    """Any filter, sort and page gives the rows a plain Python filter and sort of the read models give."""
+    from evalledger.cli.viewer import index
+    from evalledger.cli.viewer.state import HomeView
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    home, ids = failing
+    view = HomeView(home)
+    try:
+        everything = [dict(zip(("case_id", "model", "status", "verdict", "question_id", "question", "response"), r,
+                               strict=True))
+                      for r in view.index.execute("SELECT case_id, model, status, verdict, question_id, question, "
+                                                  "response FROM view_cases")]
+        with sqlite3.connect(home / "ledger.db") as db:
+            truth = {r[0]: r[1:] for r in db.execute("SELECT case_id, model, status, verdict FROM proj_cases")}
+        assert {r["case_id"]: (r["model"], r["status"], r["verdict"]) for r in everything} == truth
+
+        @settings(max_examples=60, deadline=None)
+        @given(verdict=st.sampled_from(["", "pass", "fail", "pending"]), model=st.sampled_from(["", "model-x", "model-y"]),
+               q=st.sampled_from(["", "x0001", "question", "fast", "%", "_"]),
+               sort=st.sampled_from(["case", "model", "status", "verdict", "question"]), desc=st.booleans(),
+               page=st.integers(1, 4), size=st.integers(1, 60))
+        def check(verdict, model, q, sort, desc, page, size):
+            filters = {k: v for k, v in (("verdict", verdict), ("model", model), ("q", q)) if v}
+            result = index.query_cases(view.index, filters, sort, desc, page, size)
+            wanted = [r for r in everything
+                      if (not verdict or (r["status"] == "pending" if verdict == "pending" else r["verdict"] == verdict))
+                      and (not model or r["model"] == model)
+                      and (not q or any(q.lower() in (r[k] or "").lower() for k in ("question", "response", "case_id")))]
+            key = {"case": "case_id", "model": "model", "status": "status", "verdict": "verdict",
+                   "question": "question_id"}[sort]
+            wanted.sort(key=lambda r: ((r[key] is not None, r[key] or ""), r["case_id"]), reverse=desc)
+            pages = max(1, -(-len(wanted) // size))
+            start = (min(page, pages) - 1) * size
+            assert result["total"] == len(wanted)
+            assert [r["case_id"] for r in result["rows"]] == [r["case_id"] for r in wanted[start:start + size]]
+        check()
+    finally:
+        view.close()

@@ -1,0 +1,109 @@
+"""Homes and a running viewer for the viewer tests: the demo home, a synthetic home with failed
+quotes and overrides, a hostile (XSS) home, and ``evalledger view`` as a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from evalledger import ledger
+from evalledger.testing import synthetic as syn
+
+XSS = ['<script>alert("x1")</script>', '"><img src=x onerror=alert("x2")>', "javascript:alert('x3')",
+       "<a href=\"javascript:alert('x4')\">click</a>", "</pre><svg onload=alert('x5')>", "{{7*7}}&amp;"]
+
+
+def demo_home(tmp: Path) -> Path:
+    """A judged demo home (``evalledger demo``), made by the CLI in a subprocess."""
+    from conftest import cli
+    done = cli("demo", "--dir", tmp, timeout=240)
+    assert done.returncode == 0, done.stderr
+    [home] = [p for p in tmp.iterdir() if p.name.startswith("evalledger-demo-")]
+    return home
+
+
+def failing_home(path: Path, extra_cases: int = 0) -> dict:
+    """A home of synthetic template cases: one with a failed quote and an auto-fail, one passed and
+    overridden to fail, one whose stage failed, then ``extra_cases`` plain ones. Returns their ids."""
+    home = ledger.init_home(path)
+    ids = {}
+    with ledger.open_ledger(home) as led:
+        led.append([syn.benchmark("b1", "template", name="pharma", questions=3)])
+        response = "The drug was approved in 2001 by the FDA after a fast-track review."
+        cid, first = syn.opened("b1", "template", "q1", "model-x", {"id": "q1", "question": "When was it approved?",
+                                "template": {"fields": [{"name": "year", "ground_truth": 2001}]}},
+                                response=response)
+        led.append([first, syn.judge_call(cid, "extract_excerpts"),
+                    syn.excerpt_retried(cid, "year", 1, [{"text": "approved in 1999 by the EMA", "similarity": 0.41}]),
+                    syn.excerpt(cid, "year", "approved in 2001 by the FDA", 0.97, attempt=2),
+                    syn.field(cid, "year", False, extracted=1999, expected=2001),
+                    syn.auto_failed(cid, ["excerpt for 'year' below threshold"]),
+                    syn.judged(cid, "fail", auto_failed=True, reasons=["field year failed"])])
+        ids["failed_quote"] = cid
+        cid, events = syn.template_case("b1", "q2", "model-x", "pass", {"dose": True})
+        led.append(events + [syn.overridden(cid, "fail", "dose unit wrong", "ana")])
+        ids["overridden"] = cid
+        cid, first = syn.opened("b1", "template", "q3", "model-y", {"id": "q3", "question": "Which class?"},
+                                response="a statin")
+        led.append([first, syn.stage_failed(cid, "template", "judge unreachable after 3 attempts")])
+        ids["stage_failed"] = cid
+        for i in range(extra_cases):
+            cid, events = syn.template_case("b1", f"x{i:05d}", "model-x" if i % 2 else "model-y",
+                                            "pass" if i % 3 else "fail", {"f": bool(i % 3)}, calls=1)
+            led.append(events)
+    return ids
+
+
+def xss_home(path: Path) -> list[str]:
+    """A home whose benchmark name, models, questions, responses, ids and judge replies are hostile."""
+    home = ledger.init_home(path)
+    ids = []
+    with ledger.open_ledger(home) as led:
+        led.append([syn.benchmark("bx", "template", name=XSS[0] + XSS[2], questions=len(XSS))])
+        for i, payload in enumerate(XSS):
+            cid, first = syn.opened("bx", "template", payload, XSS[(i + 1) % len(XSS)],
+                                    {"id": payload, "question": payload + " " + XSS[(i + 2) % len(XSS)],
+                                     "template": {"fields": [{"name": payload, "ground_truth": XSS[1]}]}},
+                                    response=f"{payload} and {XSS[(i + 3) % len(XSS)]}")
+            call = syn.judge_call(cid, "parse")
+            call.data["reply"] = {"values": {payload: XSS[4]}}
+            led.append([first, call, syn.excerpt(cid, payload, payload, 1.0),
+                        syn.excerpt_retried(cid, payload, 1, [{"text": XSS[3], "similarity": 0.2}]),
+                        syn.field(cid, payload, False, extracted=XSS[1], expected=XSS[0]),
+                        syn.judged(cid, "fail", reasons=[XSS[4]]),
+                        ledger.NewEvent(f"case:{cid}", "note.added", {"text": XSS[3], "author": XSS[0]})])
+            ids.append(cid)
+    return ids
+
+
+def start_viewer(home: Path, *args: str, timeout: float = 60) -> tuple[subprocess.Popen, str]:
+    """``evalledger view --port 0`` in a subprocess; returns it and the URL it printed."""
+    proc = subprocess.Popen([sys.executable, "-m", "evalledger", "--home", str(home), "view", "--port", "0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    deadline = time.monotonic() + timeout
+    line = ""
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        found = re.search(r"(http://\S+)", line)
+        if found:
+            return proc, found.group(1)
+        if proc.poll() is not None:
+            break
+    proc.kill()
+    raise AssertionError(f"viewer did not start: {line} {proc.stderr.read()}")
+
+
+def stop_viewer(proc: subprocess.Popen) -> None:
+    """Stop a viewer started by ``start_viewer`` (SIGINT, as Ctrl-C), killing it if it hangs."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
