@@ -15,6 +15,11 @@ from evalledger.stages.judge import JudgeError
 from evalledger.cli.progress import Progress
 
 
+# The judge server could not answer (unreachable, credentials refused, failing): the run stopped
+# early with its cases pending. Not a finding (1) nor a usage error (2): running again finishes.
+EXIT_STOPPED = 3
+
+
 def add_judge_options(p) -> None:
     """--judge, --model, --config, --set, --no-cache, --concurrency."""
     p.add_argument("--judge", choices=("offline", "openai", "replay"), default=None,
@@ -26,6 +31,49 @@ def add_judge_options(p) -> None:
                    help="one config key (dotted for nested: audit.high_severe_min=4); wins over --config")
     p.add_argument("--no-cache", action="store_true", help="do not reuse recorded judge replies")
     p.add_argument("--concurrency", type=int, default=None, help="judge calls in flight at once")
+    add_provider_options(p)
+
+
+# --flag -> the judge_options key it sets (docs/judge.md gives the bounds).
+PROVIDER_FLAGS = {"temperature": "--temperature", "max_tokens": "--max-tokens",
+                  "max_completion_tokens": "--max-completion-tokens", "timeout_s": "--timeout",
+                  "max_reply_bytes": "--max-reply-bytes", "breaker_failures": "--breaker-failures"}
+
+
+def add_provider_options(p) -> None:
+    """The judge server's provider settings; each wins over the config's ``judge_options``."""
+    g = p.add_argument_group("judge server settings (openai judge; bounds in docs/judge.md)")
+    g.add_argument("--temperature", default=None, metavar="T|omit",
+                   help="sampling temperature 0-2 (default 0); 'omit' sends none, for reasoning models")
+    g.add_argument("--max-tokens", type=int, default=None, metavar="N", help="max_tokens of a reply")
+    g.add_argument("--max-completion-tokens", type=int, default=None, metavar="N",
+                   help="max_completion_tokens of a reply (reasoning models)")
+    g.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="seconds a request may take, reply included (default 60)")
+    g.add_argument("--max-reply-bytes", type=int, default=None, metavar="N",
+                   help="a longer reply body is an invalid reply (default 1048576)")
+    g.add_argument("--breaker-failures", type=int, default=None, metavar="N",
+                   help="consecutive server failures that stop the run, cases left pending (default 8)")
+
+
+def provider_options(args) -> dict:
+    """The JudgeSettings keys the provider flags set; a value out of bounds is a usage error."""
+    from pydantic import ValidationError
+
+    from evalledger.cli.errors import UsageError
+    from evalledger.stages.config import JudgeOptions
+    given = {key: getattr(args, key, None) for key in PROVIDER_FLAGS}
+    given = {key: value for key, value in given.items() if value is not None}
+    if given.get("temperature") not in (None, "omit"):
+        try:
+            given["temperature"] = float(given["temperature"])
+        except ValueError:
+            raise UsageError(f"--temperature takes a number from 0 to 2 or 'omit', not {given['temperature']!r}") from None
+    try:
+        return JudgeOptions(**given).settings_keys()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise UsageError(f"{PROVIDER_FLAGS[str(err['loc'][0])]}: {err['msg']}") from None
 
 
 def run_settings(args, **flags) -> RunSettings:
@@ -38,6 +86,7 @@ def run_settings(args, **flags) -> RunSettings:
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     options = {"concurrency": args.concurrency} if args.concurrency else {}
+    options.update(provider_options(args))
     settings = RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model,
                            judge_options=options, no_cache=args.no_cache, **flags)
     try:
@@ -59,7 +108,8 @@ def register(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    """Run until idle; exit 1 when a case failed (its stage.failed says why), else 0."""
+    """Run until idle; exit 1 when a case failed (its stage.failed says why), 3 when the judge server
+    could not answer and the run stopped early (cases left pending), else 0."""
     from evalledger.cli.errors import UsageError
     settings = run_settings(args, retry_failed=args.retry_failed)
     progress = None if args.quiet else Progress(sys.stderr)
@@ -78,4 +128,8 @@ def cmd_run(args) -> int:
           f"{summary.judge_calls} judge call(s), {summary.retries} retr{'y' if summary.retries == 1 else 'ies'}")
     for failure in summary.failures:
         print(f"  failed {failure['stage']} case {failure['case_id']}: {failure['reason']}")
+    if summary.stopped:
+        print(f"evalledger run: stopped early: {summary.stopped}; {summary.pending} case(s) left pending, "
+              "none failed by it (run again to finish them)", file=sys.stderr)
+        return EXIT_STOPPED
     return 1 if summary.failed else 0

@@ -130,6 +130,7 @@ class Judge:
                 "request": request_record, "reply": _jsonable(attempt.reply), "cost": attempt.cost,
                 "raw_reply": attempt.raw_reply, "sent": attempt.sent, "http_status": attempt.http_status,
                 "source_event": attempt.source_event, "source_backend": attempt.source_backend,
+                "concurrency": attempt.concurrency,
             }
             if self.backend.network:  # commit off the event loop, batched with calls ending together
                 return await self._committer().record(call_event(case_id, payload, step_attempt,
