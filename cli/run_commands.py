@@ -121,7 +121,7 @@ def cmd_run(args) -> int:
     if summary.busy:
         print("another run is processing this ledger in this process; it will take these cases")
         return 0
-    if summary.cases == 0:
+    if summary.cases == 0 and not summary.stopped:
         print("nothing pending")
         return 0
     print(f"run {summary.run_id}: {summary.cases} case(s), {summary.judged} judged, {summary.failed} failed, "

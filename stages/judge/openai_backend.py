@@ -158,21 +158,21 @@ class OpenAIBackend:
                               failures: int) -> None:
         """Record a failed HTTP attempt; raise when it ends the call (or the run), else return to retry."""
         record.error = self._redact(outcome.error or "")
+        # The breaker moves before the record is awaited, so no other call sends meanwhile.
+        if outcome.kind == "unavailable":
+            self.breaker.trip(record.error)
+        elif outcome.kind == "transient":
+            self.breaker.failure(record.error)
+        if outcome.kind != "rejected" and failures >= self.settings.max_attempts:
+            self.breaker.trip(f"{record.error} (after {failures} attempts)")
         await call.record(record)
-        url = self.settings.resolved_base_url()
         if outcome.kind == "rejected":
             self._log(call, record.number, record.error)
             raise JudgeCallFailed(call.role, call.case_id, call.request_hash, record.error,
                                   record.number - call.first_attempt + 1)
         log.info("judge %s for case %s, attempt %d: %s", call.role, call.case_id, record.number, record.error)
-        if outcome.kind == "unavailable":
-            self.breaker.trip(record.error)
-        elif outcome.kind == "transient":
-            self.breaker.failure(record.error)
-        if not self.breaker.is_open and failures >= self.settings.max_attempts:
-            self.breaker.trip(f"{record.error} (after {failures} attempts)")
         if self.breaker.is_open:
-            raise JudgeUnavailable(url, self.breaker.reason)
+            raise JudgeUnavailable(self.settings.resolved_base_url(), self.breaker.reason)
 
     def _read_reply(self, call: PendingCall, outcome: HttpOutcome) -> tuple[Model | None, str | None]:
         """The validated, storable reply of a 200, or why it is an invalid reply."""
@@ -235,6 +235,9 @@ class OpenAIBackend:
         limit = self.limit
         round_sent = await limit.acquire()
         concurrency = limit.current
+        if self.breaker.is_open:   # it opened while this call waited for a slot: send nothing
+            limit.release()
+            raise JudgeUnavailable(self.settings.resolved_base_url(), self.breaker.reason)
         try:
             outcome = await self._post(messages, schema, role)
         finally:
