@@ -18,7 +18,8 @@ PERF = Path(__file__).resolve().parents[1] / "benchmarks" / "perf"
 CASES = {
     "fuzzy_bench.py": (["--small"], ["speed-up vs difflib", "ExactMatch", "NumericTolerance", "checks/s"]),
     "judge_bench.py": (["--calls", "60", "--concurrency", "8", "--latency", "0.01"],
-                       ["ideal", "ratio", "recording", "target < 1.0 ms"]),
+                       ["ideal", "ratio", "recording", "target < 1.0 ms", "answered 429 and retried",
+                        "lowest adaptive concurrency"]),
     "ledger_bench.py": (["1000"], ["append", "1 event a transaction", "read", "peak RSS", "verify"]),
     "watch_bench.py": (["--ci", "--trials", "2", "--burst", "5", "--idle-seconds", "1"],
                        ["latency rename -> last case.judged", "burst", "idle daemon CPU"]),

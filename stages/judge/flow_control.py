@@ -19,8 +19,8 @@ import logging
 
 log = logging.getLogger("evalledger.judge")
 
-STORM_SHARE = 0.25       # 429s are a storm when their moving share passes this
-SHARE_WEIGHT = 1 / 16    # weight of the newest answer in the moving share
+STORM_SHARE = 0.3        # 429s are a storm when their moving share reaches this
+SHARE_WEIGHT = 1 / 32    # weight of the newest answer: a steady tenth of 429s stays near 0.1
 
 
 class AdaptiveLimit:
@@ -47,6 +47,10 @@ class AdaptiveLimit:
             self._waiters.append(waiter)
             try:
                 await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake()   # woken, then cancelled: pass the free slot on
+                raise
             finally:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
@@ -83,10 +87,14 @@ class AdaptiveLimit:
         log.info("judge concurrency %d -> %d (%s)", before, self.current, why)
 
     def _wake(self) -> None:
-        """Let waiters look again (each re-checks the limit)."""
+        """Wake as many waiters as there are free slots, first come first served (each re-checks)."""
+        free = self.current - self.in_flight
         for waiter in self._waiters:
+            if free <= 0:
+                break
             if not waiter.done():
                 waiter.set_result(None)
+                free -= 1
 
 
 class Breaker:

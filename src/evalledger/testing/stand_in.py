@@ -120,7 +120,7 @@ class StandIn:
     port: int | None = None
     in_flight: int = 0           # requests being answered now
     max_in_flight: int = 0       # the most answered at once
-    rate_limit_every: int | None = None   # every Nth request (unscripted) gets a 429
+    rate_limit_every: int | None = None   # every Nth request (unscripted) gets a 429 at once
     rate_limit_retry_after: float | None = None   # the Retry-After of those 429s
 
     def script(self, *behaviours: Behaviour) -> "StandIn":
@@ -164,6 +164,9 @@ class StandIn:
             return web.json_response({"error": {"message": "response_format json_schema is not supported "
                                                            "by this server"}}, status=400)
         behaviour = self._queue.popleft() if self._queue else None
+        if behaviour is None and self.rate_limit_every and len(self.requests) % self.rate_limit_every == 0:
+            # decided on arrival, answered at once (a rate limiter does no model work)
+            behaviour = Status(429, retry_after=self.rate_limit_retry_after, delay=0.0)
         wait = getattr(behaviour, "delay", None)
         if isinstance(behaviour, Slow):
             wait = behaviour.seconds
@@ -174,8 +177,6 @@ class StandIn:
         if isinstance(behaviour, Drop):
             request.transport.abort()  # type: ignore[union-attr]
             return web.Response(status=500)
-        if behaviour is None and self.rate_limit_every and len(self.requests) % self.rate_limit_every == 0:
-            behaviour = Status(429, retry_after=self.rate_limit_retry_after)
         if isinstance(behaviour, Raw):
             return await self._raw(request, behaviour)
         if isinstance(behaviour, Status):
