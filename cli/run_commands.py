@@ -100,7 +100,11 @@ def register(sub) -> None:
     """Add the ``run`` command."""
     p = sub.add_parser("run", help="judge every pending case until idle, then exit",
                        description="Process everything pending until idle, then exit. The judge defaults "
-                                   "to the configuration's judge_backend, which defaults to offline.")
+                                   "to the configuration's judge_backend, which defaults to offline. Exit "
+                                   "codes: 0 all judged, 1 a case failed, 2 usage error, 3 stopped early "
+                                   "because the judge server could not answer (cases left pending).",
+                       epilog="example: evalledger run --judge openai --model o3-mini --temperature omit "
+                              "--max-completion-tokens 4000 --timeout 180")
     add_judge_options(p)
     p.add_argument("--retry-failed", action="store_true", help="try the cases with stage.failed again")
     p.add_argument("--quiet", action="store_true", help="no progress display")

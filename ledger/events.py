@@ -111,6 +111,7 @@ class JudgeCalled(DomainPayload):
     degraded: bool | None = None           # search: it failed and gave no results
     source_event: str | None = None        # answered from this recorded event (replay, or reuse on another case)
     source_backend: str | None = None      # the backend that originally answered (replay)
+    concurrency: int | None = None         # openai: calls allowed in flight when sent (falls on 429 storms)
 
 
 # --- Template deep judgment ----------------------------------------------------------------------
@@ -318,6 +319,8 @@ class RunCompleted(DomainPayload):
     cases: int = 0
     judged: int = 0
     failed: int = 0
+    stopped: str | None = None                            # why the run stopped early (the judge could not answer)
+    pending: int | None = None                            # cases a stopped run left pending
 
 
 @event_type("replay.started")
