@@ -27,9 +27,7 @@ from typing import Any, Literal, Mapping
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from evalledger.stages.judge.settings import (
-    BreakerFailures, ReplyBytes, Temperature, TimeoutSeconds, TokenLimit,
-)
+from evalledger.stages.judge.settings import BreakerFailures, ReplyBytes, Temperature, TimeoutSeconds, TokenLimit
 
 # Chosen per run, never by a dropped benchmark file: the judge (paid API calls) and the search
 # tools (tavily is paid; "module:function" imports and runs code).

@@ -17,8 +17,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from evalledger import ledger
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.intake import ingest_path
@@ -38,6 +36,7 @@ def free_port() -> int:
 
 
 def audit_home(tmp_path: Path, run_cli) -> Path:
+    """A home with the 26 VerifyFast audit sample cases ingested."""
     home = tmp_path / "home"
     run_cli("init", home=home)
     assert run_cli("ingest", AUDIT, home=home).returncode == 0
@@ -45,20 +44,24 @@ def audit_home(tmp_path: Path, run_cli) -> Path:
 
 
 def judge_env(port: int) -> dict[str, str]:
+    """The environment pointing the openai judge at 127.0.0.1:port."""
     return {"OPENAI_API_KEY": "sk-local-placeholder-key", "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1"}
 
 
 def run_openai(run_cli, home: Path, port: int, *extra: str):
+    """``evalledger run`` with the openai judge against 127.0.0.1:port."""
     return run_cli("run", "--judge", "openai", "--model", "stand-in-1", "--quiet", *extra, home=home,
                    env=judge_env(port))
 
 
 def of_type(home: Path, type: str) -> list[dict]:
+    """The payloads of every event of ``type`` in the home."""
     with ledger.open_ledger(home) as led:
         return [e.data for e in led.read(types=[type])]
 
 
 def assert_stopped_with_cases_pending(home: Path, run_cli, done, reason: str) -> None:
+    """Exit 3 with one stderr line naming ``reason``; nothing failed or judged; status says pending."""
     assert done.returncode == 3, done.stdout + done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, done.stderr
@@ -72,6 +75,7 @@ def assert_stopped_with_cases_pending(home: Path, run_cli, done, reason: str) ->
 
 
 def assert_rerun_finishes(home: Path, run_cli, port: int) -> None:
+    """A rerun against a live stand-in on the same port judges every case, failing none."""
     with StandInThread(StandIn(), port=port):
         done = run_openai(run_cli, home, port)
     assert done.returncode == 0, done.stdout + done.stderr

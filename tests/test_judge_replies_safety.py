@@ -13,10 +13,13 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evalledger import ledger
+from evalledger.ledger import EnvelopeError, canonical_json
 from evalledger.stages.judge import JudgeCallFailed, JudgeSettings, make_judge
-from evalledger.stages.judge.reply_body import MAX_REPLY_DEPTH, RAW_PREFIX_CHARS
+from evalledger.stages.judge.reply_body import MAX_REPLY_DEPTH, RAW_PREFIX_CHARS, storage_problem
 from evalledger.testing.stand_in import Raw, Reply, StandIn
 
 TRAIT = {"question": "What is 15 multiplied by 7?", "response": "15 multiplied by 7 is 105.",
@@ -28,6 +31,7 @@ HANG_GUARD_S = 30
 
 @pytest.fixture(autouse=True)
 def local_server_env(monkeypatch):
+    """A placeholder key; no base URL from the environment."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-0000")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
@@ -56,6 +60,7 @@ def run_scenario(home: Path, script, role: str, request: dict, **overrides):
 
 
 def recorded(home: Path) -> list[dict]:
+    """Every recorded judge.called payload, after checking the hash chain."""
     with ledger.open_ledger(home) as led:
         assert led.verify().ok
         return [e.data for e in led.read(types=["judge.called"])]
@@ -179,3 +184,23 @@ def test_a_refusal_without_content_is_an_invalid_reply(tmp_path):
     assert reply.score == 1
     first, _ = recorded(tmp_path / "home")
     assert first["error"] == "invalid reply: the model refused: I cannot help with that."
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(alphabet=st.characters(categories=["Cs", "Lu", "Ll", "Nd", "Po", "Cc"])),   # lone surrogates too
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_what_storage_problem_accepts_the_ledgers_canonical_json_accepts(value):
+    """The check runs before recording; the ledger's own encoder is the judge of what is storable."""
+    problem = storage_problem({"reply": value})
+    try:
+        canonical_json({"reply": value})
+        stored = True
+    except EnvelopeError:
+        stored = False
+    assert (problem is None) == stored, (problem, value)

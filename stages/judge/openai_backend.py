@@ -35,9 +35,7 @@ from evalledger.ledger import EnvelopeError
 from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, JudgeUnavailable, PendingCall
 from evalledger.stages.judge.flow_control import AdaptiveLimit, Breaker
 from evalledger.stages.judge.replies import decode_reply
-from evalledger.stages.judge.reply_body import (
-    BodyTooLarge, decode_body, read_capped, safe_text, storage_problem,
-)
+from evalledger.stages.judge.reply_body import BodyTooLarge, decode_body, read_capped, safe_text, storage_problem
 from evalledger.stages.judge.roles import Model
 from evalledger.stages.judge.settings import DEFAULT_BASE_URL, JudgeSettings
 
