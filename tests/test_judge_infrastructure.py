@@ -20,8 +20,8 @@ from pathlib import Path
 from evalledger import ledger
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.intake import ingest_path
-from evalledger.stages.judge import JudgeSettings, make_judge
-from evalledger.testing.stand_in import StandIn, StandInThread, Status
+from evalledger.stages.judge import JudgeCallFailed, JudgeSettings, make_judge
+from evalledger.testing.stand_in import Reply, StandIn, StandInThread, Status
 from watch_support import CLI, cli_env, wait_for
 
 AUDIT = Path(__file__).resolve().parents[1] / "benchmarks" / "samples" / "verifyfast-cases.audit.jsonl"
@@ -131,6 +131,29 @@ def test_5xx_after_the_attempts_stop_the_run(tmp_path):
     assert summary.stopped is not None and "HTTP 500" in summary.stopped and "after 3 attempts" in summary.stopped
     assert (summary.failed, summary.judged, summary.pending) == (0, 0, AUDIT_CASES)
     assert len(stand_in.requests) == 3
+
+
+def test_a_request_that_fails_while_the_server_answers_others_fails_alone(tmp_path):
+    """5xx for one request while other calls succeed: that call fails (its case can be retried),
+    the run is not stopped, so one such case cannot hold every later run back."""
+    home = tmp_path / "home"
+    ledger.init_home(home)
+    check = {"context_input": "c", "model_output": "o", "facts": ["f"]}
+    # one slot: A's first try, B (answered), then A's two retries
+    server = StandIn().script(Status(500), Reply({"errors": []}), Status(500), Status(500))
+    with StandInThread(server) as stand_in:
+        async def go():
+            with ledger.open_ledger(home) as led:
+                settings = JudgeSettings(backend="openai", model="m", base_url=stand_in.base_url, concurrency=1,
+                                         max_attempts=3, backoff_base_s=0.05, backoff_max_s=0.05)
+                async with make_judge(settings, led) as judge:
+                    return await asyncio.gather(
+                        judge.call("check_facts", {**check, "facts": ["a"]}, case_id="a"),
+                        judge.call("check_facts", {**check, "facts": ["b"]}, case_id="b"), return_exceptions=True)
+
+        failed_a, answered_b = asyncio.run(asyncio.wait_for(go(), 30))
+    assert isinstance(failed_a, JudgeCallFailed) and "the server answered other calls" in str(failed_a)
+    assert answered_b.errors == []
 
 
 def test_a_5xx_blip_is_retried_and_every_case_judged(tmp_path, run_cli):

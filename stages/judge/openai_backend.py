@@ -93,6 +93,7 @@ class OpenAIBackend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.limit: AdaptiveLimit | None = None
         self.breaker = Breaker(settings.breaker_failures)
+        self.answered = 0   # HTTP answers that were not infrastructure failures, across calls
         self._random = random.Random()
 
     def identities(self, role: str) -> list[tuple[str, str | None]]:
@@ -111,6 +112,7 @@ class OpenAIBackend:
         schema = call.spec.reply_schema(call.request)
         conversation = list(call.messages)
         number, failures, invalid = call.first_attempt, 0, 0
+        answered_before = self.answered   # to tell a failing request from a failing server
         while True:
             if self.breaker.is_open:
                 raise JudgeUnavailable(self.settings.resolved_base_url(), self.breaker.reason)
@@ -126,8 +128,10 @@ class OpenAIBackend:
                 number += 1
                 continue
             if outcome.kind not in ("reply", "invalid"):
+                if failures == 0:
+                    answered_before = self.answered
                 failures += 1
-                await self._failed_attempt(call, record, outcome, failures)
+                await self._failed_attempt(call, record, outcome, failures, self.answered > answered_before)
                 number += 1
                 await self.breaker.sleep(self._delay(failures, outcome.retry_after))
                 continue
@@ -153,17 +157,29 @@ class OpenAIBackend:
                                             "with only the JSON object, matching the schema."}]
 
     async def _failed_attempt(self, call: PendingCall, record: Attempt, outcome: HttpOutcome,
-                              failures: int) -> None:
-        """Record a failed HTTP attempt; raise when it ends the call (or the run), else return to retry."""
+                              failures: int, others_answered: bool) -> None:
+        """Record a failed HTTP attempt; raise when it ends the call (or the run), else return to retry.
+
+        A call out of attempts stops the run, unless its failures were 5xx or timeouts while the
+        server kept answering other calls: then this request is the trouble, not the server, and
+        only the call fails (else one such case would stop every run for good).
+        """
         record.error = self._redact(outcome.error or "")
         # The breaker moves before the record is awaited, so no other call sends meanwhile.
         if outcome.kind == "unavailable":
             self.breaker.trip(record.error)
         elif outcome.kind == "transient":
             self.breaker.failure(record.error)
-        if outcome.kind != "rejected" and failures >= self.settings.max_attempts:
+        exhausted = outcome.kind != "rejected" and failures >= self.settings.max_attempts
+        request_at_fault = exhausted and outcome.kind == "transient" and others_answered
+        if exhausted and not request_at_fault:
             self.breaker.trip(f"{record.error} (after {failures} attempts)")
         await call.record(record)
+        if request_at_fault and not self.breaker.is_open:
+            self._log(call, record.number, record.error)
+            raise JudgeCallFailed(call.role, call.case_id, call.request_hash,
+                                  f"{record.error} (after {failures} attempts; the server answered other calls)",
+                                  record.number - call.first_attempt + 1)
         if outcome.kind == "rejected":
             self._log(call, record.number, record.error)
             raise JudgeCallFailed(call.role, call.case_id, call.request_hash, record.error,
@@ -246,6 +262,7 @@ class OpenAIBackend:
             limit.on_success()
         if outcome.kind in ("reply", "invalid", "rejected", "rate_limited"):
             self.breaker.success()   # the server answered
+            self.answered += 1
         return outcome, concurrency
 
     async def _post(self, messages, schema, role: str) -> HttpOutcome:
