@@ -264,3 +264,10 @@ def test_watch_once_exits_3_when_the_judge_is_down(tmp_path, run_cli):
     done = run_cli("watch", "--once", "--judge", "openai", "--model", "m", home=home, env=judge_env(free_port()))
     assert done.returncode == 3, done.stderr
     assert "run_stopped" in done.stderr and of_type(home, "stage.failed") == []
+
+
+def test_a_benchmark_file_cannot_set_the_provider_settings():
+    from evalledger.stages.config import benchmark_config_errors
+    errors = benchmark_config_errors({"judge_options": {"timeout_s": 3600}})
+    assert [e["where"] for e in errors] == ["config.judge_options"]
+    assert "chosen per run" in errors[0]["reason"]
