@@ -15,8 +15,13 @@ from evalledger.stages.judge import JudgeError
 from evalledger.cli.progress import Progress
 
 
+# The judge server could not answer (unreachable, credentials refused, failing): the run stopped
+# early with its cases pending. Not a finding (1) nor a usage error (2): running again finishes.
+EXIT_STOPPED = 3
+
+
 def add_judge_options(p) -> None:
-    """--judge, --model, --config, --set, --no-cache, --concurrency, --response-format."""
+    """--judge, --model, --config, --set, --no-cache, --concurrency, --response-format and the provider settings."""
     p.add_argument("--judge", choices=("offline", "openai", "replay"), default=None,
                    help="judge backend (default: the config's judge_backend, else offline)")
     p.add_argument("--model", default=None, help="judge model (openai: required unless OPENAI_MODEL is set)")
@@ -29,6 +34,49 @@ def add_judge_options(p) -> None:
     p.add_argument("--response-format", choices=("json_schema", "json_object", "prompt"), default=None,
                    help="how the openai judge sends the reply schema (default: the config's "
                         "judge_response_format, else json_schema; a refusal moves to the next mode)")
+    add_provider_options(p)
+
+
+# --flag -> the judge_options key it sets (docs/judge.md gives the bounds).
+PROVIDER_FLAGS = {"temperature": "--temperature", "max_tokens": "--max-tokens",
+                  "max_completion_tokens": "--max-completion-tokens", "timeout_s": "--timeout",
+                  "max_reply_bytes": "--max-reply-bytes", "breaker_failures": "--breaker-failures"}
+
+
+def add_provider_options(p) -> None:
+    """The judge server's provider settings; each wins over the config's ``judge_options``."""
+    g = p.add_argument_group("judge server settings (openai judge; bounds in docs/judge.md)")
+    g.add_argument("--temperature", default=None, metavar="T|omit",
+                   help="sampling temperature 0-2 (default 0); 'omit' sends none, for reasoning models")
+    g.add_argument("--max-tokens", type=int, default=None, metavar="N", help="max_tokens of a reply")
+    g.add_argument("--max-completion-tokens", type=int, default=None, metavar="N",
+                   help="max_completion_tokens of a reply (reasoning models)")
+    g.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="seconds a request may take, reply included (default 60)")
+    g.add_argument("--max-reply-bytes", type=int, default=None, metavar="N",
+                   help="a longer reply body is an invalid reply (default 1048576)")
+    g.add_argument("--breaker-failures", type=int, default=None, metavar="N",
+                   help="consecutive server failures that stop the run, cases left pending (default 8)")
+
+
+def provider_options(args) -> dict:
+    """The JudgeSettings keys the provider flags set; a value out of bounds is a usage error."""
+    from pydantic import ValidationError
+
+    from evalledger.cli.errors import UsageError
+    from evalledger.stages.config import JudgeOptions
+    given = {key: getattr(args, key, None) for key in PROVIDER_FLAGS}
+    given = {key: value for key, value in given.items() if value is not None}
+    if given.get("temperature") not in (None, "omit"):
+        try:
+            given["temperature"] = float(given["temperature"])
+        except ValueError:
+            raise UsageError(f"--temperature takes a number from 0 to 2 or 'omit', not {given['temperature']!r}") from None
+    try:
+        return JudgeOptions(**given).settings_keys()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise UsageError(f"{PROVIDER_FLAGS[str(err['loc'][0])]}: {err['msg']}") from None
 
 
 def run_settings(args, **flags) -> RunSettings:
@@ -43,6 +91,7 @@ def run_settings(args, **flags) -> RunSettings:
     options = {"concurrency": args.concurrency} if args.concurrency else {}
     if getattr(args, "response_format", None):
         options["response_format"] = args.response_format
+    options.update(provider_options(args))
     settings = RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model,
                            judge_options=options, no_cache=args.no_cache, **flags)
     try:
@@ -56,7 +105,12 @@ def register(sub) -> None:
     """Add the ``run`` command."""
     p = sub.add_parser("run", help="judge every pending case until idle, then exit",
                        description="Process everything pending until idle, then exit. The judge defaults "
-                                   "to the configuration's judge_backend, which defaults to offline.")
+                                   "to the configuration's judge_backend, which defaults to offline. Exit "
+                                   "codes: 0 all judged, 1 a case failed, 2 usage error, 3 stopped early "
+                                   "because the judge server could not answer (cases left pending).",
+                       # the first example comes from cli/main.py's EXAMPLES, put before this one
+                       epilog="a reasoning model:\n  evalledger run --judge openai --model o3-mini --temperature omit "
+                              "--max-completion-tokens 4000 --timeout 180")
     add_judge_options(p)
     p.add_argument("--retry-failed", action="store_true", help="try the cases with stage.failed again")
     p.add_argument("--quiet", action="store_true", help="no progress display")
@@ -64,7 +118,8 @@ def register(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    """Run until idle; exit 1 when a case failed (its stage.failed says why), else 0."""
+    """Run until idle; exit 1 when a case failed (its stage.failed says why), 3 when the judge server
+    could not answer and the run stopped early (cases left pending), else 0."""
     from evalledger.cli.errors import UsageError
     settings = run_settings(args, retry_failed=args.retry_failed)
     progress = None if args.quiet else Progress(sys.stderr)
@@ -76,7 +131,7 @@ def cmd_run(args) -> int:
     if summary.busy:
         print("another run is processing this ledger in this process; it will take these cases")
         return 0
-    if summary.cases == 0:
+    if summary.cases == 0 and not summary.stopped:
         print("nothing pending")
         if args.config_file or args.sets:
             print("  a new --config or --set applies to cases not judged yet; to judge the judged ones again "
@@ -90,4 +145,8 @@ def cmd_run(args) -> int:
           f"{summary.judge_calls} judge call(s), {summary.retries} retr{'y' if summary.retries == 1 else 'ies'}")
     for failure in summary.failures:
         print(f"  failed {failure['stage']} case {failure['case_id']}: {failure['reason']}")
+    if summary.stopped:
+        print(f"evalledger run: stopped early: {summary.stopped}; {summary.pending} case(s) left pending, "
+              "none failed by it (run again to finish them)", file=sys.stderr)
+        return EXIT_STOPPED
     return 1 if summary.failed else 0

@@ -70,6 +70,7 @@ class Outcome:
     errors: int = 0
     reports: list[Path] = field(default_factory=list)   # written by the last refresh
     abandoned: bool = False
+    stopped: str | None = None        # why the last dispatcher pass stopped early (judge unavailable)
 
 
 class Daemon:
@@ -228,6 +229,14 @@ class Daemon:
             self._retry_batch = True
             return
         self._done_head = seen
+        self.outcome.stopped = getattr(summary, "stopped", None)
+        if self.outcome.stopped:
+            # The judge could not answer: its cases stay pending. Try again at the next rescan,
+            # not at once (the run's own events moved the head, which would start a hot loop).
+            self._done_head = current
+            self._retry_batch = True
+            self.log("run_stopped", level="warning", reason=self.outcome.stopped,
+                     pending=getattr(summary, "pending", None), retry_in_seconds=self.options.rescan_seconds)
         if current != seen or reports:   # a pass that found nothing to do is not worth a line
             self.outcome.batches += 1
             fields = {**_result_fields(summary, prefix="run_"), "head": getattr(current, "seq", str(current)),

@@ -17,7 +17,7 @@ from evalledger.cli import daemon_lock
 from evalledger.ledger.api import HOME_FOLDERS
 from evalledger.cli.watch import Callbacks, Daemon, Outcome, WatchOptions
 from evalledger.cli.intake_commands import add_max_response_chars, check_max_response_chars
-from evalledger.cli.run_commands import add_judge_options, run_settings
+from evalledger.cli.run_commands import EXIT_STOPPED, add_judge_options, run_settings
 from evalledger.cli.watch_log import FORMATS, Log
 
 
@@ -105,6 +105,8 @@ def cmd_watch(args) -> int:
         else:
             print(f"evalledger watch: {exc}", file=sys.stderr)
         return 1
+    if args.once and outcome.stopped:
+        return EXIT_STOPPED   # as `evalledger run`: the judge could not answer, cases are pending
     if args.once and (outcome.errors or outcome.ingested.get("rejected")):
         return 1
     return 0

@@ -112,6 +112,7 @@ class JudgeCalled(DomainPayload):
     source_event: str | None = None        # answered from this recorded event (replay, or reuse on another case)
     source_backend: str | None = None      # the backend that originally answered (replay)
     stored_cut: list[str] | None = None    # what the stored-size caps cut from raw_reply/sent (stages/judge/reply_caps.py)
+    concurrency: int | None = None         # openai: calls allowed in flight when sent (falls on 429 storms)
 
 
 # --- Template deep judgment ----------------------------------------------------------------------
@@ -325,6 +326,8 @@ class RunCompleted(DomainPayload):
     cases: int = 0
     judged: int = 0
     failed: int = 0
+    stopped: str | None = None                            # why the run stopped early (the judge could not answer)
+    pending: int | None = None                            # cases a stopped run left pending
 
 
 @event_type("replay.started")

@@ -30,10 +30,12 @@ from typing import Any, Literal, Mapping
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from evalledger.stages.judge.settings import BreakerFailures, ReplyBytes, Temperature, TimeoutSeconds, TokenLimit
+
 # Chosen per run, never by a dropped benchmark file: the judge (paid API calls) and the search
 # tools (tavily is paid; "module:function" imports and runs code).
-RUN_ONLY_KEYS = ("judge_backend", "judge_model", "judge_response_format", "deep_judgment_search_tool",
-                 "deep_judgment_rubric_search_tool")
+RUN_ONLY_KEYS = ("judge_backend", "judge_model", "judge_response_format", "judge_options",
+                 "deep_judgment_search_tool", "deep_judgment_rubric_search_tool")
 
 # Upper bounds (docs/stages.md lists them): every judge call a case makes is recorded, so a
 # number a file may set must not multiply the calls or the events without limit. The per-trait
@@ -107,6 +109,28 @@ class ClaimScoreBands(StrictModel):
         return self
 
 
+class JudgeOptions(StrictModel):
+    """``judge_options``: the judge server's provider settings; unset (null) keeps JudgeSettings' default.
+
+    ``temperature = "omit"`` sends none (reasoning models refuse one; TOML has no null).
+    Bounds and meanings: docs/judge.md.
+    """
+
+    temperature: Temperature | Literal["omit"] | None = None
+    max_tokens: TokenLimit | None = None
+    max_completion_tokens: TokenLimit | None = None
+    timeout_s: TimeoutSeconds | None = None
+    max_reply_bytes: ReplyBytes | None = None
+    breaker_failures: BreakerFailures | None = None
+
+    def settings_keys(self) -> dict[str, Any]:
+        """The JudgeSettings keys these options set ("omit" becomes a temperature of None)."""
+        keys = {k: v for k, v in self.model_dump().items() if v is not None}
+        if keys.get("temperature") == "omit":
+            keys["temperature"] = None
+        return keys
+
+
 class VerificationConfig(StrictModel):
     """Every setting a stage reads. Names and defaults of the deep-judgment specs."""
 
@@ -140,6 +164,7 @@ class VerificationConfig(StrictModel):
     # How the openai judge sends the reply schema: json_schema (strict), json_object (with the
     # schema, llama-cpp-python's server) or prompt (docs/judge.md, "Response formats").
     judge_response_format: Literal["json_schema", "json_object", "prompt"] = "json_schema"
+    judge_options: JudgeOptions = Field(default_factory=JudgeOptions)
 
     # Reconstruction and audit
     claim_bands: ClaimScoreBands = Field(default_factory=ClaimScoreBands)

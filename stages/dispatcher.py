@@ -14,6 +14,10 @@ twice. The tracking position only lets a scan start late; it is a low watermark 
 below it is finished), so correctness never depends on it.
 
 A case whose handler raises gets ``stage.failed`` with the reason; every other case goes on.
+An infrastructure error is not a verdict: when the judge raises ``JudgeUnavailable`` (server
+unreachable, credentials refused, failing after retries), the run stops at once, cancelling
+the cases in flight; they and every case not started stay pending (no ``stage.failed``), the
+summary and ``run.completed`` say why (``stopped``), and the next run finishes them.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from evalledger.ledger import Event, NewEvent
 from evalledger.stages.audit import judge_audit
 from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
 from evalledger.stages.config import VerificationConfig, effective_config
-from evalledger.stages.judge import JudgeCallFailed, UnrecordedRequest
+from evalledger.stages.judge import JudgeCallFailed, JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.reconstruction import judge_reconstruction
 from evalledger.stages.template import judge_template
 
@@ -89,7 +93,8 @@ class RunSettings(BaseModel):
         """The JudgeSettings of the judge a run builds: the CLI's choice, else the config's."""
         from evalledger.stages.judge import JudgeSettings
         run_config = self.run_config()
-        options = {"response_format": run_config.judge_response_format, **self.judge_options}
+        options = {"response_format": run_config.judge_response_format,
+                   **run_config.judge_options.settings_keys(), **self.judge_options}
         return JudgeSettings(backend=self.judge_backend or run_config.judge_backend,
                              model=self.judge_model or run_config.judge_model,
                              no_cache=self.no_cache, **options)
@@ -119,6 +124,8 @@ class RunSummary:
     judge_calls: int = 0
     retries: int = 0
     busy: bool = False                       # another run_until_idle of this process was running
+    stopped: str | None = None               # why the run stopped early (the judge cannot answer)
+    pending: int = 0                         # cases left pending by a stopped run
     failures: list[dict[str, str]] = field(default_factory=list)
 
 
@@ -195,6 +202,8 @@ class _Run:
         self.search_ports: dict[str, Any] = {}
         self.total = 0
         self.configs: dict[str, Any] = {}
+        self.stopped: str | None = None
+        self._tasks: list[asyncio.Task] = []
 
     def _make_judge(self):
         """The judge port: the CLI's choice, else the config's (which defaults to offline)."""
@@ -246,7 +255,10 @@ class _Run:
                 await self._process(pending)
                 retry_failed = False  # failures of this run are not retried within it
                 pending = find_pending(self.led, retry_failed)
-            _Watermarks(self.led, pending).settle()
+                if self.stopped is not None:
+                    break
+            if self.stopped is None:
+                _Watermarks(self.led, pending).settle()
         finally:
             if self._own_judge and hasattr(self.judge, "aclose"):
                 await self.judge.aclose()
@@ -254,9 +266,14 @@ class _Run:
                 await port.aclose()
         s = self.summary
         s.judge_calls, s.retries = self.counters.judge_calls, self.counters.retries
+        stop = {}
+        if self.stopped is not None:
+            s.stopped, s.pending = self.stopped, len(pending.cases)
+            stop = {"stopped": s.stopped, "pending": s.pending}
         self._append_run_event("run.completed", {"cases": s.cases, "judged": s.judged, "failed": s.failed,
                                                  "judge_calls": s.judge_calls, "retries": s.retries,
-                                                 "judge": self._judge_identity(), "configs": self.configs})
+                                                 "judge": self._judge_identity(), "configs": self.configs,
+                                                 **stop})
         if self.progress is not None:
             self.progress.finish(self.counters)
         return s
@@ -271,10 +288,26 @@ class _Run:
 
         async def one(stage: Stage, opened: Event, failures: int) -> None:
             async with gate:
-                await self._case(stage, opened, failures, marks)
+                if self.stopped is None:
+                    await self._case(stage, opened, failures, marks)
 
-        await asyncio.gather(*(one(*item) for item in pending.cases))
+        self._tasks = [asyncio.create_task(one(*item)) for item in pending.cases]
+        results = await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        for result in results:   # a stop cancels cases in flight; anything else is a real error
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                raise result
         marks.settle()
+
+    def _stop(self, exc: JudgeUnavailable) -> None:
+        """Stop the run: no case starts any more, the cases in flight are cancelled (left pending)."""
+        if self.stopped is not None:
+            return
+        self.stopped = str(exc)
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
 
     async def _case(self, stage: Stage, opened: Event, failures: int, marks: _Watermarks) -> None:
         """Process one case; commit its outputs with the tracking record, or ``stage.failed``."""
@@ -292,6 +325,13 @@ class _Run:
                 raise RuntimeError(f"the {stage.name} stage produced no {stage.terminal} for this case")
             self.led.append(work.outputs, tracking=marks.after(stage, opened.seq))
             self.summary.judged += 1
+        except JudgeUnavailable as exc:   # not a verdict: the case stays pending, the run stops
+            self.summary.cases -= 1
+            self._stop(exc)
+            return
+        except asyncio.CancelledError:    # another case stopped the run: this one stays pending
+            self.summary.cases -= 1
+            raise
         except Exception as exc:  # isolate the case: record why, let every other case go on
             reason = f"{type(exc).__name__}: {exc}"
             case_id = opened.data.get("case_id")

@@ -22,7 +22,7 @@ from typing import Any
 
 from evalledger.stages.casework import CaseWork
 from evalledger.stages.excerpts import extract_excerpts
-from evalledger.stages.judge import UnrecordedRequest
+from evalledger.stages.judge import JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.judge.roles import AttributeSpec, ReasonRequest, ScoreTraitRequest, TraitSpec
 from evalledger.stages.primitives.patterns import PatternTimeout, compile_benchmark_pattern, search
 from evalledger.stages.risk import assess_risk
@@ -117,7 +117,7 @@ async def _deep_trait(work: CaseWork, trait: dict[str, Any], plan: TraitPlan) ->
             question=question, response=response, attributes=[attribute], subject="rubric",
             excerpts={spec.name: excerpts} if excerpts else {}, risks=risks))
         text = reasoning.reasoning.get(spec.name, "")
-    except UnrecordedRequest:
+    except (UnrecordedRequest, JudgeUnavailable):
         raise                 # a replay does not degrade: it names what the record lacks
     except Exception as exc:  # spec: a failed reasoning call goes on with empty reasoning
         text = ""
@@ -125,7 +125,7 @@ async def _deep_trait(work: CaseWork, trait: dict[str, Any], plan: TraitPlan) ->
     try:
         reply = await _ask(work, "score_trait", ScoreTraitRequest(question=question, response=response, trait=spec,
                                                                 reasoning=text, excerpts=excerpts))
-    except UnrecordedRequest:
+    except (UnrecordedRequest, JudgeUnavailable):
         raise
     except Exception as exc:  # spec: score extraction failure falls back to the response directly
         degraded.append(f"score from the reasoning failed ({type(exc).__name__}: {exc}); scored from the response")

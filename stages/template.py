@@ -18,7 +18,7 @@ from typing import Any
 
 from evalledger.stages.casework import CaseWork
 from evalledger.stages.excerpts import ExcerptSettings, extract_excerpts
-from evalledger.stages.judge import UnrecordedRequest
+from evalledger.stages.judge import JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.judge.roles import AttributeSpec, ParseRequest, ReasonRequest
 from evalledger.stages.risk import assess_risk
 from evalledger.stages.rubric import judge_rubric
@@ -87,7 +87,7 @@ async def _reason(work: CaseWork, attributes: list[AttributeSpec], excerpts: dic
                             attributes=attributes, subject="template", excerpts=excerpts, risks=risks)
     try:
         reasoning, error = dict((await work.ask("reason", request)).reasoning), None
-    except UnrecordedRequest:
+    except (UnrecordedRequest, JudgeUnavailable):
         raise                 # a replay does not degrade: it names what the record lacks
     except Exception as exc:  # the port gave up; the spec continues with empty reasoning
         reasoning, error = {}, f"{type(exc).__name__}: {exc}"

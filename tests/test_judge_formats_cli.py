@@ -7,7 +7,10 @@
 - a server refusing ``json_schema`` with HTTP 400 at concurrency 8: every call in flight when the
   mode switches is asked again, and every case is judged;
 - llama-cpp-python's behaviour, HTTP 500 on ``json_schema``: the run moves to ``json_object``;
-- the mode chosen by ``--response-format`` and by the ``judge_response_format`` config key.
+- the mode chosen by ``--response-format`` and by the ``judge_response_format`` config key, beside
+  ``judge_options`` in the same config;
+- format refusals (even HTTP 500) are the server answering: with a breaker that opens on the first
+  infrastructure failure, the run still moves through the modes and judges every case.
 """
 
 from __future__ import annotations
@@ -111,3 +114,39 @@ def test_a_benchmark_file_cannot_choose_the_response_format(run_cli, home, tmp_p
     result = run_cli("ingest", path, home=home)
     assert "judge_response_format" in result.stdout + result.stderr
     assert "chosen per run" in result.stdout + result.stderr
+
+
+def test_format_refusals_neither_trip_the_breaker_nor_stop_the_run(run_cli, home):
+    # A breaker that opens on the first infrastructure failure: two 500 refusals per call in flight
+    # (json_schema, then json_object) must not count, and every case ends in the prompt mode.
+    server = StandIn(delay=0.02, refuse_formats={"json_schema": 500, "json_object": 500},
+                     reply_fn=schema_instance_reply(17))
+    result = run_against(run_cli, home, server, ALL_SAMPLES[1:], "--concurrency", "8", "--breaker-failures", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "stopped early" not in result.stderr
+    assert_every_case_ended(home, 27)
+    calls = [e.data for e in events(home, "judge.called") if e.data["backend"] == "openai"]
+    refused = [c for c in calls if c["http_status"] == 500]
+    assert {c["request"]["response_format"] for c in refused} == {"json_schema", "json_object"}
+    assert all("asking again in mode" in c["error"] for c in refused)
+    answered = [c for c in calls if c["error"] is None]
+    assert answered and {c["request"]["response_format"] for c in answered} == {"prompt"}
+    assert {c["concurrency"] for c in calls} == {8}    # no 429: the adaptive limit never moved
+    completed = events(home, "run.completed")[-1].data
+    assert completed.get("stopped") is None
+
+
+def test_one_config_file_sets_the_mode_and_the_provider_options(run_cli, home, tmp_path):
+    config = tmp_path / "judge.toml"
+    config.write_text('judge_response_format = "json_object"\n\n'
+                      '[judge_options]\ntemperature = "omit"\nmax_completion_tokens = 400\n')
+    server = StandIn(reply_fn=schema_instance_reply(19))
+    result = run_against(run_cli, home, server, ALL_SAMPLES[1:2], "--config", config)
+    assert result.returncode == 0, result.stdout + result.stderr
+    bodies = [r["body"] for r in server.requests]
+    assert bodies and {format_mode(b) for b in bodies} == {"json_object"}
+    assert all("temperature" not in b and b["max_completion_tokens"] == 400 for b in bodies)
+    recorded = events(home, "run.started")[-1].data["config"]
+    assert recorded["judge_response_format"] == "json_object"
+    assert recorded["judge_options"]["max_completion_tokens"] == 400
+

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from evalledger import ledger
-from evalledger.stages.judge import JudgeCallFailed, JudgeError, JudgeSettings, make_judge
+from evalledger.stages.judge import JudgeCallFailed, JudgeError, JudgeSettings, JudgeUnavailable, make_judge
 from evalledger.stages.judge.registry import role
 from evalledger.testing.stand_in import (
     Drop, Reply, Slow, StandIn, Status, format_mode, requested_schema, schema_instance_reply,
@@ -209,11 +209,11 @@ def test_429_with_retry_after_is_honoured_and_each_attempt_recorded(home):
     assert first["error"].startswith("HTTP 429")
 
 
-def test_server_errors_are_retried_up_to_the_bound_then_fail(home):
+def test_server_errors_are_retried_up_to_the_bound_then_the_server_is_unavailable(home):
     async def scenario(judge, server):
         server.script(*[Status(500)] * 10)
         started = time.perf_counter()
-        with pytest.raises(JudgeCallFailed, match="after 3 attempt"):
+        with pytest.raises(JudgeUnavailable, match="after 3 attempts"):
             await judge.call("score_trait", TRAIT, case_id="c1")
         return len(server.requests), time.perf_counter() - started
 
@@ -238,8 +238,8 @@ def test_a_reply_slower_than_the_timeout_and_a_dropped_connection_are_retried(ho
 
 def test_a_client_error_is_not_retried(home):
     async def scenario(judge, server):
-        server.script(Status(401, body='{"error": "bad key"}'))
-        with pytest.raises(JudgeCallFailed, match="HTTP 401"):
+        server.script(Status(400, body='{"error": "context length exceeded"}'))
+        with pytest.raises(JudgeCallFailed, match="HTTP 400"):
             await judge.call("score_trait", TRAIT, case_id="c1")
         return len(server.requests)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evalledger.stages.judge import JudgeSettings
+from evalledger.stages.judge.openai_backend import _outcome
 from evalledger.stages.judge.response_format import (
     FormatModes, messages_for, names_the_format, response_format_field,
 )
@@ -55,3 +56,23 @@ def test_the_old_boolean_setting_still_reads():
     assert JudgeSettings(response_format=False).response_format == "prompt"
     with pytest.raises(ValueError):
         JudgeSettings(response_format="grammar")
+
+
+@pytest.mark.parametrize("status, body, format_sent, kind", [
+    (500, "Internal Server Error: unsupported schema", True, "refused_format"),
+    (400, '{"error": "response_format json_schema is not supported"}', True, "refused_format"),
+    # in the prompt mode nothing was sent to refuse: classified by the status alone
+    (500, "Internal Server Error: unsupported schema", False, "transient"),
+    (400, '{"error": "response_format json_schema is not supported"}', False, "rejected"),
+    (500, '{"error": "out of memory"}', True, "transient"),
+    (401, '{"error": "invalid key for response_format"}', True, "unavailable"),
+])
+def test_a_refusal_of_the_format_is_its_own_kind_of_answer(status, body, format_sent, kind):
+    assert _outcome(status, {}, body, 1.0, format_sent=format_sent).kind == kind
+
+
+def test_the_settings_take_the_mode_and_the_provider_options_together():
+    settings = JudgeSettings(response_format="json_object", temperature=None, max_completion_tokens=300,
+                             breaker_failures=1)
+    assert settings.response_format == "json_object"
+    assert settings.parameters() == {"max_completion_tokens": 300}

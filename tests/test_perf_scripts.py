@@ -18,7 +18,8 @@ PERF = Path(__file__).resolve().parents[1] / "benchmarks" / "perf"
 CASES = {
     "fuzzy_bench.py": (["--small"], ["speed-up vs difflib", "ExactMatch", "NumericTolerance", "checks/s"]),
     "judge_bench.py": (["--calls", "60", "--concurrency", "8", "--latency", "0.01"],
-                       ["ideal", "ratio", "recording", "target < 1.0 ms"]),
+                       ["ideal", "ratio", "recording", "target < 1.0 ms", "answered 429 and retried",
+                        "lowest adaptive concurrency"]),
     "replay_bench.py": (["40"], ["judged in the run", "replay/run"]),
     "merkle_bench.py": (["3000"], ["merkle root", "chain verify", "append keeping the tree", "inclusion proof"]),
     "schema_bench.py": (["--repeat", "5"], ["request shapes", "built", "cached", "target < 0.2 ms"]),

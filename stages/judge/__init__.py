@@ -12,13 +12,13 @@ See docs/judge.md.
 
 from __future__ import annotations
 
-from evalledger.stages.judge.calls import JudgeCallFailed, JudgeError, UnrecordedRequest
+from evalledger.stages.judge.calls import JudgeCallFailed, JudgeError, JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.judge.port import Judge
 from evalledger.stages.judge.recording import request_hash
 from evalledger.stages.judge.registry import ROLE_NAMES, role
 from evalledger.stages.judge.settings import OFFLINE_MODEL, JudgeSettings, Price
 
-__all__ = ["Judge", "JudgeCallFailed", "JudgeError", "JudgeSettings", "OFFLINE_MODEL", "Price",
+__all__ = ["Judge", "JudgeCallFailed", "JudgeError", "JudgeSettings", "JudgeUnavailable", "OFFLINE_MODEL", "Price",
            "ROLE_NAMES", "UnrecordedRequest", "live_backend", "make_judge", "request_hash", "role"]
 
 

@@ -28,6 +28,15 @@ class JudgeCallFailed(JudgeError):
             role, case_id, request_hash, reason, attempts)
 
 
+class JudgeUnavailable(JudgeError):
+    """The judge server cannot answer at all (unreachable, credentials refused, failing after
+    retries, the breaker open). Not a verdict on any case: the run stops and its cases stay pending."""
+
+    def __init__(self, url: str, reason: str):
+        super().__init__(f"the judge server at {url} cannot answer: {reason}")
+        self.url, self.reason = url, reason
+
+
 class UnrecordedRequest(JudgeError):
     """Replay was asked a request that the source ledger never recorded."""
 
@@ -56,6 +65,7 @@ class Attempt:
     model: str | None = None
     request_hash: str | None = None              # overrides the call's hash (replay matched another)
     response_format: str | None = None           # openai: the response-format mode the attempt was sent in
+    concurrency: int | None = None               # openai: the calls allowed in flight when it was sent (AIMD)
 
 
 @dataclass
@@ -89,7 +99,7 @@ class Backend(Protocol):
         """The (backend, model) pairs a request of ``role`` is hashed under, the first being its own."""
 
     async def answer(self, call: PendingCall) -> Model:
-        """The validated reply; raises JudgeCallFailed (or UnrecordedRequest) otherwise."""
+        """The validated reply; raises JudgeCallFailed (or UnrecordedRequest, JudgeUnavailable) otherwise."""
 
     async def aclose(self) -> None:
         """Release connections."""

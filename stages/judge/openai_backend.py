@@ -1,12 +1,20 @@
 """The openai backend: any OpenAI-compatible chat-completions server over aiohttp.
 
-One connection pool per event loop, a concurrency limit, a per-request timeout, exponential
-backoff with jitter on 429, 5xx, timeouts and dropped connections (honouring Retry-After), a
-bounded number of attempts, and re-asking with the validation error when a reply does not fit
-the role's schema. The reply schema travels in the configured response-format mode
-(``response_format.py``: ``json_schema`` strict, ``json_object`` with the schema, or in the
-prompt); a server that refuses the format moves the backend to the next mode for the rest of the
-run, and every refused call is asked again, those in flight at the switch included.
+One connection pool per event loop, a concurrency limit that halves in 429 storms and climbs
+back (``flow_control.AdaptiveLimit``), a per-request timeout, a capped reply body
+(``reply_body``), exponential backoff with jitter on 429, 5xx, timeouts and dropped connections
+(honouring a capped Retry-After), a bounded number of attempts, and re-asking with the reason
+when a reply is invalid (does not fit the role's schema, cut off at max_tokens, not storable).
+
+Infrastructure errors are not verdicts: connection refused, DNS failure, 401/403/404, and
+5xx/timeouts/dropped connections after the attempts (or ``breaker_failures`` of them in a row,
+across calls) raise ``JudgeUnavailable``, which stops the run with its cases pending.
+
+The reply schema travels in the configured response-format mode (``response_format.py``:
+``json_schema`` strict, ``json_object`` with the schema, or in the prompt); a server that refuses
+the format (400/422/500 naming it) moves the backend to the next mode for the rest of the run,
+and every refused call is asked again, those in flight at the switch included. A refusal is the
+server answering: it neither counts towards the breaker nor uses up an attempt.
 
 The API key is read from the environment once, sent only in the Authorization header, and
 removed from any text that could be recorded or logged (server error bodies included).
@@ -27,8 +35,11 @@ from typing import Any
 
 import aiohttp
 
-from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, PendingCall
+from evalledger.ledger import EnvelopeError
+from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, JudgeUnavailable, PendingCall
+from evalledger.stages.judge.flow_control import AdaptiveLimit, Breaker
 from evalledger.stages.judge.replies import decode_reply
+from evalledger.stages.judge.reply_body import BodyTooLarge, decode_body, read_capped, safe_text, storage_problem
 from evalledger.stages.judge.response_format import (
     FormatModes, messages_for, names_the_format, response_format_field,
 )
@@ -40,20 +51,30 @@ SHORT_KEY = 12
 
 log = logging.getLogger("evalledger.judge")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524})
+# The server will not answer anyone with these: retrying cannot help and no case is at fault.
+UNAVAILABLE_STATUS = frozenset({401, 403, 404, 407})
+MAX_TOKEN_COUNT = 2 ** 53   # usage counts beyond this are not real
 
 
 @dataclass
 class HttpOutcome:
-    """What one POST gave: a reply text, or an error and whether trying again may help."""
+    """What one POST gave, and what kind of thing it was.
+
+    ``kind``: ``reply`` (a usable 200), ``invalid`` (a 200 whose reply cannot be used: asked
+    again), ``refused_format`` (a 400/422/500 naming the response format: asked again in the next
+    mode), ``rate_limited`` (429), ``transient`` (5xx, timeout, dropped connection: retried,
+    counted by the breaker), ``unavailable`` (retrying cannot help: the run stops), ``rejected``
+    (another 4xx: this request is at fault).
+    """
 
     latency_ms: float
     status: int | None = None
-    content: str | None = None
+    content: str | None = None        # the reply text the model sent (fed back on a re-ask)
     usage: dict[str, Any] | None = None
     error: str | None = None
-    retryable: bool = False
+    kind: str = "reply"
     retry_after: float | None = None
-    refused_format: bool = False
+    raw: str | None = None            # what is recorded as raw_reply, always storable text
 
 
 class OpenAIBackend:
@@ -77,7 +98,9 @@ class OpenAIBackend:
         self.formats = FormatModes(settings.response_format)
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._slots: asyncio.Semaphore | None = None
+        self.limit: AdaptiveLimit | None = None
+        self.breaker = Breaker(settings.breaker_failures)
+        self.answered = 0   # HTTP answers that were not infrastructure failures, across calls
         self._random = random.Random()
 
     def identities(self, role: str) -> list[tuple[str, str | None]]:
@@ -85,76 +108,162 @@ class OpenAIBackend:
 
     # --- the call ---------------------------------------------------------------------------------
     async def answer(self, call: PendingCall) -> Model:
-        """Ask until a valid reply comes, within the bounds; every attempt is recorded."""
+        """Ask until a valid reply comes, within the bounds; every attempt is recorded.
+
+        Raises JudgeCallFailed when the replies stay invalid or the server rejects this very
+        request (a 4xx other than 401/403/404/429), JudgeUnavailable when the server cannot
+        answer at all.
+        """
         s = self.settings
+        self._ensure_session()
         schema = call.spec.reply_schema(call.request)
         conversation = list(call.messages)
         number, failures, invalid = call.first_attempt, 0, 0
+        answered_before = self.answered   # to tell a failing request from a failing server
         while True:
-            async with self._slots_now():
-                mode = self.formats.current   # chosen once a slot is free: a switch while waiting counts
-                sent = messages_for(mode, conversation, schema)
-                outcome = await self._post(sent, schema, call.role, mode)
+            if self.breaker.is_open:
+                raise JudgeUnavailable(self.settings.resolved_base_url(), self.breaker.reason)
+            outcome, sent, mode, concurrency = await self._send(conversation, schema, call.role)
             record = Attempt(number, usage=outcome.usage, latency_ms=outcome.latency_ms,
                              http_status=outcome.status, cost=self._cost(outcome.usage),
-                             sent=sent if sent != call.messages else None, response_format=mode)
-            retry_mode = self.formats.after_refusal(mode) if outcome.refused_format else None
-            if retry_mode is not None:  # not an attempt that counts: the server took nothing
-                record.error = (f"the server refused response_format {mode} ({self._redact(outcome.error or '')[:200]}); "
-                                f"asking again in mode {retry_mode}")
+                             sent=sent if sent != call.messages else None, response_format=mode,
+                             concurrency=concurrency)
+            if outcome.kind == "refused_format":  # not an attempt that counts: the server took nothing
+                retry_mode = self.formats.after_refusal(mode)
+                refusal = self._redact(outcome.error or "")[:200]
+                record.error = f"the server refused response_format {mode} ({refusal}); asking again in mode {retry_mode}"
                 await call.record(record)
                 number += 1
                 continue
-            if outcome.error is not None:
-                record.error = self._redact(outcome.error)
-                await call.record(record)
+            if outcome.kind not in ("reply", "invalid"):
+                if failures == 0:
+                    answered_before = self.answered
                 failures += 1
-                self._log(call, number, record.error)
-                if not outcome.retryable or failures >= s.max_attempts:
-                    raise JudgeCallFailed(call.role, call.case_id, call.request_hash, record.error,
-                                          number - call.first_attempt + 1)
+                await self._failed_attempt(call, record, outcome, failures, self.answered > answered_before)
                 number += 1
-                await asyncio.sleep(self._delay(failures, outcome.retry_after))
+                await self.breaker.sleep(self._delay(failures, outcome.retry_after))
                 continue
-            record.raw_reply = self._redact(outcome.content or "")
-            try:
-                reply = call.spec.validate_reply(call.request, decode_reply(outcome.content))
-            except ValueError as exc:  # pydantic's ValidationError is a ValueError too
-                reason = self._redact(_short(exc))
-                record.error = f"invalid reply: {reason}"
+            record.raw_reply = self._redact(outcome.raw or "")
+            reply, reason = self._read_reply(call, outcome)
+            if reason is None:
+                record.reply = reply
+                reason = await self._store(call, record)
+                if reason is None:
+                    return reply
+            else:
+                record.error = f"invalid reply: {self._redact(reason)}"
                 await call.record(record)
-                self._log(call, number, record.error)
-                if invalid >= s.max_invalid_replies:
-                    raise JudgeCallFailed(call.role, call.case_id, call.request_hash, record.error,
-                                          number - call.first_attempt + 1)
-                invalid += 1
-                number += 1
-                conversation = list(call.messages) + [
-                    {"role": "assistant", "content": record.raw_reply},
-                    {"role": "user", "content": f"That reply is not valid: {reason}\nAnswer again with only "
-                                                "the JSON object, matching the schema."}]
-                continue
-            record.reply = reply
+            self._log(call, number, record.error)
+            if invalid >= s.max_invalid_replies:
+                raise JudgeCallFailed(call.role, call.case_id, call.request_hash, record.error,
+                                      number - call.first_attempt + 1)
+            invalid += 1
+            number += 1
+            said = [{"role": "assistant", "content": self._redact(outcome.content)}] if outcome.content else []
+            conversation = list(call.messages) + said + [
+                {"role": "user", "content": f"That reply is not valid: {self._redact(reason)}\nAnswer again "
+                                            "with only the JSON object, matching the schema."}]
+
+    async def _failed_attempt(self, call: PendingCall, record: Attempt, outcome: HttpOutcome,
+                              failures: int, others_answered: bool) -> None:
+        """Record a failed HTTP attempt; raise when it ends the call (or the run), else return to retry.
+
+        A call out of attempts stops the run, unless its failures were 5xx or timeouts while the
+        server kept answering other calls: then this request is the trouble, not the server, and
+        only the call fails (else one such case would stop every run for good).
+        """
+        record.error = self._redact(outcome.error or "")
+        # The breaker moves before the record is awaited, so no other call sends meanwhile.
+        if outcome.kind == "unavailable":
+            self.breaker.trip(record.error)
+        elif outcome.kind == "transient":
+            self.breaker.failure(record.error)
+        exhausted = outcome.kind != "rejected" and failures >= self.settings.max_attempts
+        request_at_fault = exhausted and outcome.kind == "transient" and others_answered
+        if exhausted and not request_at_fault:
+            self.breaker.trip(f"{record.error} (after {failures} attempts)")
+        await call.record(record)
+        if request_at_fault and not self.breaker.is_open:
+            self._log(call, record.number, record.error)
+            raise JudgeCallFailed(call.role, call.case_id, call.request_hash,
+                                  f"{record.error} (after {failures} attempts; the server answered other calls)",
+                                  record.number - call.first_attempt + 1)
+        if outcome.kind == "rejected":
+            self._log(call, record.number, record.error)
+            raise JudgeCallFailed(call.role, call.case_id, call.request_hash, record.error,
+                                  record.number - call.first_attempt + 1)
+        log.info("judge %s for case %s, attempt %d: %s", call.role, call.case_id, record.number, record.error)
+        if self.breaker.is_open:
+            raise JudgeUnavailable(self.settings.resolved_base_url(), self.breaker.reason)
+
+    def _read_reply(self, call: PendingCall, outcome: HttpOutcome) -> tuple[Model | None, str | None]:
+        """The validated, storable reply of a 200, or why it is an invalid reply."""
+        if outcome.kind == "invalid":
+            return None, outcome.error
+        try:
+            data = decode_reply(outcome.content)
+        except RecursionError:
+            return None, "the reply nests too deeply to read"
+        except ValueError as exc:
+            return None, _short(exc)
+        problem = storage_problem(data)
+        if problem is not None:
+            return None, f"cannot be stored: {problem}"
+        try:
+            return call.spec.validate_reply(call.request, data), None
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError too
+            return None, _short(exc)
+
+    async def _store(self, call: PendingCall, record: Attempt) -> str | None:
+        """Record a good attempt; when the ledger refuses it, record it as invalid and say why."""
+        try:
             await call.record(record)
-            return reply
+            return None
+        except EnvelopeError as exc:   # a paid reply is never lost: kept as text, asked again
+            reason = f"cannot be stored: {exc}"
+            record.reply, record.error = None, f"invalid reply: {reason}"
+            await call.record(record)
+            return reason
 
     # --- HTTP -------------------------------------------------------------------------------------
-    def _slots_now(self) -> asyncio.Semaphore:
-        self._ensure_session()
-        return self._slots  # type: ignore[return-value]
-
     def _ensure_session(self) -> aiohttp.ClientSession:
-        """One pool per running event loop (a session cannot move between loops)."""
+        """One pool, limit and breaker wake-up per running event loop (they cannot move between loops)."""
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
             connector = aiohttp.TCPConnector(limit=self.settings.concurrency, ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(connector=connector)
-            self._slots = asyncio.Semaphore(self.settings.concurrency)
+            self.limit = AdaptiveLimit(self.settings.concurrency)
+            self.breaker.opened = asyncio.Event()
+            if self.breaker.is_open:
+                self.breaker.opened.set()
             self._loop = loop
         return self._session
 
+    async def _send(self, conversation, schema, role: str) -> tuple[HttpOutcome, list[dict[str, str]], str, int]:
+        """One POST within the adaptive limit: the outcome, the messages sent, their mode and the limit."""
+        limit = self.limit
+        round_sent = await limit.acquire()
+        concurrency = limit.current
+        if self.breaker.is_open:   # it opened while this call waited for a slot: send nothing
+            limit.release()
+            raise JudgeUnavailable(self.settings.resolved_base_url(), self.breaker.reason)
+        mode = self.formats.current   # chosen once a slot is free: a switch while waiting counts
+        sent = messages_for(mode, conversation, schema)
+        try:
+            outcome = await self._post(sent, schema, role, mode)
+        finally:
+            limit.release()
+        if outcome.kind == "rate_limited":
+            limit.on_rate_limited(round_sent)
+        elif outcome.status is not None:
+            limit.on_success()
+        if outcome.kind in ("reply", "invalid", "refused_format", "rejected", "rate_limited"):
+            self.breaker.success()   # the server answered
+            self.answered += 1
+        return outcome, sent, mode, concurrency
+
     async def _post(self, messages, schema, role: str, mode: str) -> HttpOutcome:
-        """One POST to /chat/completions, never raising for what the server or network did."""
+        """One POST to /chat/completions in ``mode``, never raising for what the server or network did."""
         payload: dict[str, Any] = {"model": self.model, "messages": messages, **self.settings.parameters()}
         response_format = response_format_field(mode, role, schema)
         if response_format is not None:
@@ -166,14 +275,22 @@ class OpenAIBackend:
         start = time.perf_counter()
         try:
             async with self._ensure_session().post(self.url, json=payload, headers=headers, timeout=timeout) as resp:
-                text = await resp.text()
-                return _outcome(resp.status, resp.headers, text, _ms(start))
+                try:
+                    body = await read_capped(resp, self.settings.max_reply_bytes)
+                except BodyTooLarge as exc:
+                    return HttpOutcome(_ms(start), resp.status, error=str(exc), kind="invalid",
+                                       raw=decode_body(exc.prefix)[0])
+                text, not_utf8 = decode_body(body)
+                return _outcome(resp.status, resp.headers, text, _ms(start), not_utf8, self.settings.token_limit(),
+                                mode != "prompt")
         except TimeoutError:
-            return HttpOutcome(_ms(start), error=f"timed out after {self.settings.timeout_s:g} s", retryable=True)
+            return HttpOutcome(_ms(start), error=f"timed out after {self.settings.timeout_s:g} s", kind="transient")
+        except aiohttp.ClientConnectorError as exc:   # refused, DNS, TLS: nothing reached the server
+            return HttpOutcome(_ms(start), error=f"cannot connect: {type(exc).__name__}: {exc}", kind="unavailable")
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-            return HttpOutcome(_ms(start), error=f"connection failed: {type(exc).__name__}: {exc}", retryable=True)
-        except aiohttp.ClientError as exc:
-            return HttpOutcome(_ms(start), error=f"request failed: {type(exc).__name__}: {exc}", retryable=False)
+            return HttpOutcome(_ms(start), error=f"connection failed: {type(exc).__name__}: {exc}", kind="transient")
+        except aiohttp.ClientError as exc:   # a bad URL, redirects: every call would fail the same way
+            return HttpOutcome(_ms(start), error=f"request failed: {type(exc).__name__}: {exc}", kind="unavailable")
 
     def _delay(self, failures: int, retry_after: float | None) -> float:
         """Seconds to wait before the next try: Retry-After when given, else backoff with jitter."""
@@ -210,21 +327,57 @@ class OpenAIBackend:
         self._session = None
 
 
-def _outcome(status: int, headers, text: str, latency_ms: float) -> HttpOutcome:
-    """Classify an HTTP answer: a reply, a retryable failure, or a final one."""
+def _outcome(status: int, headers, text: str, latency_ms: float, not_utf8: str | None = None,
+             token_limit: int | None = None, format_sent: bool = False) -> HttpOutcome:
+    """Classify an HTTP answer (see ``HttpOutcome.kind``).
+
+    A refusal of the format is only one when a format was sent (a mode other than ``prompt``):
+    in the prompt mode there is no next mode, and the error is classified by its status.
+    """
     if status == 200:
-        try:
-            body = json.loads(text)
-            content = body["choices"][0]["message"].get("content")
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            return HttpOutcome(latency_ms, status, error=f"unreadable completion body: {text[:200]!r}",
-                               retryable=True)
-        return HttpOutcome(latency_ms, status, content=content, usage=_usage(body.get("usage")))
+        return _completion(text, latency_ms, not_utf8, token_limit)
     detail = f"HTTP {status}: {text[:300]}"
-    retryable = status in RETRYABLE_STATUS or status >= 500
-    return HttpOutcome(latency_ms, status, error=detail, retryable=retryable,
-                       retry_after=_retry_after(headers.get("Retry-After")) if retryable else None,
-                       refused_format=names_the_format(status, text))
+    if format_sent and names_the_format(status, text):
+        return HttpOutcome(latency_ms, status, error=detail, kind="refused_format")
+    if status == 429:
+        return HttpOutcome(latency_ms, status, error=detail, kind="rate_limited",
+                           retry_after=_retry_after(headers.get("Retry-After")))
+    if status in UNAVAILABLE_STATUS:
+        return HttpOutcome(latency_ms, status, error=detail, kind="unavailable")
+    if status in RETRYABLE_STATUS or status >= 500:
+        return HttpOutcome(latency_ms, status, error=detail, kind="transient",
+                           retry_after=_retry_after(headers.get("Retry-After")))
+    return HttpOutcome(latency_ms, status, error=detail, kind="rejected")
+
+
+def _completion(text: str, latency_ms: float, not_utf8: str | None, token_limit: int | None) -> HttpOutcome:
+    """A 200: the reply text, or why it is an invalid reply (or not a chat completion at all)."""
+    if not_utf8:
+        return HttpOutcome(latency_ms, 200, error=not_utf8, kind="invalid", raw=text)
+    try:
+        body = json.loads(text)
+        choice = body["choices"][0]
+        message = choice["message"]
+        content = message.get("content")
+    except (ValueError, RecursionError, KeyError, IndexError, TypeError, AttributeError):
+        return HttpOutcome(latency_ms, 200, error=f"not a chat completion: {safe_text(text[:200])!r}",
+                           kind="transient")
+    usage = _usage(body.get("usage"))
+    raw = safe_text(content) if isinstance(content, str) else safe_text(text)
+    said = raw if isinstance(content, str) else None
+    if choice.get("finish_reason") == "length":
+        limit = f"max_tokens {token_limit}" if token_limit else "the server's token limit"
+        return HttpOutcome(latency_ms, 200, content=said, usage=usage, error=f"cut off at {limit}",
+                           kind="invalid", raw=raw)
+    if not isinstance(content, str):
+        refusal = message.get("refusal")
+        error = (f"the model refused: {safe_text(str(refusal))[:300]}" if refusal
+                 else "the reply has no text content")
+        return HttpOutcome(latency_ms, 200, usage=usage, error=error, kind="invalid", raw=raw)
+    if raw is not content:
+        return HttpOutcome(latency_ms, 200, content=said, usage=usage, kind="invalid", raw=raw,
+                           error="the reply text holds an unpaired surrogate (not UTF-8)")
+    return HttpOutcome(latency_ms, 200, content=content, usage=usage, raw=content)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -246,7 +399,7 @@ def _usage(usage: Any) -> dict[str, Any] | None:
     if not isinstance(usage, dict):
         return None
     keep = ("prompt_tokens", "completion_tokens", "total_tokens")
-    return {k: usage[k] for k in keep if isinstance(usage.get(k), int)} or None
+    return {k: usage[k] for k in keep if type(usage.get(k)) is int and 0 <= usage[k] <= MAX_TOKEN_COUNT} or None
 
 
 def _ms(start: float) -> float:

@@ -132,6 +132,7 @@ class Judge:
                 "reply": _jsonable(attempt.reply), "cost": attempt.cost,
                 "raw_reply": attempt.raw_reply, "sent": attempt.sent, "http_status": attempt.http_status,
                 "source_event": attempt.source_event, "source_backend": attempt.source_backend,
+                "concurrency": attempt.concurrency,
             }
             payload, refused = cap_payload(payload)
             if self.backend.network:  # commit off the event loop, batched with calls ending together

@@ -7,12 +7,21 @@ by ``api_key_env`` when it starts, so settings can be hashed, logged and recorde
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 OFFLINE_MODEL = "offline-heuristics-1"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+# Provider settings and their documented bounds (docs/judge.md), shared with the config's
+# ``judge_options`` table so a bad value is refused where it was written.
+Temperature = Annotated[float, Field(ge=0.0, le=2.0)]
+TokenLimit = Annotated[int, Field(ge=1, le=1_000_000)]
+TimeoutSeconds = Annotated[float, Field(gt=0, le=3600)]
+ReplyBytes = Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)]
+BreakerFailures = Annotated[int, Field(ge=1, le=1000)]
+DEFAULT_MAX_REPLY_BYTES = 1024 * 1024
 
 
 class Price(BaseModel):
@@ -43,12 +52,15 @@ class JudgeSettings(BaseModel):
     concurrency: int = Field(8, ge=1)        # calls in flight at once (one shared connection pool)
     max_attempts: int = Field(5, ge=1)       # per call: attempts on 429, 5xx, timeouts, dropped connections
     max_invalid_replies: int = Field(2, ge=0)  # re-asks with the validation error as feedback
-    timeout_s: float = Field(60.0, gt=0)     # per request
+    timeout_s: TimeoutSeconds = 60.0         # per request, the whole reply included
     backoff_base_s: float = Field(0.5, ge=0)
     backoff_max_s: float = Field(30.0, ge=0)
     retry_after_max_s: float = Field(120.0, ge=0)  # a longer Retry-After is cut to this
-    temperature: float = 0.0
-    max_tokens: int | None = None
+    temperature: Temperature | None = 0.0     # None: not sent (reasoning models refuse it)
+    max_tokens: TokenLimit | None = None
+    max_completion_tokens: TokenLimit | None = None   # the newer name; reasoning models need it
+    max_reply_bytes: ReplyBytes = DEFAULT_MAX_REPLY_BYTES   # a longer body is an invalid reply
+    breaker_failures: BreakerFailures = 8    # consecutive infrastructure failures that stop the run
     # how the reply schema travels (response_format.py): json_schema (strict), json_object, prompt
     response_format: Literal["json_schema", "json_object", "prompt"] = "json_schema"
     prices: dict[str, Price] = Field(default_factory=dict)  # model -> price
@@ -83,10 +95,18 @@ class JudgeSettings(BaseModel):
 
     def parameters(self) -> dict[str, Any]:
         """The sampling parameters that shape an answer (hashed into every request)."""
-        params: dict[str, Any] = {"temperature": self.temperature}
+        params: dict[str, Any] = {}
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
         if self.max_tokens is not None:
             params["max_tokens"] = self.max_tokens
+        if self.max_completion_tokens is not None:
+            params["max_completion_tokens"] = self.max_completion_tokens
         return params
+
+    def token_limit(self) -> int | None:
+        """The reply's token cap as sent (``max_completion_tokens`` wins), None when unset."""
+        return self.max_completion_tokens or self.max_tokens
 
     def price_of(self, model: str | None) -> Price | None:
         """The price entry of ``model``, when the table has one."""

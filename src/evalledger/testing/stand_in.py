@@ -3,7 +3,8 @@ backend offline. It listens on 127.0.0.1 only.
 
     stand_in = StandIn(delay=0.05)                # every reply waits 50 ms
     base_url = await stand_in.start()             # "http://127.0.0.1:PORT/v1"
-    stand_in.script(Reply({"score": 4}, fenced=True), Status(429, retry_after=1), Drop(), Slow(5))
+    stand_in.script(Reply({"score": 4}, fenced=True), Status(429, retry_after=1), Drop(), Slow(5),
+                    Reply('{"score": 4', finish_reason="length"), Raw(b'\xff\xfe not UTF-8'))
     ...
     await stand_in.stop()
 
@@ -13,7 +14,8 @@ reply: ``reply_fn(body)`` when given, else the smallest JSON instance of the req
 arbitrary instance of the schema instead: the behaviour of any grammar-constrained model. The
 schema is read from whichever response-format mode the request used (``requested_schema``).
 ``refuse_formats={"json_schema": 500}`` refuses a mode with that status and a body naming it,
-after the usual delay (so calls are in flight when the refusals land). ``StandInThread`` runs one in a
+after the usual delay (so calls are in flight when the refusals land). ``rate_limit_every=N``
+answers every Nth unscripted request 429 at once (with ``rate_limit_retry_after``). ``StandInThread`` runs one in a
 background thread for synchronous code; ``python -m evalledger.testing.stand_in --port N`` serves one.
 Every request body and whether it carried an Authorization header are kept in ``requests``.
 """
@@ -44,6 +46,7 @@ class Reply:
     fenced: bool = False
     prose: str = ""          # text put before the JSON ("Sure! Here it is:")
     delay: float | None = None
+    finish_reason: str = "stop"   # "length": the reply was cut off at max_tokens
 
 
 @dataclass
@@ -53,6 +56,17 @@ class Status:
     status: int
     retry_after: float | str | None = None
     body: str = '{"error": {"message": "stand-in error"}}'
+    delay: float | None = None
+
+
+@dataclass
+class Raw:
+    """A response body sent byte for byte (invalid UTF-8, NaN, huge); ``chunked`` sends it in
+    64 KiB pieces without a Content-Length, so a client cannot tell its size up front."""
+
+    body: bytes
+    status: int = 200
+    chunked: bool = False
     delay: float | None = None
 
 
@@ -70,7 +84,7 @@ class Slow:
     seconds: float
 
 
-Behaviour = Reply | Status | Drop | Slow
+Behaviour = Reply | Status | Raw | Drop | Slow
 
 
 def minimal_instance(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any:
@@ -149,6 +163,8 @@ class StandIn:
     port: int | None = None
     in_flight: int = 0           # requests being answered now
     max_in_flight: int = 0       # the most answered at once
+    rate_limit_every: int | None = None   # every Nth request (unscripted) gets a 429 at once
+    rate_limit_retry_after: float | None = None   # the Retry-After of those 429s
 
     def script(self, *behaviours: Behaviour) -> "StandIn":
         """Queue behaviours for the next requests, in order."""
@@ -196,6 +212,9 @@ class StandIn:
             return web.json_response({"error": {"message": f"response_format type {format_mode(body)} is not "
                                                            "supported: unsupported schema"}}, status=refusal)
         behaviour = self._queue.popleft() if self._queue else None
+        if behaviour is None and self.rate_limit_every and len(self.requests) % self.rate_limit_every == 0:
+            # decided on arrival, answered at once (a rate limiter does no model work)
+            behaviour = Status(429, retry_after=self.rate_limit_retry_after, delay=0.0)
         wait = getattr(behaviour, "delay", None)
         if isinstance(behaviour, Slow):
             wait = behaviour.seconds
@@ -206,15 +225,34 @@ class StandIn:
         if isinstance(behaviour, Drop):
             request.transport.abort()  # type: ignore[union-attr]
             return web.Response(status=500)
+        if isinstance(behaviour, Raw):
+            return await self._raw(request, behaviour)
         if isinstance(behaviour, Status):
             headers = {"Retry-After": str(behaviour.retry_after)} if behaviour.retry_after is not None else {}
             return web.Response(status=behaviour.status, text=behaviour.body, headers=headers,
                                 content_type="application/json")
         if isinstance(behaviour, Reply):
-            return self._completion(body, behaviour.content, behaviour.fenced, behaviour.prose)
+            return self._completion(body, behaviour.content, behaviour.fenced, behaviour.prose,
+                                    behaviour.finish_reason)
         return self._completion(body, (self.reply_fn or default_reply)(body), False, "")
 
-    def _completion(self, body: dict[str, Any], content: Any, fenced: bool, prose: str) -> web.Response:
+    async def _raw(self, request: web.Request, raw: Raw) -> web.StreamResponse:
+        """Send ``raw.body`` as it is, whole or in chunks without a Content-Length."""
+        if not raw.chunked:
+            return web.Response(status=raw.status, body=raw.body, content_type="application/json")
+        response = web.StreamResponse(status=raw.status, headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        try:
+            for start in range(0, len(raw.body), 64 * 1024):
+                await response.write(raw.body[start:start + 64 * 1024])
+            await response.write_eof()
+        except (ConnectionError, RuntimeError):
+            pass   # the client stopped reading (as it should past its cap)
+        return response
+
+    def _completion(self, body: dict[str, Any], content: Any, fenced: bool, prose: str,
+                    finish_reason: str = "stop") -> web.Response:
         text = content if isinstance(content, str) else json.dumps(content)
         if fenced:
             text = f"```json\n{text}\n```"
@@ -224,7 +262,8 @@ class StandIn:
         completion = len(text.split())
         return web.json_response({
             "id": f"standin-{len(self.requests)}", "object": "chat.completion", "model": body.get("model"),
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            "choices": [{"index": 0, "finish_reason": finish_reason,
+                         "message": {"role": "assistant", "content": text}}],
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
         })
 
@@ -264,6 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refuse-format", action="append", default=[], metavar="MODE=STATUS",
                         help="refuse a response-format mode with an HTTP status: json_schema=500 "
                              "behaves like llama-cpp-python's server")
+    parser.add_argument("--rate-limit-every", type=int, default=None, metavar="N",
+                        help="answer every Nth request with 429 (10: a tenth of them)")
+    parser.add_argument("--retry-after", type=float, default=None, metavar="S",
+                        help="the Retry-After those 429s carry")
     args = parser.parse_args(argv)
     try:
         refusals = {mode: int(status) for mode, status in (item.split("=", 1) for item in args.refuse_format)}
@@ -273,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
 
     async def serve() -> None:
         stand_in = StandIn(delay=args.delay, reject_response_format=args.reject_response_format,
-                           refuse_formats=refusals, reply_fn=reply_fn)
+                           refuse_formats=refusals, reply_fn=reply_fn,
+                           rate_limit_every=args.rate_limit_every, rate_limit_retry_after=args.retry_after)
         url = await stand_in.start(args.port)
         print(f"stand-in chat completions at {url} (OPENAI_BASE_URL={url})", flush=True)
         try:
