@@ -83,6 +83,8 @@ def bind_store(home: str | os.PathLike[str], url: str) -> Path:
     that holds events of its own (ledger.db) or is bound to another store is refused too.
     """
     home = Path(home)
+    if home.suffix in LEDGER_FILE_SUFFIXES:
+        raise LedgerError(f"{home} names a ledger file; a PostgreSQL store is bound to a home directory")
     if not is_store_url(url):
         raise LedgerError(f"--store {redact_url(url)}: not a postgresql:// URL")
     split_store_url(url)  # a bad schema name fails here
