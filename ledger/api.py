@@ -199,6 +199,12 @@ class Ledger:
         """Record a tracking position without events (``append([], tracking=...)`` does the same)."""
         self.recorder.set_tracking(name, position)
 
+    # --- shared work ----------------------------------------------------------------------------
+    def leases(self, owner: str, seconds: float) -> Any:
+        """Leases on pending cases for worker ``owner`` when many workers share this store
+        (PostgreSQL), else None (one machine: the home's dispatch lock suffices)."""
+        return self.recorder.leases(owner, seconds)
+
     # --- integrity -------------------------------------------------------------------------------
     def verify(self, expect_head: Head | str | None = None) -> VerifyReport:
         """Recompute the hash chain over the stored bytes of the store (and the mirror).

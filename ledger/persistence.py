@@ -241,6 +241,14 @@ class Recorder(ABC):
     def close(self) -> None:
         """Release files and connections."""
 
+    def leases(self, owner: str, seconds: float) -> Any:
+        """Leases on pending work shared by many workers (``ledger.leases.Leases``), or None.
+
+        None for a store that one machine writes (SQLite, JSONL): there the home's dispatch lock
+        already makes runs take turns. A store shared by many machines returns its leases.
+        """
+        return None
+
 
 def chain_start(head: Head) -> tuple[int, str]:
     """(next seq, prev_hash) after ``head``."""

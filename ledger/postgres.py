@@ -17,7 +17,8 @@ import zlib
 from typing import Any, Iterable, Iterator, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
+from evalledger.ledger.envelope import GENESIS_HASH, Event
+from evalledger.ledger.leases import Leases
 from evalledger.ledger.persistence import (
     ConflictError,
     Head,
@@ -367,6 +368,10 @@ class PostgresRecorder(Recorder):
             raise LedgerError(f"{self.location}: opened without a home, so there is no local file for "
                               "read models; bind the store to a home (evalledger --home DIR --store URL init)")
         return self._read_models
+
+    def leases(self, owner: str, seconds: float) -> Leases:
+        """This worker's leases on the store's pending work (a connection of their own)."""
+        return Leases(lambda: connect(self.url), self.schema, owner, seconds)
 
     def close(self) -> None:
         """Close the connection."""
