@@ -14,7 +14,7 @@ from __future__ import annotations
 import glob
 import os
 from pathlib import Path
-from typing import IO, Any, Collection, Iterable, Iterator, Mapping
+from typing import IO, Any, Callable, Collection, Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 import evalledger.ledger.events  # noqa: F401  (registers the catalog)
@@ -198,6 +198,12 @@ class Ledger:
     def set_tracking(self, name: str, position: int) -> None:
         """Record a tracking position without events (``append([], tracking=...)`` does the same)."""
         self.recorder.set_tracking(name, position)
+
+    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None] | None:
+        """Have ``callback()`` called (from another thread) when any process appends to a server
+        store (PostgreSQL LISTEN/NOTIFY); returns the function that stops it, or None for a file
+        store. Notifications can be lost: read from your last position, never count on them."""
+        return self.recorder.subscribe(callback)
 
     # --- shared work ----------------------------------------------------------------------------
     def leases(self, owner: str, seconds: float) -> Any:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import zlib
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from evalledger.ledger.envelope import GENESIS_HASH, Event
@@ -369,6 +369,22 @@ class PostgresRecorder(Recorder):
                               "read models; bind the store to a home (evalledger --home DIR --store URL init)")
         return self._read_models
 
+    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """LISTEN on the schema's channel in a thread of its own; ``callback()`` on each NOTIFY.
+
+        A dropped connection is reopened (with a callback, since notifications were lost
+        meanwhile). Returns the function that stops listening.
+        """
+        stop = threading.Event()
+        listener = threading.Thread(target=_listen, args=(self.url, notify_channel(self.schema), callback, stop),
+                                    name=f"listen-{self.schema}", daemon=True)
+        listener.start()
+
+        def unsubscribe() -> None:
+            stop.set()
+            listener.join(timeout=5)
+        return unsubscribe
+
     def leases(self, owner: str, seconds: float) -> Leases:
         """This worker's leases on the store's pending work (a connection of their own)."""
         return Leases(lambda: connect(self.url), self.schema, owner, seconds)
@@ -377,6 +393,26 @@ class PostgresRecorder(Recorder):
         """Close the connection."""
         with self._lock:
             self.conn.close()
+
+
+def _listen(url: str, channel: str, callback: Callable[[], None], stop: threading.Event) -> None:
+    """The listener thread: LISTEN, wait for notifications a second at a time, until ``stop``."""
+    while not stop.is_set():
+        try:
+            conn = connect(url)
+        except LedgerError:
+            stop.wait(1.0)
+            continue
+        try:
+            conn.execute(f'LISTEN "{channel}"')
+            callback()  # whatever was appended while we were not listening
+            while not stop.is_set():
+                for _ in conn.notifies(timeout=1.0):
+                    callback()
+        except Exception:  # psycopg.Error: the connection dropped; reconnect
+            stop.wait(1.0)
+        finally:
+            conn.close()
 
 
 class _Errors:

@@ -191,3 +191,39 @@ def _no_store_env(monkeypatch):
     monkeypatch.delenv("EVALLEDGER_STORE", raising=False)
     if os.environ.get("EVALLEDGER_TEST_PG") is None:
         pg_url()  # fails (or skips) with the message saying how to start a server
+
+
+def _judged(home: Path) -> int:
+    with ledger.open_ledger(home, readonly=True) as led:
+        return sum(1 for _ in led.read(types=["case.judged"]))
+
+
+def test_watch_wakes_on_notify_when_another_machine_ingests(tmp_path):
+    """A daemon on one home judges cases another home (another machine) ingested into the shared
+    store, woken by LISTEN/NOTIFY: long before its 300 s rescan, with nothing changing in its files."""
+    import time
+
+    from watch_support import benchmark_file, start_watch
+    store = fresh_store_url()
+    watcher_home, shell_home = postgres_home(tmp_path / "daemon", store), postgres_home(tmp_path / "shell", store)
+    daemon = start_watch(watcher_home, "--rescan-seconds", "300", "--log-format", "json")
+    try:
+        log = tmp_path / "watch.log"
+        deadline = time.monotonic() + 60
+        while b'"started"' not in (log.read_bytes() if log.exists() else b"") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.5)   # the listener connects and catches up once
+        latencies = []
+        for i in range(2):
+            (tmp_path / f"b{i}.json").write_bytes(benchmark_file(i))
+            assert subprocess.run([sys.executable, "-m", "evalledger", "--home", str(shell_home), "ingest",
+                                   str(tmp_path / f"b{i}.json")], capture_output=True, timeout=60).returncode == 0
+            start = time.monotonic()
+            while _judged(shell_home) < 8 * (i + 1) and time.monotonic() - start < 60:
+                time.sleep(0.05)
+            latencies.append(time.monotonic() - start)
+        assert _judged(shell_home) == 16
+        assert max(latencies) < 20, latencies   # woken by NOTIFY: the rescan is 300 s away
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
