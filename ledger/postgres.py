@@ -170,35 +170,57 @@ class PostgresRecorder(Recorder):
     # --- appending --------------------------------------------------------------------------------
     def append(self, batch: list[Prepared], expected: dict[str, int],
                tracking: tuple[str, int] | None = None) -> list[Event]:
-        """Append under the sequencer lock: seq, versions and hashes come from committed state only."""
+        """Append under the sequencer lock: seq, versions and hashes come from committed state only.
+
+        Statements go out in pipelines, so a batch costs two or three round trips (BEGIN, the
+        lock and the reads; a COPY for a batch; the insert, tracking, NOTIFY and COMMIT) rather
+        than one a statement: round trips, not the server's work, bound an append's cost.
+        """
         self._check_writable()
+        conn = self.conn
         with self._lock, self._guard():
-            with self.conn.transaction():
-                out, new = self._insert(batch, expected)
-                if tracking is not None:
-                    self._upsert_tracking(*tracking)
-                if new:
-                    self.conn.execute("SELECT pg_notify(%s, %s)", (notify_channel(self.schema), str(new[-1].seq)))
+            try:
+                out, new, single = self._insert(batch, expected)
+                with conn.pipeline():
+                    if single is not None:
+                        conn.execute(f"INSERT INTO {self._events} ({COLUMNS}) VALUES "
+                                     "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", single)
+                    if tracking is not None:
+                        self._upsert_tracking(*tracking)
+                    if new:
+                        conn.execute("SELECT pg_notify(%s, %s)", (notify_channel(self.schema), str(new[-1].seq)))
+                    conn.execute("COMMIT")
+            except BaseException:
+                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not conn.closed:
+                    conn.execute("ROLLBACK")
+                raise
         return out
 
-    def _insert(self, batch: list[Prepared], expected: dict[str, int]) -> tuple[list[Event], list[Event]]:
-        """Inside the transaction: lock the sequencer, find existing ids, seal and insert the rest."""
+    def _insert(self, batch: list[Prepared], expected: dict[str, int]) -> tuple[list[Event], list[Event], Any]:
+        """BEGIN, lock the sequencer, find existing ids, seal the rest; COPY a batch of several new
+        events in, and return a single new event's row for the caller to insert (in its pipeline)."""
         execute = self.conn.execute
-        execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._key))
         ids = list({p.id for p in batch})
-        stored = {row[1]: row_event(row) for row in execute(
-            f"SELECT {COLUMNS} FROM {self._events} WHERE id = ANY(%s)", (ids,)).fetchall()}
-        fresh_streams = list({p.stream for p in batch if p.id not in stored})
-        versions: dict[str, int] = dict.fromkeys(fresh_streams, 0)
-        if fresh_streams:
-            versions.update(execute(f"SELECT stream, MAX(version) FROM {self._events} WHERE stream = ANY(%s) "
-                                    "GROUP BY stream", (fresh_streams,)).fetchall())
+        streams = list({p.stream for p in batch})
+        # Statements after the lock see every commit made before it (READ COMMITTED: a snapshot a
+        # statement), so the head and versions read here are the latest.
+        with self.conn.pipeline():
+            execute("BEGIN")
+            execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._key))
+            found = execute(f"SELECT {COLUMNS} FROM {self._events} WHERE id = ANY(%s)", (ids,))
+            current = execute(f"SELECT stream, MAX(version) FROM {self._events} WHERE stream = ANY(%s) "
+                              "GROUP BY stream", (streams,))
+            last = execute(f"SELECT seq, hash FROM {self._events} ORDER BY seq DESC LIMIT 1")
+        stored = {row[1]: row_event(row) for row in found.fetchall()}
+        versions: dict[str, int] = dict.fromkeys(streams, 0)
+        versions.update(current.fetchall())
+        row = last.fetchone()
+        fresh_streams = {p.stream for p in batch if p.id not in stored}
         for stream in fresh_streams:
             want = expected.get(stream)
             if want is not None and want != versions[stream]:
                 raise ConflictError(f"stream {stream!r} is at version {versions[stream]}, expected {want}; "
                                     "nothing was appended")
-        row = execute(f"SELECT seq, hash FROM {self._events} ORDER BY seq DESC LIMIT 1").fetchone()
         seq, prev_hash = chain_start(Head(row[0], row[1]) if row else Head(0, GENESIS_HASH))
         out: list[Event] = []
         new: list[Event] = []
@@ -216,16 +238,12 @@ class PostgresRecorder(Recorder):
             out.append(event)
             new.append(event)
             seq, prev_hash = seq + 1, event.hash
-        if rows:
+        if len(rows) > 1:
             self._insert_rows(rows)
-        return out, new
+        return out, new, rows[0] if len(rows) == 1 else None
 
     def _insert_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Insert sealed rows: one statement for one row, COPY for a batch."""
-        if len(rows) == 1:
-            self.conn.execute(f"INSERT INTO {self._events} ({COLUMNS}) VALUES "
-                              "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", rows[0])
-            return
+        """COPY sealed rows in: one round trip for a batch."""
         with self.conn.cursor() as cur, cur.copy(f"COPY {self._events} ({COLUMNS}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
