@@ -123,6 +123,9 @@ def connect(url: str, readonly: bool = False) -> Any:
         conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
         raise LedgerError(f"cannot connect to the store {redact_url(url)}: {str(exc).strip()}") from None
+    # A writer that holds the sequencer lock and hangs must not hang everyone: give up after 60 s,
+    # as SQLite's busy timeout does (the error names the store).
+    conn.execute("SET lock_timeout = '60s'")
     if readonly:
         conn.execute("SET default_transaction_read_only = on")
     return conn
