@@ -35,13 +35,14 @@ def cmd_init(args) -> int:
     """Create the home; on an existing home, say so (missing folders are put back, nothing else changes)."""
     path = home_of(args)
     existed = ledger.is_home(path)
-    home = ledger.init_home(path)
+    home = ledger.init_home(path, store=getattr(args, "store", None))
     if existed:
         with ledger.open_ledger(home, readonly=True) as led:
             head = led.head()
         print(f"{home} already exists as an evalledger home (head seq {head.seq}); nothing changed")
     else:
-        print(f"initialised {home}")
+        store = ledger.store_of(home)
+        print(f"initialised {home}" + (f" (events in {store})" if store else ""))
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import os
 import re
 import sys
 
@@ -57,6 +58,8 @@ EXAMPLES = {
 }
 
 HOME_HELP = "ledger home directory (default: $EVALLEDGER_HOME or ./evalledger)"
+STORE_HELP = ("keep the home's events in PostgreSQL: postgresql://USER@HOST/DB[?schema=NAME] (default: "
+              "$EVALLEDGER_STORE; the home keeps inbox, reports and read models; see docs/scale.md)")
 
 
 def did_you_mean(word: str, choices) -> str:
@@ -94,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: evalledger --home ./evalledger status",
     )
     parser.add_argument("--home", default=None, help=HOME_HELP)
+    parser.add_argument("--store", default=None, metavar="URL", help=STORE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -102,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
         if "--home" not in option_strings(command):
             # SUPPRESS: given after the command it wins; not given, the global value stays
             command.add_argument("--home", default=argparse.SUPPRESS, help=HOME_HELP)
+        if "--store" not in option_strings(command):
+            command.add_argument("--store", default=argparse.SUPPRESS, metavar="URL", help=STORE_HELP)
         command.description = command.description or helps.get(name)
         if name in EXAMPLES and not (command.epilog or "").startswith("example"):
             command.epilog = f"example:\n  {EXAMPLES[name]}" + (f"\n\n{command.epilog}" if command.epilog else "")
@@ -122,6 +128,18 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
     return args
 
 
+def bind_home_to_store(args: argparse.Namespace) -> None:
+    """With --store (or $EVALLEDGER_STORE), bind the home to that PostgreSQL store before the command.
+
+    ``init`` binds the home itself (so it can say whether the home existed); every other command
+    opens the home as usual and finds the store named in its ``store.url``.
+    """
+    args.store = args.store or os.environ.get("EVALLEDGER_STORE") or None
+    if args.store and args.command != "init":
+        from evalledger import ledger
+        ledger.bind_store(args.home or ledger.default_home(), args.store)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code (0 ok, 1 findings, 2 usage error)."""
     parser = build_parser()
@@ -130,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        bind_home_to_store(args)
         return int(args.func(args) or 0)
     except (UsageError, LedgerError, EnvelopeError) as exc:
         print(f"evalledger {args.command}: error: {exc}", file=sys.stderr)

@@ -114,6 +114,9 @@ def register(sub) -> None:
     add_judge_options(p)
     p.add_argument("--retry-failed", action="store_true", help="try the cases with stage.failed again")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument("--lease-seconds", type=float, default=None, metavar="S",
+                   help="with a PostgreSQL --store shared by several workers: how long a claimed case stays "
+                        "this worker's without a heartbeat (default 30); a dead worker's cases go to another")
     p.set_defaults(func=cmd_run)
 
 
@@ -121,7 +124,10 @@ def cmd_run(args) -> int:
     """Run until idle; exit 1 when a case failed (its stage.failed says why), 3 when the judge server
     could not answer and the run stopped early (cases left pending), else 0."""
     from evalledger.cli.errors import UsageError
-    settings = run_settings(args, retry_failed=args.retry_failed)
+    if args.lease_seconds is not None and args.lease_seconds <= 0:
+        raise UsageError("--lease-seconds must be more than 0")
+    lease = {"lease_seconds": args.lease_seconds} if args.lease_seconds else {}
+    settings = run_settings(args, retry_failed=args.retry_failed, **lease)
     progress = None if args.quiet else Progress(sys.stderr)
     with open_existing(args) as led:
         try:

@@ -54,6 +54,8 @@ class Callbacks:
                                      # calls its argument between cases (the daemon ingests then)
     refresh: Callable[[], list]      # rewrite the reports -> their paths
     head: Callable[[], Any]          # the ledger head, compared to notice new events
+    # subscribe(wake) -> stop: calls wake() when a server store announces appends (None: files tell)
+    subscribe: Callable[[Callable[[], None]], Callable[[], None] | None] | None = None
 
 
 class Abandoned(BaseException):
@@ -106,6 +108,10 @@ class Daemon:
         observer = None if self.options.once else start_observer(
             self.home, self.inbox, self.options.polling,
             on_inbox=lambda path, kind: self.inbox_event(path, kind), on_ledger=self.wake.set)
+        # A server store (PostgreSQL) announces appends by other machines: LISTEN/NOTIFY wakes the
+        # loop, which then compares heads (a lost notification is made up for at the next rescan).
+        unsubscribe = self.callbacks.subscribe(self.wake.set) \
+            if observer is not None and self.callbacks.subscribe is not None else None
         self.log("started", home=str(self.home), pid=os.getpid(), once=self.options.once,
                  observer="none" if observer is None else type(observer).__name__,
                  rescan_seconds=self.options.rescan_seconds)
@@ -116,6 +122,8 @@ class Daemon:
             self.log("abandoned", level="warning",
                      reason="in-flight work abandoned; recorded calls and committed events stay usable")
         finally:
+            if unsubscribe is not None:
+                unsubscribe()
             if observer is not None:
                 forward.quiet = True   # watchdog complains about its own threads while they stop
                 observer.stop()

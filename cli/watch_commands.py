@@ -66,6 +66,7 @@ def real_callbacks(led: ledger.Ledger, settings, log: Log, options: WatchOptions
         process=lambda between_cases: run_until_idle(led, settings, LogProgress(log, between_cases)),
         refresh=refresh_and_checkpoint,
         head=led.head,
+        subscribe=led.subscribe,
     )
 
 

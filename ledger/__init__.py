@@ -3,6 +3,7 @@
 The public API (see ``ledger.api``)::
 
     open_ledger(path, durability="normal", readonly=False) -> Ledger   # a home dir, a .jsonl or a .db file
+    init_home(home, store=None); bind_store(home, url); store_of(home)   # a home whose events are in PostgreSQL
     Ledger.append(events, expected_version=None, tracking=None) -> list[Event]
     Ledger.read(from_seq=1, types=None, stream=None, to_seq=None) -> Iterator[Event]
     Ledger.head() -> Head; Ledger.verify(expect_head=None) -> VerifyReport
@@ -15,7 +16,16 @@ The public API (see ``ledger.api``)::
 (upcast from the stored one); ``Event.stored_data`` and the stored bytes stay as written.
 """
 
-from evalledger.ledger.api import Ledger, default_home, init_home, is_home, open_ledger, parse_head
+from evalledger.ledger.api import (
+    Ledger,
+    bind_store,
+    default_home,
+    init_home,
+    is_home,
+    open_ledger,
+    parse_head,
+    store_of,
+)
 from evalledger.ledger.catalog import Payload, event_type, known_types, payload_model, upcaster
 from evalledger.ledger.envelope import EnvelopeError, Event, NewEvent, canonical_json, event_id
 from evalledger.ledger.importer import ImportRefused
@@ -23,7 +33,7 @@ from evalledger.ledger.persistence import ConflictError, Head, LedgerError, Scan
 from evalledger.ledger.verify import Problem, VerifyReport
 
 __all__ = [
-    "ConflictError", "EnvelopeError", "Event", "Head", "ImportRefused", "Ledger", "LedgerError", "NewEvent",
+    "ConflictError", "EnvelopeError", "bind_store", "store_of", "Event", "Head", "ImportRefused", "Ledger", "LedgerError", "NewEvent",
     "Payload",
     "Problem", "ScanRow", "VerifyReport", "canonical_json", "default_home", "event_id", "event_type", "init_home",
     "is_home", "known_types", "open_ledger", "parse_head", "payload_model", "upcaster",

@@ -14,19 +14,24 @@ from __future__ import annotations
 import glob
 import os
 from pathlib import Path
-from typing import IO, Any, Collection, Iterable, Iterator, Mapping
+from typing import IO, Any, Callable, Collection, Iterable, Iterator, Mapping
+from urllib.parse import urlsplit
 
 import evalledger.ledger.events  # noqa: F401  (registers the catalog)
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
 from evalledger.ledger.jsonl import JSONLRecorder
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.persistence import Head, LedgerError, Recorder, ScanRow, normalise_expected, prepare
+from evalledger.ledger.postgres import PostgresRecorder, is_store_url, redact_url, split_store_url
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
 from evalledger.ledger.sqlite import SQLiteRecorder
 from evalledger.ledger.verify import VerifyReport
 
 HOME_FOLDERS = ("inbox", "processed", "rejected", "reports")
 LEDGER_FILE_SUFFIXES = (".jsonl", ".db", ".sqlite", ".sqlite3")
+#: in a home whose events live in PostgreSQL: the store's URL (no password), and the local read models
+STORE_FILE = "store.url"
+READ_MODELS_FILE = "read-models.db"
 
 
 def default_home() -> str:
@@ -34,9 +39,15 @@ def default_home() -> str:
     return os.environ.get("EVALLEDGER_HOME") or "evalledger"
 
 
-def init_home(home: str | os.PathLike[str]) -> Path:
-    """Create a home's layout (DESIGN.md): ledger.db, events.jsonl, inbox/, processed/, rejected/, reports/."""
+def init_home(home: str | os.PathLike[str], store: str | None = None) -> Path:
+    """Create a home's layout (DESIGN.md): ledger.db, events.jsonl, inbox/, processed/, rejected/, reports/.
+
+    With ``store`` (a ``postgresql://`` URL) the events live in that database instead: the home
+    keeps its folders, ``store.url`` naming the store, and ``read-models.db`` (``bind_store``).
+    """
     home = Path(home)
+    if store is not None:
+        bind_store(home, store)
     if home.exists() and not home.is_dir() and home.suffix not in LEDGER_FILE_SUFFIXES:
         raise LedgerError(f"{home} is a file, not a home directory; choose another --home")
     if home.suffix in LEDGER_FILE_SUFFIXES:  # a bare ledger file: no folders around it
@@ -50,8 +61,49 @@ def init_home(home: str | os.PathLike[str]) -> Path:
 
 
 def is_home(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` is a directory holding a ledger.db."""
-    return (Path(path) / "ledger.db").is_file()
+    """True when ``path`` is a directory holding a ledger.db (or a store.url naming a server store)."""
+    return (Path(path) / "ledger.db").is_file() or (Path(path) / STORE_FILE).is_file()
+
+
+def store_of(home: str | os.PathLike[str]) -> str | None:
+    """The PostgreSQL store URL a home is bound to, or None (its events are in its ledger.db)."""
+    try:
+        text = (Path(home) / STORE_FILE).read_text(encoding="utf-8").strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not is_store_url(text):
+        raise LedgerError(f"{Path(home) / STORE_FILE}: line 1: not a postgresql:// URL")
+    return text
+
+
+def bind_store(home: str | os.PathLike[str], url: str) -> Path:
+    """Make ``home`` a home whose events live in the PostgreSQL store ``url``; returns the home.
+
+    Creates the folders and writes ``store.url``. A URL with a password is refused (the file
+    would keep it): give the password in PGPASSWORD or ~/.pgpass, which libpq reads. A home
+    that holds events of its own (ledger.db) or is bound to another store is refused too.
+    """
+    home = Path(home)
+    if home.suffix in LEDGER_FILE_SUFFIXES:
+        raise LedgerError(f"{home} names a ledger file; a PostgreSQL store is bound to a home directory")
+    if not is_store_url(url):
+        raise LedgerError(f"--store {redact_url(url)}: not a postgresql:// URL")
+    split_store_url(url)  # a bad schema name fails here
+    if urlsplit(url).password is not None:
+        raise LedgerError(f"--store {redact_url(url)}: a password in the URL would be written to "
+                          f"{home / STORE_FILE}; give it in PGPASSWORD or ~/.pgpass instead")
+    bound = store_of(home)
+    if bound is not None and bound != url:
+        raise LedgerError(f"{home} is bound to the store {bound}, not {url}; use another --home")
+    if (home / "ledger.db").exists():
+        raise LedgerError(f"{home} keeps its events in {home / 'ledger.db'}; a PostgreSQL store needs a new "
+                          "home (export this one and import it there)")
+    if bound is None:
+        home.mkdir(parents=True, exist_ok=True)
+        for name in HOME_FOLDERS:
+            (home / name).mkdir(exist_ok=True)
+        (home / STORE_FILE).write_text(url + "\n", encoding="utf-8")
+    return home
 
 
 class Ledger:
@@ -171,6 +223,18 @@ class Ledger:
         """Record a tracking position without events (``append([], tracking=...)`` does the same)."""
         self.recorder.set_tracking(name, position)
 
+    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None] | None:
+        """Have ``callback()`` called (from another thread) when any process appends to a server
+        store (PostgreSQL LISTEN/NOTIFY); returns the function that stops it, or None for a file
+        store. Notifications can be lost: read from your last position, never count on them."""
+        return self.recorder.subscribe(callback)
+
+    # --- shared work ----------------------------------------------------------------------------
+    def leases(self, owner: str, seconds: float) -> Any:
+        """Leases on pending cases for worker ``owner`` when many workers share this store
+        (PostgreSQL), else None (one machine: the home's dispatch lock suffices)."""
+        return self.recorder.leases(owner, seconds)
+
     # --- integrity -------------------------------------------------------------------------------
     def verify(self, expect_head: Head | str | None = None) -> VerifyReport:
         """Recompute the hash chain over the stored bytes of the store (and the mirror).
@@ -259,12 +323,20 @@ def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str =
                 readonly: bool = False) -> Ledger:
     """Open a ledger: a home directory (SQLite + events.jsonl mirror), a ``.jsonl`` file, or a ``.db``.
 
+    A home bound to a PostgreSQL store (``bind_store``) opens that store; a ``postgresql://`` URL
+    opens the store alone (no home: export, import, verify, but no read models).
+
     A home that does not exist is created (``init_home``) unless ``readonly``. Opening for
     writing recovers from a crash (completes a mirror that is behind, rolls an interrupted JSONL
     batch forward, cuts a torn last line); ``readonly`` changes nothing on disk, so ``verify``
     reports what it finds instead of repairing it.
     """
+    if isinstance(path, str) and is_store_url(path):  # a store without a home: no read models
+        return Ledger(PostgresRecorder(path, readonly=readonly))
     path = Path(path if path is not None else default_home())
+    store = store_of(path)
+    if store is not None:
+        return Ledger(PostgresRecorder(store, str(path / READ_MODELS_FILE), readonly=readonly), home=path)
     if path.suffix == ".jsonl":
         return Ledger(JSONLRecorder(str(path), durability, readonly=readonly))
     if path.suffix in (".db", ".sqlite", ".sqlite3"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from hashlib import sha256
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Mapping, NamedTuple
 
 from evalledger.ledger.catalog import validate_payload
 from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, Event, NewEvent, canonical_json, event_id, utc_now
@@ -240,6 +240,21 @@ class Recorder(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release files and connections."""
+
+    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None] | None:
+        """Call ``callback()`` (from another thread) whenever any process appends; returns a
+        function that stops it, or None when the store has no such announcements (files: a
+        watcher on them tells). A reader must still catch up by position: a wake-up can be lost.
+        """
+        return None
+
+    def leases(self, owner: str, seconds: float) -> Any:
+        """Leases on pending work shared by many workers (``ledger.leases.Leases``), or None.
+
+        None for a store that one machine writes (SQLite, JSONL): there the home's dispatch lock
+        already makes runs take turns. A store shared by many machines returns its leases.
+        """
+        return None
 
 
 def chain_start(head: Head) -> tuple[int, str]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import socket
 import threading
 import uuid
 from collections import Counter
@@ -35,6 +36,7 @@ from typing import Any, Awaitable, Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from evalledger.ledger import Event, NewEvent
+from evalledger.ledger.leases import DEFAULT_LEASE_SECONDS
 from evalledger.stages.audit import judge_audit
 from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
 from evalledger.stages.config import VerificationConfig, effective_config
@@ -82,6 +84,7 @@ class RunSettings(BaseModel):
     retry_failed: bool = False
     no_cache: bool = False
     max_cases_in_flight: int = Field(16, ge=1)
+    lease_seconds: float = Field(DEFAULT_LEASE_SECONDS, gt=0)   # a shared store's case leases
     judge: Any = None
     search: Any = None
 
@@ -204,6 +207,7 @@ class _Run:
         self.configs: dict[str, Any] = {}
         self.stopped: str | None = None
         self._tasks: list[asyncio.Task] = []
+        self.leases: Any = None   # set when workers on other machines share the store
 
     def _make_judge(self):
         """The judge port: the CLI's choice, else the config's (which defaults to offline)."""
@@ -249,10 +253,14 @@ class _Run:
             "configs": _configs_of(pending, self.settings.config_layer),
             "config_layer": self.settings.config_layer, "retry_failed": self.settings.retry_failed,
             "no_cache": self.settings.no_cache, "pending": len(pending.cases)})
+        self.leases = self.led.leases(f"{socket.gethostname()}:{os.getpid()}:{self.id}",
+                                      self.settings.lease_seconds)
         try:
             retry_failed = self.settings.retry_failed
             while pending.cases:
-                await self._process(pending)
+                if not await self._process(pending):
+                    # every pending case is leased to another worker: wait for them (or their leases)
+                    await asyncio.sleep(min(1.0, self.settings.lease_seconds / 4))
                 retry_failed = False  # failures of this run are not retried within it
                 pending = find_pending(self.led, retry_failed)
                 if self.stopped is not None:
@@ -260,6 +268,8 @@ class _Run:
             if self.stopped is None:
                 _Watermarks(self.led, pending).settle()
         finally:
+            if self.leases is not None:
+                self.leases.close()
             if self._own_judge and hasattr(self.judge, "aclose"):
                 await self.judge.aclose()
             for port in self.search_ports.values():
@@ -278,12 +288,15 @@ class _Run:
             self.progress.finish(self.counters)
         return s
 
-    async def _process(self, pending: _Pending) -> None:
-        """Run every pending case of one scan, concurrently, each committed on its own."""
+    async def _process(self, pending: _Pending) -> int:
+        """Run every pending case of one scan, concurrently, each committed on its own; returns
+        how many this run processed (with leases: only the cases it could claim)."""
+        marks = _Watermarks(self.led, pending)
+        if self.leases is not None:
+            return await self._process_leased(pending, marks)
         self.total += len(pending.cases)
         if self.progress is not None:
             self.progress.start(self.total, self.counters)
-        marks = _Watermarks(self.led, pending)
         gate = asyncio.Semaphore(self.settings.max_cases_in_flight)
 
         async def one(stage: Stage, opened: Event, failures: int) -> None:
@@ -298,6 +311,60 @@ class _Run:
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 raise result
         marks.settle()
+        return len(pending.cases)
+
+    async def _process_leased(self, pending: _Pending, marks: _Watermarks) -> int:
+        """Claim pending cases a few at a time (as many as may be in flight), run each, release its
+        lease once its outputs are committed, claim more; stop when nothing more can be claimed.
+
+        The watermarks count every case of the scan, claimed or not, so a stage's tracking
+        position never passes a case another worker still holds.
+        """
+        items = {f"{stage.name}:{opened.data.get('case_id')}": (stage, opened, failures)
+                 for stage, opened, failures in pending.cases}
+        waiting = list(items)
+        running: set[asyncio.Task[None]] = set()
+        done = 0
+
+        async def one(work: str) -> None:
+            stage, opened, failures = items[work]
+            try:
+                if not self._finished_elsewhere(stage, opened, failures):
+                    await self._case(stage, opened, failures, marks)
+            finally:
+                self.leases.release(work)
+
+        while True:
+            room = self.settings.max_cases_in_flight - len(running)
+            if self.stopped is not None:   # the judge server cannot answer: claim nothing more
+                waiting = []
+            claimed = self.leases.claim(waiting, room) if room > 0 and waiting else []
+            if claimed:
+                taken = set(claimed)
+                waiting = [w for w in waiting if w not in taken]
+                self.total += len(claimed)
+                if self.progress is not None:
+                    self.progress.start(self.total, self.counters)
+                running.update(asyncio.create_task(one(work)) for work in claimed)
+                self._tasks = list(running)   # a stop cancels these too
+            if not running:
+                return done
+            finished, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in finished:
+                if task.cancelled():       # cancelled by a stop: left pending, its lease released
+                    continue
+                task.result()  # _case records a failing case itself; anything else is a bug: raise it
+            done += len(finished)
+
+    def _finished_elsewhere(self, stage: Stage, opened: Event, failures: int) -> bool:
+        """True when another worker committed this case's outcome (its terminal event, or one more
+        ``stage.failed`` than our scan counted) after our scan found it pending."""
+        for event in self.led.read(stream=opened.stream, types=[stage.terminal, "stage.failed"]):
+            if event.type == stage.terminal:
+                return True
+            if event.data.get("stage") == stage.name and (event.data.get("failure") or 0) > failures:
+                return True
+        return False
 
     def _stop(self, exc: JudgeUnavailable) -> None:
         """Stop the run: no case starts any more, the cases in flight are cancelled (left pending)."""

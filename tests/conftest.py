@@ -38,3 +38,15 @@ def home(tmp_path) -> Path:
     """A freshly initialised, empty evalledger home."""
     from evalledger import ledger
     return ledger.init_home(tmp_path / "home")
+
+
+def pytest_addoption(parser):
+    """``--skip-postgres``: skip (rather than fail) the PostgreSQL tests when no server is configured."""
+    parser.addoption("--skip-postgres", action="store_true",
+                     help="skip the PostgreSQL tests when EVALLEDGER_TEST_PG is unset (they fail otherwise)")
+
+
+def pytest_configure(config):
+    """Pass --skip-postgres to tests/postgres_support.py (and to the processes tests start)."""
+    if config.getoption("--skip-postgres"):
+        os.environ["EVALLEDGER_SKIP_POSTGRES"] = "1"

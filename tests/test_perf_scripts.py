@@ -7,6 +7,7 @@ that each still runs, prints each figure with its target, and does not crash.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,11 @@ CASES = {
     "watch_bench.py": (["--ci", "--trials", "2", "--burst", "5", "--idle-seconds", "1"],
                        ["latency rename -> last case.judged", "burst", "idle daemon CPU"]),
 }
+
+
+if os.environ.get("EVALLEDGER_TEST_PG"):   # needs a server (eval "$(bash .ci/start-postgres)")
+    CASES["postgres_bench.py"] = (["--events", "300", "--appender-events", "20", "--cases", "8"],
+                                  ["batches of 100", "ratio", "sequencer ceiling", "ev/s", "4 workers vs 1"])
 
 
 @pytest.mark.parametrize("script", sorted(CASES))

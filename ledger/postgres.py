@@ -1,0 +1,454 @@
+"""The PostgreSQL backend: table ``events`` in one schema of a database, shared by many processes.
+
+Same envelope, canonical bytes and hash chain as SQLite (the rows have the same ten columns, so
+export and verify reuse the SQLite row code). Every append takes a transaction-scoped advisory
+lock before it reads the head, so seq and hash are assigned one writer at a time and seq order is
+commit order, however many processes on however many machines append. Triggers refuse UPDATE,
+DELETE and TRUNCATE on ``events``. Each commit sends a NOTIFY carrying the new head seq.
+
+psycopg 3 is an optional dependency (``pip install 'evalledger[postgres]'``): this module is only
+imported when a store URL names PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from typing import Any, Callable, Iterable, Iterator, Sequence
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from evalledger.ledger.envelope import GENESIS_HASH, Event
+from evalledger.ledger.leases import Leases
+from evalledger.ledger.persistence import (
+    ConflictError,
+    Head,
+    LedgerError,
+    Prepared,
+    Recorder,
+    chain_start,
+    seal,
+)
+from evalledger.ledger.sqlite_schema import COLUMNS, row_event, row_line
+from evalledger.ledger.verify import VerifyReport, verify_sqlite
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+except ImportError:  # the optional extra is not installed: say so when a store needs it
+    psycopg = None  # type: ignore[assignment]
+    pg_errors = None  # type: ignore[assignment]
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+DEFAULT_SCHEMA = "public"
+_PAGE = 1000  # rows a read fetches at once (one round trip each)
+_LOCK_CLASS = 0x45564C  # "EVL": the advisory-lock namespace of evalledger's sequencer
+TRIGGERS = ("events_refuse_update", "events_refuse_delete", "events_refuse_truncate")
+
+
+def is_store_url(text: str) -> bool:
+    """True when ``text`` names a PostgreSQL store (``postgresql://...``)."""
+    return isinstance(text, str) and text.startswith(URL_SCHEMES)
+
+
+def split_store_url(url: str) -> tuple[str, str]:
+    """(connection URL for libpq, schema name) from a store URL; ``?schema=NAME`` picks the schema.
+
+    One database can hold many ledgers, one a schema (``public`` when not given).
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((v for k, v in query if k == "schema"), DEFAULT_SCHEMA)
+    rest = urlencode([(k, v) for k, v in query if k != "schema"])
+    if not schema or not schema.replace("_", "a").isalnum() or not schema[0].isalpha() or schema != schema.lower():
+        raise LedgerError(f"store URL: schema {schema!r} must be lowercase letters, digits and _ "
+                          "(starting with a letter)")
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), schema
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password: what messages, logs and files may show."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = (parts.username or "") + ":***"
+    return urlunsplit((parts.scheme, f"{user}@{netloc[-1]}", parts.path, parts.query, parts.fragment))
+
+
+def notify_channel(schema: str) -> str:
+    """The LISTEN/NOTIFY channel on which a schema's appends announce the new head seq."""
+    return f"evalledger_{schema}"
+
+
+def _schema_sql(schema: str) -> str:
+    """Tables, index and immutability triggers of one ledger, created if missing."""
+    return f"""
+CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE TABLE IF NOT EXISTS {schema}.events (
+    seq BIGINT PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    stream TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    schema INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    UNIQUE (stream, version)
+);
+CREATE INDEX IF NOT EXISTS events_type_seq ON {schema}.events (type, seq);
+CREATE TABLE IF NOT EXISTS {schema}.tracking (
+    name TEXT PRIMARY KEY,
+    position BIGINT NOT NULL
+);
+CREATE OR REPLACE FUNCTION {schema}.evalledger_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'evalledger events are immutable: % refused', TG_OP;
+END $$;
+CREATE OR REPLACE TRIGGER events_refuse_update BEFORE UPDATE ON {schema}.events
+    FOR EACH ROW EXECUTE FUNCTION {schema}.evalledger_refuse_change();
+CREATE OR REPLACE TRIGGER events_refuse_delete BEFORE DELETE ON {schema}.events
+    FOR EACH ROW EXECUTE FUNCTION {schema}.evalledger_refuse_change();
+CREATE OR REPLACE TRIGGER events_refuse_truncate BEFORE TRUNCATE ON {schema}.events
+    FOR EACH STATEMENT EXECUTE FUNCTION {schema}.evalledger_refuse_change();
+"""
+
+
+def connect(url: str, readonly: bool = False) -> Any:
+    """An autocommit psycopg connection to ``url`` (no schema parameter), with clear errors."""
+    if psycopg is None:
+        raise LedgerError("a PostgreSQL store needs psycopg 3: pip install 'evalledger[postgres]'")
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise LedgerError(f"cannot connect to the store {redact_url(url)}: {str(exc).strip()}") from None
+    # A writer that holds the sequencer lock and hangs must not hang everyone: give up after 60 s,
+    # as SQLite's busy timeout does (the error names the store).
+    conn.execute("SET lock_timeout = '60s'")
+    if readonly:
+        conn.execute("SET default_transaction_read_only = on")
+    return conn
+
+
+def lock_key(schema: str) -> int:
+    """The advisory-lock key of one schema's sequencer (a signed 32-bit int)."""
+    return zlib.crc32(schema.encode()) - (1 << 31)
+
+
+class PostgresRecorder(Recorder):
+    """Events in table ``<schema>.events`` of a PostgreSQL database; many writers at once."""
+
+    def __init__(self, url: str, read_models_path: str | None = None, readonly: bool = False):
+        self.url, self.schema = split_store_url(url)
+        self.store_url = url
+        self.location = f"{redact_url(url)} (table {self.schema}.events)"
+        self.path = read_models_path or ""
+        self._read_models = read_models_path
+        self.readonly = readonly
+        self._key = lock_key(self.schema)
+        self._lock = threading.RLock()  # one connection, shared by this process's threads
+        self.conn = connect(self.url, readonly)
+        self._events = f"{self.schema}.events"
+        if not readonly:
+            self._create_schema()
+        elif not self._table_exists():
+            self.conn.close()
+            raise LedgerError(f"{self.location}: no ledger in this schema yet")
+
+    # --- setup ------------------------------------------------------------------------------------
+    def _create_schema(self) -> None:
+        """Create tables and triggers once, under the sequencer lock (CREATE IF NOT EXISTS races)."""
+        with self._lock, self._guard(), self.conn.transaction():
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._key))
+            self.conn.execute(_schema_sql(self.schema))
+
+    def _table_exists(self) -> bool:
+        row = self.conn.execute("SELECT to_regclass(%s)", (self._events,)).fetchone()
+        return row is not None and row[0] is not None
+
+    def _guard(self) -> "_Errors":
+        return _Errors(self.location)
+
+    # --- appending --------------------------------------------------------------------------------
+    def append(self, batch: list[Prepared], expected: dict[str, int],
+               tracking: tuple[str, int] | None = None) -> list[Event]:
+        """Append under the sequencer lock: seq, versions and hashes come from committed state only.
+
+        Statements go out in pipelines, so a batch costs two or three round trips (BEGIN, the
+        lock and the reads; a COPY for a batch; the insert, tracking, NOTIFY and COMMIT) rather
+        than one a statement: round trips, not the server's work, bound an append's cost.
+        """
+        self._check_writable()
+        conn = self.conn
+        with self._lock, self._guard():
+            try:
+                out, new, single = self._insert(batch, expected)
+                with conn.pipeline():
+                    if single is not None:
+                        conn.execute(f"INSERT INTO {self._events} ({COLUMNS}) VALUES "
+                                     "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", single)
+                    if tracking is not None:
+                        self._upsert_tracking(*tracking)
+                    if new:
+                        conn.execute("SELECT pg_notify(%s, %s)", (notify_channel(self.schema), str(new[-1].seq)))
+                    conn.execute("COMMIT")
+            except BaseException:
+                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not conn.closed:
+                    conn.execute("ROLLBACK")
+                raise
+        return out
+
+    def _insert(self, batch: list[Prepared], expected: dict[str, int]) -> tuple[list[Event], list[Event], Any]:
+        """BEGIN, lock the sequencer, find existing ids, seal the rest; COPY a batch of several new
+        events in, and return a single new event's row for the caller to insert (in its pipeline)."""
+        execute = self.conn.execute
+        ids = list({p.id for p in batch})
+        streams = list({p.stream for p in batch})
+        # Statements after the lock see every commit made before it (READ COMMITTED: a snapshot a
+        # statement), so the head and versions read here are the latest.
+        with self.conn.pipeline():
+            execute("BEGIN")
+            execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._key))
+            found = execute(f"SELECT {COLUMNS} FROM {self._events} WHERE id = ANY(%s)", (ids,))
+            current = execute(f"SELECT stream, MAX(version) FROM {self._events} WHERE stream = ANY(%s) "
+                              "GROUP BY stream", (streams,))
+            last = execute(f"SELECT seq, hash FROM {self._events} ORDER BY seq DESC LIMIT 1")
+        stored = {row[1]: row_event(row) for row in found.fetchall()}
+        versions: dict[str, int] = dict.fromkeys(streams, 0)
+        versions.update(current.fetchall())
+        row = last.fetchone()
+        fresh_streams = {p.stream for p in batch if p.id not in stored}
+        for stream in fresh_streams:
+            want = expected.get(stream)
+            if want is not None and want != versions[stream]:
+                raise ConflictError(f"stream {stream!r} is at version {versions[stream]}, expected {want}; "
+                                    "nothing was appended")
+        seq, prev_hash = chain_start(Head(row[0], row[1]) if row else Head(0, GENESIS_HASH))
+        out: list[Event] = []
+        new: list[Event] = []
+        rows: list[tuple[Any, ...]] = []
+        for p in batch:
+            if p.id in stored:
+                out.append(stored[p.id])
+                continue
+            version = versions[p.stream] + 1
+            event, _ = seal(p, seq, version, prev_hash)
+            versions[p.stream] = version
+            stored[p.id] = event
+            rows.append((seq, p.id, p.stream, version, p.type, p.schema, p.data.decode(), p.meta.decode(),
+                         prev_hash, event.hash))
+            out.append(event)
+            new.append(event)
+            seq, prev_hash = seq + 1, event.hash
+        if len(rows) > 1:
+            self._insert_rows(rows)
+        return out, new, rows[0] if len(rows) == 1 else None
+
+    def _insert_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """COPY sealed rows in: one round trip for a batch."""
+        with self.conn.cursor() as cur, cur.copy(f"COPY {self._events} ({COLUMNS}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
+    def _upsert_tracking(self, name: str, position: int) -> None:
+        self.conn.execute(f"INSERT INTO {self.schema}.tracking (name, position) VALUES (%s, %s) "
+                          "ON CONFLICT (name) DO UPDATE SET position = excluded.position", (name, position))
+
+    def _check_writable(self) -> None:
+        if self.readonly:
+            raise LedgerError(f"{self.location} is open read-only")
+
+    # --- reading ----------------------------------------------------------------------------------
+    def _pages(self, where: str, params: list[Any], from_seq: int,
+               to_seq: int | None) -> Iterator[list[tuple[Any, ...]]]:
+        """Pages of rows in seq order, each fetched whole (no transaction stays open between pages)."""
+        last = from_seq - 1
+        bound = " AND seq <= %s" if to_seq is not None else ""
+        sql = f"SELECT {COLUMNS} FROM {self._events} WHERE seq > %s{where}{bound} ORDER BY seq LIMIT {_PAGE}"
+        tail = params + ([to_seq] if to_seq is not None else [])
+        while True:
+            with self._lock, self._guard():
+                rows = self.conn.execute(sql, [last, *tail]).fetchall()
+            if rows:
+                yield rows
+            if len(rows) < _PAGE:
+                return
+            last = rows[-1][0]
+
+    def _rows(self, where: str, params: list[Any], from_seq: int, to_seq: int | None) -> Iterator[tuple[Any, ...]]:
+        for page in self._pages(where, params, from_seq, to_seq):
+            yield from page
+
+    def read(self, from_seq: int = 1, types: Iterable[str] | None = None,
+             stream: str | None = None, to_seq: int | None = None) -> Iterator[Event]:
+        """Events in seq order, filtered in SQL, a page at a time."""
+        where, params = "", []
+        if types is not None:
+            where += " AND type = ANY(%s)"
+            params.append(list(types))
+        if stream is not None:
+            where += " AND stream = %s"
+            params.append(stream)
+        return (row_event(row) for row in self._rows(where, params, from_seq, to_seq))  # type: ignore[arg-type]
+
+    def head(self) -> Head:
+        """The last committed event's seq and hash."""
+        with self._lock, self._guard():
+            row = self.conn.execute(f"SELECT seq, hash FROM {self._events} ORDER BY seq DESC LIMIT 1").fetchone()
+        return Head(row[0], row[1]) if row else Head(0, GENESIS_HASH)
+
+    def get(self, id: str) -> Event | None:
+        """The event with this id, or None."""
+        with self._lock, self._guard():
+            row = self.conn.execute(f"SELECT {COLUMNS} FROM {self._events} WHERE id = %s", (id,)).fetchone()
+        return row_event(row) if row else None
+
+    def stream_version(self, stream: str) -> int:
+        """The version of the stream's last event (0 when empty)."""
+        with self._lock, self._guard():
+            row = self.conn.execute(f"SELECT MAX(version) FROM {self._events} WHERE stream = %s",
+                                    (stream,)).fetchone()
+        return (row[0] or 0) if row else 0
+
+    def lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[tuple[int, bytes]]:
+        """(seq, JSONL line) pairs rebuilt from the rows: the same bytes SQLite's export gives."""
+        for row in self._rows("", [], from_seq, to_seq):
+            yield row[0], row_line(row)  # type: ignore[arg-type]
+
+    def verify(self, expect_head: Head | None = None) -> VerifyReport:
+        """Verify the chain as of one snapshot (a REPEATABLE READ transaction on a connection of
+        its own, streamed through a server-side cursor), so concurrent writers never look like damage."""
+        conn = connect(self.url, readonly=True)
+        try:
+            with _Errors(self.location), conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                with conn.cursor(name="evalledger_verify") as cur:
+                    cur.itersize = _PAGE
+                    cur.execute(f"SELECT {COLUMNS} FROM {self._events} ORDER BY seq")
+                    report = verify_sqlite(cur, self.location, expect_head=expect_head)
+        finally:
+            conn.close()
+        missing = self.missing_triggers()
+        if missing:
+            report.warnings.append(f"{self.location}: the triggers that refuse UPDATE, DELETE and TRUNCATE are "
+                                   f"missing ({', '.join(missing)}); opening the store for writing restores them")
+        return report
+
+    def missing_triggers(self) -> list[str]:
+        """The immutability triggers that are not on the events table (someone dropped them)."""
+        with self._lock, self._guard():
+            names = {r[0] for r in self.conn.execute(
+                "SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND tgenabled <> 'D'",
+                (self._events,))}
+        return [name for name in TRIGGERS if name not in names]
+
+    # --- import and tracking ----------------------------------------------------------------------
+    def import_lines(self, lines: Iterable[bytes], source: str = "the input") -> int:
+        """Insert verified lines into the empty store in one transaction under the sequencer lock."""
+        from evalledger.ledger.importer import checked_rows
+        self._check_writable()
+        count = 0
+        with self._lock, self._guard(), self.conn.transaction():
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._key))
+            if self.conn.execute(f"SELECT 1 FROM {self._events} LIMIT 1").fetchone():
+                raise LedgerError(f"{self.location} is not empty; import goes into an empty store only")
+            chunk: list[tuple[Any, ...]] = []
+            for row in checked_rows(lines, source):
+                chunk.append(row)
+                count += 1
+                if len(chunk) >= _PAGE:
+                    self._insert_rows(chunk)
+                    chunk = []
+            if chunk:
+                self._insert_rows(chunk)
+            if count:
+                self.conn.execute("SELECT pg_notify(%s, %s)", (notify_channel(self.schema), str(count)))
+        return count
+
+    def tracking_position(self, name: str) -> int:
+        """The position in the ``tracking`` table (committed in the same transaction as a batch)."""
+        with self._lock, self._guard():
+            row = self.conn.execute(f"SELECT position FROM {self.schema}.tracking WHERE name = %s",
+                                    (name,)).fetchone()
+        return row[0] if row else 0
+
+    def set_tracking(self, name: str, position: int) -> None:
+        """Upsert a tracking row on its own."""
+        self._check_writable()
+        with self._lock, self._guard():
+            self._upsert_tracking(name, position)
+
+    def own_files(self) -> list[str]:
+        """The local read-model file (the events are on the server: export cannot overwrite them)."""
+        return [self._read_models] if self._read_models else []
+
+    def read_models_path(self) -> str:
+        """The local SQLite file of this home's read models (the events stay on the server)."""
+        if not self._read_models:
+            raise LedgerError(f"{self.location}: opened without a home, so there is no local file for "
+                              "read models; bind the store to a home (evalledger --home DIR --store URL init)")
+        return self._read_models
+
+    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """LISTEN on the schema's channel in a thread of its own; ``callback()`` on each NOTIFY.
+
+        A dropped connection is reopened (with a callback, since notifications were lost
+        meanwhile). Returns the function that stops listening.
+        """
+        stop = threading.Event()
+        listener = threading.Thread(target=_listen, args=(self.url, notify_channel(self.schema), callback, stop),
+                                    name=f"listen-{self.schema}", daemon=True)
+        listener.start()
+
+        def unsubscribe() -> None:
+            stop.set()
+            listener.join(timeout=5)
+        return unsubscribe
+
+    def leases(self, owner: str, seconds: float) -> Leases:
+        """This worker's leases on the store's pending work (a connection of their own)."""
+        return Leases(lambda: connect(self.url), self.schema, owner, seconds)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self.conn.close()
+
+
+def _listen(url: str, channel: str, callback: Callable[[], None], stop: threading.Event) -> None:
+    """The listener thread: LISTEN, wait for notifications a second at a time, until ``stop``."""
+    while not stop.is_set():
+        try:
+            conn = connect(url)
+        except LedgerError:
+            stop.wait(1.0)
+            continue
+        try:
+            conn.execute(f'LISTEN "{channel}"')
+            callback()  # whatever was appended while we were not listening
+            while not stop.is_set():
+                for _ in conn.notifies(timeout=1.0):
+                    callback()
+        except Exception:  # psycopg.Error: the connection dropped; reconnect
+            stop.wait(1.0)
+        finally:
+            conn.close()
+
+
+class _Errors:
+    """Turn a psycopg error into a LedgerError naming the store (immutability refusals included)."""
+
+    def __init__(self, location: str):
+        self.location = location
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or psycopg is None or not isinstance(exc, psycopg.Error):
+            return False
+        if pg_errors is not None and isinstance(exc, pg_errors.UniqueViolation):
+            raise LedgerError(f"{self.location}: {str(exc).strip()} (a row the sequencer lock should have "
+                              "kept out: was the store written around evalledger?)") from None
+        raise LedgerError(f"{self.location}: {str(exc).strip()}") from None
