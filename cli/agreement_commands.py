@@ -1,7 +1,8 @@
-"""Trust commands: sample (a review queue) and agreement (judge vs reviewers, or judge vs judge).
+"""Trust commands: sample (a review queue), agreement (judge vs reviewers, or judge vs judge) and
+whatif (a config sweep answered from the recorded judge calls).
 
-The logic is in projections/ (review_queue, agreement, judge_agreement); these commands bring the
-read models up to date, call it and print the result.
+The logic is in projections/ (review_queue, agreement, judge_agreement, whatif) and
+stages/whatif.py; these commands bring the read models up to date, call it and print the result.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from evalledger.cli.ledger_commands import open_existing
 from evalledger.projections.agreement import format_agreement, reviewer_agreement
 from evalledger.projections.judge_agreement import format_judge_agreement, judge_agreement
 from evalledger.projections.review_queue import STRATA, queue_bytes, review_queue
-from evalledger.projections.store import ReadModelStore, json_bytes
+from evalledger.projections.reports import slug
+from evalledger.projections.store import ReadModelStore, json_bytes, reports_dir
 
 
 @contextmanager
@@ -88,8 +90,38 @@ def cmd_agreement(args) -> int:
     return 0
 
 
+def cmd_whatif(args) -> int:
+    """Sweep one setting over the recorded judge calls; print the curve per model, write its chart."""
+    from evalledger.projections.whatif import curves, format_curves, line_chart, point_metrics
+    from evalledger.stages.whatif import WhatIfRefused, parse_sweep, replay_points
+
+    try:
+        key, values, fixed = parse_sweep(args.sets)
+    except WhatIfRefused as exc:
+        raise UsageError(str(exc)) from None
+    progress = None if args.quiet else (lambda i, n: print(f"point {i + 1}/{n}", file=sys.stderr, flush=True))
+    with open_existing(args) as led:
+        points = [(p.value, point_metrics(p.led), len(p.missing))
+                  for p in replay_points(led, key, values, fixed, on_point=progress)]
+        chart = Path(args.chart) if args.chart else reports_dir(led) / f"whatif-{slug(key)}.svg"
+    doc = curves(key, points)
+    chart.parent.mkdir(parents=True, exist_ok=True)
+    chart.write_text(line_chart(doc), encoding="utf-8")
+    if args.json:
+        sys.stdout.buffer.write(json_bytes(doc, indent=True) + b"\n")
+    else:
+        sys.stdout.write(format_curves(doc))
+        print(f"chart: {chart}")
+    unrecorded = sum(p[2] for p in points)
+    if unrecorded:
+        print(f"{unrecorded} judge request(s) at some points were never recorded: those cases fail there, as "
+              "in 'evalledger replay --set'; 'evalledger replay --into DIR --set KEY=VALUE' lists them",
+              file=sys.stderr)
+    return 1 if unrecorded else 0
+
+
 def register(sub) -> None:
-    """Add sample and agreement."""
+    """Add sample, agreement and whatif."""
     p = sub.add_parser("sample", help="a deterministic review queue of judged cases nobody reviewed yet")
     p.add_argument("--n", type=int, required=True, help="how many cases")
     p.add_argument("--stratify", choices=STRATA, default=None,
@@ -104,3 +136,13 @@ def register(sub) -> None:
                    help="compare this home's judge with the judge of OTHER_HOME on the cases both have")
     p.add_argument("--json", action="store_true", help="the whole document as JSON")
     p.set_defaults(func=cmd_agreement)
+
+    p = sub.add_parser("whatif", help="verdicts at every point of a config sweep, from recorded judge calls only")
+    p.add_argument("--set", dest="sets", action="append", default=[], required=True,
+                   metavar="KEY=START:STOP:STEP",
+                   help="the setting to sweep (or KEY=V1,V2,...); more --set KEY=VALUE hold other keys fixed")
+    p.add_argument("--chart", default=None, metavar="FILE",
+                   help="where the SVG chart goes (default: <reports>/whatif-<key>.svg)")
+    p.add_argument("--json", action="store_true", help="every point and curve as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(func=cmd_whatif)

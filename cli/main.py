@@ -49,6 +49,7 @@ EXAMPLES = {
     "confirm": "evalledger confirm 3f2a --author ana --reason 'parse checked by hand'",
     "sample": "evalledger sample --n 50 --stratify verdict --seed 1 --out review-queue.csv",
     "agreement": "evalledger agreement --against ./other-judge --json",
+    "whatif": "evalledger whatif --set deep_judgment_fuzzy_match_threshold=0.70:0.95:0.05",
     "replay": "evalledger replay --into ./replayed --set deep_judgment_fuzzy_match_threshold=0.9",
     "diff": "evalledger diff ./evalledger ./replayed --json",
     "keygen": "evalledger keygen --out ~/.evalledger/signer.key --name team-evals",

@@ -1,0 +1,123 @@
+"""whatif: every point of a sweep equals an actual `replay --into DIR --set KEY=VALUE` at that value,
+no request reaches a server, and settings that need new judge calls are refused with the reason."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evalledger import ledger
+from evalledger.stages.dispatcher import RunSettings, run_until_idle
+from evalledger.stages.whatif import NEEDS_CALLS, WhatIfRefused, parse_sweep, sweep_values
+from evalledger.testing.stand_in import StandIn, StandInThread
+from stages_scripted import every_path_judge, template_judge, dispatch
+from stages_support import AUDIT_LINES, RESPONSE, home_with, template_benchmark
+
+PARAPHRASE = "Human somatic cells hold 23 chromosome pairs in all, it is said [1]."
+
+
+def judged_source(tmp_path, reply_fn, *files):
+    """A home with ``files`` judged by the chat-completions stand-in answering with ``reply_fn``."""
+    home = home_with(tmp_path, *files)
+    with StandInThread(StandIn(reply_fn=reply_fn)) as stand_in, ledger.open_ledger(home) as led:
+        settings = RunSettings(judge_backend="openai", judge_model="m", judge_options={"base_url": stand_in.base_url})
+        run_until_idle(led, settings)
+    return home
+
+
+def replayed_metric(run_cli, source, target, key, value, bench_metric):
+    """The metric a real `replay --set` at ``value`` reports in its aggregate-stats.json."""
+    done = run_cli("replay", "--into", target, "--set", f"{key}={value}", "--quiet", home=source)
+    assert done.returncode in (0, 1), done.stderr
+    agg = json.loads((target / "reports" / "aggregate-stats.json").read_text())
+    return bench_metric(agg), done.returncode
+
+
+def test_each_audit_zone_point_equals_a_replay_at_that_value(tmp_path, run_cli):
+    source = judged_source(tmp_path / "src", every_path_judge(), ("a.jsonl", AUDIT_LINES))
+    with StandInThread(StandIn(reply_fn=every_path_judge())) as watcher:   # a server nothing may call
+        done = run_cli("whatif", "--set", "audit.zone_bad_max=1:3:1", "--set", "audit.high_severe_min=1",
+                       "--json", "--quiet", home=source, env={"OPENAI_BASE_URL": watcher.base_url})
+    assert watcher.requests == []                # replay answered every point; no request was sent
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["values"] == [1, 2, 3]
+    [series] = [name for name in doc["series"]]
+    seen = []
+    for point in doc["points"]:
+        bench = series.split(" / ")[0]
+        group = series.split(" / ", 1)[1]
+        layer_value = point["value"]
+        target = tmp_path / f"replay-{layer_value}"
+        done = run_cli("replay", "--into", target, "--set", f"audit.zone_bad_max={layer_value}",
+                       "--set", "audit.high_severe_min=1", "--quiet", home=source)
+        assert done.returncode == 0, done.stdout + done.stderr
+        agg = json.loads((target / "reports" / "aggregate-stats.json").read_text())
+        expected = agg["benchmarks"][bench]["audit"][group]["zone_accuracy"]
+        assert point["metrics"][series]["value"] == expected
+        seen.append(expected)
+    assert len(set(seen)) > 1                    # the sweep moves the curve
+    chart = source / "reports" / "whatif-audit.zone_bad_max.svg"
+    assert chart.read_text().startswith("<svg") and "polyline" in chart.read_text()
+
+
+def test_each_fuzzy_threshold_point_equals_a_replay_at_that_value(tmp_path, run_cli):
+    responses = [{"question_id": "q1", "model": "exact", "text": RESPONSE},
+                 {"question_id": "q1", "model": "paraphrase", "text": PARAPHRASE}]
+    bench = template_benchmark(config={"deep_judgment_enabled": True, "deep_judgment_excerpt_retry_attempts": 0},
+                               responses=responses)
+    source = judged_source(tmp_path / "src", dispatch(template_judge(always_paraphrase=True)), ("b.json", bench))
+    done = run_cli("whatif", "--set", "deep_judgment_fuzzy_match_threshold=0.10:0.90:0.40", "--json", "--quiet",
+                   home=source)
+    assert done.returncode in (0, 1), done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["values"] == [0.1, 0.5, 0.9]
+    for point in doc["points"]:
+        target = tmp_path / f"replay-{point['value']}"
+        replay = run_cli("replay", "--into", target, "--set", f"deep_judgment_fuzzy_match_threshold={point['value']}",
+                         "--quiet", home=source)
+        agg = json.loads((target / "reports" / "aggregate-stats.json").read_text())
+        for name, metric in point["metrics"].items():
+            bench_id, model = name.split(" / ", 1)
+            assert metric["value"] == agg["benchmarks"][bench_id]["models"][model]["pass_rate"], (point, name)
+        unrecorded = (target / "replay-unrecorded.jsonl")
+        lines = unrecorded.read_text().splitlines() if unrecorded.exists() else []
+        assert point["unrecorded_requests"] == len(lines)
+        assert (replay.returncode == 1) == bool(lines)
+    text = run_cli("whatif", "--set", "deep_judgment_fuzzy_match_threshold=0.1,0.9", "--quiet", home=source).stdout
+    assert "pass_rate" in text and "0.1 |" in text
+
+
+@pytest.mark.parametrize("key", sorted(NEEDS_CALLS))
+def test_settings_that_need_new_calls_are_refused_with_the_reason(key):
+    with pytest.raises(WhatIfRefused, match="cannot be answered from the recorded calls") as info:
+        parse_sweep([f"{key}=1:3:1"])
+    assert NEEDS_CALLS[key] in str(info.value)
+
+
+def test_refusals_through_the_cli_write_nothing(tmp_path, run_cli):
+    home = home_with(tmp_path, ("b.json", template_benchmark()))
+    before = ledger.open_ledger(home).head()
+    done = run_cli("whatif", "--set", "deep_judgment_max_excerpts_per_attribute=1:5:1", home=home)
+    assert done.returncode == 2 and "new extract_excerpts calls" in done.stderr
+    for bad, reason in (("judge_model=a,b", "not a setting a what-if can sweep"),
+                        ("deep_judgment_fuzzy_match_threshold=0.9:0.1:0.1", "below START"),
+                        ("deep_judgment_fuzzy_match_threshold=0:1:0", "step must be positive"),
+                        ("deep_judgment_fuzzy_match_threshold=0.5:1.5:0.5", "less than or equal to 1"),
+                        ("deep_judgment_fuzzy_match_threshold=0.8", "exactly one --set")):
+        done = run_cli("whatif", "--set", bad, home=home)
+        assert done.returncode == 2 and reason in done.stderr, (bad, done.stderr)
+    with ledger.open_ledger(home) as led:
+        assert led.head() == before
+    assert not (home / "reports").exists()
+
+
+def test_sweep_values_are_exact_decimals():
+    assert sweep_values("0.70:0.95:0.05") == [0.7, 0.75, 0.8, 0.85, 0.9, 0.95]
+    assert sweep_values("1:3:1") == [1, 2, 3]
+    assert sweep_values("0.7,0.8") == [0.7, 0.8]
+    with pytest.raises(WhatIfRefused, match="at most"):
+        sweep_values("0:1000:1")
+    with pytest.raises(WhatIfRefused, match="not a number"):
+        sweep_values("a:b:c")
