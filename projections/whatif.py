@@ -2,7 +2,8 @@
 that point's replayed ledger exactly as ``report`` folds a home, and a line chart of them.
 
 Per benchmark and model: the pass rate (template cases), the share of claims fully reconstructed
-(reconstruction) and the zone accuracy (audit), each as ``aggregate-stats.json`` states it.
+(reconstruction), the zone accuracy and the exact credit-score match rate (audit), each as
+``aggregate-stats.json`` states it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def point_metrics(led) -> dict[str, dict[str, Any]]:
         for group, audit in sorted((data.get("audit") or {}).items()):
             out[f"{bench} / {group}"] = {"metric": "zone_accuracy", "value": audit.get("zone_accuracy"),
                                          "cases": audit.get("compared")}
+            out[f"{bench} / {group} exact"] = {"metric": "exact_match_rate", "value": audit.get("exact_match_rate"),
+                                               "cases": audit.get("compared")}
     return out
 
 

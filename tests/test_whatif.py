@@ -37,28 +37,28 @@ def replayed_metric(run_cli, source, target, key, value, bench_metric):
 def test_each_audit_zone_point_equals_a_replay_at_that_value(tmp_path, run_cli):
     source = judged_source(tmp_path / "src", every_path_judge(), ("a.jsonl", AUDIT_LINES))
     with StandInThread(StandIn(reply_fn=every_path_judge())) as watcher:   # a server nothing may call
-        done = run_cli("whatif", "--set", "audit.zone_bad_max=1:3:1", "--set", "audit.high_severe_min=1",
+        done = run_cli("whatif", "--set", "audit.high_severe_min=1:3:1", "--set", "audit.zone_mid_max=3",
                        "--json", "--quiet", home=source, env={"OPENAI_BASE_URL": watcher.base_url})
     assert watcher.requests == []                # replay answered every point; no request was sent
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["values"] == [1, 2, 3]
-    [series] = [name for name in doc["series"]]
+    [zones, exact] = sorted(doc["series"])
+    assert (doc["series"][zones]["metric"], doc["series"][exact]["metric"]) == ("zone_accuracy", "exact_match_rate")
+    bench, group = zones.split(" / ", 1)
     seen = []
     for point in doc["points"]:
-        bench = series.split(" / ")[0]
-        group = series.split(" / ", 1)[1]
-        layer_value = point["value"]
-        target = tmp_path / f"replay-{layer_value}"
-        done = run_cli("replay", "--into", target, "--set", f"audit.zone_bad_max={layer_value}",
-                       "--set", "audit.high_severe_min=1", "--quiet", home=source)
+        target = tmp_path / f"replay-{point['value']}"
+        done = run_cli("replay", "--into", target, "--set", f"audit.high_severe_min={point['value']}",
+                       "--set", "audit.zone_mid_max=3", "--quiet", home=source)
         assert done.returncode == 0, done.stdout + done.stderr
-        agg = json.loads((target / "reports" / "aggregate-stats.json").read_text())
-        expected = agg["benchmarks"][bench]["audit"][group]["zone_accuracy"]
-        assert point["metrics"][series]["value"] == expected
-        seen.append(expected)
-    assert len(set(seen)) > 1                    # the sweep moves the curve
-    chart = source / "reports" / "whatif-audit.zone_bad_max.svg"
+        audit = json.loads((target / "reports" / "aggregate-stats.json").read_text())["benchmarks"][bench]["audit"][group]
+        assert point["metrics"][zones]["value"] == audit["zone_accuracy"]
+        assert point["metrics"][exact]["value"] == audit["exact_match_rate"]
+        assert point["unrecorded_requests"] == 0
+        seen.append(audit["exact_match_rate"])
+    assert seen == [0.5, 1.0, 1.0]               # high_severe_min=1 turns the one high finding into a 1
+    chart = source / "reports" / "whatif-audit.high_severe_min.svg"
     assert chart.read_text().startswith("<svg") and "polyline" in chart.read_text()
 
 
@@ -110,7 +110,7 @@ def test_refusals_through_the_cli_write_nothing(tmp_path, run_cli):
         assert done.returncode == 2 and reason in done.stderr, (bad, done.stderr)
     with ledger.open_ledger(home) as led:
         assert led.head() == before
-    assert not (home / "reports").exists()
+    assert not list(home.glob("reports/whatif-*"))
 
 
 def test_sweep_values_are_exact_decimals():
