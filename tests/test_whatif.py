@@ -11,10 +11,25 @@ from evalledger import ledger
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.whatif import NEEDS_CALLS, WhatIfRefused, parse_sweep, sweep_values
 from evalledger.testing.stand_in import StandIn, StandInThread
-from stages_scripted import every_path_judge, template_judge, dispatch
+from stages_scripted import every_path_judge, pairs_sentence, response_of, role_of, template_judge
 from stages_support import AUDIT_LINES, RESPONSE, home_with, template_benchmark
 
-PARAPHRASE = "Human somatic cells hold 23 chromosome pairs in all, it is said [1]."
+PARAPHRASE = "Human somatic cells hold 23 pairs of chromosomes in all, it is said [1]."
+
+
+def near_copy_judge():
+    """The template judge, but its excerpt of the paraphrased response changes a few words, so its
+    recorded similarity sits between the swept thresholds."""
+    template = template_judge()
+
+    def reply(body):
+        role = role_of(body)
+        if role == "extract_excerpts" and "hold" in response_of(body):
+            text = pairs_sentence(response_of(body)).replace("hold", "contain").replace("it is said", "we read")
+            return {"excerpts": {"pair_count": [{"text": text, "confidence": "high"}]}}
+        return template(body, role)
+
+    return reply
 
 
 def judged_source(tmp_path, reply_fn, *files):
@@ -65,12 +80,14 @@ def test_each_audit_zone_point_equals_a_replay_at_that_value(tmp_path, run_cli):
 def test_each_fuzzy_threshold_point_equals_a_replay_at_that_value(tmp_path, run_cli):
     responses = [{"question_id": "q1", "model": "exact", "text": RESPONSE},
                  {"question_id": "q1", "model": "paraphrase", "text": PARAPHRASE}]
-    bench = template_benchmark(config={"deep_judgment_enabled": True, "deep_judgment_excerpt_retry_attempts": 0},
-                               responses=responses)
-    source = judged_source(tmp_path / "src", dispatch(template_judge(always_paraphrase=True)), ("b.json", bench))
+    # Judged at a low threshold: the near copy (similarity 0.46) was accepted and reasoned about.
+    bench = template_benchmark(config={"deep_judgment_enabled": True, "deep_judgment_excerpt_retry_attempts": 0,
+                                       "deep_judgment_fuzzy_match_threshold": 0.3}, responses=responses)
+    source = judged_source(tmp_path / "src", near_copy_judge(), ("b.json", bench))
     done = run_cli("whatif", "--set", "deep_judgment_fuzzy_match_threshold=0.10:0.90:0.40", "--json", "--quiet",
                    home=source)
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode == 1, done.stderr              # some points met requests never recorded
+    assert "never recorded" in done.stderr
     doc = json.loads(done.stdout)
     assert doc["values"] == [0.1, 0.5, 0.9]
     for point in doc["points"]:
@@ -85,6 +102,12 @@ def test_each_fuzzy_threshold_point_equals_a_replay_at_that_value(tmp_path, run_
         lines = unrecorded.read_text().splitlines() if unrecorded.exists() else []
         assert point["unrecorded_requests"] == len(lines)
         assert (replay.returncode == 1) == bool(lines)
+    curve = {p["value"]: p["metrics"].get(f"{bench_id} / paraphrase", {}).get("value") for p in doc["points"]}
+    # Above 0.46 the near copy is rejected, and the reason request (which quotes the excerpts) then
+    # differs from the recorded one: replay cannot answer it, so the case fails there, as in replay.
+    assert curve == {0.1: 1.0, 0.5: None, 0.9: None}
+    assert [p["unrecorded_requests"] for p in doc["points"]] == [0, 1, 1]
+    assert all(p["metrics"][f"{bench_id} / exact"]["value"] == 1.0 for p in doc["points"])
     text = run_cli("whatif", "--set", "deep_judgment_fuzzy_match_threshold=0.1,0.9", "--quiet", home=source).stdout
     assert "pass_rate" in text and "0.1 |" in text
 
