@@ -154,7 +154,7 @@ def point_layer(key: str, value: Any) -> dict[str, Any]:
 
 def replay_points(source: ledger.Ledger, key: str, values: list[Any], fixed: dict[str, Any] | None = None,
                   on_point: Callable[[int, int], None] | None = None) -> Iterator[WhatIfPoint]:
-    """Replay ``source`` at each point into a temporary JSONL ledger (deleted after the point).
+    """Replay ``source`` at each point into a temporary SQLite ledger file (deleted after the point).
 
     Yields each point with its open ledger; nothing touches the network (no live judge).
     """
@@ -163,7 +163,7 @@ def replay_points(source: ledger.Ledger, key: str, values: list[Any], fixed: dic
             on_point(index, len(values))
         layer = merge_layers(fixed or {}, point_layer(key, value))
         with tempfile.TemporaryDirectory(prefix="evalledger-whatif-") as tmp:
-            path = Path(tmp) / "point.jsonl"
+            path = Path(tmp) / "point.db"   # SQLite in WAL mode: no fsync per batch, unlike JSONL
             led = ledger.open_ledger(path)
             try:
                 result = replay_into(source, led, overrides=layer, live=None)

@@ -22,6 +22,9 @@ CASES = {
     "merkle_bench.py": (["3000"], ["merkle root", "chain verify", "append keeping the tree", "inclusion proof"]),
     "schema_bench.py": (["--repeat", "5"], ["request shapes", "built", "cached", "target < 0.2 ms"]),
     "ledger_bench.py": (["1000"], ["append", "1 event a transaction", "read", "peak RSS", "verify"]),
+    "whatif_bench.py": (["--cases", "30", "--points", "2"],
+                        ["baseline: one report rebuild", "ratio sweep / rebuild", "target <= 2.0x",
+                         "requests sent to the server: 0 (target 0: met)"]),
     "watch_bench.py": (["--ci", "--trials", "2", "--burst", "5", "--idle-seconds", "1"],
                        ["latency rename -> last case.judged", "burst", "idle daemon CPU"]),
 }
