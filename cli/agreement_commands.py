@@ -17,8 +17,8 @@ from evalledger.cli.errors import UsageError
 from evalledger.cli.ledger_commands import open_existing
 from evalledger.projections.agreement import format_agreement, reviewer_agreement
 from evalledger.projections.judge_agreement import format_judge_agreement, judge_agreement
-from evalledger.projections.review_queue import STRATA, queue_bytes, review_queue
 from evalledger.projections.reports import slug
+from evalledger.projections.review_queue import STRATA, queue_bytes, review_queue
 from evalledger.projections.store import ReadModelStore, json_bytes, reports_dir
 
 

@@ -61,10 +61,10 @@ def test_confirm_and_override_are_reviewer_labels_with_kappa_and_disagreements(t
     b = [reviews[k] for k in sorted(reviews)]
     assert doc["reviewed"] == 6 and doc["reviewed_not_judged"] == 0
     assert doc["overall"]["cohen_kappa"] == pytest.approx(cohen_kappa_score(a, b), abs=1e-4)
-    agree = sum(x == y for x, y in zip(a, b)) / 6
+    agree = sum(x == y for x, y in zip(a, b, strict=True)) / 6
     assert doc["overall"]["percent_agreement"] == pytest.approx(agree, abs=1e-4)
     cells = doc["overall"]["confusion"]
-    assert cells["a_pass_b_fail"] == sum(x == "pass" and y == "fail" for x, y in zip(a, b))
+    assert cells["a_pass_b_fail"] == sum(x == "pass" and y == "fail" for x, y in zip(a, b, strict=True))
     assert sum(cells.values()) == 6
     expected_disagreements = sorted(ids[k] for k in reviews if reviews[k] != judge[k])
     assert sorted(d["case_id"] for d in doc["disagreements"]) == expected_disagreements
@@ -183,8 +183,8 @@ def test_judge_against_judge_on_two_homes(tmp_path, run_cli):
     v = doc["verdicts"]
     assert doc["cases_in_both"] == len(JUDGED) and v["n"] == len(JUDGED)
     assert v["cohen_kappa"] == pytest.approx(cohen_kappa_score(a, b), abs=1e-4)
-    only_a = sum(x == "pass" and y == "fail" for x, y in zip(a, b))
-    only_b = sum(x == "fail" and y == "pass" for x, y in zip(a, b))
+    only_a = sum(x == "pass" and y == "fail" for x, y in zip(a, b, strict=True))
+    only_b = sum(x == "fail" and y == "pass" for x, y in zip(a, b, strict=True))
     assert (v["confusion"]["a_pass_b_fail"], v["confusion"]["a_fail_b_pass"]) == (only_a, only_b)
     assert v["mcnemar_p"] == pytest.approx(mcnemar([[0, only_a], [only_b, 0]], exact=True).pvalue, abs=1e-4)
     assert sorted(d["case_id"] for d in doc["disagreements"]) == sorted(ids[k] for k in flips)
@@ -196,7 +196,7 @@ def test_judge_against_judge_on_two_homes(tmp_path, run_cli):
         cohen_kappa_score(ca, cb, labels=[1, 2, 3, 4, 5], weights="quadratic"), abs=1e-4)
     assert clarity["weighted_kappa_linear"] == pytest.approx(
         cohen_kappa_score(ca, cb, labels=[1, 2, 3, 4, 5], weights="linear"), abs=1e-4)
-    assert clarity["mean_abs_difference"] == pytest.approx(sum(abs(x - y) for x, y in zip(ca, cb)) / len(ca), abs=1e-4)
+    assert clarity["mean_abs_difference"] == pytest.approx(sum(abs(x - y) for x, y in zip(ca, cb, strict=True)) / len(ca), abs=1e-4)
     polite = doc["traits"]["polite"]
     assert polite["kind"] == "boolean" and polite["cohen_kappa"] == pytest.approx(
         cohen_kappa_score([scores_a[k]["polite"] for k in keys], [scores_b[k]["polite"] for k in keys]), abs=1e-4)
@@ -225,3 +225,29 @@ def test_claim_scores_compared_by_mean_absolute_difference(tmp_path):
     doc = judge_agreement(*states)
     assert doc["claims"] == {"n": 2, "mean_abs_difference": 1.5}     # |4-6| = 2, |9-8| = 1
     assert doc["verdicts"]["n"] == 0 and doc["verdicts"]["cohen_kappa"] is None
+
+
+def test_reviewer_agreement_is_grouped_by_profile_when_cases_name_one(tmp_path):
+    from evalledger.projections.agreement import reviewer_agreement
+    from evalledger.projections.store import ReadModelStore
+    led = ledger.open_ledger(ledger.init_home(tmp_path / "home"))
+    led.append([syn.benchmark("tmpl", "template")])
+    for i, (profile, judge, reviewer) in enumerate([("strict", "pass", "pass"), ("strict", "fail", "pass"),
+                                                    ("lenient", "pass", "pass"), ("lenient", "fail", "fail"),
+                                                    (None, "pass", "fail")]):
+        case_id, first = syn.opened("tmpl", "template", f"q{i}", "A", {"id": f"q{i}"},
+                                    config={"profile": profile} if profile else None)
+        review = (syn.overridden(case_id, reviewer, "checked", "ana") if reviewer != judge else
+                  ledger.NewEvent(f"case:{case_id}", "verdict.confirmed",
+                                  {"case_id": case_id, "verdict": judge, "author": "ana"}))
+        led.append([first, syn.judged(case_id, judge), review])
+    projections.update(led)
+    store = ReadModelStore(led)
+    doc = reviewer_agreement(store.iter_cases())
+    store.close()
+    led.close()
+    assert doc["reviewed"] == 5
+    assert {p: s["n"] for p, s in doc["by_profile"].items()} == {"lenient": 2, "strict": 2}
+    assert doc["by_profile"]["lenient"]["percent_agreement"] == 1.0
+    assert doc["by_profile"]["strict"]["confusion"]["a_fail_b_pass"] == 1
+    assert doc["overall"]["n"] == 5 and len(doc["disagreements"]) == 2

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from evalledger import ledger, projections
 from evalledger.projections.whatif import curves, point_metrics
-from evalledger.stages.dispatcher import RunSettings, run_until_idle
+from evalledger.stages.dispatcher import run_until_idle
 from evalledger.stages.intake import ingest_path
 from evalledger.stages.whatif import replay_points
 from evalledger.testing.stand_in import StandIn, StandInThread
