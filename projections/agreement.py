@@ -98,9 +98,11 @@ def _interval(summary: dict) -> str:
 
 
 def _cell(text: Any) -> str:
-    """A value from a file or a reviewer as one table cell: printable text, pipes escaped."""
-    value = "".join(c if c.isprintable() else " " for c in str(text))
-    return value.replace("|", "\\|")[:200]
+    """A value from a file or a reviewer as one table cell of plain text: printable characters only,
+    pipes escaped, and '<' '>' '&' as entities so a viewer never renders them as HTML."""
+    value = "".join(c if c.isprintable() else " " for c in str(text))[:200]
+    value = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return value.replace("|", "\\|")
 
 
 def format_agreement(doc: dict[str, Any]) -> list[str]:

@@ -118,12 +118,12 @@ def test_agreement_report_is_byte_identical_on_rebuild(tmp_path, run_cli):
     home, ids = judged_home(tmp_path / "home")
     run_cli("report", home=home)
     for key in [("q0", "A"), ("q3", "BB")]:
-        run_cli("override", ids[key], "--verdict", "fail", "--reason", "x|y\n", "--author", "a", home=home)
+        run_cli("override", ids[key], "--verdict", "fail", "--reason", "x|y\n<b>", "--author", "a", home=home)
     assert run_cli("report", home=home).returncode == 0
     updated = (home / "reports" / "agreement.md").read_bytes()
     assert run_cli("rebuild", home=home).returncode == 0
     assert (home / "reports" / "agreement.md").read_bytes() == updated
-    assert b"x\\|y" in updated                        # a reviewer's text cannot break the table
+    assert b"x\\|y &lt;b&gt;" in updated              # a reviewer's text cannot break the table
 
 
 def test_sample_is_deterministic_stratified_and_skips_reviewed_cases(tmp_path, run_cli):
