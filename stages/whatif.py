@@ -3,8 +3,8 @@ judge (recorded calls only, no live judge, no new home kept) and hand back each 
 
 Only settings whose effect is deterministic given the recorded calls can be swept: they change
 what code computes from the judge's replies (fuzzy thresholds decide from recorded excerpt
-similarities, claim bands and zone bounds and credit formula parameters from recorded scores and
-findings). A setting that changes what is asked of the judge is refused with the reason, before
+similarities, zone bounds and credit formula parameters from recorded findings). A setting that
+changes what is asked of the judge, or that nothing reads, is refused with the reason before
 anything runs. A point whose replay still meets a request the source never recorded is reported
 with those requests (the replay judge fails such a case, as ``evalledger replay`` does).
 """
@@ -27,8 +27,6 @@ MAX_POINTS = 200
 SWEEPABLE = {
     "deep_judgment_fuzzy_match_threshold": "excerpt similarity is recorded; the threshold only decides which pass",
     "deep_judgment_rubric_fuzzy_match_threshold_default": "as above, for rubric trait excerpts",
-    "claim_bands.fully_min": "claim scores are recorded; bands are counted by code",
-    "claim_bands.partially_min": "claim scores are recorded; bands are counted by code",
     "audit.high_severe_min": "recorded findings; the credit formula is code",
     "audit.low_boundary_min": "recorded findings; the credit formula is code",
     "audit.zone_bad_max": "the zone of a credit score is code",
@@ -50,6 +48,15 @@ NEEDS_CALLS = {
     "audit.max_errors_per_phase": "the error limit is part of the check requests",
     "audit.numeric_deviation_threshold": "the tolerance is given to the judge in the check requests",
     "semantic_embedder": "another embedder is another model: its similarities were never recorded",
+}
+
+
+# Settings no stage or report reads yet: every point would give the same results.
+NO_EFFECT = {
+    "claim_bands.fully_min": "the reconstruction metrics count the spec's fixed bands (>= 8, 4-7, < 4), "
+                             "so this setting changes no result",
+    "claim_bands.partially_min": "the reconstruction metrics count the spec's fixed bands (>= 8, 4-7, < 4), "
+                                 "so this setting changes no result",
 }
 
 
@@ -121,6 +128,8 @@ def parse_sweep(sets: list[str]) -> tuple[str, list[Any], dict[str, Any]]:
         if key in NEEDS_CALLS:
             raise WhatIfRefused(f"--set {key}: cannot be answered from the recorded calls: {NEEDS_CALLS[key]}; "
                                 "use 'evalledger replay --live' or a new run")
+        if key in NO_EFFECT:
+            raise WhatIfRefused(f"--set {key}: nothing to sweep: {NO_EFFECT[key]}")
         if key not in SWEEPABLE:
             raise WhatIfRefused(f"--set {key}: not a setting a what-if can sweep; these can: "
                                 + ", ".join(sorted(SWEEPABLE)))
