@@ -138,7 +138,7 @@ def format_agreement(doc: dict[str, Any]) -> list[str]:
 def render_agreement(doc: dict[str, Any], ledger_head: dict[str, Any]) -> str:
     """``reports/agreement.md``: the judge against its reviewers, built from the named head."""
     lines = ["# Agreement of the judge with reviewers", "",
-             f"Built from ledger seq {ledger_head['seq']} {ledger_head['hash']}.", "",
+             f"- Built from ledger head: seq {ledger_head['seq']}, hash `{ledger_head['hash']}`", "",
              "Reviewer labels are the latest `verdict.overridden` or `verdict.confirmed` of each case "
              "(`evalledger override`, `evalledger confirm`); the judge's label is its `case.judged` verdict.",
              ""]
