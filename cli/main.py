@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "evalledger.cli.run_commands",
     "evalledger.cli.watch_commands",
     "evalledger.cli.report_commands",
+    "evalledger.cli.agreement_commands",
     "evalledger.cli.proof_commands",
     "evalledger.cli.view_commands",
 ]
@@ -48,6 +49,10 @@ EXAMPLES = {
     "rebuild": "evalledger rebuild",
     "history": "evalledger history 3f2a --json",
     "override": "evalledger override 3f2a --verdict pass --reason 'synonym accepted' --author ana",
+    "confirm": "evalledger confirm 3f2a --author ana --reason 'parse checked by hand'",
+    "sample": "evalledger sample --n 50 --stratify verdict --seed 1 --out review-queue.csv",
+    "agreement": "evalledger agreement --against ./other-judge --json",
+    "whatif": "evalledger whatif --set deep_judgment_fuzzy_match_threshold=0.70:0.95:0.05",
     "replay": "evalledger replay --into ./replayed --set deep_judgment_fuzzy_match_threshold=0.9",
     "diff": "evalledger diff ./evalledger ./replayed --json",
     "keygen": "evalledger keygen --out ~/.evalledger/signer.key --name team-evals",

@@ -1,4 +1,4 @@
-"""Report commands: report, rebuild, history, override, replay, diff (the logic is in projections/)."""
+"""Report commands: report, rebuild, history, override, confirm, replay, diff (the logic is in projections/)."""
 
 from __future__ import annotations
 
@@ -95,6 +95,29 @@ def _check_overridable(led, case_id: str) -> None:
                      "override applies to the verdicts of template cases")
 
 
+def cmd_confirm(args) -> int:
+    """Record that a reviewer checked the judge's verdict and agrees (verdict.confirmed)."""
+    if not args.author.strip():
+        raise _usage("--author must not be empty")
+    with open_existing(args) as led:
+        try:
+            case_id = resolve_case(led, args.case)
+        except CaseNotFound as exc:
+            raise _usage(str(exc)) from None
+        _check_overridable(led, case_id)
+        judged = list(led.read(stream=f"case:{case_id}", types=["case.judged"]))
+        if not judged:
+            raise _usage(f"case {case_id} has no judge verdict yet (no case.judged): there is nothing to "
+                         "confirm; 'evalledger override' records a reviewer's own verdict")
+        verdict = judged[-1].data.get("verdict")
+        [event] = led.append(NewEvent(f"case:{case_id}", "verdict.confirmed",
+                                      {"case_id": case_id, "verdict": verdict, "reason": args.reason,
+                                       "author": args.author}, meta={"stage": "review"}))
+    print(f"seq {event.seq} verdict.confirmed case {case_id} = {verdict} by {args.author} {event.hash}")
+    print("run 'evalledger report' to update the reports")
+    return 0
+
+
 def cmd_replay(args) -> int:
     """Re-run the stages into a new home from the source's recorded judge calls (docs/reports.md)."""
     from evalledger.stages.config import ConfigError, run_layer
@@ -157,7 +180,7 @@ def cmd_diff(args) -> int:
 
 
 def register(sub) -> None:
-    """Add report, rebuild, history, override, replay and diff."""
+    """Add report, rebuild, history, override, confirm, replay and diff."""
     p = sub.add_parser("report", help="update the read models and write <home>/reports/")
     p.set_defaults(func=cmd_report)
 
@@ -175,6 +198,12 @@ def register(sub) -> None:
     p.add_argument("--reason", required=True)
     p.add_argument("--author", required=True)
     p.set_defaults(func=cmd_override)
+
+    p = sub.add_parser("confirm", help="record that a reviewer agrees with the judge's verdict (verdict.confirmed)")
+    p.add_argument("case", help="case id (or a unique prefix)")
+    p.add_argument("--author", required=True)
+    p.add_argument("--reason", default="", help="optional note on why the verdict stands")
+    p.set_defaults(func=cmd_confirm)
 
     p = sub.add_parser("replay", help="re-run the stages into a new home, answering from recorded judge calls")
     p.add_argument("--into", required=True, metavar="DIR", help="the new home (must not exist or be empty)")

@@ -354,6 +354,15 @@ class VerdictOverridden(Payload):
     author: str
 
 
+@event_type("verdict.confirmed")
+class VerdictConfirmed(Payload):
+    """A reviewer checked the judge's verdict and agrees with it (a human label, like an override)."""
+    case_id: str
+    verdict: Literal["pass", "fail"]                      # the judge's verdict the reviewer confirmed
+    author: str
+    reason: str = ""
+
+
 @event_type("checkpoint.signed")
 class CheckpointSigned(Payload):
     """A signed checkpoint of the ledger up to ``size`` events (``evalledger checkpoint``)."""

@@ -18,6 +18,7 @@ CASE_TYPES = (
     "risk.assessed", "reasoning.generated", "answer.parsed", "field.verified", "case.auto_failed",
     "case.judged", "trait.scored", "trait.auto_failed", "claim.scored", "facts.decomposed",
     "facts.checked", "logic.checked", "credit.scored", "stage.failed", "verdict.overridden",
+    "verdict.confirmed",
 )
 BENCHMARK_TYPES = ("benchmark.registered", "benchmark.rejected")
 RUN_TYPES = ("run.started", "run.completed")
@@ -50,6 +51,7 @@ def new_case(case_id: str) -> dict[str, Any]:
         "missing_excerpts": [], "risk": {}, "reasoning": None, "parsed": None, "traits": {},
         "traits_auto_failed": [], "claims": {}, "decomposed": None, "facts_errors": None,
         "logic_errors": None, "credit": None, "calls": {}, "failures": {}, "overrides": [],
+        "confirmations": [],
     }
 
 
@@ -240,11 +242,14 @@ def _stage_failed(case, d, key, version):
     case["failures"][key] = {"stage": d.get("stage"), "reason": d.get("reason"), "v": version}
 
 
-def _overridden(case, d, key, version):
-    entry = {"verdict": d.get("verdict"), "reason": d.get("reason"), "author": d.get("author"),
-             "v": version, "id": key}
-    if entry not in case["overrides"]:
-        case["overrides"] = sorted([*case["overrides"], entry], key=lambda o: (o["v"], o["id"]))
+def _review(slot: str):
+    """An applier keeping every reviewer event of one kind (override or confirmation), in stream order."""
+    def apply(case, d, key, version):
+        entry = {"verdict": d.get("verdict"), "reason": d.get("reason"), "author": d.get("author"),
+                 "v": version, "id": key}
+        if entry not in case[slot]:
+            case[slot] = sorted([*case[slot], entry], key=lambda o: (o["v"], o["id"]))
+    return apply
 
 
 CASE_APPLIERS: dict[str, Callable] = {
@@ -254,7 +259,8 @@ CASE_APPLIERS: dict[str, Callable] = {
     "case.auto_failed": _auto_failed, "case.judged": _judged, "trait.scored": _trait,
     "trait.auto_failed": _trait_auto_failed, "claim.scored": _claim, "facts.decomposed": _decomposed,
     "facts.checked": _checked("facts_errors"), "logic.checked": _checked("logic_errors"),
-    "credit.scored": _credit, "stage.failed": _stage_failed, "verdict.overridden": _overridden,
+    "credit.scored": _credit, "stage.failed": _stage_failed, "verdict.overridden": _review("overrides"),
+    "verdict.confirmed": _review("confirmations"),
 }
 
 

@@ -120,6 +120,7 @@ def _summary(row: dict) -> str:
             "case.judged": ("verdict", "auto_failed", "reasons"), "trait.scored": ("trait", "mode", "score"),
             "claim.scored": ("claim_id", "score"), "credit.scored": ("high", "low", "credit_score", "zone"),
             "stage.failed": ("stage", "reason"), "verdict.overridden": ("verdict", "author", "reason"),
+            "verdict.confirmed": ("verdict", "author", "reason"),
             "case.auto_failed": ("reasons",), "judge.called": ("role", "model", "attempt", "error"),
             "case.opened": ("benchmark", "question_id", "model"), "note.added": ("author",)}.get(row["type"], ())
     return " ".join(f"{k}={d.get(k)!r}" for k in keys if k in d)

@@ -18,6 +18,7 @@ from typing import Any
 
 
 from evalledger.projections.aggregate import build_aggregates, provenance
+from evalledger.projections.agreement import render_agreement, reviewer_agreement
 from evalledger.projections.audit import ZONES
 from evalledger.projections.benchmark_md import render_benchmark, render_document
 from evalledger.projections.markdown import render_aggregate_report, render_index
@@ -27,7 +28,8 @@ from evalledger.projections.store import ReadModelStore, json_bytes
 from evalledger.projections import svg
 
 MANIFEST = ".evalledger-reports"
-TOP_LEVEL = {"index.md", "aggregate-stats.json", "aggregate-report.md", "evaluations.jsonl", MANIFEST}
+TOP_LEVEL = {"index.md", "aggregate-stats.json", "aggregate-report.md", "evaluations.jsonl", "agreement.md",
+             MANIFEST}
 
 
 def pretty_json(value: Any) -> bytes:
@@ -170,6 +172,7 @@ def render_files(store: ReadModelStore) -> dict[str, bytes]:
                                       [cases[i] for i in idx],
                                       [results[i] for i in idx], agg, position, runs))
     files["index.md"] = render_index(agg, folders).encode()
+    files["agreement.md"] = render_agreement(reviewer_agreement(cases), agg["ledger_head"]).encode()
     files["aggregate-report.md"] = render_aggregate_report(agg, folders).encode()
     return dict(sorted(files.items()))
 

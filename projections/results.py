@@ -47,8 +47,15 @@ def original_verdict(case: dict) -> str | None:
 
 
 def override_of(case: dict) -> dict | None:
-    """The reviewer override in force: the latest verdict.overridden in the case's stream."""
-    return case["overrides"][-1] if case["overrides"] else None
+    """The reviewer override in force: the latest verdict.overridden in the case's stream, unless a
+    reviewer confirmed the judge's verdict after it (verdict.confirmed), which puts that back."""
+    if not case["overrides"]:
+        return None
+    latest = case["overrides"][-1]
+    confirmed = case.get("confirmations") or []
+    if confirmed and (confirmed[-1]["v"], confirmed[-1]["id"]) > (latest["v"], latest["id"]):
+        return None
+    return latest
 
 
 def effective_verdict(case: dict) -> str | None:

@@ -1,0 +1,78 @@
+"""A deterministic review queue (``evalledger sample``): which judged cases a reviewer looks at next.
+
+Candidates are the template cases with a judge verdict and no reviewer event yet. Each is ranked
+by sha256(seed, case id), so the same ledger and seed give the same queue on any machine; with
+``stratify`` the n places are shared among the groups in proportion to their sizes (largest
+remainder, ties by group name) and each group gives its best-ranked cases.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from typing import Any, Iterable
+
+from evalledger.projections.agreement import reviewer_label
+from evalledger.projections.results import original_verdict
+from evalledger.projections.store import json_bytes
+
+STRATA = ("verdict", "model", "benchmark")
+QUEUE_COLUMNS = ("case_id", "benchmark", "model", "question_id", "judge_verdict", "stratum", "history")
+
+
+def _rank(seed: int, case_id: str) -> str:
+    return hashlib.sha256(f"{seed}\x1f{case_id}".encode("utf-8")).hexdigest()
+
+
+def _stratum(case: dict, stratify: str | None) -> str:
+    if stratify is None:
+        return "all"
+    value = original_verdict(case) if stratify == "verdict" else case[stratify]
+    return str(value)
+
+
+def allocate(sizes: dict[str, int], n: int) -> dict[str, int]:
+    """Share n places among groups in proportion to their sizes (Hamilton's largest remainder)."""
+    total = sum(sizes.values())
+    if n >= total:
+        return dict(sizes)
+    quotas = {g: n * size // total for g, size in sizes.items()}
+    left = n - sum(quotas.values())
+    by_remainder = sorted(sizes, key=lambda g: (-(n * sizes[g] % total), g))
+    for group in by_remainder[:left]:
+        quotas[group] += 1
+    return quotas
+
+
+def review_queue(cases: Iterable[dict], n: int, stratify: str | None = None, seed: int = 0) -> list[dict[str, Any]]:
+    """Up to n unreviewed judged template cases, ranked by seed (see the module docstring)."""
+    if n < 0:
+        raise ValueError("n must be 0 or more")
+    if stratify is not None and stratify not in STRATA:
+        raise ValueError(f"stratify must be one of {', '.join(STRATA)}, not {stratify!r}")
+    groups: dict[str, list[tuple[str, dict]]] = {}
+    for case in cases:
+        if case["kind"] != "template" or original_verdict(case) is None or reviewer_label(case) is not None:
+            continue
+        groups.setdefault(_stratum(case, stratify), []).append((_rank(seed, case["case_id"]), case))
+    quotas = allocate({g: len(members) for g, members in groups.items()}, n)
+    chosen = []
+    for group, members in groups.items():
+        for rank, case in sorted(members, key=lambda m: m[0])[:quotas[group]]:
+            chosen.append((rank, group, case))
+    chosen.sort(key=lambda c: c[0])
+    return [{"case_id": case["case_id"], "benchmark": case["benchmark"], "model": case["model"],
+             "question_id": case["question_id"], "judge_verdict": original_verdict(case), "stratum": group,
+             "history": f"evalledger history {case['case_id']}"} for _, group, case in chosen]
+
+
+def queue_bytes(rows: list[dict[str, Any]], as_csv: bool) -> bytes:
+    """The queue as JSONL (one object a line, sorted keys) or as CSV with a header row."""
+    if not as_csv:
+        return b"".join(json_bytes(row) + b"\n" for row in rows)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=QUEUE_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue().encode("utf-8")
