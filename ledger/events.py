@@ -187,6 +187,8 @@ class FieldVerified(DomainPayload):
     weight: float = 1.0
     reason: str | None = None
     embedder: str | None = None  # SemanticMatch fields: the embedder that decided
+    auto_failed: bool = False    # the case auto-failed: passed is false whatever the primitive said
+    primitive_passed: bool | None = None  # with auto_failed: the primitive's own verdict
 
 
 @event_type("case.auto_failed")

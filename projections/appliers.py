@@ -184,6 +184,8 @@ def _field(case, d, key, version):
     if _latest(fields.get(name), version):
         fields[name] = {"primitive": d.get("primitive"), "extracted": d.get("extracted"),
                         "expected": d.get("expected"), "passed": d.get("passed"), "v": version}
+        if d.get("auto_failed"):  # not verified because the case auto-failed, whatever the primitive said
+            fields[name].update(auto_failed=True, primitive_passed=d.get("primitive_passed"))
 
 
 def _auto_failed(case, d, key, version):

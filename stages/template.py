@@ -23,7 +23,7 @@ from evalledger.stages.judge.roles import AttributeSpec, ParseRequest, ReasonReq
 from evalledger.stages.risk import assess_risk
 from evalledger.stages.rubric import judge_rubric
 from evalledger.stages.embedder_minilm import embedder_named
-from evalledger.stages.verification import TemplateSpec
+from evalledger.stages.verification import TemplateSpec, decide
 
 STAGE = "template"
 
@@ -64,6 +64,10 @@ async def judge_template(work: CaseWork) -> None:
     semantic = any(type(f.primitive).__name__ == "SemanticMatch" for f in spec.fields)
     embedder = embedder_named(cfg.semantic_embedder) if semantic else None
     results, verdict = spec.verify(values, response, embedder=embedder)
+    if deep and missing:  # a template auto-fail means the fields count as not verified
+        why = ", ".join(repr(name) for name in missing) + " without a valid excerpt"
+        results = tuple(result.marked_auto_failed(why) for result in results)
+        verdict = decide(results, spec.rule)
     for result in results:
         payload = result.as_dict()
         if result.primitive.get("type") == "SemanticMatch":

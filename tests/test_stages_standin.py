@@ -60,8 +60,9 @@ def test_quotes_failing_every_retry_leave_the_attribute_missing_and_auto_fail(tm
     [auto] = data(home, "case.auto_failed")
     assert auto["attributes"] == ["pair_count"]
     [judged] = data(home, "case.judged")
-    # the parse still ran and the field passed: the auto-fail alone fails the case
-    assert judged["verdict"] == "fail" and judged["auto_failed"] and judged["fields"]["passed"]
+    # the parse still ran and the primitive passed, but an auto-failed case's fields count as not verified
+    assert judged["verdict"] == "fail" and judged["auto_failed"] and judged["fields"]["passed"] == []
+    assert {d["field"]: d["primitive_passed"] for d in data(home, "field.verified")}["pair_count"] is True
 
 
 class Search:

@@ -1,0 +1,70 @@
+"""Rules of the five specifications, each reached from real input files: a benchmark file is
+ingested through the CLI, judged (offline, or by the chat-completions stand-in on 127.0.0.1 with
+scripted replies), and the events and report files are checked."""
+
+from __future__ import annotations
+
+import json
+
+from evalledger import ledger
+from evalledger.stages.dispatcher import RunSettings, run_until_idle
+from evalledger.testing.stand_in import StandIn, StandInThread
+from stages_scripted import dispatch, role_of, template_judge
+from stages_support import data, template_benchmark, write_json, write_jsonl
+
+DEEP = {"deep_judgment_enabled": True}
+
+
+def ingest(run_cli, tmp_path, name: str, content, *more: tuple[str, object]):
+    """A fresh home with each file ingested through ``evalledger ingest``."""
+    home = tmp_path / "home"
+    assert run_cli("init", home=home).returncode == 0
+    for file_name, body in ((name, content), *more):
+        path = tmp_path / file_name
+        (write_jsonl if file_name.endswith(".jsonl") else write_json)(path, body)
+        done = run_cli("ingest", str(path), home=home)
+        assert done.returncode == 0, done.stderr
+    return home
+
+
+def run_stand_in(home, reply_fn, **settings):
+    """Run every pending case with the openai backend against the stand-in answering ``reply_fn``."""
+    with StandInThread(StandIn(reply_fn=reply_fn)) as stand_in:
+        settings = RunSettings(judge_backend="openai", judge_model="stand-in-model",
+                               judge_options={"base_url": stand_in.base_url, "backoff_base_s": 0.01}, **settings)
+        with ledger.open_ledger(home) as led:
+            summary = run_until_idle(led, settings)
+        return summary, stand_in.requests
+
+
+def evaluations(run_cli, home) -> list[dict]:
+    """The lines of evaluations.jsonl after ``evalledger report``."""
+    done = run_cli("report", home=home)
+    assert done.returncode in (0, 1), done.stderr
+    return [json.loads(line) for line in (home / "reports" / "evaluations.jsonl").read_text().splitlines()]
+
+
+def stats(home) -> dict:
+    """aggregate-stats.json of the home (after a report)."""
+    return json.loads((home / "reports" / "aggregate-stats.json").read_text())
+
+
+# --- item 11: an auto-failed case's fields count as not verified ---------------------------------------
+
+def test_auto_failed_case_marks_every_field_not_verified(run_cli, tmp_path):
+    home = ingest(run_cli, tmp_path, "b.json", template_benchmark(config={**DEEP,
+                                                                          "deep_judgment_excerpt_retry_attempts": 0}))
+    summary, _ = run_stand_in(home, dispatch(template_judge(always_paraphrase=True)))
+    assert summary.judged == 1
+    fields = {d["field"]: d for d in data(home, "field.verified")}
+    # the primitive alone passes 23 pairs and the cited source, but the case auto-failed
+    assert fields["pair_count"]["primitive_passed"] is True and fields["cites_source"]["primitive_passed"] is True
+    assert all(f["passed"] is False and f["auto_failed"] is True for f in fields.values())
+    assert "case auto-failed" in fields["pair_count"]["reason"]
+    [judged] = data(home, "case.judged")
+    assert judged["verdict"] == "fail" and judged["fields"]["passed"] == []
+    [line] = evaluations(run_cli, home)
+    assert line["fields"]["pair_count"]["passed"] is False and line["fields"]["pair_count"]["auto_failed"] is True
+    [(_, per_model)] = stats(home)["benchmarks"].items()
+    per_field = per_model["models"]["model-a"]["per_field"]
+    assert per_field["pair_count"]["passed"] == 0 and per_field["pair_count"]["failed"] == 1
