@@ -47,7 +47,7 @@ def new_case(case_id: str) -> dict[str, Any]:
         "case_id": case_id, "opened": False, "benchmark": None, "kind": None, "question_id": None,
         "model": None, "question": {}, "config": {}, "config_hashes": [],
         "judged": None, "auto_fail_reasons": [], "fields": {}, "excerpts": {}, "excerpt_retries": {},
-        "missing_excerpts": [], "risk": {}, "reasoning": None, "parsed": None, "traits": {},
+        "missing_excerpts": {}, "risk": {}, "reasoning": None, "parsed": None, "traits": {},
         "traits_auto_failed": [], "claims": {}, "decomposed": None, "facts_errors": None,
         "logic_errors": None, "credit": None, "calls": {}, "failures": {}, "overrides": [],
     }
@@ -142,26 +142,37 @@ def _judge_called(case, d, key, version):
                           float(cost) if cost.__class__ in (int, float) else _call_cost(d)]
 
 
+def subject_of(d: dict) -> str:
+    """Whose evidence an excerpt or risk event is: ``template`` (a field) or ``rubric`` (a trait).
+
+    Evidence is kept per subject, so a template field and a rubric trait of the same name never
+    share one list.
+    """
+    subject = d.get("subject")
+    return subject if isinstance(subject, str) and subject else "template"
+
+
 def _excerpt(case, d, key, version):
-    per_attr = case["excerpts"].setdefault(str(d.get("attribute")), {})
+    per_attr = case["excerpts"].setdefault(subject_of(d), {}).setdefault(str(d.get("attribute")), {})
     per_attr[key] = {"text": d.get("text"), "similarity": d.get("similarity"),
                        "confidence": d.get("confidence"), "attempt": d.get("attempt"), "v": version}
 
 
 def _retried(case, d, key, version):
-    attr = str(d.get("attribute"))
-    case["excerpt_retries"].setdefault(attr, {})[key] = {
-        "attempt": d.get("attempt"), "failed": d.get("failed") or []}
+    per_attr = case["excerpt_retries"].setdefault(subject_of(d), {}).setdefault(str(d.get("attribute")), {})
+    per_attr[key] = {"attempt": d.get("attempt"), "failed": d.get("failed") or []}
 
 
 def _missing(case, d, key, version):
-    attr = str(d.get("attribute"))
-    if attr not in case["missing_excerpts"]:
-        case["missing_excerpts"] = sorted([*case["missing_excerpts"], attr])
+    attr, subject = str(d.get("attribute")), subject_of(d)
+    missing = case["missing_excerpts"]
+    if attr not in missing.get(subject, []):
+        case["missing_excerpts"] = {**missing, subject: sorted([*missing.get(subject, []), attr])}
 
 
 def _risk(case, d, key, version):
-    _set_versioned(case["risk"], str(d.get("attribute")), _without(d, "case_id", "attribute"), version)
+    _set_versioned(case["risk"].setdefault(subject_of(d), {}), str(d.get("attribute")),
+                   _without(d, "case_id", "attribute", "subject"), version)
 
 
 def _without(d: dict, *keys: str) -> dict:

@@ -83,7 +83,22 @@ def usage_of(case: dict) -> dict[str, Any]:
 
 
 def excerpt_retry_count(case: dict) -> int:
-    return sum(len(v) for v in case["excerpt_retries"].values())
+    """Every excerpt retry of the case, template fields and rubric traits together."""
+    return sum(len(per) for attrs in case["excerpt_retries"].values() for per in attrs.values())
+
+
+def retries_by_subject(case: dict) -> dict[str, dict[str, int]]:
+    """Excerpt retries per subject (``template``, ``rubric``) and attribute or trait."""
+    return {subject: {attr: len(per) for attr, per in sorted(attrs.items())}
+            for subject, attrs in sorted(case["excerpt_retries"].items())}
+
+
+def excerpts_by_subject(case: dict) -> dict[str, dict[str, list[dict]]]:
+    """Valid excerpts per subject and attribute or trait, in attempt then text order."""
+    return {subject: {attr: sorted(({k: e[k] for k in ("text", "similarity", "confidence", "attempt")}
+                                    for e in per.values()), key=lambda e: (e["attempt"] or 0, str(e["text"])))
+                      for attr, per in sorted(attrs.items())}
+            for subject, attrs in sorted(case["excerpts"].items())}
 
 
 def case_result(case: dict) -> dict[str, Any]:
@@ -92,9 +107,6 @@ def case_result(case: dict) -> dict[str, Any]:
     from evalledger.projections.reconstruction import calculated_metrics, scored_claims, unscored_claims
     override = override_of(case)
     usage = usage_of(case)
-    excerpts = {attr: sorted(({k: e[k] for k in ("text", "similarity", "confidence", "attempt")}
-                              for e in per.values()), key=lambda e: (e["attempt"] or 0, str(e["text"])))
-                for attr, per in sorted(case["excerpts"].items())}
     result: dict[str, Any] = {
         "case_id": case["case_id"], "benchmark": case["benchmark"], "kind": case["kind"],
         "question_id": case["question_id"], "model": case["model"], "status": case_status(case),
@@ -104,10 +116,12 @@ def case_result(case: dict) -> dict[str, Any]:
         "auto_fail_reasons": sorted(set(case["auto_fail_reasons"])
                                     | set(case["judged"]["reasons"] if case["judged"] else [])),
         "fields": {name: _strip(f) for name, f in sorted(case["fields"].items())},
-        "excerpts": excerpts,
+        "excerpts": excerpts_by_subject(case),
         "excerpt_retries": excerpt_retry_count(case),
-        "missing_excerpts": case["missing_excerpts"],
-        "risk": {attr: _strip(r) for attr, r in sorted(case["risk"].items())},
+        "excerpt_retry_count": retries_by_subject(case),
+        "missing_excerpts": dict(sorted(case["missing_excerpts"].items())),
+        "risk": {subject: {attr: _strip(r) for attr, r in sorted(per.items())}
+                 for subject, per in sorted(case["risk"].items())},
         "reasoning": _strip(case["reasoning"]),
         "traits": {name: _strip(t) for name, t in sorted(case["traits"].items())},
         "traits_auto_failed": case["traits_auto_failed"],

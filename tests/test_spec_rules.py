@@ -68,3 +68,22 @@ def test_auto_failed_case_marks_every_field_not_verified(run_cli, tmp_path):
     [(_, per_model)] = stats(home)["benchmarks"].items()
     per_field = per_model["models"]["model-a"]["per_field"]
     assert per_field["pair_count"]["passed"] == 0 and per_field["pair_count"]["failed"] == 1
+
+
+# --- item 13: template and rubric evidence are kept apart -------------------------------------------
+
+def test_field_and_trait_of_one_name_keep_their_own_evidence(run_cli, tmp_path):
+    rubric = {"traits": [{"name": "pair_count", "kind": "llm", "description": "Does it state the number of pairs?",
+                          "min_score": 1, "max_score": 5}]}
+    config = {**DEEP, "deep_judgment_rubric_mode": "enable_all"}
+    home = ingest(run_cli, tmp_path, "b.json", template_benchmark(config=config, rubric=rubric))
+    assert run_cli("run", "--quiet", home=home).returncode == 0
+    subjects = sorted(d["subject"] for d in data(home, "excerpt.extracted"))
+    assert "template" in subjects and "rubric" in subjects
+    [line] = evaluations(run_cli, home)
+    per_subject = line["excerpts"]
+    for subject in ("template", "rubric"):
+        wanted = sorted(d["text"] for d in data(home, "excerpt.extracted")
+                        if d["subject"] == subject and d["attribute"] == "pair_count")
+        assert sorted(e["text"] for e in per_subject[subject]["pair_count"]) == wanted
+    assert line["missing_excerpts"] == {} and set(line["excerpt_retry_count"]) <= {"template", "rubric"}
