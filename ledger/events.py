@@ -252,6 +252,8 @@ class ClaimScored(DomainPayload):
     claim_type: str | None = None
     importance: int | float | None = None
     doc_id: str | None = None
+    band: Literal["fully", "partially", "not"] | None = None  # under `bands`, the configured claim_bands
+    bands: dict[str, int] | None = None                       # {fully_min, partially_min} the run used
 
 
 # --- Audit (VerifyFast) --------------------------------------------------------------------------

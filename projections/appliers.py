@@ -227,7 +227,8 @@ def _claim(case, d, key, version):
         claims[claim_id] = {
             "score": d.get("score"), "justification": d.get("justification"),
             "evidence_refs": list(d.get("evidence_refs") or []), "claim_text": d.get("claim_text"),
-            "claim_type": d.get("claim_type"), "importance": d.get("importance"), "v": version}
+            "claim_type": d.get("claim_type"), "importance": d.get("importance"),
+            "band": d.get("band"), "bands": d.get("bands"), "v": version}
 
 
 def _decomposed(case, d, key, version):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from evalledger.projections.reconstruction import band_labels
 from evalledger.projections.results import model_label
 from evalledger.projections.markdown import (
     SUMMARY_HEADER, audit_section, cell, comparison_section, fmt, pct, provenance_lines,
@@ -131,6 +132,7 @@ def render_benchmark(data: dict[str, Any], prov: dict[str, Any], results: list[d
 def render_document(doc: dict[str, Any], prov: dict[str, Any]) -> str:
     """``{doc_id}.md``: one reconstruction document, claim by claim, then its metrics."""
     m = doc["calculated_metrics"]
+    fully, partially, not_ = band_labels(doc.get("claim_bands") or [])
     lines = [f"# Reconstruction {doc['doc_id']}", ""] + provenance_lines(prov)
     lines += [f"Case `{doc['case_id']}`, benchmark {doc['benchmark']}, model {doc['metadata']['model']}, "
               f"status {doc['status']}; {doc['metadata']['total_tokens']} tokens, "
@@ -138,9 +140,9 @@ def render_document(doc: dict[str, Any], prov: dict[str, Any]) -> str:
     lines += table(["metric", "value"], [
         ["total claims scored", m["total_claims"]], ["average score", m["average_score"]],
         ["importance-weighted average", m["weighted_average_score"]],
-        ["fully reconstructed (>= 8)", m["fully_reconstructed"]],
-        ["partially reconstructed (4-7)", m["partially_reconstructed"]],
-        ["not reconstructed (< 4)", m["not_reconstructed"]],
+        ["fully reconstructed (" + fully + ")", m["fully_reconstructed"]],
+        ["partially reconstructed (" + partially + ")", m["partially_reconstructed"]],
+        ["not reconstructed (" + not_ + ")", m["not_reconstructed"]],
         ["claims not scored", ", ".join(doc["unscored_claims"]) or "none"]])
     lines += ["## Claims", ""]
     lines += table(["claim", "type", "importance", "score", "justification", "evidence", "text"],

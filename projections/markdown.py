@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from evalledger.projections.audit import CROSS_BAND_TARGET, ZONES
+from evalledger.projections.reconstruction import band_labels
 
 
 def fmt(value: Any) -> str:
@@ -94,15 +95,16 @@ def reconstruction_section(stats: dict[str, dict], level: str = "###") -> list[s
     lines = []
     for model, agg in stats.items():
         o = agg["overall"]
+        fully, partially, not_ = band_labels(agg.get("claim_bands") or [])
         lines += [f"{level} Reconstruction: {model}", "",
                   f"{agg['total_documents']} documents, {agg['total_claims']} scored claims; "
                   f"average {fmt(o['average_score'])}, importance-weighted {fmt(o['weighted_average_score'])}; "
-                  f"fully (>= 8) {fmt(o['pct_fully_reconstructed'])}%, partially (4-7) "
-                  f"{fmt(o['pct_partially_reconstructed'])}%, not (< 4) {fmt(o['pct_not_reconstructed'])}%.", ""]
-        lines += table(["claim type", "count", "average", "% >= 8"],
+                  f"fully ({fully}) {fmt(o['pct_fully_reconstructed'])}%, partially ({partially}) "
+                  f"{fmt(o['pct_partially_reconstructed'])}%, not ({not_}) {fmt(o['pct_not_reconstructed'])}%.", ""]
+        lines += table(["claim type", "count", "average", f"% fully ({fully})"],
                        [[t, v["count"], v["average_score"], v["pct_reconstructed"]]
                         for t, v in agg["by_claim_type"].items()])
-        lines += table(["importance", "count", "average", "% >= 8"],
+        lines += table(["importance", "count", "average", f"% fully ({fully})"],
                        [[t, v["count"], v["average_score"], v["pct_reconstructed"]]
                         for t, v in agg["by_importance"].items()])
     return lines

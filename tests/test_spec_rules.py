@@ -87,3 +87,38 @@ def test_field_and_trait_of_one_name_keep_their_own_evidence(run_cli, tmp_path):
                         if d["subject"] == subject and d["attribute"] == "pair_count")
         assert sorted(e["text"] for e in per_subject[subject]["pair_count"]) == wanted
     assert line["missing_excerpts"] == {} and set(line["excerpt_retry_count"]) <= {"template", "rubric"}
+
+
+# --- item 2: claim_bands is live configuration -----------------------------------------------------
+
+def _claims_scored(scores: dict[str, int]):
+    """A stand-in reply_fn scoring the claims of a score_claims request as ``scores`` says."""
+    def reply(body):
+        assert role_of(body) == "score_claims"
+        return {"evaluations": [{"claim_id": cid, "score": score, "justification": "scripted",
+                                 "evidence_refs": []} for cid, score in scores.items()]}
+    return reply
+
+
+def test_claim_bands_from_config_decide_recorded_bands_and_the_reports(run_cli, tmp_path):
+    from stages_support import reconstruction_file
+    home = ingest(run_cli, tmp_path, "doc.reconstruction.json", reconstruction_file())
+    layer = {"claim_bands": {"fully_min": 9, "partially_min": 6}}
+    summary, _ = run_stand_in(home, _claims_scored({"c1": 8, "c2": 5, "c3": 9}), config_layer=layer)
+    assert summary.judged == 1
+    recorded = {d["claim_id"]: d for d in data(home, "claim.scored")}
+    # 8 is "fully" under the default bands; the configured ones make it partial and 5 not reconstructed
+    assert {cid: d["band"] for cid, d in recorded.items()} == {"c1": "partially", "c2": "not", "c3": "fully"}
+    assert recorded["c1"]["bands"] == {"fully_min": 9, "partially_min": 6}
+    evaluations(run_cli, home)
+    [(_, bench)] = stats(home)["benchmarks"].items()
+    [(_, agg)] = bench["reconstruction"].items()
+    assert agg["claim_bands"] == [{"fully_min": 9, "partially_min": 6}]
+    assert agg["overall"]["pct_fully_reconstructed"] == 33.33
+    assert agg["overall"]["pct_partially_reconstructed"] == 33.33
+    report = next((home / "reports").rglob("report.md")).read_text()
+    assert "fully (>= 9)" in report and "partially (6-8)" in report and "not (< 6)" in report
+    # a rebuild from the events alone gives the same bytes
+    before = (home / "reports" / "aggregate-stats.json").read_bytes()
+    assert run_cli("rebuild", home=home).returncode == 0
+    assert (home / "reports" / "aggregate-stats.json").read_bytes() == before
