@@ -247,7 +247,8 @@ def _credit(case, d, key, version):
     if _latest(case["credit"], version):
         case["credit"] = {"high": d.get("high"), "low": d.get("low"),
                           "credit_score": d.get("credit_score"), "zone": d.get("zone"),
-                          "expected_credit_score": d.get("expected_credit_score"), "v": version}
+                          "expected_credit_score": d.get("expected_credit_score"),
+                          "expected_zone": d.get("expected_zone"), "v": version}
 
 
 def _stage_failed(case, d, key, version):

@@ -2,7 +2,10 @@
 expected zone, columns = actual zone), zone accuracy, cross-band confusion rate, exact match and
 within +-1, per tag and per model or profile, with the spec's target (cross-band < 5%).
 
-Zones: BAD = credit score 1-2, MID = 3, GOOD = 4-5. Every rate is over the cases that have both
+Zones: one rule decides them, the stage's: ``credit.scored`` records the zone of the credit score
+and of the expected score under the run's ``audit.zone_bad_max`` / ``audit.zone_mid_max``, and
+the matrix counts those recorded zones. Only an event without them (or a case never scored) falls
+back to the default bounds: BAD = credit score 1-2, MID = 3, GOOD = 4-5. Every rate is over the cases that have both
 an expected score and a credit score (``compared``); cases with an expected score that never got
 a credit score are counted in ``not_scored`` and listed, never dropped silently.
 """
@@ -19,7 +22,7 @@ CROSS_BAND_TARGET = 0.05
 
 
 def zone_of(score: Any) -> str | None:
-    """BAD for 1-2, MID for 3, GOOD for 4-5; None for anything else (no expectation)."""
+    """Under the default bounds: BAD for 1-2, MID for 3, GOOD for 4-5; None for anything else."""
     if isinstance(score, bool) or not isinstance(score, (int, float)):
         return None
     if 1 <= score <= 2:
@@ -47,6 +50,15 @@ def group_key(case: dict) -> str:
     return f"{model} [{profile}]" if profile else model
 
 
+def recorded_zones(case: dict) -> tuple[str | None, str | None]:
+    """(expected zone, actual zone) as the case's credit.scored recorded them, else by default bounds."""
+    credit = case["credit"] or {}
+    expected, actual = expected_score(case), credit.get("credit_score")
+    expected_zone = credit.get("expected_zone") if credit.get("expected_zone") in ZONES else zone_of(expected)
+    actual_zone = credit.get("zone") if credit.get("zone") in ZONES else zone_of(actual)
+    return expected_zone, actual_zone
+
+
 def _pairs(cases: list[dict]) -> tuple[list[tuple[int, int, str, str, dict]], list[str]]:
     """(expected, actual, expected zone, actual zone, case) for compared cases; ids not scored."""
     pairs, not_scored = [], []
@@ -58,8 +70,8 @@ def _pairs(cases: list[dict]) -> tuple[list[tuple[int, int, str, str, dict]], li
         if credit is None or zone_of(credit["credit_score"]) is None:
             not_scored.append(case["case_id"])
             continue
-        actual = credit["credit_score"]
-        pairs.append((expected, actual, zone_of(expected), zone_of(actual), case))
+        expected_zone, actual_zone = recorded_zones(case)
+        pairs.append((expected, credit["credit_score"], expected_zone, actual_zone, case))
     return pairs, sorted(not_scored)
 
 

@@ -103,7 +103,7 @@ def excerpts_by_subject(case: dict) -> dict[str, dict[str, list[dict]]]:
 
 def case_result(case: dict) -> dict[str, Any]:
     """The full per-case result (one line of evaluations.jsonl), with no internal bookkeeping."""
-    from evalledger.projections.audit import zone_of
+    from evalledger.projections.audit import expected_score, recorded_zones
     from evalledger.projections.reconstruction import calculated_metrics, scored_claims, unscored_claims
     override = override_of(case)
     usage = usage_of(case)
@@ -138,10 +138,9 @@ def case_result(case: dict) -> dict[str, Any]:
         result["unscored_claims"] = unscored_claims(case)
     if case["kind"] == "audit":
         credit = _strip(case["credit"])
-        from evalledger.projections.audit import expected_score
         expected = expected_score(case)
         result["audit"] = {"tag": case["question"].get("tag"), "expected_credit_score": expected,
-                           "expected_zone": zone_of(expected), "credit": credit,
+                           "expected_zone": recorded_zones(case)[0], "credit": credit,
                            "facts_errors": (case["facts_errors"] or {}).get("errors"),
                            "logic_errors": (case["logic_errors"] or {}).get("errors")}
     return result

@@ -122,3 +122,24 @@ def test_claim_bands_from_config_decide_recorded_bands_and_the_reports(run_cli, 
     before = (home / "reports" / "aggregate-stats.json").read_bytes()
     assert run_cli("rebuild", home=home).returncode == 0
     assert (home / "reports" / "aggregate-stats.json").read_bytes() == before
+
+
+# --- item 6: one zone rule, recorded in credit.scored, used everywhere --------------------------------
+
+def test_configured_zone_bounds_decide_the_event_and_the_matrix_alike(run_cli, tmp_path):
+    from stages_scripted import audit_reply
+    from stages_support import AUDIT_LINES
+    home = ingest(run_cli, tmp_path, "cases.audit.jsonl", AUDIT_LINES)
+    layer = {"audit": {"zone_bad_max": 1}}
+    summary, _ = run_stand_in(home, lambda body: audit_reply(body, role_of(body)), config_layer=layer)
+    assert summary.judged == 2
+    credits = {d["credit_score"]: d for d in data(home, "credit.scored")}
+    # score 2 is MID when BAD ends at 1; the event says so and names the bounds that decided
+    assert credits[2]["zone"] == "MID" and credits[2]["expected_zone"] == "MID"
+    assert credits[2]["formula"]["zone_bad_max"] == 1 and credits[2]["formula"]["zone_mid_max"] == 3
+    lines = evaluations(run_cli, home)
+    assert sorted(line["audit"]["expected_zone"] for line in lines) == ["GOOD", "MID"]
+    [(_, bench)] = stats(home)["benchmarks"].items()
+    [(_, group)] = bench["audit"].items()
+    assert group["matrix"]["MID"]["MID"] == 1 and group["matrix"]["BAD"]["BAD"] == 0
+    assert group["zone_accuracy"] == 1.0
