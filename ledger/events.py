@@ -276,12 +276,20 @@ class FactsDecomposed(DomainPayload):
 class FactsChecked(DomainPayload):
     case_id: str
     errors: list[AuditError]
+    inferences: list[dict[str, Any]] = []       # reasonable inferences: recorded, never counted
+    counted: list[int] | None = None            # indexes of the errors that reach the score (None: all)
+    dropped: int = 0                            # errors beyond max_errors_per_phase
+    max_errors_per_phase: int | None = None
 
 
 @event_type("logic.checked")
 class LogicChecked(DomainPayload):
     case_id: str
     errors: list[AuditError]
+    inferences: list[dict[str, Any]] = []
+    counted: list[int] | None = None
+    dropped: int = 0
+    max_errors_per_phase: int | None = None
 
 
 @event_type("credit.scored")

@@ -239,7 +239,8 @@ def _decomposed(case, d, key, version):
 def _checked(slot: str):
     def apply(case, d, key, version):
         if _latest(case[slot], version):
-            case[slot] = {"errors": list(d.get("errors") or []), "v": version}
+            case[slot] = {"errors": list(d.get("errors") or []), "inferences": list(d.get("inferences") or []),
+                          "counted": d.get("counted"), "dropped": d.get("dropped") or 0, "v": version}
     return apply
 
 

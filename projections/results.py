@@ -142,8 +142,21 @@ def case_result(case: dict) -> dict[str, Any]:
         result["audit"] = {"tag": case["question"].get("tag"), "expected_credit_score": expected,
                            "expected_zone": recorded_zones(case)[0], "credit": credit,
                            "facts_errors": (case["facts_errors"] or {}).get("errors"),
-                           "logic_errors": (case["logic_errors"] or {}).get("errors")}
+                           "logic_errors": (case["logic_errors"] or {}).get("errors"),
+                           **_phase_details(case)}
     return result
+
+
+def _phase_details(case: dict) -> dict[str, Any]:
+    """Per audit phase: the reasonable inferences (recorded, not counted), which errors counted
+    (indexes into the phase's errors; null when every one did) and how many did not."""
+    out: dict[str, Any] = {}
+    for phase, slot in (("facts", "facts_errors"), ("logic", "logic_errors")):
+        state = case[slot] or {}
+        out[f"{phase}_inferences"] = state.get("inferences") or []
+        out[f"{phase}_counted"] = state.get("counted")
+        out[f"{phase}_not_counted"] = state.get("dropped") or 0
+    return out
 
 
 def _strip(value: dict | None) -> dict | None:

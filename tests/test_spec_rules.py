@@ -143,3 +143,52 @@ def test_configured_zone_bounds_decide_the_event_and_the_matrix_alike(run_cli, t
     [(_, group)] = bench["audit"].items()
     assert group["matrix"]["MID"]["MID"] == 1 and group["matrix"]["BAD"]["BAD"] == 0
     assert group["zone_accuracy"] == 1.0
+
+
+# --- items 5, 7, 8: VerifyFast error cap, reasonable inferences, max facts from config ---------------
+
+def _audit_judge(facts: int):
+    """decompose gives ``facts`` facts; check_facts finds four low errors; check_logic only a
+    reasonable inference (in the spec's spelling, without a severity)."""
+    def reply(body):
+        role = role_of(body)
+        if role == "decompose":
+            return {"facts": [f"fact {i}" for i in range(facts)], "reasoning_chains": [
+                {"premises": ["revenue rose"], "conclusion": "the company grew"}]}
+        if role == "check_facts":
+            return {"errors": [{"level": "unsupported", "severity": "low", "detail": f"vague {i}"} for i in range(4)]}
+        return {"errors": [{"level": "Reasonable Inference", "detail": "growth follows from the revenue"}]}
+    return reply
+
+
+def test_error_cap_inferences_and_fact_limit_from_config(run_cli, tmp_path):
+    from stages_support import AUDIT_LINES
+    home = ingest(run_cli, tmp_path, "cases.audit.jsonl", AUDIT_LINES[:1])
+    layer = {"audit": {"max_errors_per_phase": 1, "max_facts": 7}}
+    summary, requests = run_stand_in(home, _audit_judge(7), config_layer=layer)
+    assert summary.judged == 1 and summary.failed == 0
+    roles = [role_of(r["body"]) for r in requests]
+    # 7 facts are within audit.max_facts=7, and a reasonable inference is a valid finding: no re-ask
+    assert sorted(roles) == ["check_facts", "check_logic", "decompose"]
+    assert len(data(home, "facts.decomposed")[0]["facts"]) == 7
+    prompt = next(r["body"] for r in requests if role_of(r["body"]) == "check_facts")["messages"][0]["content"]
+    assert "at most 1 errors" in prompt
+    [facts] = data(home, "facts.checked")
+    assert len(facts["errors"]) == 4 and facts["counted"] == [0] and facts["dropped"] == 3
+    [logic] = data(home, "logic.checked")
+    assert logic["errors"] == [] and logic["inferences"][0]["level"] == "reasonable_inference"
+    [credit] = data(home, "credit.scored")
+    # one low error counts (4 points), not four (3 points); the cap is part of the formula
+    assert (credit["low"], credit["credit_score"]) == (1, 4)
+    assert credit["formula"]["max_errors_per_phase"] == 1
+    [line] = evaluations(run_cli, home)
+    assert line["audit"]["facts_not_counted"] == 3 and line["audit"]["logic_inferences"][0]["detail"]
+
+
+def test_more_facts_than_max_facts_are_asked_again_naming_the_limit(run_cli, tmp_path):
+    from stages_support import AUDIT_LINES
+    home = ingest(run_cli, tmp_path, "cases.audit.jsonl", AUDIT_LINES[:1])
+    summary, requests = run_stand_in(home, _audit_judge(3), config_layer={"audit": {"max_facts": 2}})
+    decompose = [r["body"] for r in requests if role_of(r["body"]) == "decompose"]
+    assert len(decompose) > 1 and "at most 2 atomic facts, not 3" in json.dumps(decompose[1]["messages"])
+    assert summary.failed == 1 and not data(home, "credit.scored")

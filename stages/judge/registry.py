@@ -69,6 +69,11 @@ def _check_claims(request: ScoreClaimsRequest, reply: ScoreClaimsReply) -> None:
         raise ValueError("score every claim exactly once: " + "; ".join(parts))
 
 
+def _check_fact_count(request: DecomposeRequest, reply: DecomposeReply) -> None:
+    if len(reply.facts) > request.max_facts:
+        raise ValueError(f"give at most {request.max_facts} atomic facts, not {len(reply.facts)}")
+
+
 # --- the registry --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -120,7 +125,7 @@ def _registry() -> dict[str, RoleSpec]:
         RoleSpec("score_trait", ScoreTraitRequest, ScoreTraitReply, deep.trait_messages, _check_trait,
                  _pick_trait),
         RoleSpec("score_claims", ScoreClaimsRequest, ScoreClaimsReply, recon.claims_messages, _check_claims),
-        RoleSpec("decompose", DecomposeRequest, DecomposeReply, audit.decompose_messages),
+        RoleSpec("decompose", DecomposeRequest, DecomposeReply, audit.decompose_messages, _check_fact_count),
         RoleSpec("check_facts", CheckFactsRequest, CheckFactsReply, audit.facts_messages),
         RoleSpec("check_logic", CheckLogicRequest, CheckLogicReply, audit.logic_messages),
     ]
