@@ -49,6 +49,7 @@ class BenchmarkRegistered(DomainPayload):
     source: dict[str, Any] | None = None  # {"file", "sha256"}
     rejected_questions: list[WhereReason] = []
     rejected_traits: list[WhereReason] = []
+    warnings: list[WhereReason] = []       # load-time warnings: valid specs probably not meant
 
 
 @event_type("benchmark.rejected")

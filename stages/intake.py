@@ -39,6 +39,7 @@ class IngestResult:
     cases_opened: int = 0
     errors: list[dict] = field(default_factory=list)
     untranslated: list[dict] = field(default_factory=list)
+    warnings: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     moved_to: Path | None = None
 
@@ -63,7 +64,8 @@ class IngestResult:
         """``file: where: reason`` for every error (what the .error.txt holds), then every
         untranslated part of an accepted Karenina checkpoint."""
         return ([f"{self.file}: {e['where']}: {e['reason']}" for e in self.errors]
-                + [f"{self.file}: not translated: {e['where']}: {e['reason']}" for e in self.untranslated])
+                + [f"{self.file}: not translated: {e['where']}: {e['reason']}" for e in self.untranslated]
+                + [f"{self.file}: warning: {w['where']}: {w['reason']}" for w in self.warnings])
 
 
 def _count(n: int, noun: str) -> str:
@@ -180,6 +182,7 @@ def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) 
     result = IngestResult(source["file"], source["sha256"], "accepted", parsed.format, bid, bench.name)
     result.notes += _resolution_notes(waiting, resolutions)
     result.untranslated = [p.as_dict() for p in bench.rejected_questions + bench.rejected_traits]
+    result.warnings = list(record.get("warnings") or [])
     if result.untranslated:
         result.notes.append(f"({_count(len(bench.rejected_questions), 'question')} and "
                             f"{_count(len(bench.rejected_traits), 'trait')} not translated; the rest is registered)")

@@ -182,6 +182,12 @@ class TemplateSpec:
                                      f"got {rule.n}; the case could never pass", where=f"{where}.strategy")
         return cls(fields, rule)
 
+    def warnings(self, where: str = "template") -> list[dict[str, str]]:
+        """``{where, reason}`` for every field whose primitive loads with a warning (a spec that is
+        allowed but probably not meant, such as a range without bounds)."""
+        return [{"where": f"{where}.fields[{i}].verify_with", "reason": reason}
+                for i, spec in enumerate(self.fields) for reason in spec.primitive.load_warnings()]
+
     def verify(self, extracted: Mapping[str, Any], raw_response: str | None, *,
                embedder: Any = None) -> tuple[tuple[FieldResult, ...], CaseVerdict]:
         """Verify every field and decide the case."""

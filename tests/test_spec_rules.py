@@ -192,3 +192,31 @@ def test_more_facts_than_max_facts_are_asked_again_naming_the_limit(run_cli, tmp
     decompose = [r["body"] for r in requests if role_of(r["body"]) == "decompose"]
     assert len(decompose) > 1 and "at most 2 atomic facts, not 3" in json.dumps(decompose[1]["messages"])
     assert summary.failed == 1 and not data(home, "credit.scored")
+
+
+# --- item 15: parameter combinations the spec allows load with a warning -----------------------------
+
+def test_unbounded_range_and_stray_min_overlap_are_accepted_with_warnings(run_cli, tmp_path):
+    fields = [
+        {"name": "pair_count", "type": "int", "description": "pairs", "ground_truth": 23,
+         "verify_with": {"type": "NumericRange"}},
+        {"name": "length", "type": "bool", "description": "any length", "ground_truth": True,
+         "verify_with": {"type": "TraceLength", "unit": "words"}},
+        {"name": "terms", "type": "list[str]", "description": "terms", "ground_truth": ["pairs"],
+         "verify_with": {"type": "SetContainment", "mode": "superset", "min_overlap": 3}},
+    ]
+    path = write_json(tmp_path / "b.json", template_benchmark(fields=fields))
+    home = tmp_path / "home"
+    run_cli("init", home=home)
+    done = run_cli("ingest", str(path), home=home)
+    assert done.returncode == 0 and "accepted" in done.stdout
+    out = done.stdout + done.stderr
+    assert "b.json: warning: $.questions[0] (id q1).template.fields[0].verify_with: NumericRange has neither" in out
+    assert "fields[1].verify_with: TraceLength has neither min nor max" in out
+    assert "fields[2].verify_with: min_overlap is only used with mode 'overlap'; ignored" in out
+    [registered] = data(home, "benchmark.registered")
+    assert [w["where"].rsplit(".", 2)[-2] for w in registered["warnings"]] == ["fields[0]", "fields[1]", "fields[2]"]
+    assert run_cli("run", "--quiet", home=home).returncode == 0
+    verified = {d["field"]: d for d in data(home, "field.verified")}
+    assert verified["length"]["passed"] is True
+    assert verified["pair_count"]["extracted"] == 23 and verified["pair_count"]["passed"] is True
