@@ -150,6 +150,7 @@ class ExcerptMissing(DomainPayload):
     subject: Literal["template", "rubric"] = "template"
     threshold: float | None = None
     failed: list[FailedExcerpt] = []                      # the final attempt's failed quotes
+    error: str | None = None                              # an unusable reply stopped the extraction
 
 
 @event_type("risk.assessed")

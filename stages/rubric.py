@@ -23,7 +23,7 @@ from evalledger.stages.casework import CaseWork
 from evalledger.stages.excerpts import extract_excerpts
 from evalledger.stages.judge import UnrecordedRequest
 from evalledger.stages.judge.roles import AttributeSpec, ReasonRequest, ScoreTraitRequest, TraitSpec
-from evalledger.stages.risk import assess_risk
+from evalledger.stages.risk import RiskItem, assess_risks
 from evalledger.stages.rubric_modes import TraitPlan, resolve_trait
 
 STAGE = "rubric"
@@ -100,8 +100,9 @@ async def _deep_trait(work: CaseWork, trait: dict[str, Any], plan: TraitPlan) ->
             return False
         excerpts = outcome.texts()[spec.name]
         if plan.search_enabled:
-            risks[spec.name] = await assess_risk(work, spec.name, spec.description, excerpts, stage=STAGE,
-                                                 subject="rubric", tool=work.config.deep_judgment_rubric_search_tool)
+            assessed = await assess_risks(work, [RiskItem(spec.name, spec.description, excerpts)], stage=STAGE,
+                                          subject="rubric", tool=work.config.deep_judgment_rubric_search_tool)
+            risks = {name: risk for name, risk in assessed.items() if risk is not None}
     question = work.question_text
     degraded: list[str] = []
     try:

@@ -20,7 +20,7 @@ from evalledger.stages.casework import CaseWork
 from evalledger.stages.excerpts import ExcerptSettings, extract_excerpts
 from evalledger.stages.judge import UnrecordedRequest
 from evalledger.stages.judge.roles import AttributeSpec, ParseRequest, ReasonRequest
-from evalledger.stages.risk import assess_risk
+from evalledger.stages.risk import RiskItem, assess_risks
 from evalledger.stages.rubric import judge_rubric
 from evalledger.stages.embedder_minilm import embedder_named
 from evalledger.stages.verification import TemplateSpec, decide
@@ -78,10 +78,14 @@ async def judge_template(work: CaseWork) -> None:
 
 
 async def _risks(work: CaseWork, attributes: list[AttributeSpec], excerpts: dict[str, list[str]]) -> dict[str, str]:
-    """Risk per attribute that has excerpts (attributes without excerpts have nothing to check)."""
-    return {a.name: await assess_risk(work, a.name, a.description, excerpts[a.name], stage=STAGE,
-                                      subject="template", tool=work.config.deep_judgment_search_tool)
-            for a in attributes if excerpts.get(a.name)}
+    """Risk per attribute that has excerpts, in one judge call for the template (attributes
+    without excerpts have nothing to check; one whose searches found nothing gets no risk)."""
+    items = [RiskItem(a.name, a.description, excerpts[a.name]) for a in attributes if excerpts.get(a.name)]
+    if not items:
+        return {}
+    risks = await assess_risks(work, items, stage=STAGE, subject="template",
+                               tool=work.config.deep_judgment_search_tool)
+    return {name: risk for name, risk in risks.items() if risk is not None}
 
 
 async def _reason(work: CaseWork, attributes: list[AttributeSpec], excerpts: dict[str, list[str]],

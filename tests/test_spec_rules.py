@@ -220,3 +220,81 @@ def test_unbounded_range_and_stray_min_overlap_are_accepted_with_warnings(run_cl
     verified = {d["field"]: d for d in data(home, "field.verified")}
     assert verified["length"]["passed"] is True
     assert verified["pair_count"]["extracted"] == 23 and verified["pair_count"]["passed"] is True
+
+
+# --- item 10: degradation as the specs say -----------------------------------------------------------
+
+def test_unusable_excerpt_reply_continues_with_the_attributes_missing(run_cli, tmp_path):
+    home = ingest(run_cli, tmp_path, "b.json", template_benchmark(config=DEEP))
+    base = template_judge()
+
+    def handle(body):
+        role = role_of(body)
+        return "this is no JSON at all" if role == "extract_excerpts" else base(body, role)
+
+    summary, requests = run_stand_in(home, handle)
+    assert summary.failed == 0 and summary.judged == 1
+    assert not data(home, "stage.failed")
+    [missing] = data(home, "excerpt.missing")
+    assert missing["attribute"] == "pair_count" and "unusable reply to excerpt extraction" in missing["error"]
+    [judged] = data(home, "case.judged")
+    assert judged["verdict"] == "fail" and judged["auto_failed"] is True
+    assert any(role_of(r["body"]) == "parse" for r in requests)   # the later steps still ran
+
+
+SEARCH_MODULE = '''
+def as_string(query):
+    return "Humans have 23 pairs of chromosomes, 46 in all."
+
+def as_strings(query):
+    return ["Karyotype: 23 pairs.", "", "Somatic cells are diploid."]
+
+def empty(query):
+    return []
+
+def broken(query):
+    raise RuntimeError("the index is down")
+'''
+
+
+def _search_run(run_cli, tmp_path, monkeypatch, function):
+    """A deep-judgment run with search through the callable ``spec_search:<function>``."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "spec_search.py").write_text(SEARCH_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    home = ingest(run_cli, tmp_path, "b.json", template_benchmark(config={**DEEP, "deep_judgment_search_enabled": True}))
+    base = template_judge()
+
+    def handle(body):
+        role = role_of(body)
+        if role == "assess_risk":
+            count = json.dumps(body["messages"]).count("EXCERPT ")
+            return {"risks": [{"excerpt": "x", "risk": "low", "justification": "seen"}] * count}
+        return base(body, role)
+
+    layer = {"deep_judgment_search_tool": f"spec_search:{function}"}
+    summary, requests = run_stand_in(home, handle, config_layer=layer)
+    assert summary.judged == 1
+    return home, [role_of(r["body"]) for r in requests], requests
+
+
+def test_failed_or_empty_search_gives_no_risk_assessment_and_says_why(run_cli, tmp_path, monkeypatch):
+    for function, reason in (("empty", "search found nothing"), ("broken", "the index is down")):
+        home, roles, _ = _search_run(run_cli, tmp_path / function, monkeypatch, function)
+        assert "assess_risk" not in roles   # the judge is not asked to rate excerpts on no evidence
+        [risk] = data(home, "risk.assessed")
+        assert risk["risk"] is None and risk["excerpts"] == [] and "no risk assessed" in risk["reason"]
+        assert reason in risk["searches"][0]["reason"]
+        [reasoning] = data(home, "reasoning.generated")
+        assert reasoning["risks"] == {}
+
+
+def test_search_callable_may_return_a_string_or_a_list_of_strings(run_cli, tmp_path, monkeypatch):
+    for function, contents in (("as_string", ["Humans have 23 pairs of chromosomes, 46 in all."]),
+                               ("as_strings", ["Karyotype: 23 pairs.", "Somatic cells are diploid."])):
+        home, roles, requests = _search_run(run_cli, tmp_path / function, monkeypatch, function)
+        assert roles.count("assess_risk") == 1
+        [risk] = data(home, "risk.assessed")
+        assert risk["risk"] == "low" and risk["searches"][0]["results"] == len(contents)
+        sent = next(r["body"] for r in requests if role_of(r["body"]) == "assess_risk")
+        assert all(c in json.dumps(sent["messages"]) for c in contents)

@@ -94,8 +94,10 @@ def test_search_risk_per_excerpt_and_attribute_risk_is_the_maximum(tmp_path):
     search = Search()
     with StandInThread(StandIn(reply_fn=dispatch(handle))) as stand_in:
         run_openai(home, stand_in, search=search)
-    assert search.queries == quotes
+    # a query is generated from each excerpt (not the raw excerpt) and recorded
+    assert search.queries == ["Cells hold 23 pairs chromosomes", "total 23 pairs 46 chromosomes 1"]
     [risk] = data(home, "risk.assessed")
+    assert [s["query"] for s in risk["searches"]] == search.queries
     assert risk["risk"] == "high" and [e["risk"] for e in risk["excerpts"]] == ["low", "high"]
     [reasoning] = data(home, "reasoning.generated")
     assert reasoning["risks"] == {"pair_count": "high"}

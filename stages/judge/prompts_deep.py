@@ -68,10 +68,13 @@ def risk_messages(req) -> list[dict[str, str]]:
         "Judge only from the search results given; no results means you cannot confirm it.\n\n"
         'Answer with JSON: {"risks": [{"excerpt": "...", "risk": "none|low|medium|high", '
         '"justification": "one sentence"}]}\n' + JSON_ONLY)
-    parts = [f"ATTRIBUTE: {req.attribute}" + (f" ({req.description})" if req.description else "")]
+    parts = [f"ATTRIBUTE: {req.attribute}" + (f" ({req.description})" if req.description else "")] \
+        if req.attribute else ["Give one risk per excerpt, in the order given."]
     for i, item in enumerate(req.evidence, 1):
         results = "\n".join(f"  [{j}] {r.title} ({r.url}): {r.content}" for j, r in enumerate(item.results, 1))
-        parts.append(f"EXCERPT {i}: {item.excerpt}\nSEARCH RESULTS:\n{results or '  (none)'}")
+        head = f"EXCERPT {i}" + (f" (attribute {item.attribute})" if item.attribute and not req.attribute else "")
+        query = f"\nSEARCH QUERY: {item.query}" if item.query else ""
+        parts.append(f"{head}: {item.excerpt}{query}\nSEARCH RESULTS:\n{results or '  (none)'}")
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
 
 

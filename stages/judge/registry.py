@@ -69,6 +69,12 @@ def _check_claims(request: ScoreClaimsRequest, reply: ScoreClaimsReply) -> None:
         raise ValueError("score every claim exactly once: " + "; ".join(parts))
 
 
+def _check_risks(request: AssessRiskRequest, reply: AssessRiskReply) -> None:
+    if len(reply.risks) != len(request.evidence):
+        raise ValueError(f"give exactly one risk per excerpt, in the order given: {len(request.evidence)} "
+                         f"excerpts, {len(reply.risks)} risks")
+
+
 def _check_fact_count(request: DecomposeRequest, reply: DecomposeReply) -> None:
     if len(reply.facts) > request.max_facts:
         raise ValueError(f"give at most {request.max_facts} atomic facts, not {len(reply.facts)}")
@@ -119,7 +125,7 @@ def _registry() -> dict[str, RoleSpec]:
     specs = [
         RoleSpec("extract_excerpts", ExtractExcerptsRequest, ExtractExcerptsReply, deep.excerpt_messages,
                  _check_excerpts),
-        RoleSpec("assess_risk", AssessRiskRequest, AssessRiskReply, deep.risk_messages),
+        RoleSpec("assess_risk", AssessRiskRequest, AssessRiskReply, deep.risk_messages, _check_risks),
         RoleSpec("reason", ReasonRequest, ReasonReply, deep.reason_messages, _check_reasoning),
         RoleSpec("parse", ParseRequest, ParseReply, deep.parse_messages, check_parsed),
         RoleSpec("score_trait", ScoreTraitRequest, ScoreTraitReply, deep.trait_messages, _check_trait,

@@ -139,10 +139,12 @@ class ExtractExcerptsReply(Model):
 class ExcerptEvidence(Model):
     excerpt: str
     results: list[SearchHit] = Field(default_factory=list)
+    attribute: str = ""   # the field or trait the excerpt supports (one request covers a subject)
+    query: str = ""       # the search query generated from the excerpt
 
 
 class AssessRiskRequest(Model):
-    attribute: str
+    attribute: str = ""   # the one attribute when every excerpt is its (else each evidence names its own)
     description: str = ""
     evidence: list[ExcerptEvidence]
 
