@@ -212,6 +212,7 @@ class CaseJudged(DomainPayload):
     deep_judgment: bool = False
     fields: dict[str, list[str]] | None = None            # {passed, failed, unverifiable}
     rubric_only: bool = False                             # no template: the verdict is the rubric's auto-fail only
+    abstained: bool = False                               # the response refused or evaded (abstention.detected)
 
 
 # --- Rubrics -------------------------------------------------------------------------------------
@@ -239,6 +240,14 @@ class TraitAutoFailed(DomainPayload):
     reason: str | None = None
     retries: int = 0
     plan: dict[str, Any] | None = None
+
+
+@event_type("abstention.detected")
+class AbstentionDetected(DomainPayload):
+    case_id: str
+    evidence: str                          # the words of the response that refuse or evade
+    reasoning: str = ""
+    skipped_auto_fail: list[str] = []      # auto-fail reasons the abstention took priority over
 
 
 # --- Reconstruction ------------------------------------------------------------------------------

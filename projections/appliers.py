@@ -18,6 +18,7 @@ CASE_TYPES = (
     "risk.assessed", "reasoning.generated", "answer.parsed", "field.verified", "case.auto_failed",
     "case.judged", "trait.scored", "trait.auto_failed", "claim.scored", "facts.decomposed",
     "facts.checked", "logic.checked", "credit.scored", "stage.failed", "verdict.overridden",
+    "abstention.detected",
 )
 BENCHMARK_TYPES = ("benchmark.registered", "benchmark.rejected")
 RUN_TYPES = ("run.started", "run.completed")
@@ -50,6 +51,7 @@ def new_case(case_id: str) -> dict[str, Any]:
         "missing_excerpts": {}, "risk": {}, "reasoning": None, "parsed": None, "traits": {},
         "traits_auto_failed": [], "claims": {}, "decomposed": None, "facts_errors": None,
         "logic_errors": None, "credit": None, "calls": {}, "failures": {}, "overrides": [],
+        "abstention": None,
     }
 
 
@@ -209,6 +211,12 @@ def _judged(case, d, key, version):
                           "reasons": list(d.get("reasons") or []), "v": version}
 
 
+def _abstention(case, d, key, version):
+    if _latest(case["abstention"], version):
+        case["abstention"] = {"evidence": d.get("evidence"), "reasoning": d.get("reasoning"),
+                              "skipped_auto_fail": list(d.get("skipped_auto_fail") or []), "v": version}
+
+
 def _trait(case, d, key, version):
     _set_versioned(case["traits"], str(d.get("trait")), {
         "mode": d.get("mode"), "score": d.get("score"), "reasoning": d.get("reasoning")}, version)
@@ -271,6 +279,7 @@ CASE_APPLIERS: dict[str, Callable] = {
     "trait.auto_failed": _trait_auto_failed, "claim.scored": _claim, "facts.decomposed": _decomposed,
     "facts.checked": _checked("facts_errors"), "logic.checked": _checked("logic_errors"),
     "credit.scored": _credit, "stage.failed": _stage_failed, "verdict.overridden": _overridden,
+    "abstention.detected": _abstention,
 }
 
 

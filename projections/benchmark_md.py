@@ -28,7 +28,8 @@ def verdict_text(result: dict[str, Any]) -> str:
         return (f"{o['verdict']} (overridden by {o['author']}: {o['reason']}; "
                 f"original {_original_state(result)})")
     if result["verdict"]:
-        return result["verdict"] + (" (auto-fail)" if result["auto_failed"] else "")
+        return result["verdict"] + (" (auto-fail)" if result["auto_failed"] else "") \
+            + (" (abstained)" if result.get("abstained") else "")
     return result["status"]
 
 
@@ -95,6 +96,8 @@ def attention_section(results: list[dict]) -> list[str]:
             why.append("overridden: " + verdict_text(r))
         if r["auto_failed"]:
             why.append("auto-failed: " + ", ".join(r["auto_fail_reasons"]))
+        if r.get("abstained"):
+            why.append("abstained: " + str((r.get("abstention") or {}).get("evidence")))
         if why:
             rows.append([r["case_id"], r["question_id"], model_label(r["model"]), " / ".join(why)])
     if not rows:

@@ -17,6 +17,7 @@ ROLE_STEPS = {
     "reason": ("reasoning.generated",), "parse": ("answer.parsed",),
     "score_trait": ("trait.scored", "trait.auto_failed"), "score_claims": ("claim.scored",),
     "decompose": ("facts.decomposed",), "check_facts": ("facts.checked",), "check_logic": ("logic.checked",),
+    "detect_abstention": ("abstention.detected",),
 }
 COMPUTED = ("field.verified", "case.auto_failed", "case.judged", "credit.scored")
 
@@ -120,7 +121,7 @@ def _summary(row: dict) -> str:
             "claim.scored": ("claim_id", "score"), "credit.scored": ("high", "low", "credit_score", "zone"),
             "stage.failed": ("stage", "reason"), "verdict.overridden": ("verdict", "author", "reason"),
             "case.auto_failed": ("reasons",), "judge.called": ("role", "model", "attempt", "error"),
-            "case.opened": ("benchmark", "question_id", "model")}.get(row["type"], ())
+            "case.opened": ("benchmark", "question_id", "model"), "abstention.detected": ("evidence",)}.get(row["type"], ())
     return " ".join(f"{k}={d.get(k)!r}" for k in keys if k in d)
 
 

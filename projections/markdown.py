@@ -61,14 +61,14 @@ def provenance_lines(prov: dict[str, Any]) -> list[str]:
 
 
 SUMMARY_HEADER = ["model", "cases", "judged", "failed", "pending", "passed", "pass rate", "95% CI",
-                  "auto-failed", "overridden", "excerpt retries", "judge calls", "judge retries",
+                  "auto-failed", "abstained", "overridden", "excerpt retries", "judge calls", "judge retries",
                   "tokens", "cost (USD)"]
 
 
 def summary_rows(models: dict[str, dict]) -> list[list[Any]]:
     return [[m, s["cases"], s["judged"], s["failed"], s["pending"], s["passed"], pct(s["pass_rate"]),
              interval(s["pass_rate_ci95"]), f"{s['auto_failed']} ({pct(s['auto_fail_rate'])})",
-             s["overridden"], s["excerpt_retries"], s["judge_calls"], s["judge_retries"], s["tokens"],
+             f"{s.get('abstained', 0)} ({pct(s.get('abstention_rate'))})", s["overridden"], s["excerpt_retries"], s["judge_calls"], s["judge_retries"], s["tokens"],
              f"{s['cost']:.6f}"] for m, s in models.items()]
 
 

@@ -58,7 +58,13 @@ def effective_verdict(case: dict) -> str | None:
 
 
 def is_auto_failed(case: dict) -> bool:
+    """The case auto-failed for missing excerpts (an abstention never counts as one)."""
     return bool(case["auto_fail_reasons"]) or bool(case["judged"] and case["judged"]["auto_failed"])
+
+
+def is_abstained(case: dict) -> bool:
+    """The judge found the response refuses or evades (``abstention.detected``)."""
+    return case.get("abstention") is not None
 
 
 def call_list(case: dict) -> list[dict]:
@@ -113,6 +119,8 @@ def case_result(case: dict) -> dict[str, Any]:
         "verdict": effective_verdict(case), "original_verdict": original_verdict(case),
         "override": {k: override[k] for k in ("verdict", "reason", "author")} if override else None,
         "auto_failed": is_auto_failed(case),
+        "abstained": is_abstained(case),
+        "abstention": _strip(case.get("abstention")),
         "auto_fail_reasons": sorted(set(case["auto_fail_reasons"])
                                     | set(case["judged"]["reasons"] if case["judged"] else [])),
         "fields": {name: _strip(f) for name, f in sorted(case["fields"].items())},
@@ -193,6 +201,7 @@ def group_summary(cases: list[dict]) -> dict[str, Any]:
     passed = verdicts.count("pass")
     with_verdict = sum(1 for v in verdicts if v is not None)
     auto_failed = sum(1 for c in cases if is_auto_failed(c))
+    abstained = sum(1 for c in cases if is_abstained(c))
     usages = [usage_of(c) for c in cases]
     interval = wilson_interval(passed, n) if with_verdict else None
     return {
@@ -201,6 +210,7 @@ def group_summary(cases: list[dict]) -> dict[str, Any]:
         "pass_rate": rnd(ratio(passed, n)) if with_verdict else None,
         "pass_rate_ci95": [rnd(interval[0]), rnd(interval[1])] if interval else None,
         "auto_failed": auto_failed, "auto_fail_rate": rnd(ratio(auto_failed, n)),
+        "abstained": abstained, "abstention_rate": rnd(ratio(abstained, n)),
         "overridden": sum(1 for c in cases if c["overrides"]),
         "excerpt_retries": sum(excerpt_retry_count(c) for c in cases),
         "judge_calls": sum(u["judge_calls"] for u in usages),

@@ -298,3 +298,53 @@ def test_search_callable_may_return_a_string_or_a_list_of_strings(run_cli, tmp_p
         assert risk["risk"] == "low" and risk["searches"][0]["results"] == len(contents)
         sent = next(r["body"] for r in requests if role_of(r["body"]) == "assess_risk")
         assert all(c in json.dumps(sent["messages"]) for c in contents)
+
+
+# --- item 9: abstention detection, before the auto-fail -----------------------------------------------
+
+ABSTAINING = "I am not sure, sorry. I cannot answer that question."
+
+
+def test_offline_judge_detects_abstention_which_takes_priority_over_auto_fail(run_cli, tmp_path):
+    config = {**DEEP, "abstention_enabled": True, "deep_judgment_rubric_mode": "enable_all"}
+    rubric = {"traits": [{"name": "clarity", "kind": "llm", "description": "Is the answer clear?",
+                          "min_score": 1, "max_score": 5}]}
+    home = ingest(run_cli, tmp_path, "b.json", template_benchmark(config=config, rubric=rubric, responses=[
+        {"question_id": "q1", "model": "m", "text": ABSTAINING},
+        {"question_id": "q1", "model": "n", "text": "Human somatic cells hold 23 pairs of chromosomes [1]."}]))
+    assert run_cli("run", "--quiet", home=home).returncode == 0
+    [detected] = data(home, "abstention.detected")
+    assert detected["evidence"] in ABSTAINING and detected["evidence"]
+    # no excerpt could be found either: the auto-fail was skipped, and says what it would have been
+    assert detected["skipped_auto_fail"] and not data(home, "case.auto_failed")
+    judged = {d["case_id"]: d for d in data(home, "case.judged")}
+    abstained = judged[detected["case_id"]]
+    assert abstained["verdict"] == "fail" and abstained["abstained"] is True and abstained["auto_failed"] is False
+    assert not any(d["auto_failed"] for d in data(home, "field.verified") if d["case_id"] == detected["case_id"])
+    other = next(d for cid, d in judged.items() if cid != detected["case_id"])
+    assert not other.get("abstained") and other["verdict"] == "pass"
+    lines = {line["case_id"]: line for line in evaluations(run_cli, home)}
+    assert lines[detected["case_id"]]["abstained"] is True and not lines[detected["case_id"]]["auto_failed"]
+    assert lines[detected["case_id"]]["abstention"]["evidence"] == detected["evidence"]
+    [(_, bench)] = stats(home)["benchmarks"].items()
+    assert bench["models"]["m"]["abstained"] == 1 and bench["models"]["m"]["auto_failed"] == 0
+    report = next((home / "reports").rglob("report.md")).read_text()
+    assert "abstained: " + detected["evidence"] in report
+
+
+def test_abstention_role_on_the_openai_backend_is_asked_and_recorded(run_cli, tmp_path):
+    home = ingest(run_cli, tmp_path, "b.json", template_benchmark(config={"abstention_enabled": True}))
+    base = template_judge()
+
+    def handle(body):
+        role = role_of(body)
+        if role == "detect_abstention":
+            return {"abstained": True, "evidence": "Human somatic cells are diploid", "reasoning": "scripted"}
+        return base(body, role)
+
+    summary, requests = run_stand_in(home, handle)
+    assert summary.judged == 1 and [role_of(r["body"]) for r in requests][0] == "detect_abstention"
+    [detected] = data(home, "abstention.detected")
+    assert detected["evidence"] == "Human somatic cells are diploid" and detected["skipped_auto_fail"] == []
+    [judged] = data(home, "case.judged")
+    assert judged["verdict"] == "fail" and judged["abstained"] and "abstention" in judged["reasons"][0]

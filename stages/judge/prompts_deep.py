@@ -78,6 +78,19 @@ def risk_messages(req) -> list[dict[str, str]]:
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
+def abstention_messages(req) -> list[dict[str, str]]:
+    """detect_abstention: does the response refuse or evade the question instead of answering it?"""
+    system = (
+        "You decide whether a model's response abstains: it refuses to answer, says it cannot or "
+        "will not answer, or evades the question (only hedges, deflects, or says it does not know) "
+        "instead of giving an answer. A response that answers, even briefly, uncertainly or wrongly, "
+        "does not abstain.\n\n"
+        'Answer with JSON: {"abstained": true|false, "evidence": "the exact words of the response that '
+        'refuse or evade (empty when it does not abstain)", "reasoning": "one sentence"}\n' + JSON_ONLY)
+    user = f"QUESTION:\n{req.question}\n\n<response_to_analyze>\n{req.response}\n</response_to_analyze>"
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
 def reason_messages(req) -> list[dict[str, str]]:
     """reason: per attribute, how the excerpts support or refute a value (or a trait's score)."""
     target = "score each trait" if req.subject == "rubric" else "determine each attribute's value"

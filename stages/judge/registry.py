@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from evalledger.stages.judge.roles import (
     AssessRiskReply, AssessRiskRequest, CheckFactsReply, CheckFactsRequest, CheckLogicReply,
-    CheckLogicRequest, DecomposeReply, DecomposeRequest, ExtractExcerptsReply, ExtractExcerptsRequest,
+    CheckLogicRequest, DecomposeReply, DecomposeRequest, DetectAbstentionReply, DetectAbstentionRequest,
+    ExtractExcerptsReply, ExtractExcerptsRequest,
     Model, ParseReply, ParseRequest, ReasonReply, ReasonRequest, ScoreClaimsReply, ScoreClaimsRequest,
     ScoreTraitReply, ScoreTraitRequest,
 )
@@ -75,6 +76,11 @@ def _check_risks(request: AssessRiskRequest, reply: AssessRiskReply) -> None:
                          f"excerpts, {len(reply.risks)} risks")
 
 
+def _check_abstention(request: DetectAbstentionRequest, reply: DetectAbstentionReply) -> None:
+    if reply.abstained and not reply.evidence.strip():
+        raise ValueError("an abstention needs its evidence: quote the words of the response that refuse or evade")
+
+
 def _check_fact_count(request: DecomposeRequest, reply: DecomposeReply) -> None:
     if len(reply.facts) > request.max_facts:
         raise ValueError(f"give at most {request.max_facts} atomic facts, not {len(reply.facts)}")
@@ -131,6 +137,8 @@ def _registry() -> dict[str, RoleSpec]:
         RoleSpec("score_trait", ScoreTraitRequest, ScoreTraitReply, deep.trait_messages, _check_trait,
                  _pick_trait),
         RoleSpec("score_claims", ScoreClaimsRequest, ScoreClaimsReply, recon.claims_messages, _check_claims),
+        RoleSpec("detect_abstention", DetectAbstentionRequest, DetectAbstentionReply, deep.abstention_messages,
+                 _check_abstention),
         RoleSpec("decompose", DecomposeRequest, DecomposeReply, audit.decompose_messages, _check_fact_count),
         RoleSpec("check_facts", CheckFactsRequest, CheckFactsReply, audit.facts_messages),
         RoleSpec("check_logic", CheckLogicRequest, CheckLogicReply, audit.logic_messages),
@@ -139,7 +147,7 @@ def _registry() -> dict[str, RoleSpec]:
 
 
 ROLE_NAMES = ("extract_excerpts", "assess_risk", "reason", "parse", "score_trait", "score_claims",
-              "decompose", "check_facts", "check_logic")
+              "decompose", "check_facts", "check_logic", "detect_abstention")
 _ROLES: dict[str, RoleSpec] = {}
 
 

@@ -168,6 +168,19 @@ class AssessRiskReply(Model):
         return max((r.risk for r in self.risks), key=RISK_ORDER.index, default="none")
 
 
+# --- detect_abstention -------------------------------------------------------------------------
+
+class DetectAbstentionRequest(Model):
+    question: str
+    response: str
+
+
+class DetectAbstentionReply(Model):
+    abstained: bool
+    evidence: str = ""     # the words of the response that refuse or evade
+    reasoning: str = ""
+
+
 # --- reason --------------------------------------------------------------------------------------
 
 class ReasonRequest(Model):
