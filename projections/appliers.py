@@ -74,7 +74,10 @@ def _question_summary(kind: str | None, question: Any) -> dict[str, Any]:
         claims = [{"id": str(c.get("id")), "text": c.get("text"), "type": c.get("type"),
                    "importance": c.get("importance")}
                   for c in question.get("original_claims") or [] if isinstance(c, dict)]
-        return {"doc_id": question.get("doc_id"), "original_claims": claims}
+        summary = {"doc_id": question.get("doc_id"), "original_claims": claims}
+        if question.get("collection") is not None:
+            summary["collection"] = str(question["collection"])
+        return summary
     if kind == "audit":
         return {key: question.get(key) for key in ("id", "tag", "difficulty", "description",
                                                    "expected_credit_score")}

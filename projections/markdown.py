@@ -175,4 +175,8 @@ def render_aggregate_report(agg: dict[str, Any], folders: dict[str, str]) -> str
         lines += comparison_section(data["comparisons"])
         lines += reconstruction_section(data.get("reconstruction", {}))
         lines += audit_section(data.get("audit", {}))
+    for name, collection in (agg.get("reconstruction_collections") or {}).items():
+        lines += [f"## Reconstruction collection {name}", "",
+                  f"Every document of the collection, from {len(collection['benchmarks'])} benchmark(s).", ""]
+        lines += reconstruction_section(collection["models"])
     return "\n".join(lines)

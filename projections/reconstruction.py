@@ -172,6 +172,34 @@ def aggregate_stats(cases: list[dict]) -> dict[str, Any]:
     }
 
 
+DEFAULT_COLLECTION = "default"
+
+
+def collection_of(case: dict) -> str:
+    """The reconstruction collection a document belongs to: named in its file or by the folder
+    it was ingested with, else the home's one default collection."""
+    return case["question"].get("collection") or DEFAULT_COLLECTION
+
+
+def collection_aggregates(cases: list[dict]) -> dict[str, dict[str, Any]]:
+    """Per collection: its benchmarks and, per model, ``AggregateStats`` over every document in it
+    (whatever file or benchmark each came from)."""
+    from evalledger.projections.results import model_label
+    groups: dict[str, list[dict]] = {}
+    for case in cases:
+        if case["kind"] == "reconstruction":
+            groups.setdefault(collection_of(case), []).append(case)
+    out = {}
+    for name in sorted(groups):
+        members = sorted(groups[name], key=lambda c: c["case_id"])
+        by_model: dict[str, list[dict]] = {}
+        for case in members:
+            by_model.setdefault(model_label(case["model"]), []).append(case)
+        out[name] = {"benchmarks": sorted({str(c["benchmark"]) for c in members}),
+                     "models": {m: aggregate_stats(by_model[m]) for m in sorted(by_model)}}
+    return out
+
+
 def _pct_buckets(claims: list[dict], key) -> dict[str, dict[str, Any]]:
     buckets: dict[str, list[dict]] = {}
     for claim in claims:

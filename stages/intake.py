@@ -85,8 +85,12 @@ def sha256_of(path: Path) -> tuple[str, int]:
 
 
 def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = False,
-                max_bytes: int = DEFAULT_MAX_BYTES) -> IngestResult:
-    """Ingest one file; from the inbox it then moves to processed/ or rejected/."""
+                max_bytes: int = DEFAULT_MAX_BYTES, collection: str | None = None) -> IngestResult:
+    """Ingest one file; from the inbox it then moves to processed/ or rejected/.
+
+    ``collection`` names the reconstruction collection of documents that do not name their own
+    (the CLI passes the folder a file was ingested with).
+    """
     path = Path(path)
     name = recorded_name(path)
     sha, size = sha256_of(path)
@@ -94,7 +98,7 @@ def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = Fals
         problems = [Problem("$", f"the file is {size} bytes, over the limit of {max_bytes} bytes")]
         result = _reject(led, name, sha, size, problems)
     else:
-        result = ingest_bytes(led, path.read_bytes(), name, sha=sha)
+        result = ingest_bytes(led, path.read_bytes(), name, sha=sha, collection=collection)
     if led.home is not None:
         result.moved_to = _file_away(led.home, path, result, from_inbox)
     return result
@@ -106,8 +110,10 @@ def recorded_name(path: Path) -> str:
     return os.fsencode(path.name).decode("utf-8", "replace")
 
 
-def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None) -> IngestResult:
-    """Ingest one file's bytes under the file name ``name`` (no file is moved)."""
+def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None,
+                 collection: str | None = None) -> IngestResult:
+    """Ingest one file's bytes under the file name ``name`` (no file is moved); ``collection``
+    as for ``ingest_path``."""
     sha = sha or hashlib.sha256(raw).hexdigest()
     known = led.get(event_id(f"file:{sha}", "file.received", sha))
     if known is not None:
@@ -117,6 +123,9 @@ def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None) 
             parsed = parse(raw, name)
         except FileRejected as exc:
             return _reject(led, name, sha, len(raw), exc.problems)
+        if collection and parsed.format == "reconstruction" and parsed.benchmark is not None:
+            for question in parsed.benchmark.questions:  # a collection named in the file wins
+                question.setdefault("collection", collection)
         result = _accept(led, parsed, name, sha, len(raw))
     if result.ok:
         resolve_pending(led)

@@ -348,3 +348,50 @@ def test_abstention_role_on_the_openai_backend_is_asked_and_recorded(run_cli, tm
     assert detected["evidence"] == "Human somatic cells are diploid" and detected["skipped_auto_fail"] == []
     [judged] = data(home, "case.judged")
     assert judged["verdict"] == "fail" and judged["abstained"] and "abstention" in judged["reasons"][0]
+
+
+# --- item 1: reconstruction documents aggregate by collection ----------------------------------------
+
+def test_documents_aggregate_across_files_by_collection(run_cli, tmp_path):
+    from stages_support import reconstruction_file
+    home = tmp_path / "home"
+    run_cli("init", home=home)
+    # two single documents in their own files: the home's default collection
+    for doc_id in ("A1", "A2"):
+        write_json(tmp_path / f"{doc_id}.json", reconstruction_file(doc_id))
+        assert run_cli("ingest", str(tmp_path / f"{doc_id}.json"), home=home).returncode == 0
+    # three documents in one JSONL file, one of which names its own collection
+    named = {**reconstruction_file("B3"), "collection": "named"}
+    write_jsonl(tmp_path / "batch.jsonl", [reconstruction_file("B1"), reconstruction_file("B2"), named])
+    done = run_cli("ingest", str(tmp_path / "batch.jsonl"), home=home)
+    assert done.returncode == 0 and "3 new cases" in done.stdout, done.stdout
+    # a folder ingested names the collection of its documents
+    folder = tmp_path / "cables-1976"
+    folder.mkdir()
+    write_json(folder / "C1.json", reconstruction_file("C1"))
+    write_json(folder / "C2.json", {**reconstruction_file("C2"), "collection": "named"})
+    assert run_cli("ingest", str(folder), home=home).returncode == 0
+    assert run_cli("run", "--quiet", home=home).returncode == 0
+    evaluations(run_cli, home)
+    collections = stats(home)["reconstruction_collections"]
+    docs = {name: sorted(d["doc_id"] for d in c["models"]["(no model)"]["by_document"])
+            for name, c in collections.items()}
+    assert docs == {"default": ["A1", "A2", "B1", "B2"], "named": ["B3", "C2"], "cables-1976": ["C1"]}
+    default = collections["default"]["models"]["(no model)"]
+    assert default["total_documents"] == 4 and default["total_claims"] == 12
+    assert len(collections["default"]["benchmarks"]) == 3   # two single files and the JSONL file
+    report = (home / "reports" / "aggregate-report.md").read_text()
+    assert "## Reconstruction collection default" in report and "4 documents, 12 scored claims" in report
+
+
+def test_jsonl_of_documents_names_the_line_of_a_bad_document(run_cli, tmp_path):
+    from stages_support import reconstruction_file
+    bad = reconstruction_file("B2")
+    bad["original_claims"][1]["id"] = "c1"
+    write_jsonl(tmp_path / "batch.jsonl", [reconstruction_file("B1"), bad, reconstruction_file("B1")])
+    home = tmp_path / "home"
+    run_cli("init", home=home)
+    done = run_cli("ingest", str(tmp_path / "batch.jsonl"), home=home)
+    assert done.returncode == 1
+    assert "line 2: $.original_claims[1].id: duplicate claim id 'c1'" in done.stdout
+    assert "line 3: $.doc_id: duplicate doc_id 'B1' (first on line 1)" in done.stdout
