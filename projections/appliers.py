@@ -80,7 +80,7 @@ def _question_summary(kind: str | None, question: Any) -> dict[str, Any]:
         return summary
     if kind == "audit":
         return {key: question.get(key) for key in ("id", "tag", "difficulty", "description",
-                                                   "expected_credit_score")}
+                                                   "expected_credit_score", "expected_from")}
     fields = (question.get("template") or {}).get("fields") or []
     return {"question": question.get("question"),
             "fields": sorted(str(f.get("name")) for f in fields if isinstance(f, dict))}

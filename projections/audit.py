@@ -19,6 +19,8 @@ from evalledger.projections.stats import ratio, rnd
 
 ZONES = ("BAD", "MID", "GOOD")
 CROSS_BAND_TARGET = 0.05
+# The share of a test set each expected zone should have (the spec's zone coverage requirements).
+RECOMMENDED_COVERAGE = {"BAD": (0.30, 0.40), "MID": (0.15, 0.25), "GOOD": (0.35, 0.50)}
 
 
 def zone_of(score: Any) -> str | None:
@@ -122,6 +124,24 @@ def per_tag(cases: list[dict]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def zone_coverage(cases: list[dict]) -> dict[str, Any]:
+    """How the test set's expected zones cover BAD, MID and GOOD against the recommended shares,
+    with a warning naming each zone outside its range (over the cases with an expectation)."""
+    zones = [z for z in (recorded_zones(c)[0] for c in cases) if z is not None]
+    n = len(zones)
+    out: dict[str, Any] = {"with_expectation": n}
+    outside = []
+    for zone in ZONES:
+        low, high = RECOMMENDED_COVERAGE[zone]
+        share = ratio(zones.count(zone), n)
+        within = None if share is None else low - 1e-9 <= share <= high + 1e-9
+        out[zone] = {"count": zones.count(zone), "share": rnd(share), "recommended": [low, high], "within": within}
+        if within is False:
+            outside.append(f"{zone} {share:.0%} (recommended {low:.0%}-{high:.0%})")
+    out["warning"] = ("zone coverage outside the recommended proportions: " + ", ".join(outside)) if outside else None
+    return out
+
+
 def credit_histogram(cases: list[dict]) -> list[int]:
     """How many cases got credit score 1, 2, 3, 4, 5."""
     counts = [0] * 5
@@ -138,5 +158,5 @@ def audit_groups(cases: list[dict]) -> dict[str, dict[str, Any]]:
     for case in cases:
         groups.setdefault(group_key(case), []).append(case)
     return {key: {"cases": len(groups[key]), **zone_metrics(groups[key]), "per_tag": per_tag(groups[key]),
-                  "credit_histogram": credit_histogram(groups[key])}
+                  "credit_histogram": credit_histogram(groups[key]), "zone_coverage": zone_coverage(groups[key])}
             for key in sorted(groups)}

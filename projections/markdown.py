@@ -130,6 +130,14 @@ def audit_section(groups: dict[str, dict], level: str = "###", svg_names: dict[s
             ["target: cross-band < " + pct(CROSS_BAND_TARGET, 0), met],
             ["exact match", f"{g['exact_matches']}/{g['compared']} = {pct(g['exact_match_rate'])}"],
             ["within +-1", f"{g['within_one']}/{g['compared']} = {pct(g['within_one_rate'])}"]])
+        coverage = g.get("zone_coverage")
+        if coverage:
+            lines += table(["expected zone", "cases", "share", "recommended", "within"],
+                           [[z, coverage[z]["count"], pct(coverage[z]["share"]),
+                             f"{pct(coverage[z]['recommended'][0], 0)}-{pct(coverage[z]['recommended'][1], 0)}",
+                             {True: "yes", False: "NO", None: "n/a"}[coverage[z]["within"]]] for z in ZONES])
+            if coverage["warning"]:
+                lines += [f"**Warning**: {coverage['warning']}.", ""]
         if g["per_tag"]:
             lines += table(["tag", "compared", "exact", "zone accuracy", "cross-band", "mean expected",
                             "mean actual"],

@@ -395,3 +395,40 @@ def test_jsonl_of_documents_names_the_line_of_a_bad_document(run_cli, tmp_path):
     assert done.returncode == 1
     assert "line 2: $.original_claims[1].id: duplicate claim id 'c1'" in done.stdout
     assert "line 3: $.doc_id: duplicate doc_id 'B1' (first on line 1)" in done.stdout
+
+
+# --- item 4: tags set expected scores; contradictions are intake errors; zone coverage -------------
+
+def test_tags_set_expected_scores_and_zone_coverage_is_reported(run_cli, tmp_path):
+    from stages_support import AUDIT_LINES
+    lines = [{k: v for k, v in line.items() if k != "expected_credit_score"} for line in AUDIT_LINES]
+    lines.append({**lines[0], "id": 3, "tag": "multi_minor"})
+    home = ingest(run_cli, tmp_path, "tags.audit.jsonl", lines)
+    assert run_cli("run", "--quiet", home=home).returncode == 0
+    credits = sorted((d["expected_credit_score"], d["expected_zone"]) for d in data(home, "credit.scored"))
+    assert credits == [(2, "BAD"), (3, "MID"), (5, "GOOD")]
+    evaluated = sorted(line["audit"]["expected_credit_score"] for line in evaluations(run_cli, home))
+    assert evaluated == [2, 3, 5]
+    [(_, bench)] = stats(home)["benchmarks"].items()
+    [(_, group)] = bench["audit"].items()
+    assert group["compared"] == 3
+    coverage = group["zone_coverage"]
+    assert [coverage[z]["count"] for z in ("BAD", "MID", "GOOD")] == [1, 1, 1]
+    # a third each: BAD and MID are within, MID above 25% and GOOD under 35% are not
+    assert coverage["BAD"]["within"] is True and coverage["MID"]["within"] is False
+    assert "MID 33% (recommended 15%-25%)" in coverage["warning"] and "GOOD 33%" in coverage["warning"]
+    report = next((home / "reports").rglob("report.md")).read_text()
+    assert "**Warning**: zone coverage outside the recommended proportions" in report
+
+
+def test_a_tag_contradicting_its_expected_score_is_an_intake_error_naming_the_line(run_cli, tmp_path):
+    from stages_support import AUDIT_LINES
+    lines = [AUDIT_LINES[0], {**AUDIT_LINES[1], "expected_credit_score": 4}]
+    write_jsonl(tmp_path / "bad.audit.jsonl", lines)
+    home = tmp_path / "home"
+    run_cli("init", home=home)
+    done = run_cli("ingest", str(tmp_path / "bad.audit.jsonl"), home=home)
+    assert done.returncode == 1 and "rejected" in done.stdout
+    assert ("line 2: $.expected_credit_score: 4 contradicts tag 'major_factual', which expects 2 (BAD)"
+            in done.stdout)
+    assert not data(home, "case.opened")
