@@ -51,7 +51,7 @@ def new_case(case_id: str) -> dict[str, Any]:
         "missing_excerpts": {}, "risk": {}, "reasoning": None, "parsed": None, "traits": {},
         "traits_auto_failed": [], "claims": {}, "decomposed": None, "facts_errors": None,
         "logic_errors": None, "credit": None, "calls": {}, "failures": {}, "overrides": [],
-        "abstention": None,
+        "abstention": None, "judged_at": None,
     }
 
 
@@ -292,6 +292,13 @@ def apply_case_event(case: dict, etype: str, data: Any, key: str, version: int,
     CASE_APPLIERS[etype](case, data if isinstance(data, dict) else {}, key, version)
     if config_hash and etype != "case.opened" and config_hash not in case["config_hashes"]:
         case["config_hashes"] = sorted([*case["config_hashes"], config_hash])
+
+
+def note_recorded_at(case: dict, recorded_at: str) -> None:
+    """Keep the latest ``meta.recorded_at`` of the case's judged events (claim.scored): when it was
+    judged. ISO timestamps of one clock compare as text."""
+    if recorded_at > (case.get("judged_at") or ""):
+        case["judged_at"] = recorded_at
 
 
 def apply_benchmark_event(states: dict, etype: str, d: dict) -> None:

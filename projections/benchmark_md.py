@@ -137,8 +137,11 @@ def render_document(doc: dict[str, Any], prov: dict[str, Any]) -> str:
     m = doc["calculated_metrics"]
     fully, partially, not_ = band_labels(doc.get("claim_bands") or [])
     lines = [f"# Reconstruction {doc['doc_id']}", ""] + provenance_lines(prov)
-    lines += [f"Case `{doc['case_id']}`, benchmark {doc['benchmark']}, model {doc['metadata']['model']}, "
-              f"status {doc['status']}; {doc['metadata']['total_tokens']} tokens, "
+    meta = doc["metadata"]
+    lines += [f"Case `{doc['case_id']}`, benchmark {doc['benchmark']}, collection {doc.get('collection')}, "
+              f"reconstruction by {meta.get('reconstruction_model') or '(no model)'}, judged by "
+              f"{meta['model'] or '(no judge call)'} at {doc.get('timestamp') or '(not judged)'}, "
+              f"status {doc['status']}; {meta['total_tokens']} tokens, "
               f"{doc['metadata']['cost_usd']:.6f} USD.", ""]
     lines += table(["metric", "value"], [
         ["total claims scored", m["total_claims"]], ["average score", m["average_score"]],

@@ -22,7 +22,7 @@ from evalledger.ledger.catalog import schema_version, upcast
 from evalledger.ledger.envelope import decode_json
 from evalledger.projections.appliers import (
     BENCHMARK_TYPES, CASE_APPLIERS, FOLDED_TYPES, RUN_TYPES, apply_benchmark_event,
-    apply_case_event, apply_run_event, case_id_of, new_case,
+    apply_case_event, apply_run_event, case_id_of, new_case, note_recorded_at,
 )
 from evalledger.projections.store import ReadModelStore, StaleFold
 
@@ -43,11 +43,14 @@ class FoldResult:
 # its failures carry the effective config the case was judged (or failed) under; reading meta for
 # every event would cost a JSON parse each.
 CONFIG_STAMPED = ("case.judged", "claim.scored", "credit.scored", "stage.failed")
+# The events whose meta.recorded_at the read models keep: when a reconstruction was judged (the
+# spec's metadata timestamp). It is part of the event, so reports stay a function of the ledger.
+TIME_STAMPED = ("claim.scored",)
 
 
 def scan(led, start: int, end: int) -> Iterator[tuple]:
-    """(type, id, stream, version, schema, payload, config_hash) of the folded events in (start, end],
-    in seq order. ``payload`` is the stored JSON bytes (SQLite) or the decoded dict (other stores);
+    """(type, id, stream, version, schema, payload, config_hash, recorded_at) of the folded events
+    in (start, end], in seq order (``recorded_at`` for the TIME_STAMPED types only, else None). ``payload`` is the stored JSON bytes (SQLite) or the decoded dict (other stores);
     ``_decoded`` turns either into the dict at the current schema. ``config_hash`` is read from meta
     for the CONFIG_STAMPED types only (None otherwise).
 
@@ -58,15 +61,18 @@ def scan(led, start: int, end: int) -> Iterator[tuple]:
     if getattr(led.recorder, "db", None) is None or path is None:
         for e in led.read(from_seq=start + 1, to_seq=end, types=FOLDED_TYPES):
             config_hash = (e.meta or {}).get("config_hash") if e.type in CONFIG_STAMPED else None
-            yield e.type, e.id, e.stream, e.version, e.schema, e.data, config_hash
+            recorded_at = (e.meta or {}).get("recorded_at") if e.type in TIME_STAMPED else None
+            yield e.type, e.id, e.stream, e.version, e.schema, e.data, config_hash, recorded_at
         return
     conn = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, timeout=60)
     try:
         marks = ", ".join("?" * len(FOLDED_TYPES))
         stamped = ", ".join(f"'{t}'" for t in CONFIG_STAMPED)
+        timed = ", ".join(f"'{t}'" for t in TIME_STAMPED)
         yield from conn.execute(
             "SELECT type, id, stream, version, schema, CAST(data AS BLOB), "
-            f"CASE WHEN type IN ({stamped}) THEN json_extract(meta, '$.config_hash') END "
+            f"CASE WHEN type IN ({stamped}) THEN json_extract(meta, '$.config_hash') END, "
+            f"CASE WHEN type IN ({timed}) THEN json_extract(meta, '$.recorded_at') END "
             # "+type": filter while walking the rowid in order, not via the type index plus a sort
             f"FROM events WHERE seq > ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
             (start, end, *FOLDED_TYPES))
@@ -119,13 +125,16 @@ class _Folder:
             self.cases[case_id] = loaded.get(case_id) or new_case(case_id)
         self.touched += len(wanted)
 
-    def fold(self, etype: str, eid: str, stream: str, version: int, schema: int, raw, config_hash) -> None:
+    def fold(self, etype: str, eid: str, stream: str, version: int, schema: int, raw, config_hash,
+             recorded_at=None) -> None:
         data = _decoded(etype, schema, raw)
         if etype in CASE_APPLIERS:
             case_id = case_id_of(stream, data)
             if case_id is not None:
                 case = self.cases.get(case_id) or self.case(case_id)
                 apply_case_event(case, etype, data, slot_key(stream, case_id, eid, version), version, config_hash)
+                if recorded_at:
+                    note_recorded_at(case, recorded_at)
         elif etype in BENCHMARK_TYPES:
             if self.benchmarks is None:
                 self.benchmarks = self.store.load_keyed("proj_benchmarks")
@@ -163,7 +172,7 @@ def _update_once(led, store: ReadModelStore, fresh: bool) -> FoldResult:
         return FoldResult(0, 0, (start, store.position()[1]))
     events = scan(led, start, head.seq)
     if not fresh and head.seq - start <= FLUSH_EVERY:
-        events = [(*e[:5], _decoded(e[0], e[4], e[5]), e[6]) for e in events]
+        events = [(*e[:5], _decoded(e[0], e[4], e[5]), e[6], e[7]) for e in events]
         folder.preload({cid for cid in (case_id_of(e[2], e[5]) for e in events if e[0] in CASE_APPLIERS)
                         if cid is not None})
     collecting = gc.isenabled()
@@ -190,11 +199,11 @@ def _fold_all(folder: _Folder, events) -> int:
     current = _CURRENT_SCHEMA
     loads, digits_to_9, nineteen = orjson.loads, _DIGITS_TO_9, _NINETEEN_DIGITS
     count = 0
-    for etype, eid, stream, version, schema, raw, config_hash in events:
+    for etype, eid, stream, version, schema, raw, config_hash, recorded_at in events:
         count += 1
         applier = appliers.get(etype)
         if applier is None:
-            folder.fold(etype, eid, stream, version, schema, raw, config_hash)
+            folder.fold(etype, eid, stream, version, schema, raw, config_hash, recorded_at)
             continue
         if raw.__class__ is bytes and schema == current[etype] and raw.translate(digits_to_9).find(nineteen) < 0:
             data = loads(raw)                   # the common case, inlined: no upcast, no long integer
@@ -212,6 +221,8 @@ def _fold_all(folder: _Folder, events) -> int:
         applier(case, data if data.__class__ is dict else {}, key, version)
         if config_hash and etype != "case.opened" and config_hash not in case["config_hashes"]:
             case["config_hashes"] = sorted([*case["config_hashes"], config_hash])
+        if recorded_at:
+            note_recorded_at(case, recorded_at)
         if len(cases) >= FLUSH_EVERY:
             folder.flush(None)
             cases = folder.cases

@@ -121,16 +121,30 @@ def calculated_metrics(case: dict) -> dict[str, Any]:
     return metrics_of(scored_claims(case))
 
 
+def judge_models(case: dict) -> list[str]:
+    """The judge models that scored the claims (``score_claims`` calls; sorted, usually one)."""
+    from evalledger.projections.results import call_list
+    return sorted({str(c["model"]) for c in call_list(case) if c["role"] == "score_claims" and c["model"]})
+
+
 def document_report(case: dict, usage: dict[str, Any]) -> dict[str, Any]:
-    """The spec's JudgeOutput for one document, plus its status and the claims left unscored."""
+    """The spec's JudgeOutput for one document, plus its status and the claims left unscored.
+
+    ``timestamp`` is when the claims were scored (the ``recorded_at`` of their events, so the same
+    ledger gives the same bytes); ``metadata.model`` is the judge model, as the spec means it, and
+    ``metadata.reconstruction_model`` the model whose reconstruction was judged.
+    """
     claims = scored_claims(case)
+    judges = judge_models(case)
     return {
         "doc_id": case["question"].get("doc_id") or case["question_id"],
+        "timestamp": case.get("judged_at"),
         "case_id": case["case_id"], "benchmark": case["benchmark"], "status": case_status(case),
+        "collection": collection_of(case),
         "claim_evaluations": claims, "calculated_metrics": metrics_of(claims),
         "unscored_claims": unscored_claims(case), "claim_bands": bands_used([case]),
-        "metadata": {"model": case["model"], "total_tokens": usage["tokens"],
-                     "cost_usd": rnd(usage["cost"], 6)},
+        "metadata": {"model": ", ".join(judges) or None, "reconstruction_model": case["model"],
+                     "total_tokens": usage["tokens"], "cost_usd": rnd(usage["cost"], 6)},
     }
 
 

@@ -432,3 +432,25 @@ def test_a_tag_contradicting_its_expected_score_is_an_intake_error_naming_the_li
     assert ("line 2: $.expected_credit_score: 4 contradicts tag 'major_factual', which expects 2 (BAD)"
             in done.stdout)
     assert not data(home, "case.opened")
+
+
+# --- item 3: reconstruction metadata: timestamp, judge model and reconstruction model ---------------
+
+def test_document_report_names_judge_and_reconstruction_models_and_its_timestamp(run_cli, tmp_path):
+    from stages_support import reconstruction_file
+    doc = {**reconstruction_file("D1"), "model": "writer-7b"}
+    home = ingest(run_cli, tmp_path, "D1.json", doc)
+    summary, _ = run_stand_in(home, _claims_scored({"c1": 9, "c2": 5, "c3": 2}))
+    assert summary.judged == 1
+    evaluations(run_cli, home)
+    [path] = (home / "reports").rglob("D1.json")
+    report = json.loads(path.read_text())
+    assert report["metadata"]["model"] == "stand-in-model"            # the judge, as the spec means it
+    assert report["metadata"]["reconstruction_model"] == "writer-7b"
+    with ledger.open_ledger(home) as led:
+        stamps = {e.meta["recorded_at"] for e in led.read(types=["claim.scored"])}
+    assert report["timestamp"] in stamps
+    text = path.with_suffix(".md").read_text()
+    assert "reconstruction by writer-7b, judged by stand-in-model at " + report["timestamp"] in text
+    before = path.read_bytes()
+    assert run_cli("rebuild", home=home).returncode == 0 and path.read_bytes() == before
