@@ -130,7 +130,7 @@ def _opened(case, d, key, version):
 # A judge call is stored as a list in this field order (a third of a case's state otherwise);
 # ``call_fields`` gives it back as a dict.
 CALL_FIELDS = ("role", "backend", "model", "attempt", "error", "source_backend", "input_tokens",
-               "output_tokens", "tokens", "cost")
+               "output_tokens", "tokens", "cost", "subject", "targets")
 
 
 def call_fields(stored: list) -> dict[str, Any]:
@@ -138,13 +138,39 @@ def call_fields(stored: list) -> dict[str, Any]:
     return dict(zip(CALL_FIELDS, stored))
 
 
+# The deep-judgment roles: whose evidence a call served (template or rubric) and for which fields
+# or traits, read from its request, so results can count deep-judgment calls per subject and trait.
+DEEP_ROLES = frozenset(("extract_excerpts", "assess_risk", "reason", "parse", "score_trait"))
+
+
+def call_target(role: Any, request: Any) -> tuple[str | None, list[str]]:
+    """(subject, names) a deep-judgment call served; (None, []) for other roles."""
+    if role not in DEEP_ROLES or not isinstance(request, dict):
+        return None, []
+    payload = request.get("payload")
+    if not isinstance(payload, dict):
+        return None, []
+    if role == "score_trait":
+        trait = payload.get("trait")
+        return "rubric", [str(trait.get("name"))] if isinstance(trait, dict) else []
+    if role == "parse":
+        return "template", [str(f.get("name")) for f in payload.get("fields") or [] if isinstance(f, dict)]
+    subject = payload.get("subject") if payload.get("subject") in ("template", "rubric") else "template"
+    if role == "assess_risk":
+        names = {str(e.get("attribute")) for e in payload.get("evidence") or [] if isinstance(e, dict)}
+        names |= {str(payload["attribute"])} if payload.get("attribute") else set()
+        return subject, sorted(n for n in names if n)
+    return subject, [str(a.get("name")) for a in payload.get("attributes") or [] if isinstance(a, dict)]
+
+
 def _judge_called(case, d, key, version):
     usage = d.get("usage")
     inp, out, total = _usage_tokens(usage) if usage else (0, 0, 0)
     cost = d.get("cost")
+    subject, targets = call_target(d.get("role"), d.get("request"))
     case["calls"][key] = [d.get("role"), d.get("backend"), d.get("model"), d.get("attempt"), d.get("error"),
                           d.get("source_backend"), inp, out, total,
-                          float(cost) if cost.__class__ in (int, float) else _call_cost(d)]
+                          float(cost) if cost.__class__ in (int, float) else _call_cost(d), subject, targets]
 
 
 def subject_of(d: dict) -> str:
@@ -212,6 +238,8 @@ def _judged(case, d, key, version):
     if _latest(case["judged"], version):
         case["judged"] = {"verdict": d.get("verdict"), "auto_failed": bool(d.get("auto_failed")),
                           "reasons": list(d.get("reasons") or []), "v": version}
+        if d.get("deep_judgment"):
+            case["judged"]["deep_judgment"] = True
 
 
 def _abstention(case, d, key, version):
@@ -221,8 +249,10 @@ def _abstention(case, d, key, version):
 
 
 def _trait(case, d, key, version):
-    _set_versioned(case["traits"], str(d.get("trait")), {
-        "mode": d.get("mode"), "score": d.get("score"), "reasoning": d.get("reasoning")}, version)
+    value = {"mode": d.get("mode"), "score": d.get("score"), "reasoning": d.get("reasoning")}
+    if d.get("degraded"):  # a deep trait step that failed (the trait metadata leaves it out of its stages)
+        value["degraded"] = list(d["degraded"])
+    _set_versioned(case["traits"], str(d.get("trait")), value, version)
 
 
 def _trait_auto_failed(case, d, key, version):

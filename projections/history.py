@@ -86,6 +86,17 @@ def _call_row(call) -> dict[str, Any]:
             "source_event": call.data.get("source_event")}
 
 
+def _deep_fields(case_id: str, events: list) -> dict[str, Any]:
+    """The deep-judgment result fields, from the case's events folded as the reports fold them."""
+    from evalledger.projections.appliers import CASE_APPLIERS, apply_case_event, new_case
+    from evalledger.projections.deep_results import deep_judgment_results
+    case = new_case(case_id)
+    for event in events:
+        if event.type in CASE_APPLIERS:
+            apply_case_event(case, event.type, event.data, str(event.version), event.version, None)
+    return deep_judgment_results(case)
+
+
 def case_history(led, case_id: str) -> dict[str, Any]:
     """The case's events in seq order, each with its judge calls (JSON-ready)."""
     events = list(led.read(stream=f"case:{case_id}"))
@@ -109,7 +120,8 @@ def case_history(led, case_id: str) -> dict[str, Any]:
             row["computed"] = event.type in COMPUTED
         rows.append(row)
     head = opened.data if opened else {}
-    return {"case_id": case_id, "benchmark": head.get("benchmark"), "model": head.get("model"),
+    return {**_deep_fields(case_id, events),
+            "case_id": case_id, "benchmark": head.get("benchmark"), "model": head.get("model"),
             "question_id": head.get("question_id"), "kind": head.get("kind"), "events": rows}
 
 
@@ -141,4 +153,25 @@ def format_history(history: dict[str, Any]) -> str:
                          + (f" error {call['error']}" if call["error"] else ""))
         if row.get("computed"):
             lines.append(f"{'':>9}computed by code, no judge call")
+    lines += _deep_lines(history)
     return "\n".join(lines) + "\n"
+
+
+def _deep_lines(history: dict[str, Any]) -> list[str]:
+    """The deep-judgment result fields as text (template cases that used deep judgment)."""
+    template, rubric = history.get("deep_judgment"), history.get("deep_judgment_rubric")
+    lines = []
+    if template and template["deep_judgment_performed"]:
+        lines.append("deep judgment: stages " + (", ".join(template["deep_judgment_stages_completed"]) or "none")
+                     + f"; {template['deep_judgment_model_calls']} model calls; "
+                     f"{template['deep_judgment_excerpt_retry_count']} excerpt retries; without excerpts: "
+                     + (", ".join(template["attributes_without_excerpts"]) or "none"))
+    if rubric and rubric["deep_judgment_rubric_performed"]:
+        lines.append(f"rubric deep judgment: {rubric['total_traits_evaluated']} traits, "
+                     f"{rubric['total_deep_judgment_model_calls']} model calls, "
+                     f"{rubric['total_excerpt_retries']} excerpt retries; without valid excerpts: "
+                     + (", ".join(rubric["traits_without_valid_excerpts"]) or "none"))
+        for name, meta in rubric["trait_metadata"].items():
+            lines.append(f"  trait {name}: stages {', '.join(meta['stages_completed']) or 'none'}; "
+                         f"{meta['model_calls']} calls; retries {meta['excerpt_retry_count']}")
+    return lines

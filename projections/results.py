@@ -110,6 +110,7 @@ def excerpts_by_subject(case: dict) -> dict[str, dict[str, list[dict]]]:
 def case_result(case: dict) -> dict[str, Any]:
     """The full per-case result (one line of evaluations.jsonl), with no internal bookkeeping."""
     from evalledger.projections.audit import expected_score, recorded_zones
+    from evalledger.projections.deep_results import deep_judgment_results
     from evalledger.projections.reconstruction import calculated_metrics, scored_claims, unscored_claims
     override = override_of(case)
     usage = usage_of(case)
@@ -140,6 +141,7 @@ def case_result(case: dict) -> dict[str, Any]:
                             for c in call_list(case)]},
         "config_hashes": case["config_hashes"],
     }
+    result.update(deep_judgment_results(case))
     if case["kind"] == "reconstruction":
         result["calculated_metrics"] = calculated_metrics(case)
         result["claims"] = scored_claims(case)

@@ -77,7 +77,7 @@ async def assess_risks(work: CaseWork, items: list[RiskItem], *, stage: str, sub
         single = items[0] if len(items) == 1 else None
         reply = await work.ask("assess_risk", AssessRiskRequest(
             attribute=single.attribute if single else "", description=single.description if single else "",
-            evidence=evidence), stage=stage)
+            evidence=evidence, subject=subject), stage=stage)
         for sent, answer in zip(evidence, reply.risks):
             rated.setdefault(sent.attribute, []).append(
                 {"text": sent.excerpt, "risk": answer.risk, "justification": answer.justification})

@@ -454,3 +454,53 @@ def test_document_report_names_judge_and_reconstruction_models_and_its_timestamp
     assert "reconstruction by writer-7b, judged by stand-in-model at " + report["timestamp"] in text
     before = path.read_bytes()
     assert run_cli("rebuild", home=home).returncode == 0 and path.read_bytes() == before
+
+
+# --- item 12: the result fields the specs name --------------------------------------------------------
+
+def test_deep_judgment_result_fields_in_evaluations_and_history(run_cli, tmp_path):
+    rubric = {"traits": [
+        {"name": "clarity", "kind": "llm", "description": "Is the answer clear?", "min_score": 1, "max_score": 5},
+        {"name": "tone", "kind": "llm", "description": "Is it polite?", "min_score": 1, "max_score": 5}]}
+    config = {**DEEP, "deep_judgment_rubric_mode": "custom",
+              "deep_judgment_rubric_config": {"global": {"clarity": {"enabled": True}}}}
+    home = ingest(run_cli, tmp_path, "b.json", template_benchmark(config=config, rubric=rubric))
+    template = template_judge(paraphrase_first=True)
+    sentence = "Human somatic cells are diploid"
+
+    def handle(body):
+        role, system = role_of(body), body["messages"][0]["content"]
+        if role == "extract_excerpts" and "rubric traits" in system:
+            retry = "previous excerpts" in body["messages"][-1]["content"]
+            return {"excerpts": {"clarity": [{"text": sentence if retry else "cells are all haploid",
+                                              "confidence": "high"}]}}
+        if role == "reason" and "score each trait" in system:
+            return {"reasoning": {"clarity": "It states the count plainly."}}
+        return template(body, role)
+
+    summary, requests = run_stand_in(home, handle)
+    assert summary.judged == 1
+    [line] = evaluations(run_cli, home)
+    template_fields = line["deep_judgment"]
+    assert template_fields["deep_judgment_performed"] is True
+    assert template_fields["deep_judgment_stages_completed"] == ["excerpts", "reasoning", "parameters"]
+    # two excerpt attempts, one reason and one parse call for the template; rubric calls not included
+    assert template_fields["deep_judgment_model_calls"] == 4
+    assert template_fields["deep_judgment_excerpt_retry_count"] == 1
+    assert template_fields["attributes_without_excerpts"] == []
+    rubric_fields = line["deep_judgment_rubric"]
+    assert rubric_fields["trait_metadata"] == {"clarity": {
+        "stages_completed": ["excerpt_extraction", "reasoning_generation", "score_extraction"],
+        "model_calls": 4, "had_excerpts": True, "excerpt_retry_count": 1, "excerpt_validation_failed": False}}
+    assert rubric_fields["traits_without_valid_excerpts"] == []
+    assert (rubric_fields["total_deep_judgment_model_calls"], rubric_fields["total_traits_evaluated"],
+            rubric_fields["total_excerpt_retries"]) == (4, 1, 1)
+    assert line["excerpt_retry_count"] == {"rubric": {"clarity": 1}, "template": {"pair_count": 1}}
+    # the calls counted are the ones the judge really received (the standard trait's one apart)
+    roles = [role_of(r["body"]) for r in requests]
+    assert roles.count("extract_excerpts") == 4 and roles.count("score_trait") == 2
+    shown = run_cli("history", line["case_id"], "--json", home=home)
+    history = json.loads(shown.stdout)
+    assert history["deep_judgment"] == template_fields and history["deep_judgment_rubric"] == rubric_fields
+    text = run_cli("history", line["case_id"], home=home).stdout
+    assert "deep judgment: stages excerpts, reasoning, parameters; 4 model calls" in text

@@ -147,6 +147,7 @@ class AssessRiskRequest(Model):
     attribute: str = ""   # the one attribute when every excerpt is its (else each evidence names its own)
     description: str = ""
     evidence: list[ExcerptEvidence]
+    subject: Literal["template", "rubric"] = "template"
 
 
 class ExcerptRisk(Model):
