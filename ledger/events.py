@@ -244,6 +244,8 @@ class TraitAutoFailed(DomainPayload):
 
 @event_type("abstention.detected")
 class AbstentionDetected(DomainPayload):
+    """The response refused or evaded the question; it fails as abstained, before any auto-fail."""
+
     case_id: str
     evidence: str                          # the words of the response that refuse or evade
     reasoning: str = ""

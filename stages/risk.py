@@ -78,7 +78,7 @@ async def assess_risks(work: CaseWork, items: list[RiskItem], *, stage: str, sub
         reply = await work.ask("assess_risk", AssessRiskRequest(
             attribute=single.attribute if single else "", description=single.description if single else "",
             evidence=evidence, subject=subject), stage=stage)
-        for sent, answer in zip(evidence, reply.risks):
+        for sent, answer in zip(evidence, reply.risks, strict=True):  # the registry checks one risk each
             rated.setdefault(sent.attribute, []).append(
                 {"text": sent.excerpt, "risk": answer.risk, "justification": answer.justification})
     risks: dict[str, str | None] = {}

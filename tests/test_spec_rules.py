@@ -9,8 +9,8 @@ import json
 from evalledger import ledger
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.testing.stand_in import StandIn, StandInThread
-from stages_scripted import dispatch, role_of, template_judge
-from stages_support import data, template_benchmark, write_json, write_jsonl
+from stages_scripted import audit_reply, dispatch, role_of, template_judge
+from stages_support import AUDIT_LINES, data, reconstruction_file, template_benchmark, write_json, write_jsonl
 
 DEEP = {"deep_judgment_enabled": True}
 
@@ -101,7 +101,6 @@ def _claims_scored(scores: dict[str, int]):
 
 
 def test_claim_bands_from_config_decide_recorded_bands_and_the_reports(run_cli, tmp_path):
-    from stages_support import reconstruction_file
     home = ingest(run_cli, tmp_path, "doc.reconstruction.json", reconstruction_file())
     layer = {"claim_bands": {"fully_min": 9, "partially_min": 6}}
     summary, _ = run_stand_in(home, _claims_scored({"c1": 8, "c2": 5, "c3": 9}), config_layer=layer)
@@ -127,8 +126,6 @@ def test_claim_bands_from_config_decide_recorded_bands_and_the_reports(run_cli, 
 # --- item 6: one zone rule, recorded in credit.scored, used everywhere --------------------------------
 
 def test_configured_zone_bounds_decide_the_event_and_the_matrix_alike(run_cli, tmp_path):
-    from stages_scripted import audit_reply
-    from stages_support import AUDIT_LINES
     home = ingest(run_cli, tmp_path, "cases.audit.jsonl", AUDIT_LINES)
     layer = {"audit": {"zone_bad_max": 1}}
     summary, _ = run_stand_in(home, lambda body: audit_reply(body, role_of(body)), config_layer=layer)
@@ -162,7 +159,6 @@ def _audit_judge(facts: int):
 
 
 def test_error_cap_inferences_and_fact_limit_from_config(run_cli, tmp_path):
-    from stages_support import AUDIT_LINES
     home = ingest(run_cli, tmp_path, "cases.audit.jsonl", AUDIT_LINES[:1])
     layer = {"audit": {"max_errors_per_phase": 1, "max_facts": 7}}
     summary, requests = run_stand_in(home, _audit_judge(7), config_layer=layer)
@@ -186,7 +182,6 @@ def test_error_cap_inferences_and_fact_limit_from_config(run_cli, tmp_path):
 
 
 def test_more_facts_than_max_facts_are_asked_again_naming_the_limit(run_cli, tmp_path):
-    from stages_support import AUDIT_LINES
     home = ingest(run_cli, tmp_path, "cases.audit.jsonl", AUDIT_LINES[:1])
     summary, requests = run_stand_in(home, _audit_judge(3), config_layer={"audit": {"max_facts": 2}})
     decompose = [r["body"] for r in requests if role_of(r["body"]) == "decompose"]
@@ -353,7 +348,6 @@ def test_abstention_role_on_the_openai_backend_is_asked_and_recorded(run_cli, tm
 # --- item 1: reconstruction documents aggregate by collection ----------------------------------------
 
 def test_documents_aggregate_across_files_by_collection(run_cli, tmp_path):
-    from stages_support import reconstruction_file
     home = tmp_path / "home"
     run_cli("init", home=home)
     # two single documents in their own files: the home's default collection
@@ -385,7 +379,6 @@ def test_documents_aggregate_across_files_by_collection(run_cli, tmp_path):
 
 
 def test_jsonl_of_documents_names_the_line_of_a_bad_document(run_cli, tmp_path):
-    from stages_support import reconstruction_file
     bad = reconstruction_file("B2")
     bad["original_claims"][1]["id"] = "c1"
     write_jsonl(tmp_path / "batch.jsonl", [reconstruction_file("B1"), bad, reconstruction_file("B1")])
@@ -400,7 +393,6 @@ def test_jsonl_of_documents_names_the_line_of_a_bad_document(run_cli, tmp_path):
 # --- item 4: tags set expected scores; contradictions are intake errors; zone coverage -------------
 
 def test_tags_set_expected_scores_and_zone_coverage_is_reported(run_cli, tmp_path):
-    from stages_support import AUDIT_LINES
     lines = [{k: v for k, v in line.items() if k != "expected_credit_score"} for line in AUDIT_LINES]
     lines.append({**lines[0], "id": 3, "tag": "multi_minor"})
     home = ingest(run_cli, tmp_path, "tags.audit.jsonl", lines)
@@ -422,7 +414,6 @@ def test_tags_set_expected_scores_and_zone_coverage_is_reported(run_cli, tmp_pat
 
 
 def test_a_tag_contradicting_its_expected_score_is_an_intake_error_naming_the_line(run_cli, tmp_path):
-    from stages_support import AUDIT_LINES
     lines = [AUDIT_LINES[0], {**AUDIT_LINES[1], "expected_credit_score": 4}]
     write_jsonl(tmp_path / "bad.audit.jsonl", lines)
     home = tmp_path / "home"
@@ -437,7 +428,6 @@ def test_a_tag_contradicting_its_expected_score_is_an_intake_error_naming_the_li
 # --- item 3: reconstruction metadata: timestamp, judge model and reconstruction model ---------------
 
 def test_document_report_names_judge_and_reconstruction_models_and_its_timestamp(run_cli, tmp_path):
-    from stages_support import reconstruction_file
     doc = {**reconstruction_file("D1"), "model": "writer-7b"}
     home = ingest(run_cli, tmp_path, "D1.json", doc)
     summary, _ = run_stand_in(home, _claims_scored({"c1": 9, "c2": 5, "c3": 2}))

@@ -172,11 +172,15 @@ class AssessRiskReply(Model):
 # --- detect_abstention -------------------------------------------------------------------------
 
 class DetectAbstentionRequest(Model):
+    """The question and the response to check for a refusal or an evasion."""
+
     question: str
     response: str
 
 
 class DetectAbstentionReply(Model):
+    """Whether the response abstains, with the words that show it."""
+
     abstained: bool
     evidence: str = ""     # the words of the response that refuse or evade
     reasoning: str = ""
