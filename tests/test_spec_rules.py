@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from evalledger import ledger
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.testing.stand_in import StandIn, StandInThread
@@ -494,3 +497,28 @@ def test_deep_judgment_result_fields_in_evaluations_and_history(run_cli, tmp_pat
     assert history["deep_judgment"] == template_fields and history["deep_judgment_rubric"] == rubric_fields
     text = run_cli("history", line["case_id"], home=home).stdout
     assert "deep judgment: stages excerpts, reasoning, parameters; 4 model calls" in text
+
+
+# --- the error cap as a property: any findings, any limit ---------------------------------------------
+
+FINDING = st.one_of(
+    st.builds(lambda level, severity, n: {"level": level, "severity": severity, "detail": f"d{n}"},
+              st.sampled_from(["contradiction", "unsupported"]), st.sampled_from(["high", "low"]), st.integers(0, 99)),
+    st.builds(lambda n: {"level": "reasonable_inference", "detail": f"i{n}"}, st.integers(0, 99)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(FINDING, max_size=12), st.integers(1, 6))
+def test_error_cap_keeps_high_first_then_judge_order_and_never_counts_inferences(findings, limit):
+    from evalledger.stages.audit import counted_errors, phase_findings
+    from evalledger.stages.judge.roles import CheckFactsReply
+    reply = CheckFactsReply.model_validate({"errors": findings})
+    phase = phase_findings(reply, limit)
+    errors = [f for f in findings if f["level"] != "reasonable_inference"]
+    assert phase["errors"] == errors and len(phase["inferences"]) == len(findings) - len(errors)
+    kept = counted_errors(phase)
+    assert len(kept) == min(limit, len(errors)) and phase["dropped"] == len(errors) - len(kept)
+    highs = [i for i, e in enumerate(errors) if e["severity"] == "high"]
+    lows = [i for i, e in enumerate(errors) if e["severity"] == "low"]
+    assert phase["counted"] == sorted((highs + lows)[:limit])          # high first, then in order
+    assert phase_findings(reply, limit) == phase                          # the same reply keeps the same ones
