@@ -36,8 +36,6 @@ class ExcerptOutcome:
     valid: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     retries: int = 0
-    retries_by_attribute: dict[str, int] = field(default_factory=dict)
-    calls: int = 0                 # extract_excerpts calls made (each attempt is one)
     error: str | None = None       # why the extraction stopped early (an unusable reply)
 
     def texts(self) -> dict[str, list[str]]:
@@ -68,7 +66,6 @@ async def extract_excerpts(work: CaseWork, attributes: list[AttributeSpec], sett
     for attempt in range(1, settings.retry_attempts + 2):
         request = ExtractExcerptsRequest(question=work.question_text, response=response_text, attributes=pending,
                                          subject=subject, max_excerpts=settings.max_excerpts, feedback=feedback)
-        outcome.calls += 1
         try:
             reply = await work.ask("extract_excerpts", request, attempt=attempt, stage=stage)
         except JudgeCallFailed as exc:  # the port gave up on this reply: go on with what is valid so far
@@ -96,7 +93,6 @@ async def extract_excerpts(work: CaseWork, attributes: list[AttributeSpec], sett
             break
         for attribute in retry:
             outcome.retries += 1
-            outcome.retries_by_attribute[attribute.name] = outcome.retries_by_attribute.get(attribute.name, 0) + 1
             work.emit("excerpt.retried", {"attribute": attribute.name, "subject": subject, "attempt": attempt + 1,
                                           "failed": last_failed[attribute.name], "threshold": settings.threshold},
                       step="excerpt_retry", part=attribute.name, attempt=attempt + 1, stage=stage)
