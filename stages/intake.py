@@ -89,9 +89,13 @@ def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = Fals
     """Ingest one file; from the inbox it then moves to processed/ or rejected/.
 
     ``collection`` names the reconstruction collection of documents that do not name their own
-    (the CLI passes the folder a file was ingested with).
+    (the CLI passes the folder a file was ingested with); a file from a folder dropped into the
+    inbox gets that folder's name.
     """
     path = Path(path)
+    if collection is None and from_inbox and led.home is not None \
+            and path.resolve().parent.parent == (Path(led.home) / "inbox").resolve():
+        collection = path.parent.name
     name = recorded_name(path)
     sha, size = sha256_of(path)
     if size > max_bytes:
@@ -101,7 +105,18 @@ def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = Fals
         result = ingest_bytes(led, path.read_bytes(), name, sha=sha, collection=collection)
     if led.home is not None:
         result.moved_to = _file_away(led.home, path, result, from_inbox)
+        if from_inbox and collection is not None:
+            _drop_empty_folder(path.parent)
     return result
+
+
+def _drop_empty_folder(folder: Path) -> None:
+    """Remove a folder dropped into the inbox once its last file has been taken (never a
+    folder with anything left in it)."""
+    try:
+        folder.rmdir()
+    except OSError:  # not empty (more files to come, or ignored ones), or gone: leave it
+        pass
 
 
 def recorded_name(path: Path) -> str:

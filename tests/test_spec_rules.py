@@ -522,3 +522,57 @@ def test_error_cap_keeps_high_first_then_judge_order_and_never_counts_inferences
     lows = [i for i, e in enumerate(errors) if e["severity"] == "low"]
     assert phase["counted"] == sorted((highs + lows)[:limit])          # high first, then in order
     assert phase_findings(reply, limit) == phase                          # the same reply keeps the same ones
+
+
+def test_a_folder_dropped_into_the_inbox_names_the_collection(run_cli, tmp_path):
+    home = tmp_path / "home"
+    run_cli("init", home=home)
+    staging = tmp_path / "cables-1976"
+    staging.mkdir()
+    write_json(staging / "C1.json", reconstruction_file("C1"))
+    write_json(staging / "C2.json", reconstruction_file("C2"))
+    (staging / ".C3.json.part").write_text("{")             # ignored, and keeps the folder
+    staging.rename(home / "inbox" / "cables-1976")           # dropped in complete
+    write_json(home / "inbox" / "A1.json", reconstruction_file("A1"))
+    done = run_cli("watch", "--once", home=home)
+    assert done.returncode == 0, done.stderr
+    collections = stats(home)["reconstruction_collections"]
+    docs = {name: sorted(d["doc_id"] for d in c["models"]["(no model)"]["by_document"])
+            for name, c in collections.items()}
+    assert docs == {"cables-1976": ["C1", "C2"], "default": ["A1"]}
+    assert sorted(p.name for p in (home / "inbox" / "cables-1976").iterdir()) == [".C3.json.part"]
+    (home / "inbox" / "cables-1976" / ".C3.json.part").unlink()
+    write_json(home / "inbox" / "cables-1976" / "C4.json", reconstruction_file("C4"))
+    assert run_cli("ingest", home=home).returncode == 0      # ingest of the inbox takes the same files
+    assert not (home / "inbox" / "cables-1976").exists()     # emptied, so removed
+    assert run_cli("run", "--quiet", home=home).returncode == 0
+    evaluations(run_cli, home)
+    assert [d["doc_id"] for d in stats(home)["reconstruction_collections"]["cables-1976"]["models"]["(no model)"]
+            ["by_document"]] == ["C1", "C2", "C4"]
+
+
+def test_the_running_daemon_takes_a_folder_renamed_into_the_inbox(run_cli, tmp_path):
+    import signal
+    import time
+
+    from watch_support import start_watch, wait_for
+    home = tmp_path / "home"
+    run_cli("init", home=home)
+    proc = start_watch(home, "--rescan-seconds", "3600", log_path=tmp_path / "watch.log")  # no rescan: the event must do it
+    try:
+        assert wait_for(lambda: "started" in (tmp_path / "watch.log").read_text(), 20)
+        time.sleep(0.2)
+        staging = tmp_path / "memos"
+        staging.mkdir()
+        write_jsonl(staging / "two.jsonl", [reconstruction_file("M1"), reconstruction_file("M2")])
+        staging.rename(home / "inbox" / "memos")
+
+        def scored() -> int:
+            with ledger.open_ledger(home, readonly=True) as led:
+                return sum(1 for _ in led.read(types=["claim.scored"]))
+        assert wait_for(lambda: scored() == 6, 20)
+        assert wait_for(lambda: not (home / "inbox" / "memos").exists(), 10)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    assert {q.get("collection") for d in data(home, "benchmark.registered") for q in d["questions"]} == {"memos"}
