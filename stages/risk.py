@@ -4,8 +4,8 @@ For every valid excerpt a search query is generated from the excerpt (``search_q
 content words, without filler) and searched; the search port records the call and degrades to
 no results on failure. Excerpts whose search failed or found nothing get no risk, with the
 reason recorded: there is nothing to judge them against. The others go to the judge in **one**
-``assess_risk`` call for the subject (the template's fields together; a rubric trait on its
-own), which rates each excerpt none/low/medium/high; an attribute's risk is the maximum over its
+``assess_risk`` call for the subject (the template's fields together; the rubric's searching
+traits together), which rates each excerpt none/low/medium/high; an attribute's risk is the maximum over its
 assessed excerpts, and null when none was assessed. The risk is informative: it never fails a
 case by itself.
 """

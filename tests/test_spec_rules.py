@@ -576,3 +576,35 @@ def test_the_running_daemon_takes_a_folder_renamed_into_the_inbox(run_cli, tmp_p
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
     assert {q.get("collection") for d in data(home, "benchmark.registered") for q in d["questions"]} == {"memos"}
+
+
+def test_rubric_search_risk_is_one_call_for_all_searching_traits(run_cli, tmp_path, monkeypatch):
+    (tmp_path / "spec_search.py").write_text(SEARCH_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rubric = {"traits": [{"name": name, "kind": "llm", "description": f"Is it {name}?", "min_score": 1,
+                          "max_score": 5} for name in ("clear", "precise")]}
+    config = {"deep_judgment_rubric_mode": "enable_all", "deep_judgment_rubric_search_enabled": True}
+    home = ingest(run_cli, tmp_path, "b.json", template_benchmark(config=config, rubric=rubric))
+    base = template_judge()
+    sentence = "Human somatic cells are diploid"
+
+    def handle(body):
+        role, text = role_of(body), json.dumps(body["messages"])
+        if role == "extract_excerpts":
+            name = "clear" if "- clear:" in body["messages"][0]["content"] else "precise"
+            return {"excerpts": {name: [{"text": sentence, "confidence": "high"}]}}
+        if role == "assess_risk":
+            return {"risks": [{"excerpt": sentence, "risk": "low", "justification": "seen"}] * text.count("EXCERPT ")}
+        if role == "reason":
+            name = "clear" if "- clear:" in body["messages"][0]["content"] else "precise"
+            return {"reasoning": {name: "plain"}}
+        return base(body, role)
+
+    summary, requests = run_stand_in(home, handle, config_layer={"deep_judgment_rubric_search_tool": "spec_search:as_string"})
+    assert summary.judged == 1
+    roles = [role_of(r["body"]) for r in requests]
+    assert roles.count("assess_risk") == 1 and roles.count("extract_excerpts") == 2
+    risks = {d["attribute"]: d for d in data(home, "risk.assessed")}
+    assert set(risks) == {"clear", "precise"} and all(r["subject"] == "rubric" and r["risk"] == "low"
+                                                      for r in risks.values())
+    assert {d["trait"]: d["risk"] for d in data(home, "trait.scored")} == {"clear": "low", "precise": "low"}
