@@ -57,7 +57,8 @@ def _deep_traits(case: dict) -> list[str]:
 
 
 def trait_metadata(case: dict, trait: str) -> dict[str, Any]:
-    """One deep trait's metadata: stages completed, model calls, excerpts, retries, validation."""
+    """One deep trait's metadata: stages completed, model calls (a risk call shared by several
+    traits counts for each), excerpts, retries, validation."""
     excerpts = (case["excerpts"].get("rubric") or {}).get(trait)
     failed = trait in (case["missing_excerpts"].get("rubric") or []) or trait in case["traits_auto_failed"]
     scored = case["traits"].get(trait) or {}
@@ -84,7 +85,9 @@ def rubric_deep_judgment(case: dict) -> dict[str, Any]:
         "deep_judgment_rubric_performed": bool(traits),
         "trait_metadata": metadata,
         "traits_without_valid_excerpts": sorted(n for n, m in metadata.items() if m["excerpt_validation_failed"]),
-        "total_deep_judgment_model_calls": sum(m["model_calls"] for m in metadata.values()),
+        # distinct calls: one risk call may serve several traits
+        "total_deep_judgment_model_calls": sum(1 for c in _calls(case) if c.get("subject") == "rubric"
+                                               and set(c.get("targets") or []) & set(traits)),
         "total_traits_evaluated": len(traits),
         "total_excerpt_retries": sum(m["excerpt_retry_count"] for m in metadata.values()),
     }

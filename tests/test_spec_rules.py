@@ -608,3 +608,9 @@ def test_rubric_search_risk_is_one_call_for_all_searching_traits(run_cli, tmp_pa
     assert set(risks) == {"clear", "precise"} and all(r["subject"] == "rubric" and r["risk"] == "low"
                                                       for r in risks.values())
     assert {d["trait"]: d["risk"] for d in data(home, "trait.scored")} == {"clear": "low", "precise": "low"}
+    [line] = evaluations(run_cli, home)
+    metadata = line["deep_judgment_rubric"]["trait_metadata"]
+    assert all(m["stages_completed"] == ["excerpt_extraction", "hallucination_assessment", "reasoning_generation",
+                                         "score_extraction"] and m["model_calls"] == 4 for m in metadata.values())
+    # excerpts, reasoning and score per trait, and the one shared risk call counted once
+    assert line["deep_judgment_rubric"]["total_deep_judgment_model_calls"] == 7
