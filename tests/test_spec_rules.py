@@ -209,6 +209,10 @@ def test_unbounded_range_and_stray_min_overlap_are_accepted_with_warnings(run_cl
     path = write_json(tmp_path / "b.json", template_benchmark(fields=fields))
     home = tmp_path / "home"
     run_cli("init", home=home)
+    checked = run_cli("validate", str(path), home=home)   # validate prints what ingest would
+    assert checked.returncode == 0 and "valid" in checked.stdout
+    assert "b.json: warning: $.questions[0] (id q1).template.fields[0].verify_with: NumericRange has neither" \
+        in checked.stdout
     done = run_cli("ingest", str(path), home=home)
     assert done.returncode == 0 and "accepted" in done.stdout
     out = done.stdout + done.stderr
