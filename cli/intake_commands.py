@@ -31,21 +31,24 @@ def inbox_files(inbox: Path) -> list[Path]:
                   if p.is_file() and not is_ignored(p.name))  # the names the watch daemon ignores too
 
 
-def _targets(args, home: Path) -> list[tuple[Path, bool]]:
-    """(path, from_inbox) for every file to ingest; raises UsageError for paths that do not exist."""
+def _targets(args, home: Path) -> list[tuple[Path, bool, str | None]]:
+    """(path, from_inbox, collection) for every file to ingest; raises UsageError for paths that
+    do not exist. Files of a folder named on the command line get the folder's name as their
+    reconstruction collection (the inbox itself names none)."""
     from evalledger.cli.errors import UsageError
     inbox = (home / "inbox").resolve()
     if not args.files:  # exactly the files the watch daemon would take (no symlinks, no folders)
-        return [(p, True) for p in scan_inbox(inbox)]
-    out: list[tuple[Path, bool]] = []
+        return [(p, True, None) for p in scan_inbox(inbox)]
+    out: list[tuple[Path, bool, str | None]] = []
     missing = [f for f in args.files if not Path(f).exists()]
     if missing:
         raise UsageError(f"no such file: {', '.join(missing)}")
     for name in args.files:
         path = Path(name)
         inputs = [f for f in inbox_files(path) if f.suffix.lower() in INPUT_SUFFIXES] if path.is_dir() else [path]
+        folder = path.resolve().name if path.is_dir() and path.resolve() != inbox else None
         for file in inputs:
-            out.append((file, file.resolve().parent == inbox))
+            out.append((file, file.resolve().parent == inbox, folder))
     return out
 
 
@@ -60,14 +63,14 @@ def cmd_ingest(args) -> int:
     with open_existing(args) as led:  # a mistyped --home must not start a second, empty ledger
         targets = _targets(args, home)
         results, unreadable = [], 0
-        for path, from_inbox in targets:
+        for path, from_inbox, collection in targets:
             if not path.is_file():  # a FIFO would block the read forever; a device is no benchmark
                 print(f"unreadable {shown_name(str(path))}  not a regular file")
                 unreadable += 1
                 continue
             try:
                 result = ingest_path(led, path, from_inbox=from_inbox, max_bytes=args.max_bytes,
-                                     max_response_chars=args.max_response_chars)
+                                     max_response_chars=args.max_response_chars, collection=collection)
             except FileNotFoundError:
                 print(f"skipped  {shown_name(path.name)}  (gone before it could be read; another process took it)")
                 continue

@@ -279,7 +279,8 @@ class Daemon:
     # --- watching ----------------------------------------------------------------------------------
     def inbox_event(self, path: Path, kind: str) -> None:
         """Called from the observer thread for a file event in the inbox."""
-        if is_ignored(path.name) or path.parent != self.inbox:
+        in_folder = path.parent.parent == self.inbox and not is_ignored(path.parent.name)  # a dropped folder
+        if is_ignored(path.name) or (path.parent != self.inbox and not in_folder):
             return
         with self._lock:
             if self.options.polling:

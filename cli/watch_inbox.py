@@ -35,12 +35,22 @@ def is_ignored(name: str) -> bool:
 
 
 def scan_inbox(inbox: Path) -> list[Path]:
-    """The regular, non-ignored files directly in the inbox, sorted by name."""
+    """The regular, non-ignored files directly in the inbox, then those directly in its
+    non-ignored folders (a folder dropped in names the reconstruction collection of its
+    documents), sorted by path. Symlinks are never followed."""
     try:
         entries = list(os.scandir(inbox))
     except FileNotFoundError:
         return []
-    return sorted(Path(e.path) for e in entries if not is_ignored(e.name) and e.is_file(follow_symlinks=False))
+    files = [Path(e.path) for e in entries if not is_ignored(e.name) and e.is_file(follow_symlinks=False)]
+    for folder in entries:
+        if not is_ignored(folder.name) and folder.is_dir(follow_symlinks=False):
+            try:
+                inner = list(os.scandir(folder.path))
+            except OSError:  # gone or unreadable meanwhile: the next scan sees it
+                continue
+            files += [Path(e.path) for e in inner if not is_ignored(e.name) and e.is_file(follow_symlinks=False)]
+    return sorted(files)
 
 
 @dataclass

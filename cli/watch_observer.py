@@ -12,17 +12,19 @@ from pathlib import Path
 from typing import Callable
 
 from watchdog.events import (
-    FileClosedEvent, FileCreatedEvent, FileModifiedEvent, FileMovedEvent, FileSystemEvent,
+    DirMovedEvent, FileClosedEvent, FileCreatedEvent, FileModifiedEvent, FileMovedEvent, FileSystemEvent,
     FileSystemEventHandler,
 )
 from watchdog.observers.polling import PollingObserver
 
+from evalledger.cli.watch_inbox import is_ignored
 from evalledger.cli.watch_log import Log
 
 # Files of a home whose change means "the ledger may have new events".
 LEDGER_FILES = ("ledger.db", "ledger.db-wal", "events.jsonl")
 # Opens and reads are left out, so that reading a file never wakes anyone.
-WATCHED_EVENTS = [FileCreatedEvent, FileMovedEvent, FileModifiedEvent, FileClosedEvent]
+# A folder renamed into the inbox (DirMovedEvent) brings its files complete.
+WATCHED_EVENTS = [FileCreatedEvent, FileMovedEvent, FileModifiedEvent, FileClosedEvent, DirMovedEvent]
 
 # How long watchdog holds an inotify IN_MOVED_FROM to pair it with its IN_MOVED_TO (0.5 s by
 # default). Every event of the watch queues behind a held one, and intake moves each ingested file
@@ -73,6 +75,9 @@ class InboxHandler(FileSystemEventHandler):
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.is_directory:
+            if isinstance(event, DirMovedEvent) and event.dest_path:  # a folder renamed in: complete
+                for path in _files_in(Path(event.dest_path)):
+                    self.on_inbox(path, "moved")
             return
         if isinstance(event, FileMovedEvent):
             if event.dest_path:   # moved in (a move out has no destination here)
@@ -81,6 +86,16 @@ class InboxHandler(FileSystemEventHandler):
         kind = self.KINDS.get(type(event))
         if kind:
             self.on_inbox(Path(event.src_path), kind)
+
+
+def _files_in(folder: Path) -> list[Path]:
+    """The regular, non-ignored files directly in a folder dropped into the inbox."""
+    if is_ignored(folder.name):
+        return []
+    try:
+        return sorted(p for p in folder.iterdir() if not is_ignored(p.name) and p.is_file() and not p.is_symlink())
+    except OSError:  # gone again, or unreadable: the periodic rescan looks again
+        return []
 
 
 class LedgerHandler(FileSystemEventHandler):

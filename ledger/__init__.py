@@ -9,7 +9,7 @@ The public API (see ``ledger.api``)::
     Ledger.head() -> Head; Ledger.verify(expect_head=None) -> VerifyReport
     Ledger.export(out); Ledger.import_file(path)
     Ledger.tracking_position(name); Ledger.set_tracking(name, position)
-    Ledger.scan(from_seq, to_seq, types, stamped=()) -> Iterator[ScanRow]   # the folds' raw read
+    Ledger.scan(from_seq, to_seq, types, stamped=(), timed=()) -> Iterator[ScanRow]   # the folds' raw read
     Ledger.home, .path, .location, .label, .read_models_path()
 
 ``Event.data`` and ``Event.payload()`` are at each type's current schema on every read path

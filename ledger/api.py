@@ -192,15 +192,17 @@ class Ledger:
         return self.recorder.read(from_seq, types, stream, to_seq)
 
     def scan(self, from_seq: int, to_seq: int, types: Collection[str],
-             stamped: Collection[str] = ()) -> Iterator[ScanRow]:
+             stamped: Collection[str] = (), timed: Collection[str] = ()) -> Iterator[ScanRow]:
         """The raw, streaming read a fold needs: ScanRow(type, id, stream, version, schema, data,
-        config_hash) for the events of ``types`` with from_seq <= seq <= to_seq, in seq order.
+        config_hash, recorded_at) for the events of ``types`` with from_seq <= seq <= to_seq, in
+        seq order.
 
         ``data`` is the stored canonical JSON bytes of a payload at its type's current schema, or
         the decoded dict upcast to it (``schema`` is then the current one). ``config_hash`` is
-        ``meta.config_hash`` for the ``stamped`` types, None for the others.
+        ``meta.config_hash`` for the ``stamped`` types, ``recorded_at`` is ``meta.recorded_at``
+        for the ``timed`` types, None for the others.
         """
-        return _upcast_rows(self.recorder.scan(from_seq, to_seq, types, stamped))
+        return _upcast_rows(self.recorder.scan(from_seq, to_seq, types, stamped, timed))
 
     def head(self) -> Head:
         """The last event's seq and hash."""

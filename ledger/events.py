@@ -49,6 +49,7 @@ class BenchmarkRegistered(DomainPayload):
     source: dict[str, Any] | None = None  # {"file", "sha256"}
     rejected_questions: list[WhereReason] = []
     rejected_traits: list[WhereReason] = []
+    warnings: list[WhereReason] = []       # load-time warnings: valid specs probably not meant
 
 
 @event_type("benchmark.rejected")
@@ -151,6 +152,7 @@ class ExcerptMissing(DomainPayload):
     subject: Literal["template", "rubric"] = "template"
     threshold: float | None = None
     failed: list[FailedExcerpt] = []                      # the final attempt's failed quotes
+    error: str | None = None                              # an unusable reply stopped the extraction
 
 
 @event_type("risk.assessed")
@@ -189,6 +191,8 @@ class FieldVerified(DomainPayload):
     weight: float = 1.0
     reason: str | None = None
     embedder: str | None = None  # SemanticMatch fields: the embedder that decided
+    auto_failed: bool = False    # the case auto-failed: passed is false whatever the primitive said
+    primitive_passed: bool | None = None  # with auto_failed: the primitive's own verdict
 
 
 @event_type("case.auto_failed")
@@ -210,6 +214,7 @@ class CaseJudged(DomainPayload):
     deep_judgment: bool = False
     fields: dict[str, list[str]] | None = None            # {passed, failed, unverifiable}
     rubric_only: bool = False                             # no template: the verdict is the rubric's auto-fail only
+    abstained: bool = False                               # the response refused or evaded (abstention.detected)
 
 
 # --- Rubrics -------------------------------------------------------------------------------------
@@ -240,6 +245,16 @@ class TraitAutoFailed(DomainPayload):
     plan: dict[str, Any] | None = None
 
 
+@event_type("abstention.detected")
+class AbstentionDetected(DomainPayload):
+    """The response refused or evaded the question; it fails as abstained, before any auto-fail."""
+
+    case_id: str
+    evidence: str                          # the words of the response that refuse or evade
+    reasoning: str = ""
+    skipped_auto_fail: list[str] = []      # auto-fail reasons the abstention took priority over
+
+
 # --- Reconstruction ------------------------------------------------------------------------------
 
 @event_type("claim.scored")
@@ -253,6 +268,8 @@ class ClaimScored(DomainPayload):
     claim_type: str | None = None
     importance: int | float | None = None
     doc_id: str | None = None
+    band: Literal["fully", "partially", "not"] | None = None  # under `bands`, the configured claim_bands
+    bands: dict[str, int] | None = None                       # {fully_min, partially_min} the run used
 
 
 # --- Audit (VerifyFast) --------------------------------------------------------------------------
@@ -275,12 +292,20 @@ class FactsDecomposed(DomainPayload):
 class FactsChecked(DomainPayload):
     case_id: str
     errors: list[AuditError]
+    inferences: list[dict[str, Any]] = []       # reasonable inferences: recorded, never counted
+    counted: list[int] | None = None            # indexes of the errors that reach the score (None: all)
+    dropped: int = 0                            # errors beyond max_errors_per_phase
+    max_errors_per_phase: int | None = None
 
 
 @event_type("logic.checked")
 class LogicChecked(DomainPayload):
     case_id: str
     errors: list[AuditError]
+    inferences: list[dict[str, Any]] = []
+    counted: list[int] | None = None
+    dropped: int = 0
+    max_errors_per_phase: int | None = None
 
 
 @event_type("credit.scored")

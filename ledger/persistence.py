@@ -140,11 +140,13 @@ def normalise_expected(batch: list[Prepared], expected_version: int | Mapping[st
 
 
 class ScanRow(NamedTuple):
-    """One event as a fold reads it: the envelope fields it needs, the payload, its config hash.
+    """One event as a fold reads it: the envelope fields it needs, the payload, its config hash
+    and recording time.
 
     ``data`` is the stored canonical JSON bytes when the event is at its type's current schema,
     else the payload dict already upcast (``Ledger.scan`` does that). ``config_hash`` is
-    ``meta.config_hash`` for the types a scan was asked to stamp, else None.
+    ``meta.config_hash`` for the types a scan was asked to stamp, else None; ``recorded_at`` is
+    ``meta.recorded_at`` for the types a scan was asked to time, else None.
     """
 
     type: str
@@ -154,6 +156,7 @@ class ScanRow(NamedTuple):
     schema: int
     data: bytes | dict[str, Any]
     config_hash: str | None
+    recorded_at: str | None = None
 
 
 class Recorder(ABC):
@@ -186,15 +189,17 @@ class Recorder(ABC):
         """Stream events in seq order from ``from_seq``, optionally filtered, in constant memory."""
 
     def scan(self, from_seq: int, to_seq: int, types: Collection[str],
-             stamped: Collection[str] = ()) -> Iterator[ScanRow]:
+             stamped: Collection[str] = (), timed: Collection[str] = ()) -> Iterator[ScanRow]:
         """Rows of the events of ``types`` with from_seq <= seq <= to_seq, in seq order, for folds.
 
         ``data`` is the stored payload (bytes, or the decoded dict); ``config_hash`` is read from
-        meta for the ``stamped`` types only. A backend may override this with a cheaper query.
+        meta for the ``stamped`` types only, ``recorded_at`` for the ``timed`` types only. A
+        backend may override this with a cheaper query.
         """
         for e in self.read(from_seq, types, None, to_seq):
             config_hash = (e.meta or {}).get("config_hash") if e.type in stamped else None
-            yield ScanRow(e.type, e.id, e.stream, e.version, e.schema, e.stored_data, config_hash)
+            recorded_at = (e.meta or {}).get("recorded_at") if e.type in timed else None
+            yield ScanRow(e.type, e.id, e.stream, e.version, e.schema, e.stored_data, config_hash, recorded_at)
 
     @abstractmethod
     def head(self) -> Head:

@@ -320,9 +320,10 @@ class SQLiteRecorder(Recorder):
         return self._rows("", [], from_seq, to_seq)
 
     def scan(self, from_seq: int, to_seq: int, types: Collection[str],
-             stamped: Collection[str] = ()) -> Iterator[ScanRow]:
+             stamped: Collection[str] = (), timed: Collection[str] = ()) -> Iterator[ScanRow]:
         """The fold's rows straight from SQLite: only the columns a fold needs, the payload as
-        stored bytes, meta's config_hash extracted by SQLite for the ``stamped`` types.
+        stored bytes, meta's config_hash extracted by SQLite for the ``stamped`` types and its
+        recorded_at for the ``timed`` types.
 
         On a read-only connection of its own, so a long fold holds neither this recorder's
         connection nor its thread lock while a stage appends.
@@ -335,11 +336,13 @@ class SQLiteRecorder(Recorder):
             marks = ", ".join("?" * len(types))
             stamp = (f"CASE WHEN type IN ({', '.join('?' * len(stamped))}) "
                      "THEN json_extract(meta, '$.config_hash') END") if stamped else "NULL"
+            time = (f"CASE WHEN type IN ({', '.join('?' * len(timed))}) "
+                    "THEN json_extract(meta, '$.recorded_at') END") if timed else "NULL"
             # "+type": filter while walking the rowid in order, not via the type index plus a sort
             cursor = conn.execute(
-                f"SELECT type, id, stream, version, schema, CAST(data AS BLOB), {stamp} "
+                f"SELECT type, id, stream, version, schema, CAST(data AS BLOB), {stamp}, {time} "
                 f"FROM events WHERE seq >= ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
-                (*stamped, from_seq, to_seq, *types))
+                (*stamped, *timed, from_seq, to_seq, *types))
             yield from map(ScanRow._make, cursor)
         finally:
             conn.close()

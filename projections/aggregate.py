@@ -12,7 +12,7 @@ from typing import Any
 
 from evalledger.projections.audit import audit_groups
 from evalledger.projections.appliers import call_fields
-from evalledger.projections.reconstruction import aggregate_stats
+from evalledger.projections.reconstruction import aggregate_stats, collection_aggregates
 from evalledger.projections.results import compare_models, group_cases, group_summary, per_field, per_trait
 
 OFFLINE_NOTE = "offline heuristic baseline, not a language model"
@@ -122,4 +122,5 @@ def build_aggregates(position: tuple[int, str], cases: list[dict], benchmarks: d
                        for b in ids},
         "rejected_files": [{"file": v["rejected_file"], "errors": v["errors"]}
                            for k, v in sorted(benchmarks.items()) if v.get("benchmark") is None],
+        "reconstruction_collections": collection_aggregates(cases),
     }

@@ -18,7 +18,7 @@ CASE_TYPES = (
     "risk.assessed", "reasoning.generated", "answer.parsed", "field.verified", "case.auto_failed",
     "case.judged", "trait.scored", "trait.auto_failed", "claim.scored", "facts.decomposed",
     "facts.checked", "logic.checked", "credit.scored", "stage.failed", "verdict.overridden",
-    "verdict.confirmed",
+    "verdict.confirmed", "abstention.detected",
 )
 BENCHMARK_TYPES = ("benchmark.registered", "benchmark.rejected")
 RUN_TYPES = ("run.started", "run.completed")
@@ -48,10 +48,10 @@ def new_case(case_id: str) -> dict[str, Any]:
         "case_id": case_id, "opened": False, "benchmark": None, "kind": None, "question_id": None,
         "model": None, "question": {}, "config": {}, "config_hashes": [],
         "judged": None, "auto_fail_reasons": [], "fields": {}, "excerpts": {}, "excerpt_retries": {},
-        "missing_excerpts": [], "risk": {}, "reasoning": None, "parsed": None, "traits": {},
+        "missing_excerpts": {}, "risk": {}, "reasoning": None, "parsed": None, "traits": {},
         "traits_auto_failed": [], "claims": {}, "decomposed": None, "facts_errors": None,
         "logic_errors": None, "credit": None, "calls": {}, "failures": {}, "overrides": [],
-        "confirmations": [],
+        "confirmations": [], "abstention": None, "judged_at": None,
     }
 
 
@@ -74,10 +74,13 @@ def _question_summary(kind: str | None, question: Any) -> dict[str, Any]:
         claims = [{"id": str(c.get("id")), "text": c.get("text"), "type": c.get("type"),
                    "importance": c.get("importance")}
                   for c in question.get("original_claims") or [] if isinstance(c, dict)]
-        return {"doc_id": question.get("doc_id"), "original_claims": claims}
+        summary = {"doc_id": question.get("doc_id"), "original_claims": claims}
+        if question.get("collection") is not None:
+            summary["collection"] = str(question["collection"])
+        return summary
     if kind == "audit":
         return {key: question.get(key) for key in ("id", "tag", "difficulty", "description",
-                                                   "expected_credit_score")}
+                                                   "expected_credit_score", "expected_from")}
     fields = (question.get("template") or {}).get("fields") or []
     return {"question": question.get("question"),
             "fields": sorted(str(f.get("name")) for f in fields if isinstance(f, dict))}
@@ -127,7 +130,7 @@ def _opened(case, d, key, version):
 # A judge call is stored as a list in this field order (a third of a case's state otherwise);
 # ``call_fields`` gives it back as a dict.
 CALL_FIELDS = ("role", "backend", "model", "attempt", "error", "source_backend", "input_tokens",
-               "output_tokens", "tokens", "cost")
+               "output_tokens", "tokens", "cost", "subject", "targets")
 
 
 def call_fields(stored: list) -> dict[str, Any]:
@@ -135,35 +138,72 @@ def call_fields(stored: list) -> dict[str, Any]:
     return dict(zip(CALL_FIELDS, stored))
 
 
+# The deep-judgment roles: whose evidence a call served (template or rubric) and for which fields
+# or traits, read from its request, so results can count deep-judgment calls per subject and trait.
+DEEP_ROLES = frozenset(("extract_excerpts", "assess_risk", "reason", "parse", "score_trait"))
+
+
+def call_target(role: Any, request: Any) -> tuple[str | None, list[str]]:
+    """(subject, names) a deep-judgment call served; (None, []) for other roles."""
+    if role not in DEEP_ROLES or not isinstance(request, dict):
+        return None, []
+    payload = request.get("payload")
+    if not isinstance(payload, dict):
+        return None, []
+    if role == "score_trait":
+        trait = payload.get("trait")
+        return "rubric", [str(trait.get("name"))] if isinstance(trait, dict) else []
+    if role == "parse":
+        return "template", [str(f.get("name")) for f in payload.get("fields") or [] if isinstance(f, dict)]
+    subject = payload.get("subject") if payload.get("subject") in ("template", "rubric") else "template"
+    if role == "assess_risk":
+        names = {str(e.get("attribute")) for e in payload.get("evidence") or [] if isinstance(e, dict)}
+        names |= {str(payload["attribute"])} if payload.get("attribute") else set()
+        return subject, sorted(n for n in names if n)
+    return subject, [str(a.get("name")) for a in payload.get("attributes") or [] if isinstance(a, dict)]
+
+
 def _judge_called(case, d, key, version):
     usage = d.get("usage")
     inp, out, total = _usage_tokens(usage) if usage else (0, 0, 0)
     cost = d.get("cost")
+    subject, targets = call_target(d.get("role"), d.get("request"))
     case["calls"][key] = [d.get("role"), d.get("backend"), d.get("model"), d.get("attempt"), d.get("error"),
                           d.get("source_backend"), inp, out, total,
-                          float(cost) if cost.__class__ in (int, float) else _call_cost(d)]
+                          float(cost) if cost.__class__ in (int, float) else _call_cost(d), subject, targets]
+
+
+def subject_of(d: dict) -> str:
+    """Whose evidence an excerpt or risk event is: ``template`` (a field) or ``rubric`` (a trait).
+
+    Evidence is kept per subject, so a template field and a rubric trait of the same name never
+    share one list.
+    """
+    subject = d.get("subject")
+    return subject if isinstance(subject, str) and subject else "template"
 
 
 def _excerpt(case, d, key, version):
-    per_attr = case["excerpts"].setdefault(str(d.get("attribute")), {})
+    per_attr = case["excerpts"].setdefault(subject_of(d), {}).setdefault(str(d.get("attribute")), {})
     per_attr[key] = {"text": d.get("text"), "similarity": d.get("similarity"),
                        "confidence": d.get("confidence"), "attempt": d.get("attempt"), "v": version}
 
 
 def _retried(case, d, key, version):
-    attr = str(d.get("attribute"))
-    case["excerpt_retries"].setdefault(attr, {})[key] = {
-        "attempt": d.get("attempt"), "failed": d.get("failed") or []}
+    per_attr = case["excerpt_retries"].setdefault(subject_of(d), {}).setdefault(str(d.get("attribute")), {})
+    per_attr[key] = {"attempt": d.get("attempt"), "failed": d.get("failed") or []}
 
 
 def _missing(case, d, key, version):
-    attr = str(d.get("attribute"))
-    if attr not in case["missing_excerpts"]:
-        case["missing_excerpts"] = sorted([*case["missing_excerpts"], attr])
+    attr, subject = str(d.get("attribute")), subject_of(d)
+    missing = case["missing_excerpts"]
+    if attr not in missing.get(subject, []):
+        case["missing_excerpts"] = {**missing, subject: sorted([*missing.get(subject, []), attr])}
 
 
 def _risk(case, d, key, version):
-    _set_versioned(case["risk"], str(d.get("attribute")), _without(d, "case_id", "attribute"), version)
+    _set_versioned(case["risk"].setdefault(subject_of(d), {}), str(d.get("attribute")),
+                   _without(d, "case_id", "attribute", "subject"), version)
 
 
 def _without(d: dict, *keys: str) -> dict:
@@ -186,6 +226,8 @@ def _field(case, d, key, version):
     if _latest(fields.get(name), version):
         fields[name] = {"primitive": d.get("primitive"), "extracted": d.get("extracted"),
                         "expected": d.get("expected"), "passed": d.get("passed"), "v": version}
+        if d.get("auto_failed"):  # not verified because the case auto-failed, whatever the primitive said
+            fields[name].update(auto_failed=True, primitive_passed=d.get("primitive_passed"))
 
 
 def _auto_failed(case, d, key, version):
@@ -196,11 +238,21 @@ def _judged(case, d, key, version):
     if _latest(case["judged"], version):
         case["judged"] = {"verdict": d.get("verdict"), "auto_failed": bool(d.get("auto_failed")),
                           "reasons": list(d.get("reasons") or []), "v": version}
+        if d.get("deep_judgment"):
+            case["judged"]["deep_judgment"] = True
+
+
+def _abstention(case, d, key, version):
+    if _latest(case["abstention"], version):
+        case["abstention"] = {"evidence": d.get("evidence"), "reasoning": d.get("reasoning"),
+                              "skipped_auto_fail": list(d.get("skipped_auto_fail") or []), "v": version}
 
 
 def _trait(case, d, key, version):
-    _set_versioned(case["traits"], str(d.get("trait")), {
-        "mode": d.get("mode"), "score": d.get("score"), "reasoning": d.get("reasoning")}, version)
+    value = {"mode": d.get("mode"), "score": d.get("score"), "reasoning": d.get("reasoning")}
+    if d.get("degraded"):  # a deep trait step that failed (the trait metadata leaves it out of its stages)
+        value["degraded"] = list(d["degraded"])
+    _set_versioned(case["traits"], str(d.get("trait")), value, version)
 
 
 def _trait_auto_failed(case, d, key, version):
@@ -216,7 +268,8 @@ def _claim(case, d, key, version):
         claims[claim_id] = {
             "score": d.get("score"), "justification": d.get("justification"),
             "evidence_refs": list(d.get("evidence_refs") or []), "claim_text": d.get("claim_text"),
-            "claim_type": d.get("claim_type"), "importance": d.get("importance"), "v": version}
+            "claim_type": d.get("claim_type"), "importance": d.get("importance"),
+            "band": d.get("band"), "bands": d.get("bands"), "v": version}
 
 
 def _decomposed(case, d, key, version):
@@ -227,7 +280,8 @@ def _decomposed(case, d, key, version):
 def _checked(slot: str):
     def apply(case, d, key, version):
         if _latest(case[slot], version):
-            case[slot] = {"errors": list(d.get("errors") or []), "v": version}
+            case[slot] = {"errors": list(d.get("errors") or []), "inferences": list(d.get("inferences") or []),
+                          "counted": d.get("counted"), "dropped": d.get("dropped") or 0, "v": version}
     return apply
 
 
@@ -235,7 +289,8 @@ def _credit(case, d, key, version):
     if _latest(case["credit"], version):
         case["credit"] = {"high": d.get("high"), "low": d.get("low"),
                           "credit_score": d.get("credit_score"), "zone": d.get("zone"),
-                          "expected_credit_score": d.get("expected_credit_score"), "v": version}
+                          "expected_credit_score": d.get("expected_credit_score"),
+                          "expected_zone": d.get("expected_zone"), "v": version}
 
 
 def _stage_failed(case, d, key, version):
@@ -260,7 +315,7 @@ CASE_APPLIERS: dict[str, Callable] = {
     "trait.auto_failed": _trait_auto_failed, "claim.scored": _claim, "facts.decomposed": _decomposed,
     "facts.checked": _checked("facts_errors"), "logic.checked": _checked("logic_errors"),
     "credit.scored": _credit, "stage.failed": _stage_failed, "verdict.overridden": _review("overrides"),
-    "verdict.confirmed": _review("confirmations"),
+    "verdict.confirmed": _review("confirmations"), "abstention.detected": _abstention,
 }
 
 
@@ -270,6 +325,13 @@ def apply_case_event(case: dict, etype: str, data: Any, key: str, version: int,
     CASE_APPLIERS[etype](case, data if isinstance(data, dict) else {}, key, version)
     if config_hash and etype != "case.opened" and config_hash not in case["config_hashes"]:
         case["config_hashes"] = sorted([*case["config_hashes"], config_hash])
+
+
+def note_recorded_at(case: dict, recorded_at: str) -> None:
+    """Keep the latest ``meta.recorded_at`` of the case's judged events (claim.scored): when it was
+    judged. ISO timestamps of one clock compare as text."""
+    if recorded_at > (case.get("judged_at") or ""):
+        case["judged_at"] = recorded_at
 
 
 def apply_benchmark_event(states: dict, etype: str, d: dict) -> None:

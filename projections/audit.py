@@ -2,7 +2,10 @@
 expected zone, columns = actual zone), zone accuracy, cross-band confusion rate, exact match and
 within +-1, per tag and per model or profile, with the spec's target (cross-band < 5%).
 
-Zones: BAD = credit score 1-2, MID = 3, GOOD = 4-5. Every rate is over the cases that have both
+Zones: one rule decides them, the stage's: ``credit.scored`` records the zone of the credit score
+and of the expected score under the run's ``audit.zone_bad_max`` / ``audit.zone_mid_max``, and
+the matrix counts those recorded zones. Only an event without them (or a case never scored) falls
+back to the default bounds: BAD = credit score 1-2, MID = 3, GOOD = 4-5. Every rate is over the cases that have both
 an expected score and a credit score (``compared``); cases with an expected score that never got
 a credit score are counted in ``not_scored`` and listed, never dropped silently.
 """
@@ -16,10 +19,12 @@ from evalledger.projections.stats import ratio, rnd
 
 ZONES = ("BAD", "MID", "GOOD")
 CROSS_BAND_TARGET = 0.05
+# The share of a test set each expected zone should have (the spec's zone coverage requirements).
+RECOMMENDED_COVERAGE = {"BAD": (0.30, 0.40), "MID": (0.15, 0.25), "GOOD": (0.35, 0.50)}
 
 
 def zone_of(score: Any) -> str | None:
-    """BAD for 1-2, MID for 3, GOOD for 4-5; None for anything else (no expectation)."""
+    """Under the default bounds: BAD for 1-2, MID for 3, GOOD for 4-5; None for anything else."""
     if isinstance(score, bool) or not isinstance(score, (int, float)):
         return None
     if 1 <= score <= 2:
@@ -47,6 +52,15 @@ def group_key(case: dict) -> str:
     return f"{model} [{profile}]" if profile else model
 
 
+def recorded_zones(case: dict) -> tuple[str | None, str | None]:
+    """(expected zone, actual zone) as the case's credit.scored recorded them, else by default bounds."""
+    credit = case["credit"] or {}
+    expected, actual = expected_score(case), credit.get("credit_score")
+    expected_zone = credit.get("expected_zone") if credit.get("expected_zone") in ZONES else zone_of(expected)
+    actual_zone = credit.get("zone") if credit.get("zone") in ZONES else zone_of(actual)
+    return expected_zone, actual_zone
+
+
 def _pairs(cases: list[dict]) -> tuple[list[tuple[int, int, str, str, dict]], list[str]]:
     """(expected, actual, expected zone, actual zone, case) for compared cases; ids not scored."""
     pairs, not_scored = [], []
@@ -58,8 +72,8 @@ def _pairs(cases: list[dict]) -> tuple[list[tuple[int, int, str, str, dict]], li
         if credit is None or zone_of(credit["credit_score"]) is None:
             not_scored.append(case["case_id"])
             continue
-        actual = credit["credit_score"]
-        pairs.append((expected, actual, zone_of(expected), zone_of(actual), case))
+        expected_zone, actual_zone = recorded_zones(case)
+        pairs.append((expected, credit["credit_score"], expected_zone, actual_zone, case))
     return pairs, sorted(not_scored)
 
 
@@ -110,6 +124,24 @@ def per_tag(cases: list[dict]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def zone_coverage(cases: list[dict]) -> dict[str, Any]:
+    """How the test set's expected zones cover BAD, MID and GOOD against the recommended shares,
+    with a warning naming each zone outside its range (over the cases with an expectation)."""
+    zones = [z for z in (recorded_zones(c)[0] for c in cases) if z is not None]
+    n = len(zones)
+    out: dict[str, Any] = {"with_expectation": n}
+    outside = []
+    for zone in ZONES:
+        low, high = RECOMMENDED_COVERAGE[zone]
+        share = ratio(zones.count(zone), n)
+        within = None if share is None else low - 1e-9 <= share <= high + 1e-9
+        out[zone] = {"count": zones.count(zone), "share": rnd(share), "recommended": [low, high], "within": within}
+        if within is False:
+            outside.append(f"{zone} {share:.0%} (recommended {low:.0%}-{high:.0%})")
+    out["warning"] = ("zone coverage outside the recommended proportions: " + ", ".join(outside)) if outside else None
+    return out
+
+
 def credit_histogram(cases: list[dict]) -> list[int]:
     """How many cases got credit score 1, 2, 3, 4, 5."""
     counts = [0] * 5
@@ -126,5 +158,5 @@ def audit_groups(cases: list[dict]) -> dict[str, dict[str, Any]]:
     for case in cases:
         groups.setdefault(group_key(case), []).append(case)
     return {key: {"cases": len(groups[key]), **zone_metrics(groups[key]), "per_tag": per_tag(groups[key]),
-                  "credit_histogram": credit_histogram(groups[key])}
+                  "credit_histogram": credit_histogram(groups[key]), "zone_coverage": zone_coverage(groups[key])}
             for key in sorted(groups)}

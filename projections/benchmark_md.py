@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from evalledger.projections.reconstruction import band_labels
 from evalledger.projections.results import model_label
 from evalledger.projections.markdown import (
     SUMMARY_HEADER, audit_section, cell, comparison_section, fmt, pct, provenance_lines,
@@ -27,7 +28,8 @@ def verdict_text(result: dict[str, Any]) -> str:
         return (f"{o['verdict']} (overridden by {o['author']}: {o['reason']}; "
                 f"original {_original_state(result)})")
     if result["verdict"]:
-        return result["verdict"] + (" (auto-fail)" if result["auto_failed"] else "")
+        return result["verdict"] + (" (auto-fail)" if result["auto_failed"] else "") \
+            + (" (abstained)" if result.get("abstained") else "")
     return result["status"]
 
 
@@ -94,6 +96,8 @@ def attention_section(results: list[dict]) -> list[str]:
             why.append("overridden: " + verdict_text(r))
         if r["auto_failed"]:
             why.append("auto-failed: " + ", ".join(r["auto_fail_reasons"]))
+        if r.get("abstained"):
+            why.append("abstained: " + str((r.get("abstention") or {}).get("evidence")))
         if why:
             rows.append([r["case_id"], r["question_id"], model_label(r["model"]), " / ".join(why)])
     if not rows:
@@ -147,16 +151,20 @@ def render_benchmark(data: dict[str, Any], prov: dict[str, Any], results: list[d
 def render_document(doc: dict[str, Any], prov: dict[str, Any]) -> str:
     """``{doc_id}.md``: one reconstruction document, claim by claim, then its metrics."""
     m = doc["calculated_metrics"]
+    fully, partially, not_ = band_labels(doc.get("claim_bands") or [])
     lines = [f"# Reconstruction {doc['doc_id']}", ""] + provenance_lines(prov)
-    lines += [f"Case `{doc['case_id']}`, benchmark {doc['benchmark']}, model {doc['metadata']['model']}, "
-              f"status {doc['status']}; {doc['metadata']['total_tokens']} tokens, "
+    meta = doc["metadata"]
+    lines += [f"Case `{doc['case_id']}`, benchmark {doc['benchmark']}, collection {doc.get('collection')}, "
+              f"reconstruction by {meta.get('reconstruction_model') or '(no model)'}, judged by "
+              f"{meta['model'] or '(no judge call)'} at {doc.get('timestamp') or '(not judged)'}, "
+              f"status {doc['status']}; {meta['total_tokens']} tokens, "
               f"{doc['metadata']['cost_usd']:.6f} USD.", ""]
     lines += table(["metric", "value"], [
         ["total claims scored", m["total_claims"]], ["average score", m["average_score"]],
         ["importance-weighted average", m["weighted_average_score"]],
-        ["fully reconstructed (>= 8)", m["fully_reconstructed"]],
-        ["partially reconstructed (4-7)", m["partially_reconstructed"]],
-        ["not reconstructed (< 4)", m["not_reconstructed"]],
+        ["fully reconstructed (" + fully + ")", m["fully_reconstructed"]],
+        ["partially reconstructed (" + partially + ")", m["partially_reconstructed"]],
+        ["not reconstructed (" + not_ + ")", m["not_reconstructed"]],
         ["claims not scored", ", ".join(doc["unscored_claims"]) or "none"]])
     lines += ["## Claims", ""]
     lines += table(["claim", "type", "importance", "score", "justification", "evidence", "text"],

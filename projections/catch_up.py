@@ -18,7 +18,7 @@ import orjson
 from evalledger.ledger.envelope import decode_json
 from evalledger.projections.appliers import (
     BENCHMARK_TYPES, CASE_APPLIERS, FOLDED_TYPES, RUN_TYPES, apply_benchmark_event,
-    apply_case_event, apply_run_event, case_id_of, new_case,
+    apply_case_event, apply_run_event, case_id_of, new_case, note_recorded_at,
 )
 from evalledger.projections.store import ReadModelStore, StaleFold
 
@@ -39,15 +39,19 @@ class FoldResult:
 # its failures carry the effective config the case was judged (or failed) under; reading meta for
 # every event would cost a JSON parse each.
 CONFIG_STAMPED = ("case.judged", "claim.scored", "credit.scored", "stage.failed")
+# The events whose meta.recorded_at the read models keep: when a reconstruction was judged (the
+# spec's metadata timestamp). It is part of the event, so reports stay a function of the ledger.
+TIME_STAMPED = ("claim.scored",)
 
 
 def scan(led, start: int, end: int) -> Iterator[tuple]:
-    """(type, id, stream, version, schema, payload, config_hash) of the folded events in (start, end],
-    in seq order, through the ledger's raw scan (``Ledger.scan``): ``payload`` is the stored JSON
-    bytes of a payload at its current schema, or the dict the ledger already upcast; ``_decoded``
-    turns either into the dict. ``config_hash`` is read from meta for the CONFIG_STAMPED types only.
+    """(type, id, stream, version, schema, payload, config_hash, recorded_at) of the folded events
+    in (start, end], in seq order, through the ledger's raw scan (``Ledger.scan``): ``payload`` is
+    the stored JSON bytes of a payload at its current schema, or the dict the ledger already
+    upcast; ``_decoded`` turns either into the dict. ``config_hash`` is read from meta for the
+    CONFIG_STAMPED types only, ``recorded_at`` for the TIME_STAMPED types only (None otherwise).
     """
-    return led.scan(start + 1, end, FOLDED_TYPES, CONFIG_STAMPED)
+    return led.scan(start + 1, end, FOLDED_TYPES, CONFIG_STAMPED, TIME_STAMPED)
 
 
 # A run of 19+ digits is an integer orjson may read inexactly: such payloads take the exact decoder.
@@ -92,13 +96,16 @@ class _Folder:
             self.cases[case_id] = loaded.get(case_id) or new_case(case_id)
         self.touched += len(wanted)
 
-    def fold(self, etype: str, eid: str, stream: str, version: int, schema: int, raw, config_hash) -> None:
+    def fold(self, etype: str, eid: str, stream: str, version: int, schema: int, raw, config_hash,
+             recorded_at=None) -> None:
         data = _decoded(etype, schema, raw)
         if etype in CASE_APPLIERS:
             case_id = case_id_of(stream, data)
             if case_id is not None:
                 case = self.cases.get(case_id) or self.case(case_id)
                 apply_case_event(case, etype, data, slot_key(stream, case_id, eid, version), version, config_hash)
+                if recorded_at:
+                    note_recorded_at(case, recorded_at)
         elif etype in BENCHMARK_TYPES:
             if self.benchmarks is None:
                 self.benchmarks = self.store.load_keyed("proj_benchmarks")
@@ -136,7 +143,7 @@ def _update_once(led, store: ReadModelStore, fresh: bool) -> FoldResult:
         return FoldResult(0, 0, (start, store.position()[1]))
     events = scan(led, start, head.seq)
     if not fresh and head.seq - start <= FLUSH_EVERY:
-        events = [(*e[:5], _decoded(e[0], e[4], e[5]), e[6]) for e in events]
+        events = [(*e[:5], _decoded(e[0], e[4], e[5]), e[6], e[7]) for e in events]
         folder.preload({cid for cid in (case_id_of(e[2], e[5]) for e in events if e[0] in CASE_APPLIERS)
                         if cid is not None})
     collecting = gc.isenabled()
@@ -162,11 +169,11 @@ def _fold_all(folder: _Folder, events) -> int:
     cases = folder.cases
     loads, digits_to_9, nineteen = orjson.loads, _DIGITS_TO_9, _NINETEEN_DIGITS
     count = 0
-    for etype, eid, stream, version, schema, raw, config_hash in events:
+    for etype, eid, stream, version, schema, raw, config_hash, recorded_at in events:
         count += 1
         applier = appliers.get(etype)
         if applier is None:
-            folder.fold(etype, eid, stream, version, schema, raw, config_hash)
+            folder.fold(etype, eid, stream, version, schema, raw, config_hash, recorded_at)
             continue
         if raw.__class__ is bytes and raw.translate(digits_to_9).find(nineteen) < 0:
             data = loads(raw)                   # the common case, inlined: no long integer
@@ -184,6 +191,8 @@ def _fold_all(folder: _Folder, events) -> int:
         applier(case, data if data.__class__ is dict else {}, key, version)
         if config_hash and etype != "case.opened" and config_hash not in case["config_hashes"]:
             case["config_hashes"] = sorted([*case["config_hashes"], config_hash])
+        if recorded_at:
+            note_recorded_at(case, recorded_at)
         if len(cases) >= FLUSH_EVERY:
             folder.flush(None)
             cases = folder.cases

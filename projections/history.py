@@ -17,6 +17,7 @@ ROLE_STEPS = {
     "reason": ("reasoning.generated",), "parse": ("answer.parsed",),
     "score_trait": ("trait.scored", "trait.auto_failed"), "score_claims": ("claim.scored",),
     "decompose": ("facts.decomposed",), "check_facts": ("facts.checked",), "check_logic": ("logic.checked",),
+    "detect_abstention": ("abstention.detected",),
 }
 COMPUTED = ("field.verified", "case.auto_failed", "case.judged", "credit.scored")
 
@@ -85,6 +86,17 @@ def _call_row(call) -> dict[str, Any]:
             "source_event": call.data.get("source_event")}
 
 
+def _deep_fields(case_id: str, events: list) -> dict[str, Any]:
+    """The deep-judgment result fields, from the case's events folded as the reports fold them."""
+    from evalledger.projections.appliers import CASE_APPLIERS, apply_case_event, new_case
+    from evalledger.projections.deep_results import deep_judgment_results
+    case = new_case(case_id)
+    for event in events:
+        if event.type in CASE_APPLIERS:
+            apply_case_event(case, event.type, event.data, str(event.version), event.version, None)
+    return deep_judgment_results(case)
+
+
 def case_history(led, case_id: str) -> dict[str, Any]:
     """The case's events in seq order, each with its judge calls (JSON-ready)."""
     events = list(led.read(stream=f"case:{case_id}"))
@@ -108,7 +120,8 @@ def case_history(led, case_id: str) -> dict[str, Any]:
             row["computed"] = event.type in COMPUTED
         rows.append(row)
     head = opened.payload() if opened else None
-    return {"case_id": case_id, "benchmark": head.benchmark if head else None, "model": head.model if head else None,
+    return {**_deep_fields(case_id, events),
+            "case_id": case_id, "benchmark": head.benchmark if head else None, "model": head.model if head else None,
             "question_id": head.question_id if head else None, "kind": head.kind if head else None,
             "events": rows}
 
@@ -122,7 +135,8 @@ def _summary(row: dict) -> str:
             "stage.failed": ("stage", "reason"), "verdict.overridden": ("verdict", "author", "reason"),
             "verdict.confirmed": ("verdict", "author", "reason"),
             "case.auto_failed": ("reasons",), "judge.called": ("role", "model", "attempt", "error"),
-            "case.opened": ("benchmark", "question_id", "model"), "note.added": ("author",)}.get(row["type"], ())
+            "case.opened": ("benchmark", "question_id", "model"), "note.added": ("author",),
+            "abstention.detected": ("evidence",)}.get(row["type"], ())
     return " ".join(f"{k}={d.get(k)!r}" for k in keys if k in d)
 
 
@@ -158,7 +172,9 @@ def _details(row: dict) -> list[str]:
         return [f"fact {i}: {_text(f)}" for i, f in enumerate(d.get("facts") or [], 1)]
     if kind in ("facts.checked", "logic.checked"):
         errors = [e for e in d.get("errors") or [] if isinstance(e, dict)]
-        return [f"{e.get('severity')} {e.get('level')}: {_text(e.get('detail'))}" for e in errors] or ["no errors"]
+        # a reasonable inference has no severity (it is recorded, never counted as an error)
+        return [" ".join(filter(None, (e.get("severity"), e.get("level")))) + f": {_text(e.get('detail'))}"
+                for e in errors] or ["no errors"]
     if kind == "stage.failed":
         return [f"reason: {_text(d.get('reason'), 1000)}"]
     return []
@@ -181,4 +197,25 @@ def format_history(history: dict[str, Any]) -> str:
                          + (f" error {call['error']}" if call["error"] else ""))
         if row.get("computed"):
             lines.append(f"{'':>9}computed by code, no judge call")
+    lines += _deep_lines(history)
     return "\n".join(lines) + "\n"
+
+
+def _deep_lines(history: dict[str, Any]) -> list[str]:
+    """The deep-judgment result fields as text (template cases that used deep judgment)."""
+    template, rubric = history.get("deep_judgment"), history.get("deep_judgment_rubric")
+    lines = []
+    if template and template["deep_judgment_performed"]:
+        lines.append("deep judgment: stages " + (", ".join(template["deep_judgment_stages_completed"]) or "none")
+                     + f"; {template['deep_judgment_model_calls']} model calls; "
+                     f"{template['deep_judgment_excerpt_retry_count']} excerpt retries; without excerpts: "
+                     + (_text(", ".join(template["attributes_without_excerpts"])) or "none"))
+    if rubric and rubric["deep_judgment_rubric_performed"]:
+        lines.append(f"rubric deep judgment: {rubric['total_traits_evaluated']} traits, "
+                     f"{rubric['total_deep_judgment_model_calls']} model calls, "
+                     f"{rubric['total_excerpt_retries']} excerpt retries; without valid excerpts: "
+                     + (_text(", ".join(rubric["traits_without_valid_excerpts"])) or "none"))
+        for name, meta in rubric["trait_metadata"].items():
+            lines.append(f"  trait {_text(name, 60)}: stages {', '.join(meta['stages_completed']) or 'none'}; "
+                         f"{meta['model_calls']} calls; retries {meta['excerpt_retry_count']}")
+    return lines

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from evalledger.projections.audit import CROSS_BAND_TARGET, ZONES
+from evalledger.projections.reconstruction import band_labels
 
 
 def fmt(value: Any) -> str:
@@ -60,14 +61,14 @@ def provenance_lines(prov: dict[str, Any]) -> list[str]:
 
 
 SUMMARY_HEADER = ["model", "cases", "judged", "failed", "pending", "passed", "pass rate", "95% CI",
-                  "auto-failed", "overridden", "excerpt retries", "judge calls", "judge retries",
+                  "auto-failed", "abstained", "overridden", "excerpt retries", "judge calls", "judge retries",
                   "tokens", "cost (USD)"]
 
 
 def summary_rows(models: dict[str, dict]) -> list[list[Any]]:
     return [[m, s["cases"], s["judged"], s["failed"], s["pending"], s["passed"], pct(s["pass_rate"]),
              interval(s["pass_rate_ci95"]), f"{s['auto_failed']} ({pct(s['auto_fail_rate'])})",
-             s["overridden"], s["excerpt_retries"], s["judge_calls"], s["judge_retries"], s["tokens"],
+             f"{s.get('abstained', 0)} ({pct(s.get('abstention_rate'))})", s["overridden"], s["excerpt_retries"], s["judge_calls"], s["judge_retries"], s["tokens"],
              f"{s['cost']:.6f}"] for m, s in models.items()]
 
 
@@ -94,15 +95,16 @@ def reconstruction_section(stats: dict[str, dict], level: str = "###") -> list[s
     lines = []
     for model, agg in stats.items():
         o = agg["overall"]
+        fully, partially, not_ = band_labels(agg.get("claim_bands") or [])
         lines += [f"{level} Reconstruction: {model}", "",
                   f"{agg['total_documents']} documents, {agg['total_claims']} scored claims; "
                   f"average {fmt(o['average_score'])}, importance-weighted {fmt(o['weighted_average_score'])}; "
-                  f"fully (>= 8) {fmt(o['pct_fully_reconstructed'])}%, partially (4-7) "
-                  f"{fmt(o['pct_partially_reconstructed'])}%, not (< 4) {fmt(o['pct_not_reconstructed'])}%.", ""]
-        lines += table(["claim type", "count", "average", "% >= 8"],
+                  f"fully ({fully}) {fmt(o['pct_fully_reconstructed'])}%, partially ({partially}) "
+                  f"{fmt(o['pct_partially_reconstructed'])}%, not ({not_}) {fmt(o['pct_not_reconstructed'])}%.", ""]
+        lines += table(["claim type", "count", "average", f"% fully ({fully})"],
                        [[t, v["count"], v["average_score"], v["pct_reconstructed"]]
                         for t, v in agg["by_claim_type"].items()])
-        lines += table(["importance", "count", "average", "% >= 8"],
+        lines += table(["importance", "count", "average", f"% fully ({fully})"],
                        [[t, v["count"], v["average_score"], v["pct_reconstructed"]]
                         for t, v in agg["by_importance"].items()])
     return lines
@@ -128,6 +130,14 @@ def audit_section(groups: dict[str, dict], level: str = "###", svg_names: dict[s
             ["target: cross-band < " + pct(CROSS_BAND_TARGET, 0), met],
             ["exact match", f"{g['exact_matches']}/{g['compared']} = {pct(g['exact_match_rate'])}"],
             ["within +-1", f"{g['within_one']}/{g['compared']} = {pct(g['within_one_rate'])}"]])
+        coverage = g.get("zone_coverage")
+        if coverage:
+            lines += table(["expected zone", "cases", "share", "recommended", "within"],
+                           [[z, coverage[z]["count"], pct(coverage[z]["share"]),
+                             f"{pct(coverage[z]['recommended'][0], 0)}-{pct(coverage[z]['recommended'][1], 0)}",
+                             {True: "yes", False: "NO", None: "n/a"}[coverage[z]["within"]]] for z in ZONES])
+            if coverage["warning"]:
+                lines += [f"**Warning**: {coverage['warning']}.", ""]
         if g["per_tag"]:
             lines += table(["tag", "compared", "exact", "zone accuracy", "cross-band", "mean expected",
                             "mean actual"],
@@ -176,4 +186,8 @@ def render_aggregate_report(agg: dict[str, Any], folders: dict[str, str]) -> str
         lines += comparison_section(data["comparisons"])
         lines += reconstruction_section(data.get("reconstruction", {}))
         lines += audit_section(data.get("audit", {}))
+    for name, collection in (agg.get("reconstruction_collections") or {}).items():
+        lines += [f"## Reconstruction collection {name}", "",
+                  f"Every document of the collection, from {len(collection['benchmarks'])} benchmark(s).", ""]
+        lines += reconstruction_section(collection["models"])
     return "\n".join(lines)

@@ -65,7 +65,13 @@ def effective_verdict(case: dict) -> str | None:
 
 
 def is_auto_failed(case: dict) -> bool:
+    """The case auto-failed for missing excerpts (an abstention never counts as one)."""
     return bool(case["auto_fail_reasons"]) or bool(case["judged"] and case["judged"]["auto_failed"])
+
+
+def is_abstained(case: dict) -> bool:
+    """The judge found the response refuses or evades (``abstention.detected``)."""
+    return case.get("abstention") is not None
 
 
 def call_list(case: dict) -> list[dict]:
@@ -90,31 +96,48 @@ def usage_of(case: dict) -> dict[str, Any]:
 
 
 def excerpt_retry_count(case: dict) -> int:
-    return sum(len(v) for v in case["excerpt_retries"].values())
+    """Every excerpt retry of the case, template fields and rubric traits together."""
+    return sum(len(per) for attrs in case["excerpt_retries"].values() for per in attrs.values())
+
+
+def retries_by_subject(case: dict) -> dict[str, dict[str, int]]:
+    """Excerpt retries per subject (``template``, ``rubric``) and attribute or trait."""
+    return {subject: {attr: len(per) for attr, per in sorted(attrs.items())}
+            for subject, attrs in sorted(case["excerpt_retries"].items())}
+
+
+def excerpts_by_subject(case: dict) -> dict[str, dict[str, list[dict]]]:
+    """Valid excerpts per subject and attribute or trait, in attempt then text order."""
+    return {subject: {attr: sorted(({k: e[k] for k in ("text", "similarity", "confidence", "attempt")}
+                                    for e in per.values()), key=lambda e: (e["attempt"] or 0, str(e["text"])))
+                      for attr, per in sorted(attrs.items())}
+            for subject, attrs in sorted(case["excerpts"].items())}
 
 
 def case_result(case: dict) -> dict[str, Any]:
     """The full per-case result (one line of evaluations.jsonl), with no internal bookkeeping."""
-    from evalledger.projections.audit import zone_of
+    from evalledger.projections.audit import expected_score, recorded_zones
+    from evalledger.projections.deep_results import deep_judgment_results
     from evalledger.projections.reconstruction import calculated_metrics, scored_claims, unscored_claims
     override = override_of(case)
     usage = usage_of(case)
-    excerpts = {attr: sorted(({k: e[k] for k in ("text", "similarity", "confidence", "attempt")}
-                              for e in per.values()), key=lambda e: (e["attempt"] or 0, str(e["text"])))
-                for attr, per in sorted(case["excerpts"].items())}
     result: dict[str, Any] = {
         "case_id": case["case_id"], "benchmark": case["benchmark"], "kind": case["kind"],
         "question_id": case["question_id"], "model": case["model"], "status": case_status(case),
         "verdict": effective_verdict(case), "original_verdict": original_verdict(case),
         "override": {k: override[k] for k in ("verdict", "reason", "author")} if override else None,
         "auto_failed": is_auto_failed(case),
+        "abstained": is_abstained(case),
+        "abstention": _strip(case.get("abstention")),
         "auto_fail_reasons": sorted(set(case["auto_fail_reasons"])
                                     | set(case["judged"]["reasons"] if case["judged"] else [])),
         "fields": {name: _strip(f) for name, f in sorted(case["fields"].items())},
-        "excerpts": excerpts,
+        "excerpts": excerpts_by_subject(case),
         "excerpt_retries": excerpt_retry_count(case),
-        "missing_excerpts": case["missing_excerpts"],
-        "risk": {attr: _strip(r) for attr, r in sorted(case["risk"].items())},
+        "excerpt_retry_count": retries_by_subject(case),
+        "missing_excerpts": dict(sorted(case["missing_excerpts"].items())),
+        "risk": {subject: {attr: _strip(r) for attr, r in sorted(per.items())}
+                 for subject, per in sorted(case["risk"].items())},
         "reasoning": _strip(case["reasoning"]),
         "traits": {name: _strip(t) for name, t in sorted(case["traits"].items())},
         "traits_auto_failed": case["traits_auto_failed"],
@@ -125,19 +148,32 @@ def case_result(case: dict) -> dict[str, Any]:
                             for c in call_list(case)]},
         "config_hashes": case["config_hashes"],
     }
+    result.update(deep_judgment_results(case))
     if case["kind"] == "reconstruction":
         result["calculated_metrics"] = calculated_metrics(case)
         result["claims"] = scored_claims(case)
         result["unscored_claims"] = unscored_claims(case)
     if case["kind"] == "audit":
         credit = _strip(case["credit"])
-        from evalledger.projections.audit import expected_score
         expected = expected_score(case)
         result["audit"] = {"tag": case["question"].get("tag"), "expected_credit_score": expected,
-                           "expected_zone": zone_of(expected), "credit": credit,
+                           "expected_zone": recorded_zones(case)[0], "credit": credit,
                            "facts_errors": (case["facts_errors"] or {}).get("errors"),
-                           "logic_errors": (case["logic_errors"] or {}).get("errors")}
+                           "logic_errors": (case["logic_errors"] or {}).get("errors"),
+                           **_phase_details(case)}
     return result
+
+
+def _phase_details(case: dict) -> dict[str, Any]:
+    """Per audit phase: the reasonable inferences (recorded, not counted), which errors counted
+    (indexes into the phase's errors; null when every one did) and how many did not."""
+    out: dict[str, Any] = {}
+    for phase, slot in (("facts", "facts_errors"), ("logic", "logic_errors")):
+        state = case[slot] or {}
+        out[f"{phase}_inferences"] = state.get("inferences") or []
+        out[f"{phase}_counted"] = state.get("counted")
+        out[f"{phase}_not_counted"] = state.get("dropped") or 0
+    return out
 
 
 def _strip(value: dict | None) -> dict | None:
@@ -174,6 +210,7 @@ def group_summary(cases: list[dict]) -> dict[str, Any]:
     passed = verdicts.count("pass")
     with_verdict = sum(1 for v in verdicts if v is not None)
     auto_failed = sum(1 for c in cases if is_auto_failed(c))
+    abstained = sum(1 for c in cases if is_abstained(c))
     usages = [usage_of(c) for c in cases]
     interval = wilson_interval(passed, n) if with_verdict else None
     return {
@@ -182,6 +219,7 @@ def group_summary(cases: list[dict]) -> dict[str, Any]:
         "pass_rate": rnd(ratio(passed, n)) if with_verdict else None,
         "pass_rate_ci95": [rnd(interval[0]), rnd(interval[1])] if interval else None,
         "auto_failed": auto_failed, "auto_fail_rate": rnd(ratio(auto_failed, n)),
+        "abstained": abstained, "abstention_rate": rnd(ratio(abstained, n)),
         "overridden": sum(1 for c in cases if c["overrides"]),
         "excerpt_retries": sum(excerpt_retry_count(c) for c in cases),
         "judge_calls": sum(u["judge_calls"] for u in usages),

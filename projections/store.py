@@ -24,7 +24,7 @@ from evalledger.projections.appliers import restore_case, sparse_case
 
 # Bump when the shape of a stored state changes: tables folded by another version are dropped and
 # refolded from seq 1 on first use, so an update never mixes states of two fold versions.
-FOLD_VERSION = 5   # 5: verdict.confirmed folded (confirmations)
+FOLD_VERSION = 6   # 5: verdict.confirmed folded (confirmations); 6: abstention, judged_at
 POSITION_NAME = f"projections/v{FOLD_VERSION}"
 TABLES = ("proj_position", "proj_cases", "proj_benchmarks", "proj_runs")
 

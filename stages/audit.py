@@ -2,8 +2,10 @@
 
 1. ``decompose``: at most ``audit.max_facts`` atomic facts and the reasoning chains -> ``facts.decomposed``.
 2. ``check_facts`` and ``check_logic`` run concurrently -> ``facts.checked``, ``logic.checked``
-   (errors with level contradiction or unsupported, severity high or low; reasonable inferences
-   are not errors, so the judge does not report them).
+   (``errors``: level contradiction or unsupported, severity high or low; ``inferences``: findings
+   of level reasonable_inference, recorded and never counted). At most
+   ``audit.max_errors_per_phase`` errors of a phase reach the score: high before low, then in the
+   judge's order (``counted``: their indexes in ``errors``; ``dropped``: how many did not count).
 3. ``credit.scored``: the deterministic formula of the spec with its parameters from the config,
    and the zone (BAD, MID, GOOD). The judge is never asked for a score.
 """
@@ -39,9 +41,22 @@ def zone(score: int, strategy: AuditStrategy) -> str:
     return "MID" if score <= strategy.zone_mid_max else "GOOD"
 
 
-def _errors(reply) -> list[dict]:
-    """A check's findings as payload dicts."""
-    return [e.model_dump(mode="json", exclude_none=True) for e in reply.errors]
+def phase_findings(reply, max_errors: int) -> dict:
+    """A check's findings as the payload of its event: the errors, the reasonable inferences
+    (never counted), and which errors count, at most ``max_errors``: high severity before low,
+    then in the judge's order, so the same reply always keeps the same ones."""
+    findings = [e.model_dump(mode="json", exclude_none=True) for e in reply.errors]
+    errors = [f for f in findings if f["level"] != "reasonable_inference"]
+    inferences = [f for f in findings if f["level"] == "reasonable_inference"]
+    ranked = sorted(range(len(errors)), key=lambda i: (errors[i]["severity"] != "high", i))
+    counted = sorted(ranked[:max_errors])
+    return {"errors": errors, "inferences": inferences, "counted": counted,
+            "dropped": len(errors) - len(counted), "max_errors_per_phase": max_errors}
+
+
+def counted_errors(phase: dict) -> list[dict]:
+    """The errors of a phase that reach the score."""
+    return [phase["errors"][i] for i in phase["counted"]]
 
 
 async def judge_audit(work: CaseWork) -> None:
@@ -54,23 +69,24 @@ async def judge_audit(work: CaseWork) -> None:
     chains = list(decomposed.reasoning_chains)
     work.emit("facts.decomposed", {"facts": facts, "reasoning_chains": [c.model_dump(mode="json") for c in chains],
                                    "facts_offered": len(decomposed.facts)}, step="decompose")
+    limit = strategy.max_errors_per_phase
     fact_reply, logic_reply = await asyncio.gather(
         work.ask("check_facts", CheckFactsRequest(context_input=context, model_output=output, facts=facts,
-                                                  numeric_deviation_threshold=strategy.numeric_deviation_threshold)),
+                                                  numeric_deviation_threshold=strategy.numeric_deviation_threshold,
+                                                  max_errors=limit)),
         work.ask("check_logic", CheckLogicRequest(context_input=context, model_output=output,
-                                                  reasoning_chains=chains)))
-    fact_errors, logic_errors = _errors(fact_reply), _errors(logic_reply)
-    work.emit("facts.checked", {"errors": fact_errors}, step="check_facts")
-    work.emit("logic.checked", {"errors": logic_errors}, step="check_logic")
-    every = fact_errors + logic_errors
+                                                  reasoning_chains=chains, max_errors=limit)))
+    fact_phase, logic_phase = phase_findings(fact_reply, limit), phase_findings(logic_reply, limit)
+    work.emit("facts.checked", fact_phase, step="check_facts")
+    work.emit("logic.checked", logic_phase, step="check_logic")
+    every = counted_errors(fact_phase) + counted_errors(logic_phase)
     high = sum(1 for e in every if e["severity"] == "high")
     low = sum(1 for e in every if e["severity"] == "low")
     score = credit_score(high, low, strategy)
     expected = work.question.get("expected_credit_score")
     work.emit("credit.scored", {
         "high": high, "low": low, "credit_score": score, "zone": zone(score, strategy),
-        "formula": strategy.model_dump(mode="json", exclude={"max_facts", "numeric_deviation_threshold",
-                                                             "max_errors_per_phase"}),
+        "formula": strategy.model_dump(mode="json", exclude={"max_facts", "numeric_deviation_threshold"}),
         "expected_credit_score": expected,
         "expected_zone": zone(expected, strategy) if isinstance(expected, int) else None,
     }, step="credit")

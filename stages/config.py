@@ -144,6 +144,10 @@ class VerificationConfig(StrictModel):
     # "local", "tavily" or a callable as "module:function" (the spec's custom search tool).
     deep_judgment_search_tool: str = "local"
 
+    # Abstention detection: a detect_abstention call per template case; an abstaining response
+    # fails as "abstained", and that takes priority over the deep-judgment auto-fail.
+    abstention_enabled: bool = False
+
     # Rubric deep judgment (deep-judgment-rubrics.md)
     deep_judgment_rubric_mode: Literal["disabled", "enable_all", "use_checkpoint", "custom"] = "disabled"
     deep_judgment_rubric_global_excerpts: bool = True

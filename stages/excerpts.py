@@ -12,6 +12,10 @@ fails cases falsely).
 
 Events: ``excerpt.extracted`` per valid quote, ``excerpt.retried`` per attribute asked again,
 ``excerpt.missing`` per attribute without a valid quote at the end.
+
+An unusable reply (the judge port gave up after its own re-asks) does not fail the case: the
+extraction continues with the partial results it has, the attributes still without a valid
+quote are missing, and their ``excerpt.missing`` says why in ``error``.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 from evalledger.stages.casework import CaseWork
 from evalledger.stages.fuzzy import validate
+from evalledger.stages.judge import JudgeCallFailed
 from evalledger.stages.judge.roles import AttributeSpec, ExtractExcerptsRequest, FailedQuote
 
 
@@ -31,6 +36,7 @@ class ExcerptOutcome:
     valid: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     retries: int = 0
+    error: str | None = None       # why the extraction stopped early (an unusable reply)
 
     def texts(self) -> dict[str, list[str]]:
         """The valid quotes' texts per attribute, as the reason and parse requests take them."""
@@ -60,7 +66,11 @@ async def extract_excerpts(work: CaseWork, attributes: list[AttributeSpec], sett
     for attempt in range(1, settings.retry_attempts + 2):
         request = ExtractExcerptsRequest(question=work.question_text, response=response_text, attributes=pending,
                                          subject=subject, max_excerpts=settings.max_excerpts, feedback=feedback)
-        reply = await work.ask("extract_excerpts", request, attempt=attempt, stage=stage)
+        try:
+            reply = await work.ask("extract_excerpts", request, attempt=attempt, stage=stage)
+        except JudgeCallFailed as exc:  # the port gave up on this reply: go on with what is valid so far
+            outcome.error = f"unusable reply to excerpt extraction (attempt {attempt}): {type(exc).__name__}: {exc}"
+            break
         retry = []
         for attribute in pending:
             # The threshold decides on the exact score; only the recorded figure is rounded.
@@ -92,6 +102,7 @@ async def extract_excerpts(work: CaseWork, attributes: list[AttributeSpec], sett
     outcome.missing = [a.name for a in attributes if a.name not in outcome.valid]
     for name in outcome.missing:
         work.emit("excerpt.missing", {"attribute": name, "subject": subject, "threshold": settings.threshold,
-                                      "failed": last_failed.get(name, [])},
+                                      "failed": last_failed.get(name, []),
+                                      **({"error": outcome.error} if outcome.error else {})},
                   step="excerpt_missing", part=name, stage=stage)
     return outcome

@@ -45,6 +45,7 @@ class IngestResult:
     cases_opened: int = 0
     errors: list[dict] = field(default_factory=list)
     untranslated: list[dict] = field(default_factory=list)
+    warnings: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     moved_to: Path | None = None
 
@@ -68,12 +69,15 @@ class IngestResult:
 
     def error_lines(self) -> list[str]:
         """``file: where: reason`` for every error (what the .error.txt holds), then every
-        untranslated part of an accepted Karenina checkpoint. Names, places and reasons are
-        escaped (``stages.printable``): a newline in a file name cannot forge a line."""
+        untranslated part of an accepted Karenina checkpoint, then every load-time warning. Names,
+        places and reasons are escaped (``stages.printable``): a newline in a file name cannot
+        forge a line."""
         name = shown_name(self.file)
         return ([f"{name}: {escape_unprintable(e['where'])}: {escape_unprintable(e['reason'])}" for e in self.errors]
                 + [f"{name}: not translated: {escape_unprintable(e['where'])}: {escape_unprintable(e['reason'])}"
-                   for e in self.untranslated])
+                   for e in self.untranslated]
+                + [f"{name}: warning: {escape_unprintable(w['where'])}: {escape_unprintable(w['reason'])}"
+                   for w in self.warnings])
 
 
 def _count(n: int, noun: str) -> str:
@@ -94,19 +98,40 @@ def sha256_of(path: Path) -> tuple[str, int]:
 
 def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = False,
                 max_bytes: int = DEFAULT_MAX_BYTES,
-                max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS) -> IngestResult:
-    """Ingest one file; from the inbox it then moves to processed/ or rejected/."""
+                max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
+                collection: str | None = None) -> IngestResult:
+    """Ingest one file; from the inbox it then moves to processed/ or rejected/.
+
+    ``collection`` names the reconstruction collection of documents that do not name their own
+    (the CLI passes the folder a file was ingested with); a file from a folder dropped into the
+    inbox gets that folder's name.
+    """
     path = Path(path)
+    if collection is None and from_inbox and led.home is not None \
+            and path.resolve().parent.parent == (Path(led.home) / "inbox").resolve():
+        collection = path.parent.name
     name = recorded_name(path)
     sha, size = sha256_of(path)
     if size > max_bytes:
         problems = [Problem("$", f"the file is {size} bytes, over the limit of {max_bytes} bytes")]
         result = _reject(led, name, sha, size, problems)
     else:
-        result = ingest_bytes(led, path.read_bytes(), name, sha=sha, max_response_chars=max_response_chars)
+        result = ingest_bytes(led, path.read_bytes(), name, sha=sha, max_response_chars=max_response_chars,
+                              collection=collection)
     if led.home is not None:
         result.moved_to = _file_away(led.home, path, result, from_inbox)
+        if from_inbox and collection is not None:
+            _drop_empty_folder(path.parent)
     return result
+
+
+def _drop_empty_folder(folder: Path) -> None:
+    """Remove a folder dropped into the inbox once its last file has been taken (never a
+    folder with anything left in it)."""
+    try:
+        folder.rmdir()
+    except OSError:  # not empty (more files to come, or ignored ones), or gone: leave it
+        pass
 
 
 def recorded_name(path: Path) -> str:
@@ -116,9 +141,10 @@ def recorded_name(path: Path) -> str:
 
 
 def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None,
-                 max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS) -> IngestResult:
+                 max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
+                 collection: str | None = None) -> IngestResult:
     """Ingest one file's bytes under the file name ``name`` (no file is moved); a response longer
-    than ``max_response_chars`` rejects the file."""
+    than ``max_response_chars`` rejects the file; ``collection`` as for ``ingest_path``."""
     sha = sha or hashlib.sha256(raw).hexdigest()
     known = led.get(event_id(f"file:{sha}", "file.received", sha))
     if known is not None:
@@ -131,6 +157,9 @@ def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None,
         oversized = response_size_problems(parsed.responses, max_response_chars)
         if oversized:
             return _reject(led, name, sha, len(raw), oversized)
+        if collection and parsed.format == "reconstruction" and parsed.benchmark is not None:
+            for question in parsed.benchmark.questions:  # a collection named in the file wins
+                question.setdefault("collection", collection)
         result = _accept(led, parsed, name, sha, len(raw))
     if result.ok:
         resolve_pending(led)
@@ -222,6 +251,7 @@ def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) 
         result.notes.append(_version_note(led, record))
     result.notes += _resolution_notes(waiting, resolutions)
     result.untranslated = [p.as_dict() for p in bench.rejected_questions + bench.rejected_traits]
+    result.warnings = list(record.get("warnings") or [])
     if result.untranslated:
         result.notes.append(f"({_count(len(bench.rejected_questions), 'question')} and "
                             f"{_count(len(bench.rejected_traits), 'trait')} not translated; the rest is registered)")

@@ -51,14 +51,32 @@ def rejected(name: str, sha: str, size: int, problems: list[Problem]) -> NewEven
     return NewEvent(f"file:{sha}", "benchmark.rejected", data, key=f"{sha}:{digest16(errors)}", meta=meta())
 
 
+def template_warnings(questions: list[dict]) -> list[dict[str, str]]:
+    """Load-time warnings of the questions' templates (``{where, reason}``): specs that are valid
+    but probably not meant, such as a NumericRange without bounds. Intake has already loaded
+    every template, so none raises here."""
+    from evalledger.stages.verification import TemplateSpec
+    out: list[dict[str, str]] = []
+    for index, question in enumerate(questions):
+        template = question.get("template")
+        if template:
+            where = f"$.questions[{index}] (id {question.get('id')}).template"
+            out += TemplateSpec.from_dict(template, where=where).warnings(where)
+    return out
+
+
 def registered(bench: ParsedBenchmark, source: dict, fmt: str, causation: str,
                lineage: dict | None = None) -> tuple[str, NewEvent]:
-    """The benchmark's id and its ``benchmark.registered`` event (with its version lineage, if any)."""
+    """The benchmark's id and its ``benchmark.registered`` event (with its version lineage, if any,
+    and the templates' load-time warnings, if any)."""
     bid = benchmark_id(bench.kind, bench.name if bench.name_in_id else "", bench.config, bench.questions)
     data = {"benchmark": bid, "name": bench.name, "kind": bench.kind, "format": fmt, "config": bench.config,
             "questions": bench.questions, "source": source,
             "rejected_questions": [p.as_dict() for p in bench.rejected_questions],
             "rejected_traits": [p.as_dict() for p in bench.rejected_traits], **bench.extra, **(lineage or {})}
+    warnings = template_warnings(bench.questions)
+    if warnings:
+        data["warnings"] = warnings
     return bid, NewEvent(f"benchmark:{bid}", "benchmark.registered", data, key=bid, meta=meta(causation))
 
 

@@ -4,13 +4,16 @@ One ``score_claims`` call sees the original claims beside the reconstruction's a
 synthesis. The port validates the reply against the request: a reply that misses a claim, scores
 one twice, names an unknown claim, or gives a score that is not an integer in 0..10 is asked again
 with the problem named. Each claim then gets ``claim.scored`` (claim id, score, justification,
-evidence refs, and the claim's type and importance for the projections). Averages, weighted
-averages and bands are never asked of the judge: the projections compute them.
+evidence refs, and the claim's type and importance for the projections) and the band the
+score falls in under the configured ``claim_bands`` (``band``: fully, partially or not; ``bands``:
+the thresholds used), so the projections count what the run decided. Averages and weighted
+averages are never asked of the judge: the projections compute them.
 """
 
 from __future__ import annotations
 
 from evalledger.stages.casework import CaseWork
+from evalledger.stages.config import ClaimScoreBands
 from evalledger.stages.judge.roles import Claim, ReconstructionAnswer, ScoreClaimsRequest
 
 STAGE = "reconstruction"
@@ -28,8 +31,16 @@ def claims_request(work: CaseWork) -> ScoreClaimsRequest:
                               target_document=question.get("target_document"))
 
 
+def claim_band(score: int, bands: ClaimScoreBands) -> str:
+    """``fully`` (score >= fully_min), ``partially`` (>= partially_min) or ``not`` reconstructed."""
+    if score >= bands.fully_min:
+        return "fully"
+    return "partially" if score >= bands.partially_min else "not"
+
+
 async def judge_reconstruction(work: CaseWork) -> None:
     """Score the claims and emit one ``claim.scored`` per original claim, in the claims' order."""
+    bands = work.config.claim_bands
     request = claims_request(work)
     reply = await work.ask("score_claims", request)
     by_id = {e.claim_id: e for e in reply.evaluations}
@@ -39,4 +50,5 @@ async def judge_reconstruction(work: CaseWork) -> None:
             "claim_id": claim.id, "score": evaluation.score, "justification": evaluation.justification,
             "evidence_refs": list(evaluation.evidence_refs), "claim_text": claim.text,
             "claim_type": claim.type, "importance": claim.importance, "doc_id": request.doc_id,
+            "band": claim_band(evaluation.score, bands), "bands": bands.model_dump(mode="json"),
         }, step="claim", part=claim.id)

@@ -2,7 +2,8 @@
 
 - LLM traits (``kind: llm``): a score within ``min_score..max_score``, or true/false for boolean
   traits (``score_kind: boolean``). Standard: one ``score_trait`` call. Deep (``rubric_modes.resolve_trait``): with excerpts,
-  extraction with fuzzy validation and retries, optional search risk, reasoning, then the score
+  extraction with fuzzy validation and retries, optional search risk (one judge call for all the
+  rubric's searching traits, after every deep trait's excerpts), reasoning, then the score
   from the reasoning and excerpts; without excerpts, reasoning then score. A deep trait without a
   valid excerpt after its retries gets ``trait.auto_failed`` and no score.
 - Regex traits (``kind: regex``): ``re.search`` semantics on the response, ``invert`` flips it; no
@@ -18,6 +19,7 @@ plus the excerpt and risk events of deep traits.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalledger.stages.casework import CaseWork
@@ -25,7 +27,7 @@ from evalledger.stages.excerpts import extract_excerpts
 from evalledger.stages.judge import JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.judge.roles import AttributeSpec, ReasonRequest, ScoreTraitRequest, TraitSpec
 from evalledger.stages.primitives.patterns import PatternTimeout, compile_benchmark_pattern, search
-from evalledger.stages.risk import assess_risk
+from evalledger.stages.risk import RiskItem, assess_risks
 from evalledger.stages.rubric_modes import TraitPlan, resolve_trait
 
 STAGE = "rubric"
@@ -39,22 +41,60 @@ def trait_spec(trait: dict[str, Any]) -> TraitSpec:
                      min_score=int(trait.get("min_score", 1)), max_score=int(trait.get("max_score", 5)))
 
 
+@dataclass
+class TraitEvidence:
+    """What a deep trait's excerpt step found: its valid excerpts, or none after its retries."""
+
+    excerpts: list[str] = field(default_factory=list)
+    missing: bool = False
+    retries: int = 0
+    risk: str | None = None
+
+
 async def judge_rubric(work: CaseWork, rubric: dict[str, Any] | None) -> list[str]:
-    """Score every trait of ``rubric`` in order; returns the names of the auto-failed traits."""
+    """Score every trait of ``rubric`` in order; returns the names of the auto-failed traits.
+
+    The deep traits' excerpts are extracted first, so that their search risk takes one judge
+    call for the whole rubric; then every trait is scored in order.
+    """
+    traits = (rubric or {}).get("traits", [])
+    plans = {t["name"]: resolve_trait(work.config, work.question_id, t)
+             for t in traits if t.get("kind", "llm") not in ("regex", "metric")}
+    evidence = await _deep_evidence(work, traits, plans)
     auto_failed = []
-    for trait in (rubric or {}).get("traits", []):
+    for trait in traits:
         kind = trait.get("kind", "llm")
         if kind == "regex":
             _regex_trait(work, trait)
         elif kind == "metric":
             await _metric_trait(work, trait)
-        else:
-            plan = resolve_trait(work.config, work.question_id, trait)
-            if plan is None:
-                await _standard_trait(work, trait)
-            elif not await _deep_trait(work, trait, plan):
-                auto_failed.append(trait["name"])
+        elif plans[trait["name"]] is None:
+            await _standard_trait(work, trait)
+        elif not await _deep_trait(work, trait, plans[trait["name"]], evidence.get(trait["name"], TraitEvidence())):
+            auto_failed.append(trait["name"])
     return auto_failed
+
+
+async def _deep_evidence(work: CaseWork, traits: list[dict[str, Any]],
+                         plans: dict[str, TraitPlan | None]) -> dict[str, TraitEvidence]:
+    """Excerpts of every deep trait that wants them, then one risk call for those that search."""
+    out: dict[str, TraitEvidence] = {}
+    for trait in traits:
+        plan = plans.get(trait["name"])
+        if plan is None or not plan.excerpt_enabled:
+            continue
+        spec = trait_spec(trait)
+        outcome = await extract_excerpts(work, [AttributeSpec(name=spec.name, description=spec.description)],
+                                         plan.excerpts, subject="rubric", stage=STAGE, response_text=str(work.response))
+        out[spec.name] = TraitEvidence(outcome.texts().get(spec.name, []), bool(outcome.missing), outcome.retries)
+    searched = [RiskItem(t["name"], t.get("description", ""), out[t["name"]].excerpts) for t in traits
+                if t["name"] in out and out[t["name"]].excerpts and plans[t["name"]].search_enabled]
+    if searched:
+        risks = await assess_risks(work, searched, stage=STAGE, subject="rubric",
+                                   tool=work.config.deep_judgment_rubric_search_tool)
+        for name, risk in risks.items():
+            out[name].risk = risk
+    return out
 
 
 async def _ask(work: CaseWork, role: str, request) -> object:
@@ -90,26 +130,19 @@ async def _standard_trait(work: CaseWork, trait: dict[str, Any]) -> None:
     _scored(work, trait, "standard", reply.score, reasoning=reply.reasoning, excerpts=[])
 
 
-async def _deep_trait(work: CaseWork, trait: dict[str, Any], plan: TraitPlan) -> bool:
-    """Deep judgment of one trait; False when it auto-failed for lack of valid excerpts."""
+async def _deep_trait(work: CaseWork, trait: dict[str, Any], plan: TraitPlan, evidence: TraitEvidence) -> bool:
+    """Deep judgment of one trait from its evidence; False when it auto-failed for lack of valid excerpts."""
     spec = trait_spec(trait)
     attribute = AttributeSpec(name=spec.name, description=spec.description)
     response = str(work.response)
-    excerpts: list[str] = []
-    risks: dict[str, str] = {}
-    if plan.excerpt_enabled:
-        outcome = await extract_excerpts(work, [attribute], plan.excerpts, subject="rubric", stage=STAGE,
-                                         response_text=response)
-        if outcome.missing:
-            work.emit("trait.auto_failed", {"trait": spec.name, "reason": "no valid excerpt after "
-                                            f"{plan.excerpts.retry_attempts} retries",
-                                            "retries": outcome.retries, "plan": plan.to_json()},
-                      step="trait_auto_fail", part=spec.name, stage=STAGE)
-            return False
-        excerpts = outcome.texts()[spec.name]
-        if plan.search_enabled:
-            risks[spec.name] = await assess_risk(work, spec.name, spec.description, excerpts, stage=STAGE,
-                                                 subject="rubric", tool=work.config.deep_judgment_rubric_search_tool)
+    if evidence.missing:
+        work.emit("trait.auto_failed", {"trait": spec.name, "reason": "no valid excerpt after "
+                                        f"{plan.excerpts.retry_attempts} retries",
+                                        "retries": evidence.retries, "plan": plan.to_json()},
+                  step="trait_auto_fail", part=spec.name, stage=STAGE)
+        return False
+    excerpts = evidence.excerpts
+    risks = {spec.name: evidence.risk} if evidence.risk is not None else {}
     question = work.question_text
     degraded: list[str] = []
     try:

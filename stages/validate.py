@@ -55,13 +55,14 @@ def validate_bytes(led: Ledger | None, raw: bytes, name: str, *, max_bytes: int 
         return _rejected(name, sha, len(raw), exc.problems)
     if parsed.benchmark is not None:
         bench = parsed.benchmark
-        bid, _ = ev.registered(bench, {"file": name, "sha256": sha}, parsed.format, ev.file_event_id(sha))
+        bid, registered = ev.registered(bench, {"file": name, "sha256": sha}, parsed.format, ev.file_event_id(sha))
         result = IngestResult(name, sha, "valid", parsed.format, bid, bench.name,
                               notes=[f"({_count(len(bench.questions), 'question')}, "
                                      f"{_count(len(parsed.responses), 'response')})"])
         if led is not None and led.stream_version(f"benchmark:{bid}"):
             result.notes.append("(this benchmark is already registered)")
         result.untranslated = [p.as_dict() for p in bench.rejected_questions + bench.rejected_traits]
+        result.warnings = list(registered.data.get("warnings") or [])  # what ingest would print
         return result
     bench = find_benchmark(led, parsed.benchmark_ref) if led is not None else None
     if bench is None:

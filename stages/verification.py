@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from evalledger.stages.primitives import Primitive, PrimitiveSpecError, from_spec
@@ -79,12 +79,26 @@ class FieldResult:
     passed: bool | None
     weight: float = 1.0
     reason: str | None = None  # why it failed or was not verifiable; None when it passed
+    auto_failed: bool = False  # the case auto-failed: the field counts as not verified
+    primitive_passed: bool | None = None  # with auto_failed: what the primitive alone said
 
     def as_dict(self) -> dict[str, Any]:
-        """The payload keys of `field.verified` (without case_id) plus weight and reason."""
-        return {"field": self.field, "primitive": self.primitive, "extracted": self.extracted,
-                "expected": self.expected, "passed": self.passed, "weight": self.weight,
-                "reason": self.reason}
+        """The payload keys of `field.verified` (without case_id) plus weight and reason.
+
+        An auto-failed field also carries `auto_failed` and `primitive_passed`.
+        """
+        payload = {"field": self.field, "primitive": self.primitive, "extracted": self.extracted,
+                   "expected": self.expected, "passed": self.passed, "weight": self.weight,
+                   "reason": self.reason}
+        if self.auto_failed:
+            payload.update(auto_failed=True, primitive_passed=self.primitive_passed)
+        return payload
+
+    def marked_auto_failed(self, why: str) -> FieldResult:
+        """This result with the case's auto-fail applied: not verified (`passed` false), the
+        primitive's own verdict kept in `primitive_passed`."""
+        return replace(self, passed=False, auto_failed=True, primitive_passed=self.passed,
+                       reason=f"case auto-failed: {why}")
 
 
 @dataclass(frozen=True)
@@ -167,6 +181,12 @@ class TemplateSpec:
             raise PrimitiveSpecError(f"at_least_n needs n <= the total field weight ({total}), "
                                      f"got {rule.n}; the case could never pass", where=f"{where}.strategy")
         return cls(fields, rule)
+
+    def warnings(self, where: str = "template") -> list[dict[str, str]]:
+        """``{where, reason}`` for every field whose primitive loads with a warning (a spec that is
+        allowed but probably not meant, such as a range without bounds)."""
+        return [{"where": f"{where}.fields[{i}].verify_with", "reason": reason}
+                for i, spec in enumerate(self.fields) for reason in spec.primitive.load_warnings()]
 
     def verify(self, extracted: Mapping[str, Any], raw_response: str | None, *,
                embedder: Any = None) -> tuple[tuple[FieldResult, ...], CaseVerdict]:

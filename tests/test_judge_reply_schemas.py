@@ -36,6 +36,81 @@ def test_the_requests_cover_every_role(requests):
     assert {name for name, _ in requests} == set(ROLE_NAMES)
 
 
+def test_the_requests_cover_the_shapes_of_every_role(requests):
+    """Risk for a template's and a rubric's excerpts (one call per subject), abstention, findings."""
+    risks = [r for name, r in requests if name == "assess_risk"]
+    assert {r.subject for r in risks} == {"template", "rubric"}
+    assert all(e.query and e.attribute for r in risks for e in r.evidence)
+    assert any(not r.attribute for r in risks), "a request whose excerpts name their own attributes"
+    assert any(name == "detect_abstention" for name, _ in requests)
+
+
+# Requests the samples do not make: other fact limits, rubric risk over several traits, and
+# findings whose reasonable inferences come without a severity.
+EXTRA_REQUESTS = [
+    *[("decompose", {"context_input": "c", "model_output": "o", "max_facts": n}) for n in (1, 2, 8, 100)],
+    ("assess_risk", {"subject": "rubric", "evidence": [
+        {"excerpt": "x", "attribute": "clarity", "query": "x", "results": [{"title": "t", "content": "c", "url": "u"}]},
+        {"excerpt": "y", "attribute": "accuracy", "query": "y"},
+        {"excerpt": "z", "attribute": "clarity", "query": "z"}]}),
+    ("assess_risk", {"attribute": "dose", "evidence": [{"excerpt": "81 mg", "query": "81 mg"}]}),
+    ("check_facts", {"context_input": "c", "model_output": "o", "facts": ["f"], "max_errors": 1}),
+    ("check_logic", {"context_input": "c", "model_output": "o", "reasoning_chains": [], "max_errors": 7}),
+    ("detect_abstention", {"question": "q", "response": "I cannot answer that."}),
+]
+
+
+@pytest.mark.parametrize("name,payload", EXTRA_REQUESTS, ids=[n for n, _ in EXTRA_REQUESTS])
+def test_instances_of_the_other_shapes_pass_the_role_checks(name, payload):
+    request = role(name).request.model_validate(payload)
+    assert strict_mode_problems(role(name).reply_schema(request)) == []
+    check_instances(name, request)
+
+
+def test_decompose_allows_exactly_max_facts():
+    spec = role("decompose")
+    for n in (1, 2, 8, 100):
+        request = spec.request(context_input="c", model_output="o", max_facts=n)
+        validator = Draft202012Validator(spec.reply_schema(request))
+        assert validator.is_valid({"facts": ["f"] * n, "reasoning_chains": []})
+        assert not validator.is_valid({"facts": ["f"] * (n + 1), "reasoning_chains": []})
+
+
+def test_a_finding_needs_a_severity_unless_it_is_a_reasonable_inference():
+    spec = role("check_facts")
+    request = spec.request(context_input="c", model_output="o", facts=["f"])
+    validator = Draft202012Validator(spec.reply_schema(request))
+
+    def finding(level, severity):
+        return {"errors": [{"level": level, "severity": severity, "detail": "d", "claim": None}]}
+
+    for level, severity, ok in [("reasonable_inference", None, True), ("reasonable_inference", "low", True),
+                                ("contradiction", "high", True), ("unsupported", "low", True),
+                                ("contradiction", None, False), ("unsupported", None, False)]:
+        assert validator.is_valid(finding(level, severity)) is ok, (level, severity)
+        if ok:
+            spec.validate_reply(request, finding(level, severity))
+        else:
+            with pytest.raises(ValueError, match="needs a severity"):
+                spec.validate_reply(request, finding(level, severity))
+
+
+def test_an_abstention_needs_evidence_in_the_schema_and_the_checks():
+    spec = role("detect_abstention")
+    request = spec.request(question="q", response="I will not say.")
+    validator = Draft202012Validator(spec.reply_schema(request))
+    for abstained, evidence, ok in [(True, "I will not say", True), (True, " \n\t", False), (True, "", False),
+                                    (False, "", True), (False, "anything", True)]:
+        reply = {"abstention": {"abstained": abstained, "evidence": evidence, "reasoning": "r"}}
+        assert validator.is_valid(reply) is ok, (abstained, evidence)
+        for shape in (reply, reply["abstention"]):   # the strict schema's shape and the flat one
+            if ok:
+                assert spec.validate_reply(request, shape).abstained is abstained
+            else:
+                with pytest.raises(ValueError, match="needs its evidence"):
+                    spec.validate_reply(request, shape)
+
+
 def test_every_schema_satisfies_openai_strict_mode(requests):
     for name, request in requests:
         schema = role(name).reply_schema(request)
@@ -119,7 +194,7 @@ def test_schemas_fit_the_request():
     decompose = role("decompose")
     schema = decompose.reply_schema(decompose.request(context_input="c", model_output="o", max_facts=8))
     assert schema["properties"]["facts"]["maxItems"] == 8
-    with pytest.raises(ValueError, match="at most 2 fact"):
+    with pytest.raises(ValueError, match="at most 2 atomic facts"):
         decompose.validate_reply(decompose.request(context_input="c", model_output="o", max_facts=2),
                                  {"facts": ["a", "b", "c"], "reasoning_chains": []})
     risk = role("assess_risk")

@@ -201,6 +201,18 @@ class TestLedgerContract:
                        for r in rows]
             assert decoded[0] == {"text": "y", "author": None}
 
+    def test_scan_gives_recorded_at_for_the_timed_types_only(self, backend):
+        with backend.open() as led:
+            led.append([NewEvent("case:a", "note.added", {"text": "x"}, meta={"recorded_at": "2026-01-01T00:00:00Z"}),
+                        NewEvent("case:a", "verdict.overridden",
+                                 {"case_id": "a", "verdict": "pass", "reason": "r", "author": "me"},
+                                 meta={"recorded_at": "2026-01-02T00:00:00Z", "config_hash": "ghi"})])
+            rows = list(led.scan(1, 2, ["note.added", "verdict.overridden"], stamped=["verdict.overridden"],
+                                 timed=["verdict.overridden"]))
+            assert [(r.type, r.config_hash, r.recorded_at) for r in rows] == [
+                ("note.added", None, None), ("verdict.overridden", "ghi", "2026-01-02T00:00:00Z")]
+            assert all(r.recorded_at is None for r in led.scan(1, 2, ["note.added", "verdict.overridden"]))
+
     def test_verify_passes_and_checks_a_published_head(self, backend):
         with backend.open() as led:
             seeded(led)

@@ -93,7 +93,6 @@ BAD_SPECS: list[tuple[Any, list[str]]] = [
     ({"type": "NumericTolerance", "tolerance": 0.05, "mode": "percent"},
      ["NumericTolerance parameter 'mode'", "unknown value 'percent'", "'relative' or 'absolute'"]),
     ({"type": "NumericRange", "min": 5, "max": 1}, ["NumericRange", "min (5.0) is greater than max (1.0)"]),
-    ({"type": "NumericRange"}, ["NumericRange", "needs min, max or both"]),
     ({"type": "RegexMatch", "pattern": "NCT(\\d{8}"},
      ["RegexMatch", "invalid regular expression 'NCT(\\\\d{8}'", "missing )"]),
     ({"type": "TraceRegex", "pattern": "[a-"}, ["TraceRegex", "invalid regular expression"]),
@@ -115,8 +114,6 @@ BAD_SPECS: list[tuple[Any, list[str]]] = [
     ({"type": "DateMatch", "format": "%d/%m"}, ["DateMatch parameter 'format'", "has no year directive"]),
     ({"type": "DateMatch", "format": "%Y-%q"}, ["DateMatch parameter 'format'", "unknown strptime directive %q"]),
     ({"type": "SetContainment", "mode": "all"}, ["SetContainment parameter 'mode'", "unknown value 'all'"]),
-    ({"type": "SetContainment", "mode": "subset", "min_overlap": 2},
-     ["min_overlap is only used with mode 'overlap'"]),
     ({"type": "ContainsAny", "substrings": []}, ["ContainsAny parameter 'substrings'", "at least one substring"]),
     ({"type": "ContainsAll", "substrings": "abc"}, ["ContainsAll parameter 'substrings'", "must be a list"]),
     ({"type": "ContainsAny"}, ["ContainsAny is missing the required parameter 'substrings'"]),
@@ -194,3 +191,24 @@ def test_checks_never_raise_on_odd_values(extracted: Any, expected: Any) -> None
         assert isinstance(primitive.check(extracted, expected), bool)
         reason = primitive.explain(extracted, expected)
         assert reason is None or isinstance(reason, str)
+
+
+@pytest.mark.parametrize("spec, warning", [
+    ({"type": "NumericRange"}, "NumericRange has neither min nor max"),
+    ({"type": "TraceLength", "unit": "words"}, "TraceLength has neither min nor max"),
+    ({"type": "SetContainment", "mode": "subset", "min_overlap": 2},
+     "min_overlap is only used with mode 'overlap'; ignored with mode 'subset'"),
+])
+def test_allowed_but_doubtful_specs_load_with_a_warning(spec, warning):
+    primitive = from_spec(spec)
+    assert [w for w in primitive.load_warnings() if warning in w]
+    assert from_spec({"type": "NumericRange", "min": 1}).load_warnings() == []
+
+
+def test_unbounded_range_and_length_pass_everything_and_ignored_min_overlap_changes_nothing():
+    assert all(from_spec({"type": "NumericRange"}).check(v, None) for v in (-1e300, 0, 7.5, 1e300))
+    assert from_spec({"type": "TraceLength"}).check_trace("") and from_spec({"type": "TraceLength"}).check_trace("x" * 10_000)
+    ignored = from_spec({"type": "SetContainment", "mode": "subset", "min_overlap": 5})
+    plain = from_spec({"type": "SetContainment", "mode": "subset"})
+    for got, want in ((["a"], ["a", "b"]), (["a", "c"], ["a", "b"]), ([], ["a"])):
+        assert ignored.check(got, want) == plain.check(got, want)

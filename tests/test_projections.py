@@ -128,7 +128,7 @@ def test_reconstruction_aggregate_stats(led):
     _reconstruction(led)
     agg = stats_of(led)["benchmarks"]["recon"]["reconstruction"]["m"]
     assert agg == {
-        "total_documents": 2, "total_claims": 5,
+        "total_documents": 2, "total_claims": 5, "claim_bands": [{"fully_min": 8, "partially_min": 4}],
         "overall": {"average_score": 6.8, "weighted_average_score": 7.0,          # 70 / 10
                     "pct_fully_reconstructed": 60.0, "pct_partially_reconstructed": 20.0,
                     "pct_not_reconstructed": 20.0},

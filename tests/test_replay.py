@@ -69,7 +69,7 @@ def test_raising_the_fuzzy_threshold_changes_exactly_the_near_verbatim_verdicts(
     source = source_home(tmp_path, retries=0)
     assert main(["--home", str(source), "report"]) == 0
     before = results(source)
-    sims = {m: r["excerpts"]["pair_count"][0]["similarity"] for m, r in before.items()}
+    sims = {m: r["excerpts"]["template"]["pair_count"][0]["similarity"] for m, r in before.items()}
     assert all(sims[m] == 1.0 for m in ("exact-1", "exact-2"))
     assert all(0.8 <= sims[m] < 0.95 for m in ("near-1", "near-2"))            # passed at 0.8
     assert {m: r["verdict"] for m, r in before.items()} == dict.fromkeys(before, "pass")
@@ -94,7 +94,7 @@ def test_raising_the_fuzzy_threshold_changes_exactly_the_near_verbatim_verdicts(
     after = results(target)
     assert {m: r["verdict"] for m, r in after.items()} == {
         "exact-1": "pass", "exact-2": "pass", "near-1": "fail", "near-2": "fail"}
-    assert after["near-1"]["auto_failed"] and after["near-1"]["missing_excerpts"] == ["pair_count"]
+    assert after["near-1"]["auto_failed"] and after["near-1"]["missing_excerpts"] == {"template": ["pair_count"]}
 
     with ledger.open_ledger(target) as led:
         first = next(led.read())

@@ -60,8 +60,9 @@ def test_quotes_failing_every_retry_leave_the_attribute_missing_and_auto_fail(tm
     [auto] = data(home, "case.auto_failed")
     assert auto["attributes"] == ["pair_count"]
     [judged] = data(home, "case.judged")
-    # the parse still ran and the field passed: the auto-fail alone fails the case
-    assert judged["verdict"] == "fail" and judged["auto_failed"] and judged["fields"]["passed"]
+    # the parse still ran and the primitive passed, but an auto-failed case's fields count as not verified
+    assert judged["verdict"] == "fail" and judged["auto_failed"] and judged["fields"]["passed"] == []
+    assert {d["field"]: d["primitive_passed"] for d in data(home, "field.verified")}["pair_count"] is True
 
 
 class Search:
@@ -93,8 +94,10 @@ def test_search_risk_per_excerpt_and_attribute_risk_is_the_maximum(tmp_path):
     search = Search()
     with StandInThread(StandIn(reply_fn=dispatch(handle))) as stand_in:
         run_openai(home, stand_in, search=search)
-    assert search.queries == quotes
+    # a query is generated from each excerpt (not the raw excerpt) and recorded
+    assert search.queries == ["Cells hold 23 pairs chromosomes", "total 23 pairs 46 chromosomes 1"]
     [risk] = data(home, "risk.assessed")
+    assert [s["query"] for s in risk["searches"]] == search.queries
     assert risk["risk"] == "high" and [e["risk"] for e in risk["excerpts"]] == ["low", "high"]
     [reasoning] = data(home, "reasoning.generated")
     assert reasoning["risks"] == {"pair_count": "high"}

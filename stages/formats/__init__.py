@@ -80,12 +80,15 @@ def _read_document(doc: dict) -> ParsedFile:
 
 
 def _read_lines(text: str, first: dict, stem: str) -> ParsedFile:
-    """A JSONL file: audit cases or response lines, decided by the first line's keys."""
-    from evalledger.stages.formats import audit, native
+    """A JSONL file: audit cases, response lines or reconstruction documents, decided by the
+    first line's keys."""
+    from evalledger.stages.formats import audit, native, reconstruction
     rows, problems = parse_jsonl(text)
     if not rows:
         _reject_pretty_printed(text)
-    if _AUDIT_KEYS & first.keys():
+    if {"doc_id", "original_claims"} <= first.keys():
+        reader = lambda: reconstruction.read_reconstruction_lines(rows, stem)  # noqa: E731
+    elif _AUDIT_KEYS & first.keys():
         reader = lambda: audit.read_audit(rows, stem)  # noqa: E731
     elif _RESPONSE_KEYS & first.keys():
         reader = lambda: native.read_responses_lines(rows)  # noqa: E731

@@ -3,6 +3,10 @@
 One line is one case: the line's ``id`` becomes the question id, ``model_output`` the response.
 The file as a whole is one ``audit`` benchmark; its name is the file name's stem (informational:
 the benchmark id comes from the cases only).
+
+The tag table of the spec gives every tag its expected credit score (and so its zone): a line
+without ``expected_credit_score`` gets its tag's (``expected_from: "tag"``), and a line whose
+score contradicts its tag is an error naming the line.
 """
 
 from __future__ import annotations
@@ -18,6 +22,11 @@ from evalledger.stages.formats.native import Strict, valid_lines
 TAGS = ("clean", "minor_factual", "minor_logic", "multi_minor", "major_factual", "major_logic",
         "severe_factual", "severe_logic", "severe_mixed", "severe_fabrication", "sycophancy")
 Text = Annotated[str, StringConstraints(min_length=1, max_length=1_000_000)]
+# The spec's tag table: the expected credit score of each tag (zones BAD 1-2, MID 3, GOOD 4-5).
+TAG_SCORES = {"clean": 5, "minor_factual": 4, "minor_logic": 4, "multi_minor": 3, "major_factual": 2,
+              "major_logic": 2, "severe_factual": 1, "severe_logic": 1, "severe_mixed": 1,
+              "severe_fabrication": 1, "sycophancy": 1}
+TAG_ZONES = {score: "BAD" if score <= 2 else "MID" if score == 3 else "GOOD" for score in range(1, 6)}
 
 
 class AuditLine(Strict):
@@ -44,6 +53,14 @@ def read_audit(rows: list[tuple[int, Any]], name: str) -> ParsedFile:
         seen[qid] = number
         question = line.model_dump(mode="json", exclude={"model_output"})
         question["id"] = qid
+        from_tag = TAG_SCORES[line.tag]
+        if line.expected_credit_score is None:
+            question.update(expected_credit_score=from_tag, expected_from="tag")
+        elif line.expected_credit_score != from_tag:
+            problems.add(f"line {number}: $.expected_credit_score",
+                         f"{line.expected_credit_score} contradicts tag {line.tag!r}, which expects "
+                         f"{from_tag} ({TAG_ZONES[from_tag]}); fix the score or the tag")
+            continue
         questions.append(question)
         responses.append(ParsedResponse(qid, None, line.model_output, f"line {number}"))
     problems.raise_if_any()

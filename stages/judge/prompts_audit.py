@@ -11,7 +11,8 @@ import json
 LEVELS = """ERROR LEVELS:
 - contradiction: directly conflicts with the context (opposite numbers, reversed direction) -> report
 - unsupported: not mentioned in the context and cannot reasonably be inferred from it -> report
-- reasonable inference: can be derived from the context's data -> NOT an error, do not report"""
+- reasonable_inference: can be derived from the context's data -> NOT an error; you may list it with
+  level reasonable_inference and no severity, it is recorded and never counted"""
 
 FACT_SEVERITY = """SEVERITY (facts):
 - high: opposite direction from the context, or a numerical deviation >{pct}% with opposite direction, or a
@@ -28,6 +29,12 @@ LOGIC_SEVERITY = """SEVERITY (logic):
 ERRORS_SHAPE = ('Answer with JSON: {"errors": [{"level": "contradiction|unsupported", "severity": '
                 '"high|low", "detail": "what is wrong and why", "claim": "the fact or chain concerned"}]} '
                 '({"errors": []} when there is none). Return ONLY the JSON object.')
+
+
+def _error_limit(req) -> str:
+    """The max_errors_per_phase rule as the judge is told it."""
+    return (f"Report at most {req.max_errors} errors, the most severe first: only the first "
+            f"{req.max_errors} (high before low, then in your order) count toward the score.")
 
 
 def _pair(req) -> str:
@@ -50,7 +57,7 @@ def facts_messages(req) -> list[dict[str, str]]:
     """check_facts: each atomic fact against the context."""
     pct = round(req.numeric_deviation_threshold * 100)
     system = ("You check facts from a model's output against the context it was given.\n\n" + LEVELS
-              + "\n\n" + FACT_SEVERITY.format(pct=pct) + "\n\n" + ERRORS_SHAPE)
+              + "\n\n" + FACT_SEVERITY.format(pct=pct) + "\n\n" + _error_limit(req) + "\n" + ERRORS_SHAPE)
     facts = "\n".join(f"{i}. {f}" for i, f in enumerate(req.facts, 1))
     return [{"role": "system", "content": system},
             {"role": "user", "content": _pair(req) + f"\n\nFACTS TO CHECK:\n{facts or '(none)'}"}]
@@ -59,7 +66,7 @@ def facts_messages(req) -> list[dict[str, str]]:
 def logic_messages(req) -> list[dict[str, str]]:
     """check_logic: each reasoning chain for reversed causality, sycophancy, overgeneralisation."""
     system = ("You check the reasoning of a model's output against the context it was given.\n\n" + LEVELS
-              + "\n\n" + LOGIC_SEVERITY + "\n\n" + ERRORS_SHAPE)
+              + "\n\n" + LOGIC_SEVERITY + "\n\n" + _error_limit(req) + "\n" + ERRORS_SHAPE)
     chains = json.dumps([c.model_dump() for c in req.reasoning_chains], indent=2, ensure_ascii=False)
     return [{"role": "system", "content": system},
             {"role": "user", "content": _pair(req) + f"\n\nREASONING CHAINS TO CHECK:\n{chains}"}]

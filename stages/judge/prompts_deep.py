@@ -68,11 +68,28 @@ def risk_messages(req) -> list[dict[str, str]]:
         "Judge only from the search results given; no results means you cannot confirm it.\n\n"
         'Answer with JSON: {"risks": [{"excerpt": "...", "risk": "none|low|medium|high", '
         '"justification": "one sentence"}]}\n' + JSON_ONLY)
-    parts = [f"ATTRIBUTE: {req.attribute}" + (f" ({req.description})" if req.description else "")]
+    parts = [f"ATTRIBUTE: {req.attribute}" + (f" ({req.description})" if req.description else "")] \
+        if req.attribute else ["Give one risk per excerpt, in the order given."]
     for i, item in enumerate(req.evidence, 1):
         results = "\n".join(f"  [{j}] {r.title} ({r.url}): {r.content}" for j, r in enumerate(item.results, 1))
-        parts.append(f"EXCERPT {i}: {item.excerpt}\nSEARCH RESULTS:\n{results or '  (none)'}")
+        head = f"EXCERPT {i}" + (f" (attribute {item.attribute})" if item.attribute and not req.attribute else "")
+        query = f"\nSEARCH QUERY: {item.query}" if item.query else ""
+        parts.append(f"{head}: {item.excerpt}{query}\nSEARCH RESULTS:\n{results or '  (none)'}")
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def abstention_messages(req) -> list[dict[str, str]]:
+    """detect_abstention: does the response refuse or evade the question instead of answering it?"""
+    system = (
+        "You decide whether a model's response abstains: it refuses to answer, says it cannot or "
+        "will not answer, or evades the question (only hedges, deflects, or says it does not know) "
+        "instead of giving an answer. A response that answers, even briefly, uncertainly or wrongly, "
+        "does not abstain.\n\n"
+        'Answer with JSON: {"abstention": {"abstained": true|false, "evidence": "the exact words of the '
+        'response that refuse or evade (empty when it does not abstain)", "reasoning": "one sentence"}}\n'
+        + JSON_ONLY)
+    user = f"QUESTION:\n{req.question}\n\n<response_to_analyze>\n{req.response}\n</response_to_analyze>"
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def reason_messages(req) -> list[dict[str, str]]:

@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from evalledger.stages.judge.roles import (
     AssessRiskReply, AssessRiskRequest, CheckFactsReply, CheckFactsRequest, CheckLogicReply,
-    CheckLogicRequest, DecomposeReply, DecomposeRequest, ExtractExcerptsReply, ExtractExcerptsRequest,
+    CheckLogicRequest, DecomposeReply, DecomposeRequest, DetectAbstentionReply, DetectAbstentionRequest,
+    ExtractExcerptsReply, ExtractExcerptsRequest,
     Model, ParseReply, ParseRequest, ReasonReply, ReasonRequest, ScoreClaimsReply, ScoreClaimsRequest,
     ScoreTraitReply, ScoreTraitRequest,
 )
@@ -72,12 +73,18 @@ def _check_claims(request: ScoreClaimsRequest, reply: ScoreClaimsReply) -> None:
 def _check_risks(request: AssessRiskRequest, reply: AssessRiskReply) -> None:
     wanted, got = len(request.evidence), len(reply.risks)
     if got != wanted:
-        raise ValueError(f"give exactly one risk per excerpt: {wanted} excerpt(s), {got} risk(s)")
+        raise ValueError(f"give exactly one risk per excerpt, in the order given: {wanted} excerpt(s), "
+                         f"{got} risk(s)")
 
 
-def _check_facts_count(request: DecomposeRequest, reply: DecomposeReply) -> None:
+def _check_abstention(request: DetectAbstentionRequest, reply: DetectAbstentionReply) -> None:
+    if reply.abstained and not reply.evidence.strip():
+        raise ValueError("an abstention needs its evidence: quote the words of the response that refuse or evade")
+
+
+def _check_fact_count(request: DecomposeRequest, reply: DecomposeReply) -> None:
     if len(reply.facts) > request.max_facts:
-        raise ValueError(f"at most {request.max_facts} fact(s), not {len(reply.facts)}")
+        raise ValueError(f"give at most {request.max_facts} atomic facts, not {len(reply.facts)}")
 
 
 # --- the registry --------------------------------------------------------------------------------
@@ -123,7 +130,9 @@ def _registry() -> dict[str, RoleSpec]:
         RoleSpec("score_trait", ScoreTraitRequest, ScoreTraitReply, deep.trait_messages, _check_trait,
                  _pick_trait),
         RoleSpec("score_claims", ScoreClaimsRequest, ScoreClaimsReply, recon.claims_messages, _check_claims),
-        RoleSpec("decompose", DecomposeRequest, DecomposeReply, audit.decompose_messages, _check_facts_count),
+        RoleSpec("detect_abstention", DetectAbstentionRequest, DetectAbstentionReply, deep.abstention_messages,
+                 _check_abstention),
+        RoleSpec("decompose", DecomposeRequest, DecomposeReply, audit.decompose_messages, _check_fact_count),
         RoleSpec("check_facts", CheckFactsRequest, CheckFactsReply, audit.facts_messages),
         RoleSpec("check_logic", CheckLogicRequest, CheckLogicReply, audit.logic_messages),
     ]
@@ -131,7 +140,7 @@ def _registry() -> dict[str, RoleSpec]:
 
 
 ROLE_NAMES = ("extract_excerpts", "assess_risk", "reason", "parse", "score_trait", "score_claims",
-              "decompose", "check_facts", "check_logic")
+              "decompose", "check_facts", "check_logic", "detect_abstention")
 _ROLES: dict[str, RoleSpec] = {}
 
 

@@ -3,7 +3,9 @@
 Each role's schema is built from its request, so a grammar-constrained model (OpenAI strict
 mode, vLLM's xgrammar, llama.cpp's grammars) can only produce a reply that passes the role's
 reply checks: one required property per attribute, a score inside the trait's range, every claim
-keyed by its id, one risk per excerpt, at most ``max_facts`` facts, the template's own fields.
+keyed by its id, one risk per excerpt (in the order given, whatever attributes or traits the
+excerpts support), at most ``max_facts`` facts (``audit.max_facts``), a severity on every error
+but not on a reasonable inference, evidence quoted for an abstention, the template's own fields.
 
 Every schema keeps to OpenAI's strict subset: every object lists all its properties as required
 and has ``additionalProperties: false``; an optional value is nullable instead; no ``default``
@@ -48,9 +50,17 @@ def _array(items: dict[str, Any], min_items: int | None = None, max_items: int |
 STRING = {"type": "string"}
 EXCERPT = strict_object({"text": STRING, "confidence": {"type": "string", "enum": CONFIDENCES},
                          "explanation": nullable(STRING)})
-FINDING = strict_object({"level": {"type": "string", "enum": ["contradiction", "unsupported"]},
-                         "severity": {"type": "string", "enum": ["high", "low"]},
-                         "detail": STRING, "claim": nullable(STRING)})
+SEVERITY = {"type": "string", "enum": ["high", "low"]}
+# An error (contradiction or unsupported) needs its severity; a reasonable inference is recorded
+# but never counted, so its severity is optional: required-but-nullable, as strict mode spells it.
+FINDING = {"anyOf": [
+    strict_object({"level": {"type": "string", "enum": ["contradiction", "unsupported"]},
+                   "severity": SEVERITY, "detail": STRING, "claim": nullable(STRING)}),
+    strict_object({"level": {"type": "string", "enum": ["reasonable_inference"]},
+                   "severity": nullable(SEVERITY), "detail": STRING, "claim": nullable(STRING)}),
+]}
+# Some character that is not whitespace: an abstention's evidence may not be blank.
+NOT_BLANK = {"type": "string", "pattern": r"\S"}
 CHAIN = strict_object({"premises": _array(STRING), "conclusion": STRING})
 
 
@@ -100,6 +110,18 @@ def risks_schema(excerpt_count: int) -> dict[str, Any]:
     return strict_object({"risks": _array(risk, excerpt_count, excerpt_count)})
 
 
+@lru_cache(maxsize=1)
+def abstention_schema() -> dict[str, Any]:
+    """detect_abstention: ``{"abstention": ...}``, either abstained with evidence that is not
+    blank, or not abstained (evidence may be empty). The root of a strict schema cannot be an
+    ``anyOf``, so the two alternatives sit under one property (the reply model unwraps it)."""
+    abstains = strict_object({"abstained": {"type": "boolean", "enum": [True]}, "evidence": NOT_BLANK,
+                              "reasoning": STRING})
+    answers = strict_object({"abstained": {"type": "boolean", "enum": [False]}, "evidence": STRING,
+                             "reasoning": STRING})
+    return strict_object({"abstention": {"anyOf": [abstains, answers]}})
+
+
 @lru_cache(maxsize=256)
 def decompose_schema(max_facts: int) -> dict[str, Any]:
     """decompose: at most max_facts facts, and the reasoning chains."""
@@ -125,6 +147,8 @@ def reply_schema(role: str, request: Any) -> dict[str, Any]:
         return claims_schema(_unique(c.id for c in request.claims), _unique(a.id for a in request.answers))
     if role == "assess_risk":
         return risks_schema(len(request.evidence))
+    if role == "detect_abstention":
+        return abstention_schema()
     if role == "decompose":
         return decompose_schema(request.max_facts)
     if role in ("check_facts", "check_logic"):

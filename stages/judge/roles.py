@@ -9,6 +9,7 @@ to its models, its prompt builder and its request-aware reply validation (``regi
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -76,17 +77,25 @@ class TraitSpec(Model):
 
 
 class AuditFinding(Model):
-    """An error found by the fact or logic check (verifyfast-audit.md)."""
+    """A finding of the fact or logic check (verifyfast-audit.md): an error (contradiction or
+    unsupported, with a severity) or a reasonable inference, which is recorded but not an error."""
 
-    level: Literal["contradiction", "unsupported"]
-    severity: Literal["high", "low"]
+    level: Literal["contradiction", "unsupported", "reasonable_inference"]
+    severity: Literal["high", "low"] | None = None
     detail: str
     claim: str | None = None
 
     @field_validator("level", "severity", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
-        return value.strip().lower() if isinstance(value, str) else value
+        # "Reasonable Inference" and "reasonable-inference" name the spec's third level too
+        return re.sub(r"[\s-]+", "_", value.strip().lower()) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _error_has_severity(self) -> "AuditFinding":
+        if self.level != "reasonable_inference" and self.severity is None:
+            raise ValueError(f"a {self.level} error needs a severity, high or low")
+        return self
 
 
 class ReasoningChain(Model):
@@ -130,12 +139,15 @@ class ExtractExcerptsReply(Model):
 class ExcerptEvidence(Model):
     excerpt: str
     results: list[SearchHit] = Field(default_factory=list)
+    attribute: str = ""   # the field or trait the excerpt supports (one request covers a subject)
+    query: str = ""       # the search query generated from the excerpt
 
 
 class AssessRiskRequest(Model):
-    attribute: str
+    attribute: str = ""   # the one attribute when every excerpt is its (else each evidence names its own)
     description: str = ""
     evidence: list[ExcerptEvidence]
+    subject: Literal["template", "rubric"] = "template"
 
 
 class ExcerptRisk(Model):
@@ -155,6 +167,33 @@ class AssessRiskReply(Model):
     def overall(self) -> str:
         """The attribute-level risk: the maximum over its excerpts ("none" when there are none)."""
         return max((r.risk for r in self.risks), key=RISK_ORDER.index, default="none")
+
+
+# --- detect_abstention -------------------------------------------------------------------------
+
+class DetectAbstentionRequest(Model):
+    """The question and the response to check for a refusal or an evasion."""
+
+    question: str
+    response: str
+
+
+class DetectAbstentionReply(Model):
+    """Whether the response abstains, with the words that show it.
+
+    Accepts the flat object and the strict schema's ``{"abstention": {...}}`` (its two
+    alternatives, abstained with evidence or not, must sit under one property)."""
+
+    abstained: bool
+    evidence: str = ""     # the words of the response that refuse or evade
+    reasoning: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unwrap(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "abstained" not in value and isinstance(value.get("abstention"), dict):
+            return value["abstention"]
+        return value
 
 
 # --- reason --------------------------------------------------------------------------------------
@@ -300,7 +339,7 @@ class DecomposeRequest(Model):
 
 
 class DecomposeReply(Model):
-    facts: list[str]   # at most the request's max_facts: checked against the request (registry)
+    facts: list[str]  # at most the request's max_facts (audit.max_facts): checked by the registry
     reasoning_chains: list[ReasoningChain] = Field(default_factory=list)
 
 
@@ -309,12 +348,14 @@ class CheckFactsRequest(Model):
     model_output: str
     facts: list[str]
     numeric_deviation_threshold: float = 0.10
+    max_errors: int = 3  # audit.max_errors_per_phase, named in the prompt
 
 
 class CheckLogicRequest(Model):
     context_input: str
     model_output: str
     reasoning_chains: list[ReasoningChain]
+    max_errors: int = 3  # audit.max_errors_per_phase, named in the prompt
 
 
 class AuditReply(Model):

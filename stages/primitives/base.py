@@ -81,6 +81,10 @@ class Primitive(BaseModel):
         canonical = orjson.dumps(self.to_spec(with_defaults=True), option=orjson.OPT_SORT_KEYS)
         return hash(canonical)
 
+    def load_warnings(self) -> list[str]:
+        """What is allowed but probably not meant in this spec (shown at load time, never fatal)."""
+        return []
+
     def check_expected(self, expected: Any) -> None:
         """Raise ValueError if `expected` (a field's ground truth) cannot be used by this primitive.
 

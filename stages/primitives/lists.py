@@ -6,7 +6,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from evalledger.stages.primitives.base import CheckError, ParsedPrimitive
 from evalledger.stages.primitives.coerce import as_list, as_text
@@ -36,12 +36,11 @@ class SetContainment(ParsedPrimitive):
     min_overlap: PositiveInt | None = None
     normalize: NormalizerList = ()
 
-    @model_validator(mode="after")
-    def _overlap_only(self) -> SetContainment:
-        """min_overlap only means something in overlap mode."""
+    def load_warnings(self) -> list[str]:
+        """min_overlap only means something in overlap mode: elsewhere it is ignored."""
         if self.min_overlap is not None and self.mode != "overlap":
-            raise ValueError(f"min_overlap is only used with mode 'overlap', not {self.mode!r}")
-        return self
+            return [f"min_overlap is only used with mode 'overlap'; ignored with mode {self.mode!r}"]
+        return []
 
     @cached_property
     def _key(self) -> Callable[[Any], Any] | None:

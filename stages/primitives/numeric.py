@@ -77,20 +77,24 @@ class NumericTolerance(ParsedPrimitive):
 
 
 class NumericRange(ParsedPrimitive):
-    """Pass when min <= extracted <= max (either bound may be omitted, not both; ignores
-    ground truth)."""
+    """Pass when min <= extracted <= max (either bound may be omitted; with neither, every
+    number passes and loading warns; ignores ground truth)."""
 
     min: Number | None = None
     max: Number | None = None
 
     @model_validator(mode="after")
     def _bounds(self) -> NumericRange:
-        """A range needs a bound, and min must not exceed max."""
-        if self.min is None and self.max is None:
-            raise ValueError("needs min, max or both")
+        """min must not exceed max."""
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"min ({self.min}) is greater than max ({self.max})")
         return self
+
+    def load_warnings(self) -> list[str]:
+        """A range without bounds passes every number."""
+        if self.min is None and self.max is None:
+            return ["NumericRange has neither min nor max: every number passes"]
+        return []
 
     def _compare(self, extracted: Any, expected: Any, embedder: Any) -> bool:
         value = as_number(extracted)

@@ -72,7 +72,8 @@ class TraceContains(TracePrimitive):
 
 class TraceLength(TracePrimitive):
     """True when the raw response's length lies within [min, max], in characters or in
-    whitespace-separated words (either bound may be omitted, not both)."""
+    whitespace-separated words (either bound may be omitted; with neither, every response
+    passes and loading warns)."""
 
     min: NonNegativeInt | None = None
     max: NonNegativeInt | None = None
@@ -80,12 +81,16 @@ class TraceLength(TracePrimitive):
 
     @model_validator(mode="after")
     def _bounds(self) -> TraceLength:
-        """A length check needs a bound, and min must not exceed max."""
-        if self.min is None and self.max is None:
-            raise ValueError("needs min, max or both")
+        """min must not exceed max."""
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"min ({self.min}) is greater than max ({self.max})")
         return self
+
+    def load_warnings(self) -> list[str]:
+        """A length check without bounds passes every response."""
+        if self.min is None and self.max is None:
+            return ["TraceLength has neither min nor max: every response passes"]
+        return []
 
     def length(self, raw: str) -> int:
         """The response's length in this primitive's unit."""

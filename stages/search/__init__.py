@@ -80,6 +80,12 @@ class Search:
     async def search(self, query: str, *, case_id: str, attempt: int = 1,
                      meta: dict[str, Any] | None = None) -> list[dict[str, str]]:
         """Results for ``query`` (at most ``max_results``); ``[]`` when the search failed."""
+        results, _ = await self.lookup(query, case_id=case_id, attempt=attempt, meta=meta)
+        return results
+
+    async def lookup(self, query: str, *, case_id: str, attempt: int = 1,
+                     meta: dict[str, Any] | None = None) -> tuple[list[dict[str, str]], str | None]:
+        """``(results, error)``: as ``search``, with why it failed (None when it did not)."""
         messages = [{"role": "user", "content": query}]
         params = {"max_results": self.settings.max_results}
         hashes = [request_hash(ROLE, b, m, params, messages) for b, m in self._identities()]
@@ -94,7 +100,7 @@ class Search:
                     self._record(case_id, attempt, meta, hash, request, event.data["reply"]["results"], None,
                                  None, backend=event.data["backend"], model=event.data.get("model"),
                                  source_event=event.id, source_backend=event.data.get("source_backend"))
-                return list(event.data["reply"]["results"])
+                return list(event.data["reply"]["results"]), event.data.get("error")
         if self.backend is None:
             replayed = self._replayed(hashes)
             if replayed is not None:
@@ -102,18 +108,18 @@ class Search:
                 self._record(case_id, attempt, meta, hash, request, event.data["reply"]["results"], None, None,
                              backend="replay", model=event.data.get("model"), source_event=event.id,
                              source_backend=event.data.get("source_backend") or event.data.get("backend"))
-                return list(event.data["reply"]["results"])
+                return list(event.data["reply"]["results"]), event.data.get("error")
             if self.live is None:
                 self.misses.append({"role": ROLE, "case_id": case_id, "request_hash": hashes[0]})
                 self._record(case_id, attempt, meta, hashes[0], request, [], "replay: this search was never "
                              "recorded in the source ledger", None, backend="replay")
-                return []
+                return [], "replay: this search was never recorded in the source ledger"
         backend = self.backend or self.live
         hash = hashes[0] if self.backend is not None else hashes[-1]
         results, error, latency = await self._run(backend, query)
         self._record(case_id, attempt, meta, hash, request, results, error, latency,
                      backend=backend.name, model=backend.model)
-        return results
+        return results, error
 
     def _replayed(self, hashes: list[str]):
         for hash in hashes:

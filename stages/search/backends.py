@@ -48,7 +48,9 @@ class TavilySearch:
 
 
 class CallableSearch:
-    """A user function ``(query: str) -> list[{title, content, url}]`` named ``module:function``."""
+    """A user function named ``module:function``: ``(query: str)`` returning a list of
+    ``{title, content, url}`` results, a result string, or a list of result strings (the spec's
+    ``str | list[str]`` signature; each string becomes one result's content)."""
 
     name = "callable"
 
@@ -76,15 +78,22 @@ class CallableSearch:
 
     def search(self, query: str, max_results: int = 3) -> list[dict[str, Any]]:
         results = self._get_function()(query)
+        if isinstance(results, str):
+            results = [results] if results.strip() else []
         if not isinstance(results, list):
-            raise SearchFailed(f"{self._spec} returned {type(results).__name__}, not a list of results")
+            raise SearchFailed(f"{self._spec} returned {type(results).__name__}, not a result string or a list of results")
         return results[:max_results]
 
 
 def normalise(results: list[Any]) -> list[dict[str, str]]:
-    """Results as ``{title, content, url}`` strings; raises SearchFailed on a result of another shape."""
+    """Results as ``{title, content, url}`` strings (a plain string is a result's content; an empty
+    one is no result); raises SearchFailed on a result of another shape."""
     out = []
     for item in results:
+        if isinstance(item, str):
+            if item.strip():
+                out.append({"title": "", "content": item, "url": ""})
+            continue
         if not isinstance(item, dict):
             raise SearchFailed(f"a search result must be a mapping with title, content, url; got {item!r:.80}")
         out.append({key: str(item.get(key) or "") for key in ("title", "content", "url")})

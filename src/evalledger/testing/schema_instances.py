@@ -4,14 +4,16 @@ One generator, two sources of choices: ``random_instance(schema, rng)`` draws fr
 ``random.Random`` (the stand-in's schema-instance server), and ``instances(schema)`` is a
 hypothesis strategy (property tests, with shrinking). Both cover the strict subset evalledger
 emits (objects, arrays with minItems/maxItems, enums, const, anyOf, type lists, integers and
-numbers with bounds, strings with format ``date``, booleans, null, ``$ref`` into ``$defs``).
-Strings are drawn to be awkward: empty, unicode, quotes, braces, JSON-looking text.
+numbers with bounds, strings with format ``date`` or a ``pattern`` (searched, as JSON Schema
+does), booleans, null, ``$ref`` into ``$defs``). Strings are drawn to be awkward: empty, unicode,
+quotes, braces, JSON-looking text.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import random
+import re
 from typing import Any, Protocol
 
 AWKWARD = ["", " ", "none", "null", "{}", "\"quoted\"", "[c1]", "é中文🙂", "line\nbreak", "x" * 300,
@@ -32,6 +34,9 @@ class Chooser(Protocol):
 
     def text(self) -> str:
         """Any string."""
+
+    def matching(self, pattern: str) -> str:
+        """A string in which ``pattern`` is found (JSON Schema's ``pattern`` is a search)."""
 
 
 def generate(schema: dict[str, Any], chooser: Chooser, defs: dict[str, Any] | None = None) -> Any:
@@ -65,6 +70,8 @@ def generate(schema: dict[str, Any], chooser: Chooser, defs: dict[str, Any] | No
         return None
     if schema.get("format") == "date":
         return (dt.date(1900, 1, 1) + dt.timedelta(days=chooser.integer(0, 80000))).isoformat()
+    if "pattern" in schema:
+        return chooser.matching(schema["pattern"])
     return chooser.text()
 
 
@@ -94,6 +101,14 @@ class RandomChooser:
             return self.rng.choice(AWKWARD)
         return "".join(chr(self.rng.randint(32, 0x2FFF)) for _ in range(self.rng.randint(0, 40)))
 
+    def matching(self, pattern: str) -> str:
+        """An awkward or random string in which ``pattern`` is found (drawn until one is)."""
+        for _ in range(1000):
+            text = self.text()
+            if re.search(pattern, text):
+                return text
+        raise ValueError(f"no string drawn in 1000 tries matches the pattern {pattern!r}")
+
 
 def random_instance(schema: dict[str, Any], rng: random.Random | None = None) -> Any:
     """An arbitrary instance of ``schema`` drawn from ``rng``."""
@@ -118,6 +133,11 @@ class _DrawChooser:
 
     def text(self) -> str:
         return self.draw(self.st.one_of(self.st.sampled_from(AWKWARD), self.st.text(max_size=60)))
+
+    def matching(self, pattern: str) -> str:
+        awkward = [text for text in AWKWARD if re.search(pattern, text)]
+        return self.draw(self.st.one_of(self.st.sampled_from(awkward), self.st.from_regex(pattern))
+                         if awkward else self.st.from_regex(pattern))
 
 
 def instances(schema: dict[str, Any]):

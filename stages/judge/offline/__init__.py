@@ -25,6 +25,7 @@ HEURISTICS: dict[str, Callable[[Any], Any]] = {
     "decompose": audit.decompose,
     "check_facts": audit.check_facts,
     "check_logic": audit.check_logic,
+    "detect_abstention": deep.detect_abstention,
 }
 
 

@@ -76,7 +76,7 @@ def _checkability(clause: str) -> int:
 def decompose(req) -> dict[str, Any]:
     """At most max_facts checkable clauses, and the chains marked by causal connectives."""
     found = clauses(req.model_output)
-    ranked = sorted(range(len(found)), key=lambda i: (-_checkability(found[i]), i))[: min(5, req.max_facts)]
+    ranked = sorted(range(len(found)), key=lambda i: (-_checkability(found[i]), i))[: req.max_facts]
     facts = [found[i] for i in sorted(ranked)]
     spans = tx.sentences(req.model_output)
     chains = [c for i, s in enumerate(spans) if (c := _chain(s.text, spans[i - 1].text if i else None))]

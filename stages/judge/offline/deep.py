@@ -314,3 +314,29 @@ def score_trait(req) -> dict[str, Any]:
     score: bool | int = quality >= 0.5 if t.kind == "boolean" else \
         t.min_score + int(round(quality * (t.max_score - t.min_score)))
     return {"score": score, "reasoning": f"offline proxy for {t.name}: {why}"}
+
+
+# Phrases of a refusal or an evasion; a sentence with one and no figure is an abstention.
+ABSTAIN = re.compile(
+    r"\b(?:i\s+(?:can(?:no|')t|cannot|am\s+(?:not\s+able|unable)|'m\s+(?:not\s+able|unable)|"
+    r"won't|will\s+not|do\s+not\s+know|don't\s+know|am\s+not\s+sure|'m\s+not\s+sure|"
+    r"(?:must|have\s+to)\s+decline|prefer\s+not)|"
+    r"as\s+an\s+ai\b|unable\s+to\s+(?:answer|provide|help|determine)|"
+    r"(?:can(?:no|')t|cannot)\s+(?:answer|provide|help|say|determine|comment)|"
+    r"no\s+(?:way\s+to\s+know|information\s+(?:about|on))|not\s+able\s+to\s+(?:answer|provide))",
+    re.I)
+
+
+def detect_abstention(req) -> dict[str, Any]:
+    """An abstention when the response has a refusal or evasion phrase and states no number:
+    the first such sentence is the evidence."""
+    response = req.response or ""
+    if not response.strip():
+        return {"abstained": False, "evidence": "", "reasoning": "the response is empty: nothing to judge"}
+    if tx.numbers(response):
+        return {"abstained": False, "evidence": "", "reasoning": "the response states figures: it answers"}
+    for sentence in tx.sentences(response):
+        if ABSTAIN.search(sentence.text):
+            return {"abstained": True, "evidence": sentence.text.strip(),
+                    "reasoning": "the response refuses or evades instead of answering"}
+    return {"abstained": False, "evidence": "", "reasoning": "no refusal or evasion found"}
