@@ -208,13 +208,17 @@ def test_matches_are_the_same_as_re_for_the_patterns_we_accept(pattern, text, fl
         ours = compile_benchmark_pattern(pattern, flags)
     except re.error:
         assume(False)
-    expected = re.compile(pattern, flag_value)
-    want = expected.search(text)
+    try:
+        expected = re.compile(pattern, flag_value)
+        want = expected.search(text)
+        want_all = [m.span() for m in expected.finditer(text)]
+    except SystemError:  # CPython's own re fails on some patterns ('span of capturing group is wrong'):
+        assume(False)    # there is no reference answer to compare with
     got = ours.search(text, timeout=5)
     assert (want is None) == (got is None)
     if want is not None:
         assert want.span() == got.span() and want.groups() == got.groups()
-    assert [m.span() for m in expected.finditer(text)] == [m.span() for m in ours.finditer(text, timeout=5)]
+    assert want_all == [m.span() for m in ours.finditer(text, timeout=5)]
 
 
 def test_a_running_daemon_judges_the_slow_patterns_keeps_ingesting_and_stops_on_the_first_sigterm(home, tmp_path):
