@@ -118,6 +118,9 @@ def render_status(report) -> list[str]:
         first = r["first_error"]
         why = f"{first['where']}: {first['reason']}" if first else ""
         lines.append(f"  {r['file']}  {r['errors']} error{'s' if r['errors'] != 1 else ''}  {why}")
+    for r in report.reconciled:
+        lines.append(f"reconciled: {_count(r['cases'], 'case')} of stage {r['stage']} had been passed over by its "
+                     f"tracking position (seq {r['tracking_position']}); run {r['run']} took them up (seq {r['seq']})")
     lines.append(f"ledger head: seq {report.head['seq']} {report.head['hash']}")
     return lines
 

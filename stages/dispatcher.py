@@ -11,7 +11,11 @@ the calls in flight). A handler's outputs are committed in ONE append together w
 tracking position; their ids are deterministic (``stages.casework``), so redoing a case after a
 crash appends nothing twice, and the port reuses every recorded judge reply, so nothing is paid
 twice. The tracking position only lets a scan start late; it is a low watermark (every case at or
-below it is finished), so correctness never depends on it.
+below it is finished), so correctness never depends on it: a case leaves the watermark's open set
+only once its commit has returned, so a run abandoned mid-append (a signal raised inside it) never
+moves the position past an unfinished case. And a full reconcile that ignores tracking runs at a
+process's first pass on a ledger and every ``RECONCILE_EVERY`` passes after it; a case it finds
+below a tracking position is recorded (``run.reconciled``, shown by ``status``) and run.
 
 A case whose handler raises gets ``stage.failed`` with the reason; every other case goes on.
 """
@@ -128,12 +132,19 @@ class _Pending:
     cases: list[tuple[Stage, Event, int]]   # (stage, case.opened, prior stage.failed count)
 
 
-def find_pending(led, retry_failed: bool = False, upto: int | None = None) -> _Pending:
-    """Every (stage, case.opened) whose stage output is not in the ledger, in seq order."""
+RECONCILE_EVERY = 20   # passes between full reconciles of a long-lived process (the watch daemon)
+
+
+def find_pending(led, retry_failed: bool = False, upto: int | None = None, full: bool = False) -> _Pending:
+    """Every (stage, case.opened) whose stage output is not in the ledger, in seq order.
+
+    A scan starts after each stage's tracking position; ``full`` (and ``retry_failed``) scan from
+    seq 1, so pending work is found whatever the tracking records say.
+    """
     upto = led.head().seq if upto is None else upto
     found: list[tuple[Stage, Event, int]] = []
     for stage in STAGES:
-        start = 1 if retry_failed else led.tracking_position(stage.tracking) + 1
+        start = 1 if (retry_failed or full) else led.tracking_position(stage.tracking) + 1
         if start > upto:
             continue
         done = {e.data.get("case_id") for e in led.read(from_seq=start, types=[stage.terminal])}
@@ -152,6 +163,17 @@ def find_pending(led, retry_failed: bool = False, upto: int | None = None) -> _P
     return _Pending(upto, found)
 
 
+def below_tracking(led, pending: _Pending) -> dict[str, list[Event]]:
+    """Per stage, the pending cases at or below the stage's tracking position (work a scan that
+    trusted tracking would never see again)."""
+    positions = {stage.name: led.tracking_position(stage.tracking) for stage in STAGES}
+    stuck: dict[str, list[Event]] = {}
+    for stage, opened, _ in pending.cases:
+        if opened.seq <= positions[stage.name]:
+            stuck.setdefault(stage.name, []).append(opened)
+    return stuck
+
+
 class _Watermarks:
     """Per stage, the highest seq below which every scanned case is finished."""
 
@@ -163,11 +185,21 @@ class _Watermarks:
             self.open[stage.name].add(opened.seq)
 
     def after(self, stage: Stage, seq: int) -> tuple[str, int] | None:
-        """The tracking record to commit with case ``seq``'s outputs (None when it would not advance)."""
-        self.open[stage.name].discard(seq)
+        """The tracking record to commit with case ``seq``'s outputs (None when it would not advance).
+
+        Changes nothing: the case stays open until ``committed`` says its append returned. Were it
+        dropped here, an append interrupted by a signal (the watch daemon raises ``Abandoned`` in
+        the middle of whatever runs) would leave it dropped, and the next case to commit would
+        carry the position past it: a case stuck for ever with its judge calls and no outcome.
+        """
         still = self.open[stage.name]
-        position = (min(still) - 1) if still else self.upto
+        lower = min((s for s in still if s != seq), default=None)
+        position = (lower - 1) if lower is not None else self.upto
         return (stage.tracking, position) if position > self.led.tracking_position(stage.tracking) else None
+
+    def committed(self, stage: Stage, seq: int) -> None:
+        """Case ``seq``'s outputs (or its ``stage.failed``) are in the ledger: it no longer holds the mark."""
+        self.open[stage.name].discard(seq)
 
     def settle(self) -> None:
         """Advance the stages that had nothing pending up to the scan's bound (cheap next time)."""
@@ -225,12 +257,16 @@ class _Run:
                                  meta={"run": self.id, "stage": "dispatcher",
                                        "config_hash": self.run_config.hash()}))
 
-    async def execute(self) -> RunSummary:
-        """Scan, process, scan again until a scan finds nothing; write run.started/completed."""
-        pending = find_pending(self.led, self.settings.retry_failed)
+    async def execute(self, full: bool = True) -> RunSummary:
+        """Scan, process, scan again until a scan finds nothing; write run.started/completed.
+
+        ``full``: the first scan ignores the tracking positions (a full reconcile).
+        """
+        pending = find_pending(self.led, self.settings.retry_failed, full=full)
         if not pending.cases:
             _Watermarks(self.led, pending).settle()
             return self.summary
+        stuck = below_tracking(self.led, pending) if full and not self.settings.retry_failed else {}
         if self.judge is None:
             self.judge = self._make_judge()
         self._append_run_event("run.started", {
@@ -238,6 +274,8 @@ class _Run:
             "configs": _configs_of(pending, self.settings.config_layer),
             "config_layer": self.settings.config_layer, "retry_failed": self.settings.retry_failed,
             "no_cache": self.settings.no_cache, "pending": len(pending.cases)})
+        if stuck:
+            self._record_reconciled(stuck)
         try:
             retry_failed = self.settings.retry_failed
             while pending.cases:
@@ -258,6 +296,24 @@ class _Run:
         if self.progress is not None:
             self.progress.finish(self.counters)
         return s
+
+    def _record_reconciled(self, stuck: dict[str, list[Event]]) -> None:
+        """Record the cases a full reconcile found below a tracking position, and lower it below them.
+
+        The position goes back first, so that should this run die too the cases are found by any
+        later scan, reconcile or not.
+        """
+        for stage in STAGES:
+            cases = stuck.get(stage.name)
+            if not cases:
+                continue
+            position = self.led.tracking_position(stage.tracking)
+            lowered = min(e.seq for e in cases) - 1
+            self.led.append(NewEvent(f"run:{self.id}", "run.reconciled", {
+                "run": self.id, "stage": stage.name, "tracking_position": position, "lowered_to": lowered,
+                "cases": [e.data.get("case_id") for e in cases]}, key=f"run.reconciled:{stage.name}",
+                meta={"run": self.id, "stage": "dispatcher", "config_hash": self.run_config.hash()}),
+                tracking=(stage.tracking, lowered))
 
     async def _process(self, pending: _Pending) -> None:
         """Run every pending case of one scan, concurrently, each committed on its own."""
@@ -289,6 +345,7 @@ class _Run:
                 # Without its terminal event the case would stay pending for ever.
                 raise RuntimeError(f"the {stage.name} stage produced no {stage.terminal} for this case")
             self.led.append(work.outputs, tracking=marks.after(stage, opened.seq))
+            marks.committed(stage, opened.seq)
             self.summary.judged += 1
         except Exception as exc:  # isolate the case: record why, let every other case go on
             reason = f"{type(exc).__name__}: {exc}"
@@ -301,6 +358,7 @@ class _Run:
                                            "stage_version": STAGE_VERSIONS[stage.name],
                                            "config_hash": config_hash}),
                             tracking=marks.after(stage, opened.seq))
+            marks.committed(stage, opened.seq)
             self.summary.failed += 1
             self.counters.failures += 1
             self.summary.failures.append({"case_id": case_id, "stage": stage.name, "reason": reason})
@@ -334,9 +392,14 @@ _LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
 
 
+def _ledger_name(led) -> str:
+    """What names one ledger in this process: its home, else its store's location."""
+    return str(getattr(led, "home", None) or getattr(led.recorder, "location", id(led)))
+
+
 def _process_lock(led) -> threading.Lock:
     """This process's lock for one ledger (by its home, else its store's location)."""
-    name = str(getattr(led, "home", None) or getattr(led.recorder, "location", id(led)))
+    name = _ledger_name(led)
     with _LOCKS_GUARD:
         return _LOCKS.setdefault(name, threading.Lock())
 
@@ -348,9 +411,21 @@ async def run_until_idle_async(led, settings: RunSettings | None = None, progres
         return RunSummary(busy=True)
     try:
         with _home_lock(led):
-            return await _Run(led, settings or RunSettings(), progress).execute()
+            full = _next_pass_is_full(led)
+            return await _Run(led, settings or RunSettings(), progress).execute(full)
     finally:
         lock.release()
+
+
+_PASSES: dict[str, int] = {}
+
+
+def _next_pass_is_full(led) -> bool:
+    """True for this process's first pass on ``led`` and every ``RECONCILE_EVERY``-th after it."""
+    name = _ledger_name(led)
+    count = _PASSES.get(name, 0)
+    _PASSES[name] = count + 1
+    return count % RECONCILE_EVERY == 0
 
 
 def run_until_idle(led, settings: RunSettings | None = None, progress=None) -> RunSummary:
