@@ -18,7 +18,8 @@ from evalledger.cli.progress import Progress
 def add_judge_options(p) -> None:
     """--judge, --model, --config, --set, --no-cache, --concurrency."""
     p.add_argument("--judge", choices=("offline", "openai", "replay"), default=None,
-                   help="judge backend (default: the config's judge_backend, else offline)")
+                   help="judge backend (default: the config's judge_backend, else offline); "
+                        "'replay' is refused here: use 'evalledger replay --into DIR'")
     p.add_argument("--model", default=None, help="judge model (openai: required unless OPENAI_MODEL is set)")
     p.add_argument("--config", dest="config_file", default=None, metavar="FILE",
                    help="a TOML or JSON file of VerificationConfig keys (wins over a benchmark's config)")
@@ -40,6 +41,15 @@ def run_settings(args, **flags) -> RunSettings:
     options = {"concurrency": args.concurrency} if args.concurrency else {}
     settings = RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model,
                            judge_options=options, no_cache=args.no_cache, **flags)
+    try:
+        backend = settings.judge_settings().backend
+    except (ConfigError, ValueError, JudgeError) as exc:
+        raise UsageError(str(exc)) from None
+    if backend == "replay":
+        # The replay judge answers from a source ledger; here the source would be the home itself,
+        # which has no answer for a case not yet judged: every pending case would fail for good.
+        raise UsageError("the replay judge re-runs a home into a NEW home: use "
+                         "'evalledger --home SOURCE replay --into DIR' (run and watch judge with offline or openai)")
     try:
         settings.check_judge()
     except (ConfigError, ValueError, JudgeError) as exc:   # no model, no key, a bad judge option

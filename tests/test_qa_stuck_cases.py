@@ -137,3 +137,18 @@ def _logged_since(log_path: Path, offset: int, needle: bytes) -> bool:
     with open(log_path, "rb") as fh:
         fh.seek(offset)
         return needle in fh.read()
+
+
+@pytest.mark.parametrize("how", [["run", "--judge", "replay"], ["run", "--set", "judge_backend=replay"],
+                                 ["watch", "--once", "--judge", "replay"]])
+def test_the_replay_judge_on_a_home_itself_is_a_usage_error_pointing_to_replay(home, run_cli, tmp_path, how):
+    (tmp_path / "bench.json").write_bytes(benchmark_file(1, questions=2))
+    assert run_cli("ingest", tmp_path / "bench.json", home=home).returncode == 0
+    with ledger.open_ledger(home, readonly=True) as led:
+        head = led.head()
+    done = run_cli(*how, home=home)
+    assert done.returncode == 2, done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "evalledger --home SOURCE replay --into DIR" in line
+    with ledger.open_ledger(home, readonly=True) as led:
+        assert led.head() == head, "nothing was written"
