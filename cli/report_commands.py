@@ -96,25 +96,31 @@ def cmd_replay(args) -> int:
     from evalledger.stages.config import ConfigError, run_layer
     from evalledger.stages.dispatcher import RunSettings, run_until_idle
     from evalledger.stages.judge import JudgeSettings, make_judge
-    from evalledger.projections.replay import live_calls, merge_misses, seed_replay, unrecorded_requests
+    from evalledger.projections.replay import (
+        NotThisReplay, live_calls, merge_misses, seed_replay, unrecorded_requests,
+    )
 
     try:
         layer = run_layer(None, args.sets)
     except ConfigError as exc:
         raise _usage(str(exc)) from None
     target = Path(args.into)
-    if target.exists() and any(target.iterdir()):
-        raise _usage(f"{target} is not empty; replay makes a new home")
     source_path = str(Path(home_of(args)).resolve())
     progress = None if args.quiet else Progress(sys.stderr)
     with open_existing(args) as source:
         live = _live_backend(source, args.live)
+        _check_target(target, source_path, layer, live)
         settings = JudgeSettings(backend="replay", replay_source=source_path, live=live)
         _check_live_judge(settings)          # before the new home exists: a refusal leaves nothing behind
         with ledger.open_ledger(target) as led:
-            origin, copied = seed_replay(source, led, source_path, layer, live)
+            resumed = led.head().seq > 0
+            try:
+                origin, copied = seed_replay(source, led, source_path, layer, live)
+            except NotThisReplay as exc:
+                raise _usage(f"{target}: {exc}") from None
             print(f"replay of seq {origin.data['source_head_seq']} {origin.data['source_head_hash']} "
-                  f"into {target}: {copied} input events copied")
+                  f"into {target}: " + ("carrying on the replay begun there; " if resumed else "")
+                  + f"{copied} input events copied")
             judge = make_judge(settings, led)
             try:
                 summary = run_until_idle(led, RunSettings(config_layer=layer, judge=judge), progress)
@@ -131,6 +137,28 @@ def cmd_replay(args) -> int:
     if missing:
         _print_unrecorded(missing, listing)
     return 1 if missing else 0
+
+
+def _check_target(target: Path, source_path: str, layer: dict, live: str | None) -> None:
+    """Refuse (usage error) a target that is neither new, nor empty, nor a home this replay began.
+
+    Checked on a read-only open, before anything is written: a refusal changes nothing there.
+    """
+    from evalledger.projections.replay import NotThisReplay, check_resumable
+    if not target.exists() or not any(target.iterdir()):
+        return
+    if not ledger.is_home(target):
+        raise _usage(f"{target} is not empty; replay makes a new home")
+    with ledger.open_ledger(target, readonly=True) as led:
+        if not led.head().seq:
+            from evalledger.ledger.api import HOME_FOLDERS
+            if any((target / name).is_dir() and any((target / name).iterdir()) for name in HOME_FOLDERS):
+                raise _usage(f"{target} is not empty; replay makes a new home")
+            return                           # interrupted before its first event: a new home still
+        try:
+            check_resumable(led, source_path, layer, live)
+        except NotThisReplay as exc:
+            raise _usage(f"{target}: {exc}") from None
 
 
 def _check_live_judge(settings) -> None:

@@ -24,19 +24,62 @@ COPIED_TYPES = ("file.received", "benchmark.registered", "benchmark.rejected", "
 _UNRECORDED = re.compile(r"no recorded answer for role '([^']+)', case (\S+), request hash ([0-9a-f]+)")
 
 
+class NotThisReplay(ValueError):
+    """The target has events, and they are not the beginning of this very replay."""
+
+
+def replay_origin(target):
+    """The target's ``replay.started`` when it is the target's first event, else None."""
+    first = next(target.read(to_seq=1), None)
+    return first if first is not None and first.type == "replay.started" else None
+
+
+def check_resumable(target, source_label: str, overrides: dict[str, Any], live: str | None):
+    """The origin of the replay begun in ``target`` that this one would carry on; None for an empty target.
+
+    A replay recognises itself by its first event: ``replay.started`` with the same source, the
+    same ``--set`` layer and the same ``--live``. Anything else raises NotThisReplay saying why.
+    """
+    if not target.head().seq:
+        return None
+    origin = replay_origin(target)
+    if origin is None:
+        raise NotThisReplay("it is a home with events that no replay began; replay makes a new home")
+    data = origin.data
+    wanted = {"source": ("the source", source_label), "overrides": ("the --set layer", overrides),
+              "live": ("--live", live)}
+    for key, (what, value) in wanted.items():
+        if data.get(key) != value:
+            raise NotThisReplay(f"it holds another replay ({what} there: {data.get(key)!r}; here: {value!r}); "
+                                "replay into a new folder")
+    return origin
+
+
 def seed_replay(source, target, source_label: str, overrides: dict[str, Any],
                 live: str | None) -> tuple[Any, int]:
-    """Append the origin event and copy the source's inputs into ``target``; (origin, copied count)."""
-    if target.head().seq:
-        raise ValueError("replay goes into an empty home; this one has events")
-    head = source.head()
-    [origin] = target.append(NewEvent(
-        f"replay:{head.hash[:16]}", "replay.started",
-        {"source": source_label, "source_head_seq": head.seq, "source_head_hash": head.hash,
-         "overrides": overrides, "live": live}, key="origin", meta={"stage": "replay"}))
+    """Append the origin event and copy the source's inputs into ``target``; (origin, copied count).
+
+    A target where this very replay began (``check_resumable``) is carried on: the copy goes on up
+    to the source head the replay began from (ids are deterministic, so nothing is copied twice),
+    provided the source still holds that head.
+    """
+    origin = check_resumable(target, source_label, overrides, live)
+    if origin is None:
+        head = source.head()
+        [origin] = target.append(NewEvent(
+            f"replay:{head.hash[:16]}", "replay.started",
+            {"source": source_label, "source_head_seq": head.seq, "source_head_hash": head.hash,
+             "overrides": overrides, "live": live}, key="origin", meta={"stage": "replay"}))
+    else:
+        head_seq, head_hash = origin.data["source_head_seq"], origin.data["source_head_hash"]
+        at = next(source.read(from_seq=head_seq, to_seq=head_seq), None) if head_seq else None
+        if head_seq and (at is None or at.hash != head_hash):
+            raise NotThisReplay(f"the source no longer holds the head this replay began from "
+                                f"(seq {head_seq} {head_hash}); replay into a new folder")
+    upto = origin.data["source_head_seq"]
     copied = 0
     batch: list[NewEvent] = []
-    for event in source.read(types=COPIED_TYPES, to_seq=head.seq):
+    for event in source.read(types=COPIED_TYPES, to_seq=upto):
         batch.append(NewEvent(event.stream, event.type, event.data, key=f"replay:{event.id}",
                               meta={"stage": "replay", "causation": origin.id, "source_event": event.id,
                                     "source_seq": event.seq}))
