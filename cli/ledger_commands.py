@@ -26,7 +26,27 @@ def open_existing(args, readonly: bool = False) -> ledger.Ledger:
 def _open_checked(path: str) -> ledger.Ledger:
     if not path.endswith((".jsonl", ".db")) and not ledger.is_home(path):
         raise ledger.LedgerError(f"{path}: no evalledger home here (run 'evalledger --home {path} init')")
+    refuse_read_only(path)
     return ledger.open_ledger(path)
+
+
+def refuse_read_only(path: str) -> None:
+    """Raise LedgerError, naming the reason, when the home (or ledger file's folder) cannot be written.
+
+    A writing command would otherwise fail deep inside SQLite ("unable to open database file").
+    Reading commands (status, log, export, history, verify) open read-only and work there.
+    """
+    import os
+    from pathlib import Path
+    where = Path(path) if Path(path).is_dir() else Path(path).parent
+    try:
+        read_only_mount = bool(os.statvfs(where).f_flag & os.ST_RDONLY)
+    except OSError:
+        return
+    if read_only_mount or not os.access(where, os.W_OK):
+        why = "on a read-only file system" if read_only_mount else "not writable by this user"
+        raise ledger.LedgerError(f"{path} is {why}: this command writes to the ledger, its read models or "
+                                 "reports/; status, log, export, history and verify read it as it is")
 
 
 def cmd_init(args) -> int:

@@ -50,7 +50,7 @@ def cmd_rebuild(args) -> int:
 
 
 def cmd_history(args) -> int:
-    with open_existing(args) as led:
+    with open_existing(args, readonly=True) as led:
         try:
             history = case_history(led, resolve_case(led, args.case))
         except CaseNotFound as exc:
