@@ -63,6 +63,9 @@ def cmd_ingest(args) -> int:
                 continue
             try:
                 result = ingest_path(led, path, from_inbox=from_inbox, max_bytes=args.max_bytes)
+            except ledger.DiskFull as exc:   # nothing of this file is in; the files above are as listed
+                print(f"stopped  {path.name}  not ingested: {exc}")
+                return 1
             except FileNotFoundError:
                 print(f"skipped  {path.name}  (gone before it could be read; another process took it)")
                 continue
@@ -75,7 +78,7 @@ def cmd_ingest(args) -> int:
     if not targets:
         where = ", ".join(args.files) if args.files else str(home / "inbox")
         print(f"nothing to ingest in {where}")
-    return 1 if unreadable or any(r.status == "rejected" for r in results) else 0
+    return 1 if unreadable or any(r.status == "rejected" or r.filing_error for r in results) else 0
 
 
 def _print_result(result: IngestResult) -> None:

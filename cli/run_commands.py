@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from evalledger.cli.ledger_commands import open_existing
+from evalledger.ledger import DiskFull
 from evalledger.stages.config import ConfigError, run_layer
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.judge import JudgeError
@@ -57,6 +58,14 @@ def run_settings(args, **flags) -> RunSettings:
     return settings
 
 
+def committed_account(led) -> str:
+    """What the ledger holds now, read back from it: the head and the cases by state."""
+    from evalledger.stages.intake_status import case_states
+    states = list(case_states(led).values())
+    return (f"Committed: every event up to seq {led.head().seq}; cases: {states.count('judged')} judged, "
+            f"{states.count('failed')} failed, {states.count('opened')} still pending (a rerun takes them up)")
+
+
 def register(sub) -> None:
     """Add the ``run`` command."""
     p = sub.add_parser("run", help="judge every pending case until idle, then exit",
@@ -78,6 +87,14 @@ def cmd_run(args) -> int:
             summary = run_until_idle(led, settings, progress)
         except (ConfigError, ValueError, JudgeError) as exc:   # a judge that cannot be set up
             raise UsageError(str(exc)) from None
+        except DiskFull as exc:
+            if progress is not None and progress.tty:
+                progress.stream.write("\n")   # off the progress bar's line
+            # The account is read back from the ledger after the run stopped: cases in flight
+            # when the disk filled may have committed after the append that failed.
+            print(f"evalledger run: stopped: the disk is full ({exc.reason}); nothing of the batch that hit it "
+                  f"was committed. {committed_account(led)}; free space and run the command again", file=sys.stderr)
+            return 1
     if summary.busy:
         print("another run is processing this ledger in this process; it will take these cases")
         return 0

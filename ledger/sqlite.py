@@ -20,7 +20,7 @@ from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.mirror import Mirror
 from evalledger.ledger.persistence import (
-    ConflictError, Head, LedgerError, Prepared, Recorder, chain_start, seal,
+    ConflictError, DiskFull, Head, LedgerError, Prepared, Recorder, chain_start, is_disk_full, seal,
 )
 from evalledger.ledger.sqlite_schema import COLUMNS, INSERT, SCHEMA, TRIGGERS, connect, row_event, row_line  # noqa: F401
 
@@ -52,7 +52,17 @@ class SQLiteRecorder(Recorder):
         self.mirror = Mirror(mirror_path, fsync=durability == "full") if mirror_path else None
         if self.mirror and not readonly:
             with self._write_lock():
-                self.mirror.recover(self)
+                try:
+                    self.mirror.recover(self)
+                except OSError as exc:
+                    if not is_disk_full(exc):
+                        raise
+                    head = self.head_seq_unlocked()
+                    self.close()
+                    raise DiskFull(f"{mirror_path}: the disk is full ({exc.strerror}): the mirror is behind "
+                                   f"{self.location} (which holds every event, up to seq {head}) and cannot "
+                                   "be completed; nothing is lost: free space and run the command again",
+                                   exc.strerror or str(exc)) from None
 
     def _write_lock(self):
         """Serialise writers of this home across threads and processes (the kernel drops it on death)."""
@@ -86,13 +96,18 @@ class SQLiteRecorder(Recorder):
     def _transaction(self, batch: list[Prepared], expected: dict[str, int], tracking: tuple[str, int] | None):
         """One BEGIN IMMEDIATE .. COMMIT holding the batch's new events (and the tracking record)."""
         conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.execute("BEGIN IMMEDIATE")
             result = self._insert(batch, expected)
             if tracking is not None:
                 conn.execute("INSERT INTO tracking (name, position) VALUES (?, ?) "
                              "ON CONFLICT(name) DO UPDATE SET position = excluded.position", tracking)
             conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if is_disk_full(exc):
+                raise self._full(exc) from None
+            self._rollback()
+            raise
         except BaseException:
             self._rollback()
             raise
@@ -102,7 +117,20 @@ class SQLiteRecorder(Recorder):
         if self.readonly:
             raise LedgerError(f"{self.path} is open read-only")
         if self.mirror and self.mirror.problem:
+            if self.mirror.disk_full:
+                raise DiskFull(self.mirror.problem, self.mirror.disk_full)
             raise LedgerError(f"appends are stopped until the mirror is looked at: {self.mirror.problem}")
+
+    def head_seq_unlocked(self) -> int:
+        """The last seq, for messages (no lock: a message may be one event stale)."""
+        return self._select_head().seq
+
+    def _full(self, exc: BaseException) -> DiskFull:
+        """The DiskFull to raise for a commit the disk refused: nothing of the batch is in."""
+        self._rollback()
+        return DiskFull(f"{self.location}: the disk is full ({exc}): nothing of this batch was committed; "
+                        f"the ledger holds every event up to seq {self.head_seq_unlocked()}; free space and run "
+                        "the command again", str(exc))
 
     def _forget(self) -> None:
         self._head = None
@@ -349,8 +377,13 @@ class SQLiteRecorder(Recorder):
     def set_tracking(self, name: str, position: int) -> None:
         self._check_writable()
         with self._write_lock():
-            self.conn.execute("INSERT INTO tracking (name, position) VALUES (?, ?) ON CONFLICT(name) "
-                              "DO UPDATE SET position = excluded.position", (name, position))
+            try:
+                self.conn.execute("INSERT INTO tracking (name, position) VALUES (?, ?) ON CONFLICT(name) "
+                                  "DO UPDATE SET position = excluded.position", (name, position))
+            except sqlite3.Error as exc:
+                if is_disk_full(exc):
+                    raise self._full(exc) from None
+                raise
 
     def close(self) -> None:
         with self._thread_lock:

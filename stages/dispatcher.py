@@ -34,7 +34,7 @@ from typing import Any, Awaitable, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evalledger.ledger import Event, NewEvent
+from evalledger.ledger import Event, LedgerError, NewEvent
 from evalledger.stages.audit import judge_audit
 from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
 from evalledger.stages.config import VerificationConfig, effective_config
@@ -347,6 +347,8 @@ class _Run:
             self.led.append(work.outputs, tracking=marks.after(stage, opened.seq))
             marks.committed(stage, opened.seq)
             self.summary.judged += 1
+        except LedgerError:
+            raise   # the store refused (a full disk): not this case's fault, so no stage.failed; it stays pending
         except Exception as exc:  # isolate the case: record why, let every other case go on
             reason = f"{type(exc).__name__}: {exc}"
             case_id = opened.data.get("case_id")

@@ -41,6 +41,7 @@ class IngestResult:
     untranslated: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     moved_to: Path | None = None
+    filing_error: str | None = None   # committed, but the move to processed/ or rejected/ failed
 
     @property
     def ok(self) -> bool:
@@ -57,6 +58,8 @@ class IngestResult:
             parts.append(f"{_count(self.cases_opened, 'new case')}")
         if self.errors:
             parts.append(_count(len(self.errors), "error"))
+        if self.filing_error:
+            parts.append(f"({self.filing_error})")
         return "  ".join(parts + self.notes)
 
     def error_lines(self) -> list[str]:
@@ -132,7 +135,13 @@ def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = Fals
     else:
         result = ingest_bytes(led, read.raw, name, sha=read.sha256)
     if led.home is not None:
-        result.moved_to = _file_away(led.home, path, result, from_inbox, read)
+        try:
+            result.moved_to = _file_away(led.home, path, result, from_inbox, read)
+        except OSError as exc:
+            # The events are committed: say so, and that filing it away is what is left to do.
+            where = "it stays in the inbox" if from_inbox else "processed/ has no copy yet"
+            result.filing_error = (f"its events are committed, but filing it away failed "
+                                   f"({exc.strerror or exc}): {where}; ingesting it again finishes that")
     return result
 
 
