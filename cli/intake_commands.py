@@ -122,8 +122,14 @@ def render_status(report) -> list[str]:
         why = f"{first['where']}: {first['reason']}" if first else ""
         lines.append(f"  {r['file']}  {r['errors']} error{'s' if r['errors'] != 1 else ''}  {why}")
     for r in report.reconciled:
-        lines.append(f"reconciled: {_count(r['cases'], 'case')} of stage {r['stage']} had been passed over by its "
-                     f"tracking position (seq {r['tracking_position']}); run {r['run']} took them up (seq {r['seq']})")
+        if r["cases"]:
+            lines.append(f"reconciled: {_count(r['cases'], 'case')} of stage {r['stage']} had been passed over by "
+                         f"its tracking position (seq {r['tracking_position']}); run {r['run']} took them up "
+                         f"(seq {r['seq']})")
+        else:
+            lines.append(f"reconciled: the tracking position of stage {r['stage']} (seq {r['tracking_position']}) "
+                         f"was past the ledger head; run {r['run']} set it back to seq {r['lowered_to']} "
+                         f"(seq {r['seq']})")
     lines.append(f"ledger head: seq {report.head['seq']} {report.head['hash']}")
     return lines
 

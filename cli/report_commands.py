@@ -39,7 +39,12 @@ def _built(led, paths: list[Path], verb: str) -> None:
 
 def cmd_report(args) -> int:
     with open_existing(args) as led:
-        _built(led, projections.refresh(led), "updated")
+        try:
+            paths = projections.refresh(led)
+        except projections.ReadModelsAltered as exc:
+            print(f"evalledger report: refused: {exc}", file=sys.stderr)
+            return 1
+        _built(led, paths, "updated")
     return 0
 
 

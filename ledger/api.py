@@ -148,6 +148,14 @@ class Ledger:
         mirror = rec.mirror
         if mirror and mirror.problem and report.ok:
             report.problems.append(Problem(0, mirror.path, mirror.problem))
+        records = rec.tracking_records()
+        head = rec.head().seq   # read after the records: a position committed meanwhile is within it
+        for name, position in records.items():
+            if position > head:   # a scan trusting it would skip every case after the head
+                report.problems.append(Problem(position, f"{rec.path} (table tracking)",
+                                               f"tracking record {name!r} is at seq {position}, past the head "
+                                               f"(seq {head}): forged, or copied from another ledger; "
+                                               "'evalledger run' sets it back"))
         missing = rec.missing_triggers()
         if missing:
             report.warnings.append(f"{rec.location}: the triggers that refuse UPDATE and DELETE are missing "

@@ -202,6 +202,10 @@ class Recorder(ABC):
     def set_tracking(self, name: str, position: int) -> None:
         """Record a tracking position on its own (stages use ``append(..., tracking=...)``)."""
 
+    def tracking_records(self) -> dict[str, int]:
+        """Every tracking record, name -> position (``verify`` checks none is past the head)."""
+        return {}
+
     def close(self) -> None:
         """Release files and connections."""
 

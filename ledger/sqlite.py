@@ -374,6 +374,13 @@ class SQLiteRecorder(Recorder):
                 return 0
         return row[0] if row else 0
 
+    def tracking_records(self) -> dict[str, int]:
+        with self._thread_lock:
+            try:
+                return dict(self.conn.execute("SELECT name, position FROM tracking ORDER BY name"))
+            except sqlite3.OperationalError:  # a read-only open of a store made before tracking existed
+                return {}
+
     def set_tracking(self, name: str, position: int) -> None:
         self._check_writable()
         with self._write_lock():

@@ -15,14 +15,19 @@ from pathlib import Path
 
 from evalledger.projections import catch_up as _update
 from evalledger.projections.reports import render_files, write_files
-from evalledger.projections.store import ReadModelStore, reports_dir
+from evalledger.projections.store import ReadModelsAltered, ReadModelStore, reports_dir
 from evalledger.projections.catch_up import FoldResult
 
 
 def update(led) -> FoldResult:
-    """Fold the events appended since the last update into the read models (no reports)."""
+    """Fold the events appended since the last update into the read models (no reports).
+
+    Raises ReadModelsAltered (before folding anything onto them) when the tables were changed
+    outside evalledger.
+    """
     store = ReadModelStore(led)
     try:
+        store.check_digest()
         return _update.update(led, store)
     finally:
         store.close()
@@ -34,6 +39,7 @@ def _fold_and_write(led, fresh: bool) -> list[Path]:
         if fresh:
             _update.rebuild(led, store)
         else:
+            store.check_digest()   # an update must not fold onto, and stamp, altered tables
             _update.update(led, store)
         return write_files(reports_dir(led), render_files(store))
     finally:
@@ -54,9 +60,10 @@ def render(led) -> dict[str, bytes]:
     """The report files the current read models render to (relative path -> bytes), written nowhere."""
     store = ReadModelStore(led)
     try:
+        store.check_digest()
         return render_files(store)
     finally:
         store.close()
 
 
-__all__ = ["FoldResult", "rebuild", "refresh", "render", "update"]
+__all__ = ["FoldResult", "ReadModelsAltered", "rebuild", "refresh", "render", "update"]

@@ -263,10 +263,11 @@ class _Run:
         ``full``: the first scan ignores the tracking positions (a full reconcile).
         """
         pending = find_pending(self.led, self.settings.retry_failed, full=full)
+        if full:
+            self._reconcile(pending)
         if not pending.cases:
             _Watermarks(self.led, pending).settle()
             return self.summary
-        stuck = below_tracking(self.led, pending) if full and not self.settings.retry_failed else {}
         if self.judge is None:
             self.judge = self._make_judge()
         self._append_run_event("run.started", {
@@ -274,8 +275,6 @@ class _Run:
             "configs": _configs_of(pending, self.settings.config_layer),
             "config_layer": self.settings.config_layer, "retry_failed": self.settings.retry_failed,
             "no_cache": self.settings.no_cache, "pending": len(pending.cases)})
-        if stuck:
-            self._record_reconciled(stuck)
         try:
             retry_failed = self.settings.retry_failed
             while pending.cases:
@@ -297,18 +296,21 @@ class _Run:
             self.progress.finish(self.counters)
         return s
 
-    def _record_reconciled(self, stuck: dict[str, list[Event]]) -> None:
-        """Record the cases a full reconcile found below a tracking position, and lower it below them.
+    def _reconcile(self, pending: _Pending) -> None:
+        """After a full scan: set back each tracking position that passed a pending case or the
+        head (forged, or written by an older evalledger), recording each as ``run.reconciled``.
 
-        The position goes back first, so that should this run die too the cases are found by any
-        later scan, reconcile or not.
+        The position goes back before any case runs, so that should this run die too, the cases
+        are found by any later scan, reconcile or not.
         """
+        # Under --retry-failed the scan also holds failed cases, which tracking rightly passed.
+        stuck = {} if self.settings.retry_failed else below_tracking(self.led, pending)
         for stage in STAGES:
-            cases = stuck.get(stage.name)
-            if not cases:
-                continue
+            cases = stuck.get(stage.name, [])
             position = self.led.tracking_position(stage.tracking)
-            lowered = min(e.seq for e in cases) - 1
+            if not cases and position <= pending.upto:
+                continue
+            lowered = min(e.seq for e in cases) - 1 if cases else pending.upto
             self.led.append(NewEvent(f"run:{self.id}", "run.reconciled", {
                 "run": self.id, "stage": stage.name, "tracking_position": position, "lowered_to": lowered,
                 "cases": [e.data.get("case_id") for e in cases]}, key=f"run.reconciled:{stage.name}",

@@ -93,7 +93,8 @@ def status(led: Ledger) -> Status:
                     "responses": e.data.get("count", 0), "seq": e.seq} for e in pending_responses(led)]
     out.rejected = _rejected_files(led)
     out.reconciled = [{"run": e.data["run"], "stage": e.data["stage"], "cases": len(e.data.get("cases") or []),
-                       "tracking_position": e.data["tracking_position"], "seq": e.seq}
+                       "tracking_position": e.data["tracking_position"], "lowered_to": e.data["lowered_to"],
+                       "seq": e.seq}
                       for e in led.read(types=["run.reconciled"], to_seq=head.seq)]
     return out
 
