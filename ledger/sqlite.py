@@ -375,6 +375,7 @@ class SQLiteRecorder(Recorder):
         return row[0] if row else 0
 
     def tracking_records(self) -> dict[str, int]:
+        """Every tracking record, name -> position (the whole ``tracking`` table)."""
         with self._thread_lock:
             try:
                 return dict(self.conn.execute("SELECT name, position FROM tracking ORDER BY name"))

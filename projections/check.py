@@ -55,8 +55,8 @@ def first_difference(stored: ReadModelStore, fresh: ReadModelStore) -> str | Non
                 return f"{table} row {key}={mine[0]!r}: stored, but no such row comes from the events"
             if mine is None or theirs[0] < mine[0]:
                 return f"{table} row {key}={theirs[0]!r}: comes from the events, but is not stored"
-            column = next(c for c, a, b in zip(columns, mine, theirs) if a != b)
-            a, b = dict(zip(columns, mine))[column], dict(zip(columns, theirs))[column]
+            column = next(c for c, a, b in zip(columns, mine, theirs, strict=True) if a != b)
+            a, b = dict(zip(columns, mine, strict=True))[column], dict(zip(columns, theirs, strict=True))[column]
             return (f"{table} row {key}={mine[0]!r}: column {column} is {_short(a)} in the stored read models, "
                     f"{_short(b)} folded from the events")
     return None

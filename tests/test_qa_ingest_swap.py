@@ -10,7 +10,6 @@ import hashlib
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from evalledger import ledger
 from evalledger.stages.intake import ingest_bytes, ingest_path

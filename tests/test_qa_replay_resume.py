@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest

@@ -113,7 +113,7 @@ def test_sigterm_at_random_points_leaves_no_case_stuck_and_a_restart_finishes_ea
         proc = start_watch(home, "--grace-seconds", "0", "--rescan-seconds", "1", "--log-format", "json",
                            log_path=log_path)
         if n % 3:
-            wait_for(lambda: _logged_since(log_path, offset, b'"event":"judging"'), 5.0, step=0.002)
+            wait_for(lambda at=offset: _logged_since(log_path, at, b'"event":"judging"'), 5.0, step=0.002)
             time.sleep(rng.uniform(0.0, 0.03))   # in the middle of the pass
         else:
             time.sleep(rng.uniform(0.2, 0.9))    # any moment: starting, ingesting, judging, idle

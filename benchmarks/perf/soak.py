@@ -169,6 +169,7 @@ def check(home: Path, dropped: list[tuple[str, bytes]]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Soak, check, print the figures; 0 when nothing was lost, repeated or stuck and verify passes."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=None, help="how long to soak (default 5)")
     parser.add_argument("--seconds", type=float, default=None, help="how long to soak, in seconds (CI sizes)")
