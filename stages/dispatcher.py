@@ -437,7 +437,8 @@ def run_until_idle(led, settings: RunSettings | None = None, progress=None) -> R
 
     Reentrant-safe: a call while another runs in this process returns at once with ``busy``;
     across processes, runs on one home take turns (a lock file beside the ledger). Cheap when
-    nothing is pending: one scan from each stage's tracking position.
+    nothing is pending: one scan from each stage's tracking position, except for a process's
+    first pass on a ledger and every ``RECONCILE_EVERY``-th, which scan it whole.
     """
     coroutine = run_until_idle_async(led, settings, progress)
     try:
