@@ -7,9 +7,10 @@ never interleaves with a stage's append transaction on the ledger's connection.
 Tables: ``proj_position`` (name, seq, hash: the ledger event the models were folded up to),
 ``proj_cases`` (one row per case: ids for querying plus the JSON state), ``proj_benchmarks``,
 ``proj_runs``. States are stored as canonical JSON (sorted keys), so the tables themselves are
-the same bytes after an incremental update and after a rebuild. ``proj_digest`` holds a sha256
-of every row, written with the position; ``check_digest`` refuses tables changed since (an
-``update proj_cases set verdict = 'pass'`` from a shell), so reports are never rendered from them.
+the same bytes after an incremental update and after a rebuild. ``proj_digest`` holds the XOR of
+the sha256 of every row, kept up to date row by row as they are written; ``check_digest`` refuses
+tables changed since (an ``update proj_cases set verdict = 'pass'`` from a shell), so reports are
+never rendered from them.
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ class StaleFold(Exception):
 
 class ReadModelsAltered(Exception):
     """The read-model tables do not match the digest stored when evalledger last wrote them."""
+
+
+def row_hash(table: str, row: tuple) -> int:
+    """sha256 of one row (with its table's name) as an integer; the digest XORs them, so it can be
+    updated row by row and does not depend on the order rows were written in."""
+    return int.from_bytes(hashlib.sha256(table.encode() + b"\n" + json_bytes(list(row))).digest(), "big")
 
 
 def json_bytes(value: Any, indent: bool = False) -> bytes:
@@ -119,34 +126,48 @@ class ReadModelStore:
 
     def save(self, cases: Iterable[dict], benchmarks: dict[str, dict], runs: dict[str, dict],
              position: tuple[int, str] | None, folded_from: int | None = None) -> None:
-        """Upsert states and (when given) the new position, in one transaction.
+        """Upsert states and (when given) the new position, in one transaction, with the digest.
 
         ``folded_from``: the position the fold started at; when another fold (a daemon's and a
         user's ``report`` at once) has moved it since, nothing is written and StaleFold is raised.
         """
         from evalledger.projections.results import case_status, effective_verdict
-        rows = [(c["case_id"], c["benchmark"], c["model"], c["kind"], c["question_id"],
-                 case_status(c), effective_verdict(c), dumps(sparse_case(c))) for c in cases]
+        rows = {"proj_cases": [(c["case_id"], c["benchmark"], c["model"], c["kind"], c["question_id"],
+                                case_status(c), effective_verdict(c), dumps(sparse_case(c))) for c in cases],
+                "proj_benchmarks": [(k, dumps(v)) for k, v in benchmarks.items()],
+                "proj_runs": [(k, dumps(v)) for k, v in runs.items()],
+                "proj_position": [] if position is None else [(POSITION_NAME, position[0], position[1])]}
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             if folded_from is not None and self.position()[0] != folded_from:
                 raise StaleFold(f"the read models moved past seq {folded_from} during this fold")
-            conn.executemany("INSERT OR REPLACE INTO proj_cases VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            conn.executemany("INSERT OR REPLACE INTO proj_benchmarks VALUES (?, ?)",
-                             [(k, dumps(v)) for k, v in benchmarks.items()])
-            conn.executemany("INSERT OR REPLACE INTO proj_runs VALUES (?, ?)",
-                             [(k, dumps(v)) for k, v in runs.items()])
-            if position is not None:
-                conn.execute("INSERT OR REPLACE INTO proj_position VALUES (?, ?, ?)",
-                             (POSITION_NAME, position[0], position[1]))
-                # With the position only: a big rebuild's intermediate flushes are not final.
-                conn.execute("INSERT OR REPLACE INTO proj_digest VALUES (?, ?)",
-                             (POSITION_NAME, self.contents_digest()))
+            digest = int(self.stored_digest() or "0", 16)
+            for table, key in KEYED_TABLES:
+                new = rows[table]
+                if not new:
+                    continue
+                # The digest moves by the rows replaced and the rows written: the cost of an update
+                # stays that of the rows it touches. A row changed behind our back was never in
+                # the digest, so replacing it leaves the digest wrong, and the change is still found.
+                for old in self._stored_rows(table, key, [row[0] for row in new]):
+                    digest ^= row_hash(table, old)
+                for row in new:
+                    digest ^= row_hash(table, row)
+                marks = ", ".join("?" * len(new[0]))
+                conn.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", new)
+            conn.execute("INSERT OR REPLACE INTO proj_digest VALUES (?, ?)", (POSITION_NAME, f"{digest:064x}"))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    def _stored_rows(self, table: str, key: str, keys: list) -> Iterator[tuple]:
+        """The stored rows of ``table`` with these keys (a few queries of 500 keys)."""
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            yield from self.conn.execute(f"SELECT * FROM {table} WHERE {key} IN ({', '.join('?' * len(chunk))})",
+                                         chunk)
 
     # --- integrity -----------------------------------------------------------------------------
     def rows(self, table: str, key: str) -> Iterator[tuple]:
@@ -154,13 +175,12 @@ class ReadModelStore:
         return self.conn.execute(f"SELECT * FROM {table} ORDER BY {key}")
 
     def contents_digest(self) -> str:
-        """sha256 over every row of every read-model table, in key order."""
-        digest = hashlib.sha256()
+        """The digest of every row of every read-model table: the XOR of their ``row_hash``."""
+        digest = 0
         for table, key in KEYED_TABLES:
-            digest.update(table.encode() + b"\n")
             for row in self.rows(table, key):
-                digest.update(json_bytes(list(row)) + b"\n")
-        return digest.hexdigest()
+                digest ^= row_hash(table, row)
+        return f"{digest:064x}"
 
     def stored_digest(self) -> str | None:
         """The digest written with the position (None before the first fold)."""
