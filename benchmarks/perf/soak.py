@@ -16,6 +16,8 @@ left, and the script prints:
 - whether every case was judged exactly once (one ``case.judged`` per ``case.opened``);
 - stuck cases: opened and neither judged nor failed, or passed over by a stage's tracking
   position (must be 0);
+- hung daemons: stopped and still running 30 s after their grace period (must be 0; their
+  threads' stacks go to the watch log);
 - the ``verify`` result.
 
 Exit status 0 when all of these hold, 1 otherwise. Nothing needs the network (offline judge).
@@ -42,6 +44,7 @@ from evalledger.stages.dispatcher import STAGES
 from evalledger.stages.intake_status import case_states
 
 CLI = [sys.executable, "-m", "evalledger"]
+HANG_SECONDS = 30   # a stopped daemon must exit within its grace period plus this
 
 
 def benchmark(i: int, questions: int) -> bytes:
@@ -128,23 +131,38 @@ def soak(home: Path, seconds: float, rng: random.Random, files: list[tuple[str, 
     thread.start()
     deadline = time.monotonic() + seconds
     signals = collections.Counter()
+    hung: list[int] = []
     with open(home.parent / "watch.log", "ab") as watch_log:
         while time.monotonic() < deadline:
             grace = rng.choice(["0", "0", "0.2", "1"])
             proc = subprocess.Popen([*CLI, "--home", str(home), "watch", "--rescan-seconds", "1",
                                      "--grace-seconds", grace, "--log-format", "json"],
-                                    stdout=subprocess.DEVNULL, stderr=watch_log)
+                                    stdout=subprocess.DEVNULL, stderr=watch_log,
+                                    env={**os.environ, "PYTHONFAULTHANDLER": "1"})
             time.sleep(rng.uniform(0.3, 2.0))
             sig = rng.choice([signal.SIGTERM, signal.SIGTERM, signal.SIGKILL])
             proc.send_signal(sig)
-            proc.wait(timeout=60)
             signals[sig.name] += 1
+            try:
+                proc.wait(timeout=HANG_SECONDS + float(grace))
+            except subprocess.TimeoutExpired:
+                # A daemon that does not stop is a finding; SIGABRT makes faulthandler write every
+                # thread's stack into the watch log, for whoever looks into it.
+                hung.append(proc.pid)
+                proc.send_signal(signal.SIGABRT)
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                log(f"HUNG    daemon {proc.pid} did not stop within {HANG_SECONDS:g} s of {sig.name}; "
+                    f"its threads' stacks are in {home.parent / 'watch.log'}")
             log(f"{sig.name:<7} after restart {sum(signals.values()):>3}: {status_line(home)}")
     stop.set()
     thread.join()
     drained = evalledger(home, "watch", "--once")
     log(f"final watch --once: exit {drained.returncode}: {status_line(home)}")
-    return {"signals": signals, "dropped": dropped}
+    return {"signals": signals, "dropped": dropped, "hung": hung}
 
 
 def check(home: Path, dropped: list[tuple[str, bytes]]) -> dict:
@@ -195,10 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ingested exactly once: {found['ingested_once']} of {found['files']}")
     print(f"cases judged exactly once: {found['judged_once']} of {found['cases']}")
     print(f"stuck cases: {found['stuck']} (target 0)")
+    print(f"hung daemons: {len(run['hung'])} (target 0)")
     verdict = "ok" if verify.returncode == 0 else "FAILED " + (verify.stderr.strip().splitlines() or ["?"])[0]
     print(f"verify: {verdict}")
     good = (found["ingested_once"] == found["files"] and found["judged_once"] == found["cases"]
-            and found["stuck"] == 0 and verify.returncode == 0)
+            and found["stuck"] == 0 and not run["hung"] and verify.returncode == 0)
     return 0 if good else 1
 
 
