@@ -272,8 +272,8 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_log)
 
     p = sub.add_parser("verify", help="recompute the hash chain over the stored bytes",
-                       epilog="examples: evalledger verify --expect-head published-heads.txt --projections\n"
-                              "          evalledger verify --against checkpoints.jsonl --pubkey witness.pub")
+                       epilog="more:\n  evalledger verify --expect-head published-heads.txt --projections\n"
+                              "  evalledger verify --against checkpoints.jsonl --pubkey witness.pub")
     p.add_argument("--expect-head", default=None, metavar="SEQ:HASH|FILE",
                    help="also check that a head published earlier is still a prefix; or FILE, a list of "
                         "published heads (SEQ:HASH or {\"seq\":..,\"hash\":..} a line): names the latest "
