@@ -175,3 +175,30 @@ def test_a_cut_ledger_and_bad_published_lists(home, run_cli, tmp_path):
     assert refused.returncode == 2 and f"{bad}:2:" in refused.stderr and "Traceback" not in refused.stderr
     missing = run_cli("verify", "--expect-head", tmp_path / "nope.txt", home=home)
     assert missing.returncode == 2 and "neither SEQ:HASH nor a file" in missing.stderr
+
+
+@pytest.mark.parametrize("backend", ["home", "jsonl"])
+def test_a_tracking_position_past_the_head_is_found_on_every_backend(tmp_path, backend):
+    """The check sits on the Recorder interface: a SQLite home and a standalone JSONL ledger alike;
+    a run's full reconcile sets the position back and takes up the cases it passed over."""
+    from evalledger.stages.dispatcher import run_until_idle
+    from evalledger.stages.intake import ingest_path
+    target = ledger.init_home(tmp_path / "home") if backend == "home" else tmp_path / "events.jsonl"
+    bench = tmp_path / "bench.json"
+    bench.write_bytes(benchmark_file(3, questions=2))
+    with ledger.open_ledger(target) as led:
+        assert ingest_path(led, bench).status == "accepted"
+        head = led.head().seq
+        led.set_tracking("stage:template", head + 1000)
+        report = led.verify()
+        assert not report.ok
+        [problem] = report.problems
+        assert f"tracking record 'stage:template' is at seq {head + 1000}, past the head (seq {head})" in str(problem)
+        where = "events.jsonl.tracking.json" if backend == "jsonl" else "ledger.db (table tracking)"
+        assert where in str(problem)
+        opened = sum(1 for _ in led.read(types=["case.opened"]))
+        summary = run_until_idle(led)
+        assert opened and summary.judged == opened and summary.failed == 0, "the passed-over cases are judged"
+        assert led.tracking_position("stage:template") <= led.head().seq
+        assert led.verify().ok
+        assert [e.data["stage"] for e in led.read(types=["run.reconciled"])] == ["template"]

@@ -106,3 +106,19 @@ def test_a_resumed_replay_copies_up_to_the_head_it_began_from(tmp_path, grown):
     done = evalledger(source, "replay", "--into", str(target), "--quiet")
     assert f"replay of seq {begun.seq} {begun.hash}" in done.stdout
     assert count(target, "case.opened") == 8 and count(target, "case.judged") == 8
+
+
+def test_replay_into_carries_on_its_own_replay_and_refuses_another(tmp_path):
+    """The Python API the command prints: ``resumed`` set, nothing copied twice; ReplayRefused otherwise."""
+    from evalledger.stages.replaying import COPIED_TYPES, ReplayRefused, replay_into, seed_replay
+    source = judged_source(tmp_path, benchmarks=1, questions=2)
+    target = tmp_path / "replayed"
+    with ledger.open_ledger(source) as src, ledger.open_ledger(target) as led:
+        seed_replay(src, led, str(source.resolve()), {}, None)
+    result = replay_into(source, target)
+    assert result.resumed and result.summary.failed == 0
+    assert count(target, "case.opened") == count(target, "case.judged") == count(source, "case.opened")
+    with pytest.raises(ReplayRefused, match="another replay \\(the --set layer there: \\{\\}"):
+        replay_into(source, target, overrides={"deep_judgment_enabled": True})
+    fresh = replay_into(source, tmp_path / "new")
+    assert not fresh.resumed and fresh.copied == sum(count(source, t) for t in COPIED_TYPES)
