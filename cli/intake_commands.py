@@ -71,6 +71,9 @@ def cmd_ingest(args) -> int:
             try:
                 result = ingest_path(led, path, from_inbox=from_inbox, max_bytes=args.max_bytes,
                                      max_response_chars=args.max_response_chars, collection=collection)
+            except ledger.DiskFull as exc:   # nothing of this file is in; the files above are as listed
+                print(f"stopped  {shown_name(path.name)}  not ingested: {exc}")
+                return 1
             except FileNotFoundError:
                 print(f"skipped  {shown_name(path.name)}  (gone before it could be read; another process took it)")
                 continue
@@ -83,7 +86,7 @@ def cmd_ingest(args) -> int:
     if not targets:
         where = ", ".join(args.files) if args.files else str(home / "inbox")
         print(f"nothing to ingest in {where}")
-    return 1 if unreadable or any(r.status == "rejected" for r in results) else 0
+    return 1 if unreadable or any(r.status == "rejected" or r.filing_error for r in results) else 0
 
 
 def cmd_validate(args) -> int:
@@ -190,6 +193,15 @@ def render_status(report) -> list[str]:
         first = r["first_error"]
         why = escape_unprintable(f"{first['where']}: {first['reason']}") if first else ""
         lines.append(f"  {shown_name(r['file'])}  {r['errors']} error{'s' if r['errors'] != 1 else ''}  {why}")
+    for r in report.reconciled:
+        if r["cases"]:
+            lines.append(f"reconciled: {_count(r['cases'], 'case')} of stage {r['stage']} had been passed over by "
+                         f"its tracking position (seq {r['tracking_position']}); run {r['run']} took them up "
+                         f"(seq {r['seq']})")
+        else:
+            lines.append(f"reconciled: the tracking position of stage {r['stage']} (seq {r['tracking_position']}) "
+                         f"was past the ledger head; run {r['run']} set it back to seq {r['lowered_to']} "
+                         f"(seq {r['seq']})")
     lines.append(f"ledger head: seq {report.head['seq']} {report.head['hash']}")
     return lines
 

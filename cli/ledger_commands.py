@@ -28,7 +28,27 @@ def open_existing(args, readonly: bool = False) -> ledger.Ledger:
 def _open_checked(path: str) -> ledger.Ledger:
     if not path.endswith((".jsonl", ".db")) and not ledger.is_home(path):
         raise ledger.LedgerError(f"{path}: no evalledger home here (run 'evalledger --home {path} init')")
+    refuse_read_only(path)
     return ledger.open_ledger(path)
+
+
+def refuse_read_only(path: str) -> None:
+    """Raise LedgerError, naming the reason, when the home (or ledger file's folder) cannot be written.
+
+    A writing command would otherwise fail deep inside SQLite ("unable to open database file").
+    Reading commands (status, log, export, history, verify) open read-only and work there.
+    """
+    import os
+    from pathlib import Path
+    where = Path(path) if Path(path).is_dir() else Path(path).parent
+    try:
+        read_only_mount = bool(os.statvfs(where).f_flag & os.ST_RDONLY)
+    except OSError:
+        return
+    if read_only_mount or not os.access(where, os.W_OK):
+        why = "on a read-only file system" if read_only_mount else "not writable by this user"
+        raise ledger.LedgerError(f"{path} is {why}: this command writes to the ledger, its read models or "
+                                 "reports/; status, log, export, history and verify read it as it is")
 
 
 def cmd_init(args) -> int:
@@ -107,11 +127,19 @@ def cmd_log(args) -> int:
 
 def cmd_verify(args) -> int:
     """Verify read-only (report, never repair) unless --repair; exit 1 on any problem."""
+    from evalledger.ledger.published import looks_like_head, read_heads
+    single, published = args.expect_head, None
+    if single is not None and not looks_like_head(single):
+        from pathlib import Path
+        if not Path(single).is_file():
+            raise ledger.LedgerError(f"--expect-head: {single!r} is neither SEQ:HASH nor a file of published heads")
+        single, published = None, read_heads(args.expect_head)
     try:
         if args.repair:
             open_existing(args).close()  # a writable open completes the mirror and cuts torn tails
         with open_existing(args, readonly=True) as led:
-            report = led.verify(expect_head=args.expect_head)
+            report = led.verify(expect_head=single)
+            heads = _check_published(led, report, published) if published else []
     except LedgerDamaged as exc:  # a store that cannot even be opened is the worst verify finding
         print(f"FAILED {exc}", file=sys.stderr)
         return 1
@@ -120,9 +148,16 @@ def cmd_verify(args) -> int:
     for warning in report.warnings:
         print(f"WARNING {warning}", file=sys.stderr)
     print(f"seq {report.head.seq} {report.head.hash}")
-    if report.ok and args.expect_head:
-        print(f"published head {args.expect_head} is a prefix of this ledger")
-    return 0 if report.ok and check_checkpoints(args) else 1
+    if report.ok and single:
+        print(f"published head {single} is a prefix of this ledger")
+    ok = report.ok and all(h.holds for h in heads)
+    if heads:
+        _print_published(heads)
+    if args.projections:
+        ok = _verify_projections(args) and ok
+    if report.ok:   # consistency proofs mean something only over a chain that verifies
+        ok = check_checkpoints(args) and ok
+    return 0 if ok else 1
 
 
 def check_checkpoints(args) -> bool:
@@ -155,6 +190,43 @@ def check_checkpoints(args) -> bool:
             print(f"FAILED checkpoints: {name}: {result.reason}; history was rewritten at or before seq "
                   f"{result.broken}; {latest}")
     return ok
+
+
+def _check_published(led, report, published):
+    """The published heads checked against the verified ledger."""
+    from evalledger.ledger.published import check_heads
+    first_problem = min((p.seq for p in report.problems if p.seq), default=None)
+    return check_heads(led, published, first_problem)
+
+
+def _print_published(heads) -> None:
+    """The latest published head that holds, and the first that does not (with why)."""
+    holding = [h for h in heads if h.holds]
+    failing = [h for h in heads if not h.holds]
+    if holding:
+        latest = holding[-1]
+        print(f"latest published head that still holds: seq {latest.head.seq} {latest.head.hash} ({latest.where})")
+    else:
+        print("no published head still holds")
+    if not failing:
+        print(f"all {len(heads)} published heads hold")
+        return
+    first = failing[0]
+    print(f"FAILED first published head that does not hold: seq {first.head.seq} {first.head.hash} "
+          f"({first.where}): {first.reason}", file=sys.stderr)
+    print(f"first published head that does not hold: seq {first.head.seq} {first.head.hash} ({first.where})")
+
+
+def _verify_projections(args) -> bool:
+    """Fold the events afresh and compare with the stored read models; True when they match."""
+    from evalledger.projections.check import compare_read_models
+    with open_existing(args) as led:
+        problems = compare_read_models(led)
+    for problem in problems:
+        print(f"FAILED read models: {problem}", file=sys.stderr)
+    if not problems:
+        print("read models match the events folded afresh")
+    return not problems
 
 
 def cmd_export(args) -> int:
@@ -205,9 +277,15 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="one JSON envelope a line")
     p.set_defaults(func=cmd_log)
 
-    p = sub.add_parser("verify", help="recompute the hash chain over the stored bytes")
-    p.add_argument("--expect-head", default=None, metavar="SEQ:HASH",
-                   help="also check that a head published earlier is still a prefix")
+    p = sub.add_parser("verify", help="recompute the hash chain over the stored bytes",
+                       epilog="more:\n  evalledger verify --expect-head published-heads.txt --projections\n"
+                              "  evalledger verify --against checkpoints.jsonl --pubkey witness.pub")
+    p.add_argument("--expect-head", default=None, metavar="SEQ:HASH|FILE",
+                   help="also check that a head published earlier is still a prefix; or FILE, a list of "
+                        "published heads (SEQ:HASH or {\"seq\":..,\"hash\":..} a line): names the latest "
+                        "that holds and the first that does not")
+    p.add_argument("--projections", action="store_true",
+                   help="also fold the events afresh and compare with the stored read models (proj_* tables)")
     p.add_argument("--repair", action="store_true",
                    help="first complete a mirror that is behind SQLite and cut a torn last line "
                         "(what any writing command does); without it verify changes nothing")

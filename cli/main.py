@@ -12,10 +12,12 @@ import difflib
 import importlib
 import os
 import re
+import sqlite3
 import sys
 
 from evalledger.cli.errors import UsageError  # one class however this module is loaded (script or -m)
-from evalledger.ledger import EnvelopeError, LedgerError
+from evalledger.ledger import DiskFull, EnvelopeError, LedgerError
+from evalledger.ledger.persistence import is_disk_full
 
 # Command modules, in the order their commands appear in --help.
 COMMAND_MODULES = [
@@ -155,11 +157,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bind_home_to_store(args)
         return int(args.func(args) or 0)
+    except DiskFull as exc:   # not a usage error: the message says what is committed and what to do
+        print(f"evalledger {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except (UsageError, LedgerError, EnvelopeError) as exc:
         print(f"evalledger {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
+    except sqlite3.Error as exc:   # the read models' own writes (report, watch) on a full disk
+        if not is_disk_full(exc):
+            raise
+        print(f"evalledger {args.command}: error: the disk is full ({exc}); the ledger keeps every event "
+              "committed before it; free space and run the command again", file=sys.stderr)
+        return 1
     except OSError as exc:  # a path that cannot be used (missing folder, a file where a folder goes)
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"evalledger {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)

@@ -37,7 +37,12 @@ def _built(led, paths: list[Path], verb: str) -> None:
 
 def cmd_report(args) -> int:
     with open_existing(args) as led:
-        _built(led, projections.refresh(led), "updated")
+        try:
+            paths = projections.refresh(led)
+        except projections.ReadModelsAltered as exc:
+            print(f"evalledger report: refused: {exc}", file=sys.stderr)
+            return 1
+        _built(led, paths, "updated")
     return 0
 
 
@@ -48,7 +53,7 @@ def cmd_rebuild(args) -> int:
 
 
 def cmd_history(args) -> int:
-    with open_existing(args) as led:
+    with open_existing(args, readonly=True) as led:
         try:
             history = case_history(led, resolve_case(led, args.case))
         except CaseNotFound as exc:
@@ -137,7 +142,8 @@ def cmd_replay(args) -> int:
             raise _usage(str(exc)) from None
     origin, summary, missing = result.origin, result.summary, result.missing
     print(f"replay of seq {origin.data['source_head_seq']} {origin.data['source_head_hash']} "
-          f"into {target}: {result.copied} input events copied")
+          f"into {target}: " + ("carrying on the replay begun there; " if result.resumed else "")
+          + f"{result.copied} input events copied")
     listing = finish_replay(target, missing)
     print(f"{summary.cases} case(s) re-run: {summary.judged} judged, {summary.failed} failed; "
           f"{result.live_calls} live judge call(s)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from evalledger.cli.ledger_commands import open_existing
+from evalledger.ledger import DiskFull
 from evalledger.stages.config import ConfigError, run_layer
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.judge import JudgeError
@@ -23,7 +24,8 @@ EXIT_STOPPED = 3
 def add_judge_options(p) -> None:
     """--judge, --model, --config, --set, --no-cache, --concurrency, --response-format and the provider settings."""
     p.add_argument("--judge", choices=("offline", "openai", "replay"), default=None,
-                   help="judge backend (default: the config's judge_backend, else offline)")
+                   help="judge backend (default: the config's judge_backend, else offline); "
+                        "'replay' is refused here: use 'evalledger replay --into DIR'")
     p.add_argument("--model", default=None, help="judge model (openai: required unless OPENAI_MODEL is set)")
     p.add_argument("--config", dest="config_file", default=None, metavar="FILE",
                    help="a TOML or JSON file of VerificationConfig keys (wins over a benchmark's config)")
@@ -95,10 +97,27 @@ def run_settings(args, **flags) -> RunSettings:
     settings = RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model,
                            judge_options=options, no_cache=args.no_cache, **flags)
     try:
+        backend = settings.judge_settings().backend
+    except (ConfigError, ValueError, JudgeError) as exc:
+        raise UsageError(str(exc)) from None
+    if backend == "replay":
+        # The replay judge answers from a source ledger; here the source would be the home itself,
+        # which has no answer for a case not yet judged: every pending case would fail for good.
+        raise UsageError("the replay judge re-runs a home into a NEW home: use "
+                         "'evalledger --home SOURCE replay --into DIR' (run and watch judge with offline or openai)")
+    try:
         settings.check_judge()
     except (ConfigError, ValueError, JudgeError) as exc:   # no model, no key, a bad judge option
         raise UsageError(str(exc)) from None
     return settings
+
+
+def committed_account(led) -> str:
+    """What the ledger holds now, read back from it: the head and the cases by state."""
+    from evalledger.stages.intake_status import case_states
+    states = list(case_states(led).values())
+    return (f"Committed: every event up to seq {led.head().seq}; cases: {states.count('judged')} judged, "
+            f"{states.count('failed')} failed, {states.count('opened')} still pending (a rerun takes them up)")
 
 
 def register(sub) -> None:
@@ -134,6 +153,14 @@ def cmd_run(args) -> int:
             summary = run_until_idle(led, settings, progress)
         except (ConfigError, ValueError, JudgeError) as exc:   # a judge that cannot be set up
             raise UsageError(str(exc)) from None
+        except DiskFull as exc:
+            if progress is not None and progress.tty:
+                progress.stream.write("\n")   # off the progress bar's line
+            # The account is read back from the ledger after the run stopped: cases in flight
+            # when the disk filled may have committed after the append that failed.
+            print(f"evalledger run: stopped: the disk is full ({exc.reason}); nothing of the batch that hit it "
+                  f"was committed. {committed_account(led)}; free space and run the command again", file=sys.stderr)
+            return 1
     if summary.busy:
         print("another run is processing this ledger in this process; it will take these cases")
         return 0

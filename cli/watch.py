@@ -79,8 +79,9 @@ class Daemon:
     """One watch daemon on one home; ``run()`` blocks until stopped (or idle, with ``once``)."""
 
     def __init__(self, home: Path, callbacks: Callbacks, options: WatchOptions = WatchOptions(),
-                 log: Log | None = None):
+                 log: Log | None = None, on_abandon: Callable[[], None] | None = None):
         self.home = Path(home)
+        self.on_abandon = on_abandon       # called once in-flight work was abandoned (the CLI arms an exit)
         self.inbox = self.home / "inbox"
         self.callbacks = callbacks
         self.options = options
@@ -119,6 +120,8 @@ class Daemon:
             self._loop()
         except Abandoned:
             self.outcome.abandoned = True
+            if self.on_abandon is not None:
+                self.on_abandon()
             self.log("abandoned", level="warning",
                      reason="in-flight work abandoned; recorded calls and committed events stay usable")
         finally:

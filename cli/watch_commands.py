@@ -8,7 +8,9 @@ here judges or renders; see docs/watch.md for the behaviour.
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -70,6 +72,22 @@ def real_callbacks(led: ledger.Ledger, settings, log: Log, options: WatchOptions
     )
 
 
+# After abandoning in-flight work, the process exits within this many seconds whatever is left.
+EXIT_AFTER_ABANDON_SECONDS = 10.0
+
+
+def exit_soon(seconds: float = EXIT_AFTER_ABANDON_SECONDS) -> None:
+    """Make sure this process ends within ``seconds``: exit 0 then if it is still running.
+
+    Abandoning raises in the main thread wherever it is; should that leave a lock held that a
+    worker thread (the judge's recorder) then waits for, the interpreter would wait at exit for
+    that thread for ever. Everything committed is in the ledger, so a hard exit loses nothing.
+    """
+    timer = threading.Timer(seconds, os._exit, args=(0,))
+    timer.daemon = True
+    timer.start()
+
+
 def run_daemon(home: Path, settings, options: WatchOptions, log: Log, args=None) -> Outcome:
     """Hold the home's watch lock and run the daemon on it (AlreadyRunning when another holds it)."""
     from evalledger.cli.watch_checkpoints import checkpointer_for
@@ -78,7 +96,8 @@ def run_daemon(home: Path, settings, options: WatchOptions, log: Log, args=None)
             (home / folder).mkdir(exist_ok=True)
         with ledger.open_ledger(home) as led:
             checkpointer = checkpointer_for(args, led, log) if args is not None else None
-            return Daemon(home, real_callbacks(led, settings, log, options, checkpointer), options, log).run()
+            return Daemon(home, real_callbacks(led, settings, log, options, checkpointer), options, log,
+                          on_abandon=exit_soon).run()
 
 
 def cmd_watch(args) -> int:

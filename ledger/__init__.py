@@ -29,11 +29,12 @@ from evalledger.ledger.api import (
 from evalledger.ledger.catalog import Payload, event_type, known_types, payload_model, upcaster
 from evalledger.ledger.envelope import EnvelopeError, Event, NewEvent, canonical_json, event_id
 from evalledger.ledger.importer import ImportRefused
-from evalledger.ledger.persistence import ConflictError, Head, LedgerError, ScanRow
+from evalledger.ledger.persistence import ConflictError, DiskFull, Head, LedgerError, ScanRow
 from evalledger.ledger.verify import Problem, VerifyReport
 
 __all__ = [
-    "ConflictError", "EnvelopeError", "bind_store", "store_of", "Event", "Head", "ImportRefused", "Ledger", "LedgerError", "NewEvent",
+    "ConflictError", "DiskFull", "EnvelopeError", "bind_store", "store_of", "Event", "Head", "ImportRefused",
+    "Ledger", "LedgerError", "NewEvent",
     "Payload",
     "Problem", "ScanRow", "VerifyReport", "canonical_json", "default_home", "event_id", "event_type", "init_home",
     "is_home", "known_types", "open_ledger", "parse_head", "payload_model", "upcaster",

@@ -19,13 +19,13 @@ from urllib.parse import urlsplit
 
 import evalledger.ledger.events  # noqa: F401  (registers the catalog)
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
-from evalledger.ledger.jsonl import JSONLRecorder
+from evalledger.ledger.jsonl import JSONLRecorder, tracking_path
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.persistence import Head, LedgerError, Recorder, ScanRow, normalise_expected, prepare
 from evalledger.ledger.postgres import PostgresRecorder, is_store_url, redact_url, split_store_url
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
 from evalledger.ledger.sqlite import SQLiteRecorder
-from evalledger.ledger.verify import VerifyReport
+from evalledger.ledger.verify import Problem, VerifyReport
 
 HOME_FOLDERS = ("inbox", "processed", "rejected", "reports")
 LEDGER_FILE_SUFFIXES = (".jsonl", ".db", ".sqlite", ".sqlite3")
@@ -247,7 +247,26 @@ class Ledger:
         """
         if isinstance(expect_head, str):
             expect_head = parse_head(expect_head)
-        return self.recorder.verify(expect_head)
+        report = self.recorder.verify(expect_head)
+        self._check_tracking(report)
+        return report
+
+    def _check_tracking(self, report: VerifyReport) -> None:
+        """Flag every tracking record past the head: a scan trusting it would skip every case after."""
+        rec = self.recorder
+        try:
+            records = rec.tracking_records()
+        except LedgerError as exc:  # a damaged sidecar costs no event: the stages scan from the start
+            report.warnings.append(str(exc))
+            return
+        head = rec.head().seq   # read after the records: a position committed meanwhile is within it
+        where = tracking_path(rec.path) if isinstance(rec, JSONLRecorder) else f"{rec.path} (table tracking)"
+        for name, position in records.items():
+            if position > head:
+                report.problems.append(Problem(position, where,
+                                               f"tracking record {name!r} is at seq {position}, past the head "
+                                               f"(seq {head}): forged, or copied from another ledger; "
+                                               "'evalledger run' sets it back"))
 
     # --- export / import -------------------------------------------------------------------------
     def export(self, out: str | os.PathLike[str] | IO[bytes]) -> int:

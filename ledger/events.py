@@ -355,6 +355,17 @@ class RunCompleted(DomainPayload):
     pending: int | None = None                            # cases a stopped run left pending
 
 
+@event_type("run.reconciled")
+class RunReconciled(DomainPayload):
+    """A full reconcile found cases pending at or below a stage's tracking position (they had been
+    passed over); the run lowered the position below them and ran them."""
+    run: str
+    stage: str
+    tracking_position: int                                # the position that had passed them
+    lowered_to: int
+    cases: list[str] = []
+
+
 @event_type("replay.started")
 class ReplayStarted(DomainPayload):
     """The first event of a home made by ``evalledger replay``: where it came from, under what change."""

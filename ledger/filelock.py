@@ -43,15 +43,15 @@ class FileLock:
         belong to the open file, not to the call.
         """
         self.thread_lock.acquire()
-        if self._depth == 0:
-            fd = self._descriptor()
-            if fd is not None:
-                try:
+        try:   # the whole body: an exception raised by a signal handler must not leave it held
+            if self._depth == 0:
+                fd = self._descriptor()
+                if fd is not None:
                     fcntl.flock(fd, mode)
-                except BaseException:
-                    self.thread_lock.release()
-                    raise
-        self._depth += 1
+            self._depth += 1
+        except BaseException:
+            self.thread_lock.release()
+            raise
 
     def release(self) -> None:
         """Undo one ``acquire``."""

@@ -296,6 +296,10 @@ class JSONLRecorder(Recorder):
         with self._lock.exclusive():
             self._write_tracking(name, position)
 
+    def tracking_records(self) -> dict[str, int]:
+        """Every tracking record, name -> position (the whole sidecar)."""
+        return dict(self._read_tracking())
+
     def _read_tracking(self) -> dict[str, int]:
         path = tracking_path(self.path)
         try:

@@ -15,6 +15,7 @@ import os
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from evalledger.ledger.envelope import EnvelopeError, split_line
+from evalledger.ledger.persistence import is_disk_full
 
 if TYPE_CHECKING:
     from evalledger.ledger.sqlite import SQLiteRecorder
@@ -74,6 +75,7 @@ class Mirror:
         self.path = path
         self.fsync = fsync
         self.problem: str | None = None
+        self.disk_full = ""   # the problem is only a full disk (its reason): the next open completes the mirror
         self._fd: int | None = None
         self._size = -1  # size after our last write or check; a different size means someone else wrote
         self._seq = 0    # seq of the last line at that size
@@ -88,6 +90,7 @@ class Mirror:
     def recover(self, recorder: "SQLiteRecorder") -> None:
         """Bring the mirror level with SQLite, or record why it cannot be done without rewriting it."""
         self.problem = None
+        self.disk_full = ""
         if not os.path.exists(self.path):
             open(self.path, "ab").close()
         line, fragment, frag_at = read_tail(self.path)
@@ -139,6 +142,13 @@ class Mirror:
             else:
                 self._write(lines, last_seq)
         except (OSError, EnvelopeError, ValueError) as exc:
+            if isinstance(exc, OSError) and is_disk_full(exc):
+                self.disk_full = exc.strerror or str(exc)
+                self.problem = (f"{self.path}: the disk is full ({exc.strerror}): every event up to seq "
+                                f"{last_seq} is committed in the SQLite store, the mirror stops before seq "
+                                f"{self._seq + 1}; free space and run the command again (opening the home "
+                                "completes the mirror)")
+                return
             self.problem = f"{self.path}: could not write the mirror after seq {first_seq - 1}: {exc}"
 
     def _current_size(self) -> int:

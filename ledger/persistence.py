@@ -7,7 +7,9 @@ backend can be added without touching anything above it.
 
 from __future__ import annotations
 
+import errno
 import re
+import sqlite3
 from abc import ABC, abstractmethod
 from hashlib import sha256
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Mapping, NamedTuple
@@ -27,6 +29,24 @@ class LedgerError(Exception):
 
 class LedgerDamaged(LedgerError):
     """The store cannot be read at all (a file that is not an SQLite database, say): a finding."""
+
+
+class DiskFull(LedgerError):
+    """The disk (or file-size limit) is full; the message says what is committed. Nothing is lost.
+
+    ``reason`` is the system's own words ("database or disk is full", "No space left on device").
+    """
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for SQLite's "database or disk is full" and for an OSError ENOSPC / EFBIG."""
+    if isinstance(exc, sqlite3.Error):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 class ConflictError(LedgerError):
@@ -241,6 +261,10 @@ class Recorder(ABC):
     @abstractmethod
     def read_models_path(self) -> str:
         """The SQLite file where read models of this store may be kept (projections use it)."""
+
+    @abstractmethod
+    def tracking_records(self) -> dict[str, int]:
+        """Every tracking record, name -> position (``verify`` checks none is past the head)."""
 
     @abstractmethod
     def close(self) -> None:

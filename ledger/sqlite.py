@@ -22,12 +22,14 @@ from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.mirror import Mirror
 from evalledger.ledger.persistence import (
     ConflictError,
+    DiskFull,
     Head,
     LedgerError,
     Prepared,
     Recorder,
     ScanRow,
     chain_start,
+    is_disk_full,
     seal,
 )
 from evalledger.ledger.sqlite_schema import (
@@ -71,7 +73,17 @@ class SQLiteRecorder(Recorder):
         self.mirror = Mirror(mirror_path, fsync=durability == "full") if mirror_path else None
         if self.mirror and not readonly:
             with self._write_lock():
-                self.mirror.recover(self)
+                try:
+                    self.mirror.recover(self)
+                except OSError as exc:
+                    if not is_disk_full(exc):
+                        raise
+                    head = self.head_seq_unlocked()
+                    self.close()
+                    raise DiskFull(f"{mirror_path}: the disk is full ({exc.strerror}): the mirror is behind "
+                                   f"{self.location} (which holds every event, up to seq {head}) and cannot "
+                                   "be completed; nothing is lost: free space and run the command again",
+                                   exc.strerror or str(exc)) from None
 
     def _write_lock(self) -> AbstractContextManager[None]:
         """Serialise writers of this home across threads and processes (the kernel drops it on death)."""
@@ -106,13 +118,18 @@ class SQLiteRecorder(Recorder):
                      tracking: tuple[str, int] | None) -> _Inserted:
         """One BEGIN IMMEDIATE .. COMMIT holding the batch's new events (and the tracking record)."""
         conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.execute("BEGIN IMMEDIATE")
             result = self._insert(batch, expected)
             if tracking is not None:
                 conn.execute("INSERT INTO tracking (name, position) VALUES (?, ?) "
                              "ON CONFLICT(name) DO UPDATE SET position = excluded.position", tracking)
             conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if is_disk_full(exc):
+                raise self._full(exc) from None
+            self._rollback()
+            raise
         except BaseException:
             self._rollback()
             raise
@@ -122,7 +139,20 @@ class SQLiteRecorder(Recorder):
         if self.readonly:
             raise LedgerError(f"{self.path} is open read-only")
         if self.mirror and self.mirror.problem:
+            if self.mirror.disk_full:
+                raise DiskFull(self.mirror.problem, self.mirror.disk_full)
             raise LedgerError(f"appends are stopped until the mirror is looked at: {self.mirror.problem}")
+
+    def head_seq_unlocked(self) -> int:
+        """The last seq, for messages (no lock: a message may be one event stale)."""
+        return self._select_head().seq
+
+    def _full(self, exc: BaseException) -> DiskFull:
+        """The DiskFull to raise for a commit the disk refused: nothing of the batch is in."""
+        self._rollback()
+        return DiskFull(f"{self.location}: the disk is full ({exc}): nothing of this batch was committed; "
+                        f"the ledger holds every event up to seq {self.head_seq_unlocked()}; free space and run "
+                        "the command again", str(exc))
 
     def _forget(self) -> None:
         self._head = None
@@ -425,12 +455,25 @@ class SQLiteRecorder(Recorder):
                 return 0
         return row[0] if row else 0
 
+    def tracking_records(self) -> dict[str, int]:
+        """Every tracking record, name -> position (the whole ``tracking`` table)."""
+        with self._thread_lock:
+            try:
+                return dict(self.conn.execute("SELECT name, position FROM tracking ORDER BY name"))
+            except sqlite3.OperationalError:  # a read-only open of a store made before tracking existed
+                return {}
+
     def set_tracking(self, name: str, position: int) -> None:
         """Upsert a tracking row in a transaction of its own."""
         self._check_writable()
         with self._write_lock():
-            self.conn.execute("INSERT INTO tracking (name, position) VALUES (?, ?) ON CONFLICT(name) "
-                              "DO UPDATE SET position = excluded.position", (name, position))
+            try:
+                self.conn.execute("INSERT INTO tracking (name, position) VALUES (?, ?) ON CONFLICT(name) "
+                                  "DO UPDATE SET position = excluded.position", (name, position))
+            except sqlite3.Error as exc:
+                if is_disk_full(exc):
+                    raise self._full(exc) from None
+                raise
 
     def close(self) -> None:
         with self._thread_lock:

@@ -61,13 +61,18 @@ def connect(path: str, durability: str = "normal", readonly: bool = False) -> sq
     if durability not in ("normal", "full"):
         raise LedgerError(f"durability must be 'normal' or 'full', not {durability!r}")
     if readonly:
-        # A URI, so the path is quoted: '?', '#' and '%' in a directory name are not URI syntax.
-        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True, isolation_level=None,
-                               timeout=60, check_same_thread=False)
+        conn = _connect_readonly(path, "mode=ro")
     else:
         conn = sqlite3.connect(path, isolation_level=None, timeout=60, check_same_thread=False)
     try:
-        conn.execute("PRAGMA schema_version")  # reads the header now: a damaged file fails here, by name
+        try:
+            conn.execute("PRAGMA schema_version")  # reads the header now: a damaged file fails here, by name
+        except sqlite3.OperationalError:
+            if not (readonly and _can_read_immutable(path)):
+                raise
+            conn.close()
+            conn = _connect_readonly(path, "immutable=1")
+            conn.execute("PRAGMA schema_version")
         if not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {durability.upper()}")
@@ -77,3 +82,34 @@ def connect(path: str, durability: str = "normal", readonly: bool = False) -> sq
                             "mirror can be imported into a new home ('evalledger --home NEW import FILE')") from None
     conn.execute("PRAGMA busy_timeout = 60000")
     return conn
+
+
+def _connect_readonly(path: str, flags: str) -> sqlite3.Connection:
+    """A read-only connection by URI (quoted: '?', '#' and '%' in a directory name are not URI syntax)."""
+    return sqlite3.connect(f"file:{quote(os.path.abspath(path))}?{flags}", uri=True, isolation_level=None,
+                           timeout=60, check_same_thread=False)
+
+
+def _can_read_immutable(path: str) -> bool:
+    """True when a read-only open failed because the home cannot be written (a read-only mount, a
+    folder we may not write) and the database holds everything: no write-ahead log is left over.
+
+    A WAL reader must create the ``-shm`` file beside the database, which such a home refuses;
+    ``immutable=1`` reads without it, and is exact when nothing can write there and the ``-wal``
+    file, which an immutable open would ignore, is absent or empty.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.access(folder, os.W_OK) and not _read_only_mount(folder):
+        return False
+    try:
+        return os.path.getsize(path + "-wal") == 0
+    except FileNotFoundError:
+        return True
+
+
+def _read_only_mount(folder: str) -> bool:
+    """True when ``folder`` is on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False

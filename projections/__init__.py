@@ -15,12 +15,16 @@ from pathlib import Path
 
 from evalledger.projections import catch_up as _update
 from evalledger.projections.reports import render_files, write_files
-from evalledger.projections.store import ReadModelStore, reports_dir
+from evalledger.projections.store import ReadModelsAltered, ReadModelStore, reports_dir
 from evalledger.projections.catch_up import FoldResult
 
 
 def update(led) -> FoldResult:
-    """Fold the events appended since the last update into the read models (no reports)."""
+    """Fold the events appended since the last update into the read models (no reports).
+
+    Tables changed outside evalledger stay detectable: the digest is only moved by the rows the
+    fold replaces and writes (``projections.store``), never recomputed from what is there.
+    """
     store = ReadModelStore(led)
     try:
         return _update.update(led, store)
@@ -35,6 +39,7 @@ def _fold_and_write(led, fresh: bool) -> list[Path]:
             _update.rebuild(led, store)
         else:
             _update.update(led, store)
+        store.check_digest()   # never render from tables changed outside evalledger
         return write_files(reports_dir(led), render_files(store))
     finally:
         store.close()
@@ -54,9 +59,10 @@ def render(led) -> dict[str, bytes]:
     """The report files the current read models render to (relative path -> bytes), written nowhere."""
     store = ReadModelStore(led)
     try:
+        store.check_digest()
         return render_files(store)
     finally:
         store.close()
 
 
-__all__ = ["FoldResult", "rebuild", "refresh", "render", "update"]
+__all__ = ["FoldResult", "ReadModelsAltered", "rebuild", "refresh", "render", "update"]

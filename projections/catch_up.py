@@ -121,23 +121,24 @@ class _Folder:
         self.cases = {}
 
 
-def update(led, store: ReadModelStore, *, fresh: bool = False) -> FoldResult:
-    """Fold every event after the store's position up to the current head; save in one commit.
+def update(led, store: ReadModelStore, *, fresh: bool = False, upto=None) -> FoldResult:
+    """Fold every event after the store's position up to the current head (or ``upto``, a Head);
+    save in one commit.
 
     When another process folded at the same time and committed first, this fold is thrown away
     and done again from the new position (at most a few times; folds are idempotent anyway).
     """
     for _ in range(4):
         try:
-            return _update_once(led, store, fresh)
+            return _update_once(led, store, fresh, upto)
         except StaleFold:
             fresh = False
-    return _update_once(led, store, fresh)
+    return _update_once(led, store, fresh, upto)
 
 
-def _update_once(led, store: ReadModelStore, fresh: bool) -> FoldResult:
+def _update_once(led, store: ReadModelStore, fresh: bool, upto=None) -> FoldResult:
     start, _ = store.position()
-    head = led.head()
+    head = led.head() if upto is None else upto
     folder = _Folder(store, fresh=fresh)
     if head.seq <= start:
         return FoldResult(0, 0, (start, store.position()[1]))

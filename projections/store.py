@@ -7,11 +7,15 @@ never interleaves with a stage's append transaction on the ledger's connection.
 Tables: ``proj_position`` (name, seq, hash: the ledger event the models were folded up to),
 ``proj_cases`` (one row per case: ids for querying plus the JSON state), ``proj_benchmarks``,
 ``proj_runs``. States are stored as canonical JSON (sorted keys), so the tables themselves are
-the same bytes after an incremental update and after a rebuild.
+the same bytes after an incremental update and after a rebuild. ``proj_digest`` holds the XOR of
+the sha256 of every row, kept up to date row by row as they are written; ``check_digest`` refuses
+tables changed since (an ``update proj_cases set verdict = 'pass'`` from a shell), so reports are
+never rendered from them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
@@ -26,7 +30,10 @@ from evalledger.projections.appliers import restore_case, sparse_case
 # refolded from seq 1 on first use, so an update never mixes states of two fold versions.
 FOLD_VERSION = 6   # 5: verdict.confirmed folded (confirmations); 6: abstention, judged_at
 POSITION_NAME = f"projections/v{FOLD_VERSION}"
-TABLES = ("proj_position", "proj_cases", "proj_benchmarks", "proj_runs")
+TABLES = ("proj_position", "proj_cases", "proj_benchmarks", "proj_runs", "proj_digest")
+# Each table and the column it is keyed by, in the order the digest (and a comparison) reads them.
+KEYED_TABLES = (("proj_position", "name"), ("proj_cases", "case_id"), ("proj_benchmarks", "key"),
+                ("proj_runs", "run"))
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS proj_position (name TEXT PRIMARY KEY, seq INTEGER NOT NULL, hash TEXT NOT NULL);
@@ -35,11 +42,22 @@ CREATE TABLE IF NOT EXISTS proj_cases (
     verdict TEXT, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS proj_benchmarks (key TEXT PRIMARY KEY, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS proj_runs (run TEXT PRIMARY KEY, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS proj_digest (name TEXT PRIMARY KEY, digest TEXT NOT NULL);
 """
 
 
 class StaleFold(Exception):
     """Another fold committed since this one read its position; its result must not be saved."""
+
+
+class ReadModelsAltered(Exception):
+    """The read-model tables do not match the digest stored when evalledger last wrote them."""
+
+
+def row_hash(table: str, row: tuple) -> int:
+    """sha256 of one row (with its table's name) as an integer; the digest XORs them, so it can be
+    updated row by row and does not depend on the order rows were written in."""
+    return int.from_bytes(hashlib.sha256(table.encode() + b"\n" + json_bytes(list(row))).digest(), "big")
 
 
 def json_bytes(value: Any, indent: bool = False) -> bytes:
@@ -74,16 +92,17 @@ def reports_dir(led) -> Path:
 class ReadModelStore:
     """The read-model tables of one ledger, on a connection of their own."""
 
-    def __init__(self, led):
-        self.conn = sqlite3.connect(store_path(led), isolation_level=None, timeout=60)
+    def __init__(self, led, path: str | None = None):
+        self.path = path or store_path(led)   # another file: a fold made aside (verify --projections)
+        self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=60)
         self.conn.execute("PRAGMA busy_timeout = 60000")
         self.conn.execute("PRAGMA journal_mode = WAL")
         # Read models are derived data (a rebuild recreates them): commit without waiting for fsync.
         self.conn.execute("PRAGMA synchronous = NORMAL")
         self.conn.executescript(SCHEMA)
         names = [row[0] for row in self.conn.execute("SELECT name FROM proj_position")]
-        if any(name != POSITION_NAME for name in names):
-            self.drop()
+        if any(name != POSITION_NAME for name in names) or (names and self.stored_digest() is None):
+            self.drop()   # another fold version, or folded before digests: fold again from seq 1
 
     def close(self) -> None:
         self.conn.close()
@@ -103,31 +122,76 @@ class ReadModelStore:
 
     def save(self, cases: Iterable[dict], benchmarks: dict[str, dict], runs: dict[str, dict],
              position: tuple[int, str] | None, folded_from: int | None = None) -> None:
-        """Upsert states and (when given) the new position, in one transaction.
+        """Upsert states and (when given) the new position, in one transaction, with the digest.
 
         ``folded_from``: the position the fold started at; when another fold (a daemon's and a
         user's ``report`` at once) has moved it since, nothing is written and StaleFold is raised.
         """
         from evalledger.projections.results import case_status, effective_verdict
-        rows = [(c["case_id"], c["benchmark"], c["model"], c["kind"], c["question_id"],
-                 case_status(c), effective_verdict(c), dumps(sparse_case(c))) for c in cases]
+        rows = {"proj_cases": [(c["case_id"], c["benchmark"], c["model"], c["kind"], c["question_id"],
+                                case_status(c), effective_verdict(c), dumps(sparse_case(c))) for c in cases],
+                "proj_benchmarks": [(k, dumps(v)) for k, v in benchmarks.items()],
+                "proj_runs": [(k, dumps(v)) for k, v in runs.items()],
+                "proj_position": [] if position is None else [(POSITION_NAME, position[0], position[1])]}
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             if folded_from is not None and self.position()[0] != folded_from:
                 raise StaleFold(f"the read models moved past seq {folded_from} during this fold")
-            conn.executemany("INSERT OR REPLACE INTO proj_cases VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            conn.executemany("INSERT OR REPLACE INTO proj_benchmarks VALUES (?, ?)",
-                             [(k, dumps(v)) for k, v in benchmarks.items()])
-            conn.executemany("INSERT OR REPLACE INTO proj_runs VALUES (?, ?)",
-                             [(k, dumps(v)) for k, v in runs.items()])
-            if position is not None:
-                conn.execute("INSERT OR REPLACE INTO proj_position VALUES (?, ?, ?)",
-                             (POSITION_NAME, position[0], position[1]))
+            digest = int(self.stored_digest() or "0", 16)
+            for table, key in KEYED_TABLES:
+                new = rows[table]
+                if not new:
+                    continue
+                # The digest moves by the rows replaced and the rows written: the cost of an update
+                # stays that of the rows it touches. A row changed behind our back was never in
+                # the digest, so replacing it leaves the digest wrong, and the change is still found.
+                for old in self._stored_rows(table, key, [row[0] for row in new]):
+                    digest ^= row_hash(table, old)
+                for row in new:
+                    digest ^= row_hash(table, row)
+                marks = ", ".join("?" * len(new[0]))
+                conn.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", new)
+            conn.execute("INSERT OR REPLACE INTO proj_digest VALUES (?, ?)", (POSITION_NAME, f"{digest:064x}"))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    def _stored_rows(self, table: str, key: str, keys: list) -> Iterator[tuple]:
+        """The stored rows of ``table`` with these keys (a few queries of 500 keys)."""
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            yield from self.conn.execute(f"SELECT * FROM {table} WHERE {key} IN ({', '.join('?' * len(chunk))})",
+                                         chunk)
+
+    # --- integrity -----------------------------------------------------------------------------
+    def rows(self, table: str, key: str) -> Iterator[tuple]:
+        """Every row of one read-model table, ordered by its key (``KEYED_TABLES``)."""
+        return self.conn.execute(f"SELECT * FROM {table} ORDER BY {key}")
+
+    def contents_digest(self) -> str:
+        """The digest of every row of every read-model table: the XOR of their ``row_hash``."""
+        digest = 0
+        for table, key in KEYED_TABLES:
+            for row in self.rows(table, key):
+                digest ^= row_hash(table, row)
+        return f"{digest:064x}"
+
+    def stored_digest(self) -> str | None:
+        """The digest written with the position (None before the first fold)."""
+        row = self.conn.execute("SELECT digest FROM proj_digest WHERE name = ?", (POSITION_NAME,)).fetchone()
+        return row[0] if row else None
+
+    def check_digest(self) -> None:
+        """Raise ReadModelsAltered when the tables are not what evalledger last wrote."""
+        stored = self.stored_digest()
+        if stored is not None and stored != self.contents_digest():
+            raise ReadModelsAltered(
+                f"{self.path}: the read models (proj_* tables) do not match the digest stored when they "
+                "were written: they were changed outside evalledger; no report is rendered from them. "
+                "'evalledger verify --projections' names the first row that differs; 'evalledger rebuild' "
+                "folds them afresh from the events")
 
     # --- reading -------------------------------------------------------------------------------
     def load_cases(self, case_ids: Iterable[str]) -> dict[str, dict]:

@@ -11,7 +11,11 @@ the calls in flight). A handler's outputs are committed in ONE append together w
 tracking position; their ids are deterministic (``stages.casework``), so redoing a case after a
 crash appends nothing twice, and the port reuses every recorded judge reply, so nothing is paid
 twice. The tracking position only lets a scan start late; it is a low watermark (every case at or
-below it is finished), so correctness never depends on it.
+below it is finished), so correctness never depends on it: a case leaves the watermark's open set
+only once its commit has returned, so a run abandoned mid-append (a signal raised inside it) never
+moves the position past an unfinished case. And a full reconcile that ignores tracking runs at a
+process's first pass on a ledger and every ``RECONCILE_EVERY`` passes after it; a case it finds
+below a tracking position is recorded (``run.reconciled``, shown by ``status``) and run.
 
 A case whose handler raises gets ``stage.failed`` with the reason; every other case goes on.
 An infrastructure error is not a verdict: when the judge raises ``JudgeUnavailable`` (server
@@ -35,7 +39,7 @@ from typing import Any, Awaitable, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evalledger.ledger import Event, NewEvent
+from evalledger.ledger import Event, LedgerError, NewEvent
 from evalledger.ledger.leases import DEFAULT_LEASE_SECONDS
 from evalledger.stages.audit import judge_audit
 from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
@@ -140,12 +144,19 @@ class _Pending:
     cases: list[tuple[Stage, Event, int]]   # (stage, case.opened, prior stage.failed count)
 
 
-def find_pending(led, retry_failed: bool = False, upto: int | None = None) -> _Pending:
-    """Every (stage, case.opened) whose stage output is not in the ledger, in seq order."""
+RECONCILE_EVERY = 20   # passes between full reconciles of a long-lived process (the watch daemon)
+
+
+def find_pending(led, retry_failed: bool = False, upto: int | None = None, full: bool = False) -> _Pending:
+    """Every (stage, case.opened) whose stage output is not in the ledger, in seq order.
+
+    A scan starts after each stage's tracking position; ``full`` (and ``retry_failed``) scan from
+    seq 1, so pending work is found whatever the tracking records say.
+    """
     upto = led.head().seq if upto is None else upto
     found: list[tuple[Stage, Event, int]] = []
     for stage in STAGES:
-        start = 1 if retry_failed else led.tracking_position(stage.tracking) + 1
+        start = 1 if (retry_failed or full) else led.tracking_position(stage.tracking) + 1
         if start > upto:
             continue
         done = {e.data.get("case_id") for e in led.read(from_seq=start, types=[stage.terminal])}
@@ -164,6 +175,17 @@ def find_pending(led, retry_failed: bool = False, upto: int | None = None) -> _P
     return _Pending(upto, found)
 
 
+def below_tracking(led, pending: _Pending) -> dict[str, list[Event]]:
+    """Per stage, the pending cases at or below the stage's tracking position (work a scan that
+    trusted tracking would never see again)."""
+    positions = {stage.name: led.tracking_position(stage.tracking) for stage in STAGES}
+    stuck: dict[str, list[Event]] = {}
+    for stage, opened, _ in pending.cases:
+        if opened.seq <= positions[stage.name]:
+            stuck.setdefault(stage.name, []).append(opened)
+    return stuck
+
+
 class _Watermarks:
     """Per stage, the highest seq below which every scanned case is finished."""
 
@@ -175,11 +197,21 @@ class _Watermarks:
             self.open[stage.name].add(opened.seq)
 
     def after(self, stage: Stage, seq: int) -> tuple[str, int] | None:
-        """The tracking record to commit with case ``seq``'s outputs (None when it would not advance)."""
-        self.open[stage.name].discard(seq)
+        """The tracking record to commit with case ``seq``'s outputs (None when it would not advance).
+
+        Changes nothing: the case stays open until ``committed`` says its append returned. Were it
+        dropped here, an append interrupted by a signal (the watch daemon raises ``Abandoned`` in
+        the middle of whatever runs) would leave it dropped, and the next case to commit would
+        carry the position past it: a case stuck for ever with its judge calls and no outcome.
+        """
         still = self.open[stage.name]
-        position = (min(still) - 1) if still else self.upto
+        lower = min((s for s in still if s != seq), default=None)
+        position = (lower - 1) if lower is not None else self.upto
         return (stage.tracking, position) if position > self.led.tracking_position(stage.tracking) else None
+
+    def committed(self, stage: Stage, seq: int) -> None:
+        """Case ``seq``'s outputs (or its ``stage.failed``) are in the ledger: it no longer holds the mark."""
+        self.open[stage.name].discard(seq)
 
     def settle(self) -> None:
         """Advance the stages that had nothing pending up to the scan's bound (cheap next time)."""
@@ -240,9 +272,14 @@ class _Run:
                                  meta={"run": self.id, "stage": "dispatcher",
                                        "config_hash": self.run_config.hash()}))
 
-    async def execute(self) -> RunSummary:
-        """Scan, process, scan again until a scan finds nothing; write run.started/completed."""
-        pending = find_pending(self.led, self.settings.retry_failed)
+    async def execute(self, full: bool = True) -> RunSummary:
+        """Scan, process, scan again until a scan finds nothing; write run.started/completed.
+
+        ``full``: the first scan ignores the tracking positions (a full reconcile).
+        """
+        pending = find_pending(self.led, self.settings.retry_failed, full=full)
+        if full:
+            self._reconcile(pending)
         if not pending.cases:
             _Watermarks(self.led, pending).settle()
             return self.summary
@@ -287,6 +324,27 @@ class _Run:
         if self.progress is not None:
             self.progress.finish(self.counters)
         return s
+
+    def _reconcile(self, pending: _Pending) -> None:
+        """After a full scan: set back each tracking position that passed a pending case or the
+        head (forged, or written by an older evalledger), recording each as ``run.reconciled``.
+
+        The position goes back before any case runs, so that should this run die too, the cases
+        are found by any later scan, reconcile or not.
+        """
+        # Under --retry-failed the scan also holds failed cases, which tracking rightly passed.
+        stuck = {} if self.settings.retry_failed else below_tracking(self.led, pending)
+        for stage in STAGES:
+            cases = stuck.get(stage.name, [])
+            position = self.led.tracking_position(stage.tracking)
+            if not cases and position <= pending.upto:
+                continue
+            lowered = min(e.seq for e in cases) - 1 if cases else pending.upto
+            self.led.append(NewEvent(f"run:{self.id}", "run.reconciled", {
+                "run": self.id, "stage": stage.name, "tracking_position": position, "lowered_to": lowered,
+                "cases": [e.data.get("case_id") for e in cases]}, key=f"run.reconciled:{stage.name}",
+                meta={"run": self.id, "stage": "dispatcher", "config_hash": self.run_config.hash()}),
+                tracking=(stage.tracking, lowered))
 
     async def _process(self, pending: _Pending) -> int:
         """Run every pending case of one scan, concurrently, each committed on its own; returns
@@ -391,7 +449,10 @@ class _Run:
                 # Without its terminal event the case would stay pending for ever.
                 raise RuntimeError(f"the {stage.name} stage produced no {stage.terminal} for this case")
             self.led.append(work.outputs, tracking=marks.after(stage, opened.seq))
+            marks.committed(stage, opened.seq)
             self.summary.judged += 1
+        except LedgerError:
+            raise   # the store refused (a full disk): not this case's fault, so no stage.failed; it stays pending
         except JudgeUnavailable as exc:   # not a verdict: the case stays pending, the run stops
             self.summary.cases -= 1
             self._stop(exc)
@@ -410,6 +471,7 @@ class _Run:
                                            "stage_version": STAGE_VERSIONS[stage.name],
                                            "config_hash": config_hash}),
                             tracking=marks.after(stage, opened.seq))
+            marks.committed(stage, opened.seq)
             self.summary.failed += 1
             self.counters.failures += 1
             self.summary.failures.append({"case_id": case_id, "stage": stage.name, "reason": reason})
@@ -465,9 +527,21 @@ async def run_until_idle_async(led, settings: RunSettings | None = None, progres
         return RunSummary(busy=True)
     try:
         with _home_lock(led):
-            return await _Run(led, settings or RunSettings(), progress).execute()
+            full = _next_pass_is_full(led)
+            return await _Run(led, settings or RunSettings(), progress).execute(full)
     finally:
         lock.release()
+
+
+_PASSES: dict[str, int] = {}
+
+
+def _next_pass_is_full(led) -> bool:
+    """True for this process's first pass on ``led`` and every ``RECONCILE_EVERY``-th after it."""
+    name = led.label
+    count = _PASSES.get(name, 0)
+    _PASSES[name] = count + 1
+    return count % RECONCILE_EVERY == 0
 
 
 def run_until_idle(led, settings: RunSettings | None = None, progress=None) -> RunSummary:
@@ -475,7 +549,8 @@ def run_until_idle(led, settings: RunSettings | None = None, progress=None) -> R
 
     Reentrant-safe: a call while another runs in this process returns at once with ``busy``;
     across processes, runs on one home take turns (a lock file beside the ledger). Cheap when
-    nothing is pending: one scan from each stage's tracking position.
+    nothing is pending: one scan from each stage's tracking position, except for a process's
+    first pass on a ledger and every ``RECONCILE_EVERY``-th, which scan it whole.
     """
     coroutine = run_until_idle_async(led, settings, progress)
     try:

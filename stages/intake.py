@@ -48,6 +48,7 @@ class IngestResult:
     warnings: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     moved_to: Path | None = None
+    filing_error: str | None = None   # committed, but the move to processed/ or rejected/ failed
 
     @property
     def ok(self) -> bool:
@@ -65,6 +66,8 @@ class IngestResult:
             parts.append(f"{_count(self.cases_opened, 'new case')}")
         if self.errors:
             parts.append(_count(len(self.errors), "error"))
+        if self.filing_error:
+            parts.append(f"({self.filing_error})")
         return "  ".join(parts + [escape_unprintable(note) for note in self.notes])
 
     def error_lines(self) -> list[str]:
@@ -87,13 +90,47 @@ def _count(n: int, noun: str) -> str:
 
 def sha256_of(path: Path) -> tuple[str, int]:
     """The sha256 hex digest and size of a file, read in chunks."""
-    digest = hashlib.sha256()
-    size = 0
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-            size += len(chunk)
+        return _hash_rest(fh, hashlib.sha256(), 0)
+
+
+def _hash_rest(fh, digest, size: int, limit: int | None = None) -> tuple[str, int]:
+    """Feed the rest of an open file (up to ``limit`` bytes in all) to ``digest``; (hex digest, size)."""
+    while limit is None or size < limit:
+        chunk = fh.read(1 << 20 if limit is None else min(1 << 20, limit - size))
+        if not chunk:
+            break
+        digest.update(chunk)
+        size += len(chunk)
     return digest.hexdigest(), size
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One read of a file: its bytes (None when over the limit), their sha256 and size, and the
+    identity (device, inode) of the file they came from."""
+
+    raw: bytes | None
+    sha256: str
+    size: int
+    identity: tuple[int, int]
+
+
+def read_once(path: Path, max_bytes: int) -> FileRead:
+    """Read a file once, at most ``max_bytes`` + 1 bytes: hash, size check and parse all use this read.
+
+    Reading twice (hash, then parse) let a file replaced in between be recorded under the first
+    file's hash with the second one's content; and a file growing after a size check got past it.
+    """
+    with open(path, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        raw = fh.read(max_bytes + 1)
+        if len(raw) <= max_bytes:
+            return FileRead(raw, hashlib.sha256(raw).hexdigest(), len(raw), (st.st_dev, st.st_ino))
+        # The same open file, so the hash names what was read; bounded by the size it had when
+        # opened, so a file that keeps growing (or a pipe) cannot keep us reading.
+        sha, size = _hash_rest(fh, hashlib.sha256(raw), len(raw), limit=max(st.st_size, len(raw)))
+    return FileRead(None, sha, size, (st.st_dev, st.st_ino))
 
 
 def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = False,
@@ -102,24 +139,32 @@ def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = Fals
                 collection: str | None = None) -> IngestResult:
     """Ingest one file; from the inbox it then moves to processed/ or rejected/.
 
-    ``collection`` names the reconstruction collection of documents that do not name their own
-    (the CLI passes the folder a file was ingested with); a file from a folder dropped into the
-    inbox gets that folder's name.
+    The file is read once (``read_once``); what is filed away is what was read: a file replaced
+    in the inbox while it was ingested stays there, to be ingested on its own. ``collection``
+    names the reconstruction collection of documents that do not name their own (the CLI passes
+    the folder a file was ingested with); a file from a folder dropped into the inbox gets that
+    folder's name.
     """
     path = Path(path)
     if collection is None and from_inbox and led.home is not None \
             and path.resolve().parent.parent == (Path(led.home) / "inbox").resolve():
         collection = path.parent.name
     name = recorded_name(path)
-    sha, size = sha256_of(path)
-    if size > max_bytes:
-        problems = [Problem("$", f"the file is {size} bytes, over the limit of {max_bytes} bytes")]
-        result = _reject(led, name, sha, size, problems)
+    read = read_once(path, max_bytes)
+    if read.raw is None:
+        problems = [Problem("$", f"the file is {read.size} bytes, over the limit of {max_bytes} bytes")]
+        result = _reject(led, name, read.sha256, read.size, problems)
     else:
-        result = ingest_bytes(led, path.read_bytes(), name, sha=sha, max_response_chars=max_response_chars,
+        result = ingest_bytes(led, read.raw, name, sha=read.sha256, max_response_chars=max_response_chars,
                               collection=collection)
     if led.home is not None:
-        result.moved_to = _file_away(led.home, path, result, from_inbox)
+        try:
+            result.moved_to = _file_away(led.home, path, result, from_inbox, read)
+        except OSError as exc:
+            # The events are committed: say so, and that filing it away is what is left to do.
+            where = "it stays in the inbox" if from_inbox else "processed/ has no copy yet"
+            result.filing_error = (f"its events are committed, but filing it away failed "
+                                   f"({exc.strerror or exc}): {where}; ingesting it again finishes that")
         if from_inbox and collection is not None:
             _drop_empty_folder(path.parent)
     return result
@@ -386,28 +431,67 @@ def resolve_pending(led: Ledger) -> int:
 
 # --- moving files ----------------------------------------------------------------------------------
 
-def _file_away(home: Path, path: Path, result: IngestResult, from_inbox: bool) -> Path | None:
+def _file_away(home: Path, path: Path, result: IngestResult, from_inbox: bool, read: FileRead) -> Path | None:
     """processed/<sha256>.<ext> for accepted files (moved from the inbox, else copied);
     rejected/<name> plus <name>.error.txt for rejected inbox files."""
     if result.status == "rejected":
-        return _move_rejected(home, path, result) if from_inbox else None
+        return _move_rejected(home, path, result, read) if from_inbox else None
     dest = home / "processed" / f"{result.sha256}{path.suffix.lower()}"
     dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.exists():
-        if from_inbox:
-            path.unlink(missing_ok=True)
-        return dest
-    try:
-        if from_inbox:
-            os.replace(path, dest) if _same_device(path, dest.parent) else shutil.move(str(path), dest)
-        else:
-            _atomic_copy(path, dest)
-    except FileNotFoundError:
-        pass  # another process (the watch daemon, a second ingest) filed it first
+    if from_inbox:
+        taken = _take(path, read, dest.parent)
+        if taken is not None and not dest.exists():
+            os.replace(taken, dest)
+        elif taken is not None:
+            taken.unlink()
+    if not dest.exists():   # copied, or the inbox file was replaced meanwhile: keep what was ingested
+        _atomic_write(read.raw, dest)
     return dest
 
 
-def _move_rejected(home: Path, path: Path, result: IngestResult) -> Path:
+def _take(path: Path, read: FileRead, folder: Path) -> Path | None:
+    """Move ``path`` to a hidden name in ``folder`` if it is still the file that was read; else None.
+
+    The rename comes first and the check after it, on the file renamed, so a file swapped in at
+    any moment is never taken for the one read: it goes back to the inbox, to be ingested itself.
+    """
+    if read.raw is None or not _same_device(path, folder):
+        # over the limit (no bytes to write instead), or another device: check, then move
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return None
+        if (st.st_dev, st.st_ino) != read.identity:
+            return None
+        taking = folder / f".taking-{read.sha256[:16]}-{os.getpid()}"
+        try:
+            shutil.move(str(path), taking)
+        except FileNotFoundError:
+            return None
+        return taking
+    taking = folder / f".taking-{read.sha256[:16]}-{os.getpid()}"
+    try:
+        os.replace(path, taking)
+    except FileNotFoundError:
+        return None   # another process (the watch daemon, a second ingest) filed it first
+    st = taking.stat()
+    if (st.st_dev, st.st_ino) == read.identity:
+        return taking
+    _put_back(taking, path)
+    return None
+
+
+def _put_back(taken: Path, path: Path) -> None:
+    """Return a file taken by mistake to the inbox, under its name if free, else beside it."""
+    try:
+        os.link(taken, path)   # never replaces a file dropped there since
+    except FileExistsError:
+        os.replace(taken, path.with_name(f"{path.stem}.{os.getpid()}-{taken.stat().st_ino}{path.suffix}"))
+        return
+    taken.unlink()
+
+
+def _move_rejected(home: Path, path: Path, result: IngestResult, read: FileRead) -> Path:
     folder = home / "rejected"
     folder.mkdir(parents=True, exist_ok=True)
     dest = folder / path.name
@@ -420,10 +504,11 @@ def _move_rejected(home: Path, path: Path, result: IngestResult) -> Path:
     partial = note.with_name(f".{note.name}.part")
     partial.write_text("\n".join([header, *result.error_lines()]) + "\n", encoding="utf-8")
     os.replace(partial, note)
-    try:
-        shutil.move(str(path), dest)
-    except FileNotFoundError:
-        pass  # another process filed it first; its note is the same
+    taken = _take(path, read, folder)
+    if taken is not None:
+        os.replace(taken, dest)
+    elif read.raw is not None and not dest.exists():   # replaced meanwhile: keep what was read
+        _atomic_write(read.raw, dest)
     return dest
 
 
@@ -434,12 +519,12 @@ def _same_device(path: Path, folder: Path) -> bool:
         return False
 
 
-def _atomic_copy(path: Path, dest: Path) -> None:
-    """Copy beside the destination, then rename: a reader never sees half a file."""
+def _atomic_write(raw: bytes, dest: Path) -> None:
+    """Write beside the destination, then rename: a reader never sees half a file."""
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".incoming-")
-    os.close(fd)
     try:
-        shutil.copyfile(path, tmp)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
         os.replace(tmp, dest)
     finally:
         if os.path.exists(tmp):

@@ -59,10 +59,12 @@ class Status:
     pending: list[dict] = field(default_factory=list)
     rejected: list[dict] = field(default_factory=list)
     head: dict[str, Any] = field(default_factory=dict)
+    reconciled: list[dict] = field(default_factory=list)   # run.reconciled: work tracking had passed over
 
     def as_dict(self) -> dict[str, Any]:
+        """The status as plain data (``status --json``)."""
         return {"benchmarks": self.benchmarks, "cases": self.cases, "pending": self.pending,
-                "rejected": self.rejected, "head": self.head}
+                "rejected": self.rejected, "head": self.head, "reconciled": self.reconciled}
 
 
 def status(led: Ledger) -> Status:
@@ -90,6 +92,10 @@ def status(led: Ledger) -> Status:
     out.pending = [{"file": e.data["file"], "sha256": e.data["sha256"], "benchmark": e.data["benchmark"],
                     "responses": e.data.get("count", 0), "seq": e.seq} for e in pending_responses(led)]
     out.rejected = _rejected_files(led)
+    out.reconciled = [{"run": e.data["run"], "stage": e.data["stage"], "cases": len(e.data.get("cases") or []),
+                       "tracking_position": e.data["tracking_position"], "lowered_to": e.data["lowered_to"],
+                       "seq": e.seq}
+                      for e in led.read(types=["run.reconciled"], to_seq=head.seq)]
     return out
 
 

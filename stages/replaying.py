@@ -21,6 +21,7 @@ from typing import Any
 
 from evalledger import ledger
 from evalledger.ledger import Event, NewEvent
+from evalledger.ledger.api import HOME_FOLDERS
 from evalledger.stages.config import ConfigError
 from evalledger.stages.dispatcher import RunSettings, RunSummary, run_until_idle
 from evalledger.stages.judge import JudgeError, JudgeSettings, live_backend, make_judge
@@ -32,7 +33,8 @@ _OLD_UNRECORDED = re.compile(r"no recorded answer for role '([^']+)', case (\S+)
 
 
 class ReplayRefused(ValueError):
-    """A replay that cannot start: the target is not empty, or the live judge cannot be set up."""
+    """A replay that cannot start: the target holds something other than this very replay begun
+    there, the source no longer holds the head it began from, or the live judge cannot be set up."""
 
 
 @dataclass
@@ -44,6 +46,7 @@ class ReplayResult:
     summary: RunSummary
     missing: list[dict[str, str]] = field(default_factory=list)   # {case_id, role, request_hash, stage}
     live_calls: int = 0
+    resumed: bool = False   # the target held this very replay, interrupted: it was carried on
 
 
 def replay_into(source: ledger.Ledger | str | Path, target: ledger.Ledger | str | Path, *,
@@ -51,19 +54,20 @@ def replay_into(source: ledger.Ledger | str | Path, target: ledger.Ledger | str 
                 progress: Any = None) -> ReplayResult:
     """Re-run the stages of ``source`` into the new, empty home ``target`` from the recorded judge calls.
 
+    A ``target`` holding this very replay, interrupted (same source, overrides and live), is
+    carried on: inputs are copied up to the source head it began from, nothing twice, and only
+    the cases not yet judged are run (``ReplayResult.resumed``).
+
     ``overrides``: a config layer applied over every case's config (``stages.config.run_layer``).
     ``live``: None (answer from the record only), ``"offline"``, ``"openai"``, or ``"auto"`` (the
     backend the source's runs used) to make the calls the source never recorded. ``progress``:
     an object with ``update(counters)``, as ``run_until_idle`` takes. Paths are opened here (the
     source read-only); Ledgers passed in stay open. Raises ReplayRefused before anything is
-    written when the target has events or files, or the live judge cannot be set up.
+    written when the target holds anything else, or the live judge cannot be set up.
 
         >>> result = replay_into("evalledger", "replayed", overrides={"fuzzy_threshold": 0.9})
         >>> result.summary.judged, result.missing
     """
-    if isinstance(target, (str, Path)) and Path(target).exists() and (
-            not Path(target).is_dir() or any(Path(target).iterdir())):
-        raise ReplayRefused(f"{target} is not empty; replay makes a new home")
     opened_source = isinstance(source, (str, Path))
     src = ledger.open_ledger(source, readonly=True) if opened_source else source
     try:
@@ -75,6 +79,8 @@ def replay_into(source: ledger.Ledger | str | Path, target: ledger.Ledger | str 
                 live_backend(settings, live)     # refuses a live judge that could never work, before any write
             except (ConfigError, ValueError, JudgeError) as exc:
                 raise ReplayRefused(f"--live {live}: {exc}") from None
+        if isinstance(target, (str, Path)):
+            check_target(Path(target), label, overrides or {}, live)
         led = ledger.open_ledger(target) if isinstance(target, (str, Path)) else target
         try:
             return _replay(src, led, label, settings, overrides or {}, progress)
@@ -89,6 +95,7 @@ def replay_into(source: ledger.Ledger | str | Path, target: ledger.Ledger | str 
 def _replay(source: ledger.Ledger, led: ledger.Ledger, label: str, settings: JudgeSettings,
             overrides: dict[str, Any], progress: Any) -> ReplayResult:
     """Seed ``led``, run the stages with the replay judge, collect what the source lacked."""
+    resumed = led.head().seq > 0
     origin, copied = seed_replay(source, led, label, overrides, settings.live)
     judge = make_judge(settings, led, source=source)
     try:
@@ -96,7 +103,29 @@ def _replay(source: ledger.Ledger, led: ledger.Ledger, label: str, settings: Jud
     finally:
         asyncio.run(judge.aclose())
     missing = merge_misses(judge.unrecorded, unrecorded_requests(led))
-    return ReplayResult(origin, copied, summary, missing, live_calls(led))
+    return ReplayResult(origin, copied, summary, missing, live_calls(led), resumed)
+
+
+def check_target(target: Path, source_label: str, overrides: dict[str, Any], live: str | None) -> None:
+    """Raise ReplayRefused for a target that is neither new, nor empty, nor a home this replay began.
+
+    Checked on a read-only open, before anything is written: a refusal changes nothing there.
+    """
+    if not target.exists():
+        return
+    if not target.is_dir() or (any(target.iterdir()) and not ledger.is_home(target)):
+        raise ReplayRefused(f"{target} is not empty; replay makes a new home")
+    if not ledger.is_home(target):
+        return
+    with ledger.open_ledger(target, readonly=True) as led:
+        if not led.head().seq:
+            if any((target / name).is_dir() and any((target / name).iterdir()) for name in HOME_FOLDERS):
+                raise ReplayRefused(f"{target} is not empty; replay makes a new home")
+            return                           # interrupted before its first event: a new home still
+        try:
+            check_resumable(led, source_label, overrides, live)
+        except ReplayRefused as exc:
+            raise ReplayRefused(f"{target}: {exc}") from None
 
 
 def resolve_live(source: ledger.Ledger, wanted: str | None) -> str | None:
@@ -111,19 +140,59 @@ def resolve_live(source: ledger.Ledger, wanted: str | None) -> str | None:
     return "openai" if "openai" in backends else "offline"
 
 
+def replay_origin(target: ledger.Ledger) -> Event | None:
+    """The target's ``replay.started`` when it is the target's first event, else None."""
+    first = next(target.read(to_seq=1), None)
+    return first if first is not None and first.type == "replay.started" else None
+
+
+def check_resumable(target: ledger.Ledger, source_label: str, overrides: dict[str, Any],
+                    live: str | None) -> Event | None:
+    """The origin of the replay begun in ``target`` that this one would carry on; None for an empty target.
+
+    A replay recognises itself by its first event: ``replay.started`` with the same source, the
+    same ``--set`` layer and the same ``--live``. Anything else raises ReplayRefused saying why.
+    """
+    if not target.head().seq:
+        return None
+    origin = replay_origin(target)
+    if origin is None:
+        raise ReplayRefused("it is a home with events that no replay began; replay makes a new home")
+    data = origin.data
+    wanted = {"source": ("the source", source_label), "overrides": ("the --set layer", overrides),
+              "live": ("--live", live)}
+    for key, (what, value) in wanted.items():
+        if data.get(key) != value:
+            raise ReplayRefused(f"it holds another replay ({what} there: {data.get(key)!r}; here: {value!r}); "
+                                "replay into a new folder")
+    return origin
+
+
 def seed_replay(source: ledger.Ledger, target: ledger.Ledger, source_label: str, overrides: dict[str, Any],
                 live: str | None) -> tuple[Event, int]:
-    """Append the origin event and copy the source's inputs into ``target``; (origin, copied count)."""
-    if target.head().seq:
-        raise ReplayRefused("replay goes into an empty home; this one has events")
-    head = source.head()
-    [origin] = target.append(NewEvent(
-        f"replay:{head.hash[:16]}", "replay.started",
-        {"source": source_label, "source_head_seq": head.seq, "source_head_hash": head.hash,
-         "overrides": overrides, "live": live}, key="origin", meta={"stage": "replay"}))
+    """Append the origin event and copy the source's inputs into ``target``; (origin, copied count).
+
+    A target where this very replay began (``check_resumable``) is carried on: the copy goes on up
+    to the source head the replay began from (ids are deterministic, so nothing is copied twice),
+    provided the source still holds that head.
+    """
+    origin = check_resumable(target, source_label, overrides, live)
+    if origin is None:
+        head = source.head()
+        [origin] = target.append(NewEvent(
+            f"replay:{head.hash[:16]}", "replay.started",
+            {"source": source_label, "source_head_seq": head.seq, "source_head_hash": head.hash,
+             "overrides": overrides, "live": live}, key="origin", meta={"stage": "replay"}))
+    else:
+        head_seq, head_hash = origin.data["source_head_seq"], origin.data["source_head_hash"]
+        at = next(source.read(from_seq=head_seq, to_seq=head_seq), None) if head_seq else None
+        if head_seq and (at is None or at.hash != head_hash):
+            raise ReplayRefused(f"the source no longer holds the head this replay began from "
+                                f"(seq {head_seq} {head_hash}); replay into a new folder")
+    upto = origin.data["source_head_seq"]
     copied = 0
     batch: list[NewEvent] = []
-    for event in source.read(types=COPIED_TYPES, to_seq=head.seq):
+    for event in source.read(types=COPIED_TYPES, to_seq=upto):
         # event.data is at the current schema: an old event is copied upcast, and stored as current
         batch.append(NewEvent(event.stream, event.type, event.data, key=f"replay:{event.id}",
                               meta={"stage": "replay", "causation": origin.id, "source_event": event.id,

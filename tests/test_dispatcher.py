@@ -13,7 +13,7 @@ from evalledger.stages.config import effective_config
 from evalledger.stages.dispatcher import RunSettings, find_pending, run_until_idle
 from evalledger.stages.intake import ingest_path
 from evalledger.stages.judge import JudgeSettings, make_judge
-from evalledger.testing.stand_in import StandIn, StandInThread
+from evalledger.testing.stand_in import StandIn, StandInThread, Status
 from evalledger.cli.progress import Progress
 from evalledger.stages.template import judge_template
 from stages_scripted import dispatch, template_judge
@@ -102,14 +102,16 @@ def test_a_failing_case_gets_stage_failed_and_the_others_go_on_then_retry_failed
         assert run_until_idle(led, RunSettings(retry_failed=True)).cases == 0
 
 
-def test_cli_exit_code_and_retry_failed(tmp_path, capsys):
+def test_cli_exit_code_and_retry_failed(tmp_path, capsys, monkeypatch):
     home = home_with(tmp_path, ("b.json", template_benchmark()))
-    # nothing was ever recorded, so the replay judge cannot answer: the case fails, the run says why
-    assert main(["--home", str(home), "run", "--quiet", "--judge", "replay"]) == 1
+    # a judge that refuses every request (400, not retried): the case fails, the run says why
+    with StandInThread(StandIn().script(*[Status(400)] * 8)) as stand_in:
+        monkeypatch.setenv("OPENAI_BASE_URL", stand_in.base_url)
+        assert main(["--home", str(home), "run", "--quiet", "--judge", "openai", "--model", "m"]) == 1
     out = capsys.readouterr().out
     assert "1 failed" in out and "failed template case" in out
     [failed] = data(home, "stage.failed")
-    assert "Unrecorded" in failed["reason"] or "not recorded" in failed["reason"]
+    assert "400" in failed["reason"]
     assert main(["--home", str(home), "run", "--quiet"]) == 0
     assert "nothing pending" in capsys.readouterr().out
     assert main(["--home", str(home), "run", "--quiet", "--retry-failed"]) == 0

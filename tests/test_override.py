@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from evalledger import ledger
+from evalledger.testing.stand_in import StandIn, StandInThread, Status
 from stages_support import AUDIT_LINES, home_with, reconstruction_file, template_benchmark
 
 
@@ -44,8 +45,11 @@ def test_override_of_an_unknown_case_is_a_clear_usage_error(tmp_path, run_cli):
 
 def test_a_template_case_that_failed_unjudged_shows_the_override_beside_not_judged(tmp_path, run_cli):
     home = home_with(tmp_path, ("b.json", template_benchmark()))
-    # The replay judge answering from this very home has nothing recorded: the case fails, unjudged.
-    assert run_cli("run", "--judge", "replay", home=home).returncode == 1
+    # A judge that refuses every request (400, not retried): the case fails, unjudged.
+    with StandInThread(StandIn().script(*[Status(400)] * 8)) as stand_in:
+        done = run_cli("run", "--judge", "openai", "--model", "m", home=home,
+                       env={"OPENAI_BASE_URL": stand_in.base_url})
+    assert done.returncode == 1, done.stderr
     case_id = cases_by_kind(home)["template"]
     done = run_cli("override", case_id, "--verdict", "pass", "--reason", "checked by hand", "--author", "rev",
                    home=home)
