@@ -55,10 +55,6 @@ class RubricDeepJudgmentConfig(StrictModel):
     global_: dict[str, DeepJudgmentTraitConfig] = Field(default_factory=dict, alias="global")
     question_specific: dict[str, dict[str, DeepJudgmentTraitConfig]] = Field(default_factory=dict)
 
-    def model_dump_json_ready(self) -> dict[str, Any]:
-        """The JSON shape with the spec's key ``global``."""
-        return self.model_dump(mode="json", by_alias=True)
-
 
 class AuditStrategy(StrictModel):
     """VerifyFast's deterministic scoring parameters (spec defaults; strategy.yaml's ``params``).

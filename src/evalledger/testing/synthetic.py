@@ -73,12 +73,6 @@ def excerpt(case_id: str, attribute: str, text: str, similarity: float, attempt:
         key=f"template:{case_id}:excerpt:{attribute}:{attempt}", meta=_meta("template"))
 
 
-def excerpt_retried(case_id: str, attribute: str, attempt: int, failed: list[dict]) -> NewEvent:
-    return NewEvent(f"case:{case_id}", "excerpt.retried", {
-        "case_id": case_id, "attribute": attribute, "attempt": attempt, "failed": failed},
-        key=f"template:{case_id}:retry:{attribute}:{attempt}", meta=_meta("template"))
-
-
 def judged(case_id: str, verdict: str, auto_failed: bool = False, reasons: Iterable[str] = ()) -> NewEvent:
     return NewEvent(f"case:{case_id}", "case.judged", {
         "case_id": case_id, "verdict": verdict, "auto_failed": auto_failed, "reasons": list(reasons)},

@@ -169,17 +169,6 @@ def numbers(text: str) -> list[float]:
     return found
 
 
-def number_spans(text: str) -> list[tuple[float, int, str]]:
-    """(value, character offset, raw text) of each digit-written number in ``text``."""
-    out = []
-    for m in _NUMBER.finditer(text):
-        try:
-            out.append((float(m.group().rstrip("%").replace(",", "")), m.start(), m.group()))
-        except ValueError:
-            continue
-    return out
-
-
 def dates(text: str) -> list[str]:
     """The dates written in ``text``, as ISO ``YYYY-MM-DD`` strings."""
     from dateutil import parser as dateparser
