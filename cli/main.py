@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "evalledger.cli.intake_commands",
     "evalledger.cli.run_commands",
     "evalledger.cli.watch_commands",
+    "evalledger.cli.demo",
     "evalledger.cli.report_commands",
 ]
 

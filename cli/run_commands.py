@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from evalledger.cli.errors import UsageError
 from evalledger.cli.ledger_commands import open_existing
 from evalledger.stages.config import ConfigError, run_layer
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
@@ -30,7 +31,6 @@ def add_judge_options(p) -> None:
 
 def run_settings(args, **flags) -> RunSettings:
     """The dispatcher's settings from ``add_judge_options``' arguments; a bad key is a usage error."""
-    from evalledger.cli.errors import UsageError
     try:
         layer = run_layer(args.config_file, args.sets)
     except ConfigError as exc:
@@ -60,7 +60,6 @@ def register(sub) -> None:
 
 def cmd_run(args) -> int:
     """Run until idle; exit 1 when a case failed (its stage.failed says why), else 0."""
-    from evalledger.cli.errors import UsageError
     settings = run_settings(args, retry_failed=args.retry_failed)
     progress = None if args.quiet else Progress(sys.stderr)
     with open_existing(args) as led:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from evalledger import ledger
 from evalledger.cli import daemon_lock
+from evalledger.cli.errors import UsageError
+from evalledger.cli.ledger_commands import home_of
 from evalledger.ledger.api import HOME_FOLDERS
 from evalledger.cli.watch import Callbacks, Daemon, Outcome, WatchOptions
 from evalledger.cli.run_commands import add_judge_options, run_settings
@@ -67,8 +69,6 @@ def run_daemon(home: Path, settings, options: WatchOptions, log: Log) -> Outcome
 
 
 def cmd_watch(args) -> int:
-    from evalledger.cli.ledger_commands import home_of
-    from evalledger.cli.errors import UsageError
     home = Path(home_of(args))
     if home.is_file():  # a bare .jsonl or .db ledger has no inbox to watch
         raise UsageError(f"{home} is a ledger file; watch needs a home folder with an inbox "
@@ -114,5 +114,3 @@ def register(sub) -> None:
     p = sub.add_parser("watch", help="daemon: ingest files dropped into the inbox, judge them, refresh reports")
     add_watch_options(p)
     p.set_defaults(func=cmd_watch)
-    from evalledger.cli import demo
-    demo.register(sub)

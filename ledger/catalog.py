@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from evalledger.ledger.envelope import EnvelopeError, check_type_name
+from evalledger.ledger.type_names import EnvelopeError, check_type_name
 
 
 class Payload(BaseModel):

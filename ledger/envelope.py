@@ -16,17 +16,18 @@ import hashlib
 import json
 import math
 import os
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import orjson
 
+from evalledger.ledger.catalog import payload_model, upcast
+from evalledger.ledger.type_names import EnvelopeError, check_type_name  # noqa: F401 - re-exported
+
 GENESIS_HASH = "0" * 64
 ENVELOPE_FIELDS = ("seq", "id", "stream", "version", "type", "schema", "data", "meta", "prev_hash", "hash")
 
-_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 # orjson refuses integers outside 64 bits and reads some of them back as floats (any below -2**63
 # has 19 digits). A run of 19 digits is the only way such an integer can appear in canonical JSON
 # (floats carry at most 17 significant digits); strings that hold one just take the slower path.
@@ -35,10 +36,6 @@ _TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 _DIGITS_TO_9 = bytes(0x39 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))
 _NINETEEN = b"9" * 19
 _SUFFIX_LEN = len(b',"prev_hash":"') + 64 + len(b'","hash":"') + 64 + len(b'"}')
-
-
-class EnvelopeError(ValueError):
-    """An event or payload that cannot be stored (not JSON, NaN, bad type name...)."""
 
 
 def canonical_json(value: Any) -> bytes:
@@ -99,12 +96,6 @@ def utc_now() -> str:
         _clock[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         _clock[0] = second
     return f"{_clock[1]}.{micros:06d}Z"
-
-
-def check_type_name(type: str) -> None:
-    """Refuse a type name that is not a dotted lowercase name such as ``note.added``."""
-    if not isinstance(type, str) or not _TYPE_NAME.match(type):
-        raise EnvelopeError(f"event type {type!r} is not a dotted lowercase name like 'note.added'")
 
 
 def canonical_bytes(seq: int, id: str, stream: str, version: int, type: str, schema: int,
@@ -257,12 +248,10 @@ class Event:
 
     def upcast(self) -> dict[str, Any]:
         """The payload dict at the current schema version of its type (stored bytes untouched)."""
-        from evalledger.ledger.catalog import upcast
         return upcast(self.type, self.schema, self.data)
 
     def payload(self):
         """The payload as its registered (frozen) pydantic model, upcast to the current schema."""
-        from evalledger.ledger.catalog import payload_model
         return payload_model(self.type).model_validate(self.upcast())
 
     def __repr__(self) -> str:
