@@ -1,14 +1,15 @@
 """What passes between the judge port and its backends: a pending call, one attempt, the errors.
 
-A backend gets a ``PendingCall`` and a ``record`` coroutine; it records every attempt it makes
-(success or failure) through ``record`` the moment the attempt ends, and returns the validated
-reply, or raises ``JudgeCallFailed`` after recording the last failure.
+A backend gets a ``PendingCall`` and yields every attempt it makes (success or failure) the
+moment the attempt ends; the port records each one before the backend goes on. The last attempt
+yielded is the success (its ``reply`` the validated reply model), or, after yielding its last
+failure, the backend raises ``JudgeCallFailed``. A backend never records anything itself.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, AsyncIterator, Protocol
 
 from evalledger.stages.judge.registry import RoleSpec
 from evalledger.stages.judge.roles import Model
@@ -69,7 +70,6 @@ class PendingCall:
     case_id: str
     step_attempt: int
     first_attempt: int
-    record: Callable[[Attempt], Awaitable[Any]]
     candidates: list[str] = field(default_factory=list)   # replay: every hash this request may be recorded under
 
     @property
@@ -78,7 +78,7 @@ class PendingCall:
 
 
 class Backend(Protocol):
-    """A judge backend: names itself, and answers a pending call (recording each attempt)."""
+    """A judge backend: names itself, and answers a pending call with the attempts it made."""
 
     name: str
     model: str | None
@@ -87,8 +87,9 @@ class Backend(Protocol):
     def identities(self, role: str) -> list[tuple[str, str | None]]:
         """The (backend, model) pairs a request of ``role`` is hashed under, the first being its own."""
 
-    async def answer(self, call: PendingCall) -> Model:
-        """The validated reply; raises JudgeCallFailed (or UnrecordedRequest) otherwise."""
+    def attempts(self, call: PendingCall) -> AsyncIterator[Attempt]:
+        """Each attempt as it ends, the success last; raises JudgeCallFailed (or UnrecordedRequest)
+        after the last failure."""
 
     async def aclose(self) -> None:
         """Release connections."""

@@ -18,21 +18,17 @@ import json
 import logging
 import os
 import random
-import re
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, AsyncIterator
 
 import aiohttp
 
 from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, PendingCall
+from evalledger.stages.judge.recorded_calls import redact
 from evalledger.stages.judge.replies import decode_reply
-from evalledger.stages.judge.roles import Model
 from evalledger.stages.judge.settings import DEFAULT_BASE_URL, JudgeSettings
-
-# Keys shorter than this are placeholders, redacted only where they stand as a whole token.
-SHORT_KEY = 12
 
 log = logging.getLogger("evalledger.judge")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524})
@@ -80,8 +76,8 @@ class OpenAIBackend:
         return [(self.name, self.model)]
 
     # --- the call ---------------------------------------------------------------------------------
-    async def answer(self, call: PendingCall) -> Model:
-        """Ask until a valid reply comes, within the bounds; every attempt is recorded."""
+    async def attempts(self, call: PendingCall) -> AsyncIterator[Attempt]:
+        """Ask until a valid reply comes, within the bounds, yielding every attempt as it ends."""
         s = self.settings
         schema = call.spec.reply_schema(call.request)
         conversation = list(call.messages)
@@ -96,12 +92,12 @@ class OpenAIBackend:
             if outcome.refused_format and self.use_response_format:
                 self.use_response_format = False  # once per backend: the server does not take it
                 record.error = "the server refused response_format; asking again with the schema in the prompt"
-                await call.record(record)
+                yield record
                 number += 1
                 continue
             if outcome.error is not None:
-                record.error = self._redact(outcome.error)
-                await call.record(record)
+                record.error = redact(outcome.error, self._key)
+                yield record
                 failures += 1
                 self._log(call, number, record.error)
                 if not outcome.retryable or failures >= s.max_attempts:
@@ -110,13 +106,13 @@ class OpenAIBackend:
                 number += 1
                 await asyncio.sleep(self._delay(failures, outcome.retry_after))
                 continue
-            record.raw_reply = self._redact(outcome.content or "")
+            record.raw_reply = redact(outcome.content or "", self._key)
             try:
                 reply = call.spec.validate_reply(call.request, decode_reply(outcome.content))
             except ValueError as exc:  # pydantic's ValidationError is a ValueError too
-                reason = self._redact(_short(exc))
+                reason = redact(_short(exc), self._key)
                 record.error = f"invalid reply: {reason}"
-                await call.record(record)
+                yield record
                 self._log(call, number, record.error)
                 if invalid >= s.max_invalid_replies:
                     raise JudgeCallFailed(call.role, call.case_id, call.request_hash, record.error,
@@ -129,8 +125,8 @@ class OpenAIBackend:
                                                 "the JSON object, matching the schema."}]
                 continue
             record.reply = reply
-            await call.record(record)
-            return reply
+            yield record
+            return
 
     def _compose(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> list[dict[str, str]]:
         """The messages to send: as given, or with the schema in the system prompt (fallback)."""
@@ -193,17 +189,6 @@ class OpenAIBackend:
     def _cost(self, usage) -> float | None:
         price = self.settings.price_of(self.model)
         return price.cost(usage) if price else None
-
-    def _redact(self, text: str) -> str:
-        """``text`` with the API key (if any) blotted out."""
-        if not self._key or not text:
-            return text
-        if len(self._key) >= SHORT_KEY:
-            return text.replace(self._key, "[redacted]")
-        # Local servers take placeholder keys ("x", "ollama", "EMPTY"): blotting every occurrence
-        # inside words would garble the recorded replies and errors, so only whole tokens go.
-        pattern = rf"(?<![A-Za-z0-9]){re.escape(self._key)}(?![A-Za-z0-9])"
-        return re.sub(pattern, "[redacted]", text)
 
     def _log(self, call: PendingCall, number: int, error: str) -> None:
         log.warning("judge %s for case %s, attempt %d: %s", call.role, call.case_id, number, error)
