@@ -9,7 +9,7 @@ failure, the backend raises ``JudgeCallFailed``. A backend never records anythin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Protocol
+from typing import Any, AsyncGenerator, Protocol
 
 from evalledger.stages.judge.registry import RoleSpec
 from evalledger.stages.judge.roles import Model
@@ -87,7 +87,7 @@ class Backend(Protocol):
     def identities(self, role: str) -> list[tuple[str, str | None]]:
         """The (backend, model) pairs a request of ``role`` is hashed under, the first being its own."""
 
-    def attempts(self, call: PendingCall) -> AsyncIterator[Attempt]:
+    def attempts(self, call: PendingCall) -> AsyncGenerator[Attempt, None]:
         """Each attempt as it ends, the success last; raises JudgeCallFailed (or UnrecordedRequest)
         after the last failure."""
 

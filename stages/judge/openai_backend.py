@@ -21,7 +21,7 @@ import random
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator
 
 import aiohttp
 
@@ -76,7 +76,7 @@ class OpenAIBackend:
         return [(self.name, self.model)]
 
     # --- the call ---------------------------------------------------------------------------------
-    async def attempts(self, call: PendingCall) -> AsyncIterator[Attempt]:
+    async def attempts(self, call: PendingCall) -> AsyncGenerator[Attempt, None]:
         """Ask until a valid reply comes, within the bounds, yielding every attempt as it ends."""
         s = self.settings
         schema = call.spec.reply_schema(call.request)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from contextlib import aclosing
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator
 
 from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, PendingCall, UnrecordedRequest
 from evalledger.stages.judge.recorded_calls import REPLAY, RecordedCalls, open_source
@@ -50,7 +50,7 @@ class ReplayBackend:
         live = self.live.identities(role)[0] if self.live is not None else None
         return self.records.replay_identities(role, live, self.settings.model)
 
-    async def attempts(self, call: PendingCall) -> AsyncIterator[Attempt]:
+    async def attempts(self, call: PendingCall) -> AsyncGenerator[Attempt, None]:
         """The recorded answer as one attempt; else the live backend's attempts; else UnrecordedRequest."""
         found = self.records.replayed(call.candidates)
         if found is not None:

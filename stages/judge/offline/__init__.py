@@ -8,7 +8,7 @@ the same on every machine.
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncGenerator, Callable
 
 from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, PendingCall
 from evalledger.stages.judge.offline import audit, deep, reconstruction
@@ -37,7 +37,7 @@ class OfflineBackend:
     def identities(self, role: str) -> list[tuple[str, str | None]]:
         return [(self.name, self.model)]
 
-    async def attempts(self, call: PendingCall) -> AsyncIterator[Attempt]:
+    async def attempts(self, call: PendingCall) -> AsyncGenerator[Attempt, None]:
         """One attempt: the heuristic's validated reply, or its failure (then JudgeCallFailed)."""
         try:
             reply = call.spec.validate_reply(call.request, HEURISTICS[call.role](call.request))
