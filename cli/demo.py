@@ -146,6 +146,7 @@ def _pct(rate: float) -> str:
 
 
 def cmd_demo(args) -> int:
+    """``evalledger demo``: run the demo; a missing sample folder is a usage error."""
     try:
         return run_demo(args.samples, args.dir, args.log_format)
     except FileNotFoundError as exc:
@@ -153,6 +154,7 @@ def cmd_demo(args) -> int:
 
 
 def register(sub) -> None:
+    """Add the ``demo`` command to the parser."""
     p = sub.add_parser("demo", help="a temporary home with the sample benchmarks, judged offline end to end")
     p.add_argument("--samples", default=None, metavar="DIR", help="the benchmark files to use "
                    "(default: benchmarks/samples)")

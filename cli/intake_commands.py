@@ -126,6 +126,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def register(sub) -> None:
+    """Add the ``ingest`` and ``status`` commands to the parser."""
     p = sub.add_parser("ingest", help="ingest benchmark, responses, reconstruction, audit or Karenina files")
     p.add_argument("files", nargs="*", metavar="FILE",
                    help="files, or folders (their .json, .jsonl and .jsonld files), to ingest "

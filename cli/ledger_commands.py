@@ -30,12 +30,14 @@ def _open_checked(path: str) -> ledger.Ledger:
 
 
 def cmd_init(args) -> int:
+    """``evalledger init``: create the home."""
     home = ledger.init_home(home_of(args))
     print(f"initialised {home}")
     return 0
 
 
 def cmd_note(args) -> int:
+    """``evalledger note``: append a note.added event and print it."""
     with open_existing(args) as led:
         [event] = led.append(NewEvent(args.stream, "note.added", {"text": args.text, "author": args.author}))
     print(f"seq {event.seq} {event.type} {event.stream} {event.hash}")
@@ -53,6 +55,7 @@ def format_event(event: ledger.Event) -> str:
 
 
 def cmd_log(args) -> int:
+    """``evalledger log``: list events, readable or as JSONL envelopes."""
     unknown = sorted(set(args.type or ()) - set(ledger.known_types()))
     if unknown:  # a misspelt type would otherwise list nothing and look like an empty ledger
         raise ledger.LedgerError(f"unknown event type {', '.join(map(repr, unknown))}; "
@@ -88,6 +91,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_export(args) -> int:
+    """``evalledger export``: write the ledger as canonical JSONL."""
     with open_existing(args, readonly=True) as led:
         if args.out:
             count = led.export(args.out)
@@ -117,6 +121,7 @@ def cmd_import(args) -> int:
 
 
 def register(sub) -> None:
+    """Add the ledger commands (init, note, log, verify, export, import) to the parser."""
     p = sub.add_parser("init", help="create a home (inbox, processed, rejected, reports, ledger)")
     p.set_defaults(func=cmd_init)
 

@@ -28,6 +28,7 @@ COMMAND_MODULES = [
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``evalledger`` argument parser with every command module's commands."""
     parser = argparse.ArgumentParser(
         prog="evalledger",
         description="An event-sourced ledger for LLM-as-judge evaluation.",
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; the exit code (0 ok, 1 findings, 2 usage error)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

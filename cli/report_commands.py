@@ -7,14 +7,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from evalledger import ledger
-from evalledger import projections
+from evalledger import ledger, projections
 from evalledger.cli.ledger_commands import home_of, open_existing
+from evalledger.cli.progress import Progress
 from evalledger.ledger import NewEvent
 from evalledger.projections.history import CaseNotFound, case_history, format_history, resolve_case
 from evalledger.projections.replay import write_unrecorded
 from evalledger.projections.store import ReadModelStore, json_bytes, reports_dir
-from evalledger.cli.progress import Progress
 
 UNRECORDED_SHOWN = 20   # unrecorded requests printed by replay; the rest are in the listing file
 
@@ -38,18 +37,21 @@ def _built(led, paths: list[Path], verb: str) -> None:
 
 
 def cmd_report(args) -> int:
+    """``evalledger report``: update the read models and write the reports."""
     with open_existing(args) as led:
         _built(led, projections.refresh(led), "updated")
     return 0
 
 
 def cmd_rebuild(args) -> int:
+    """``evalledger rebuild``: fold the read models from scratch and write the reports."""
     with open_existing(args) as led:
         _built(led, projections.rebuild(led), "rebuilt")
     return 0
 
 
 def cmd_history(args) -> int:
+    """``evalledger history``: print one case's events in order."""
     with open_existing(args) as led:
         try:
             history = case_history(led, resolve_case(led, args.case))
@@ -63,6 +65,7 @@ def cmd_history(args) -> int:
 
 
 def cmd_override(args) -> int:
+    """``evalledger override``: record a reviewer's verdict for a case."""
     if not args.reason.strip() or not args.author.strip():
         raise _usage("--reason and --author must not be empty")
     with open_existing(args) as led:
@@ -93,10 +96,10 @@ def _check_overridable(led, case_id: str) -> None:
 
 def cmd_replay(args) -> int:
     """Re-run the stages into a new home from the source's recorded judge calls (docs/reports.md)."""
+    from evalledger.projections.replay import live_calls, merge_misses, seed_replay, unrecorded_requests
     from evalledger.stages.config import ConfigError, run_layer
     from evalledger.stages.dispatcher import RunSettings, run_until_idle
     from evalledger.stages.judge import JudgeSettings, make_judge
-    from evalledger.projections.replay import live_calls, merge_misses, seed_replay, unrecorded_requests
 
     try:
         layer = run_layer(None, args.sets)
@@ -181,8 +184,9 @@ def _live_backend(source, wanted: str | None) -> str | None:
 
 
 def cmd_diff(args) -> int:
-    from evalledger.projections.diff import diff_models, format_diff
+    """``evalledger diff``: compare the cases of two homes (or ledger files), case by case."""
     from evalledger.projections.catch_up import update
+    from evalledger.projections.diff import diff_models, format_diff
 
     opened = []
     try:

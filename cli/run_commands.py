@@ -10,10 +10,10 @@ import sys
 
 from evalledger.cli.errors import UsageError
 from evalledger.cli.ledger_commands import open_existing
+from evalledger.cli.progress import Progress
 from evalledger.stages.config import ConfigError, run_layer
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.judge import JudgeError
-from evalledger.cli.progress import Progress
 
 
 def add_judge_options(p) -> None:

@@ -16,10 +16,10 @@ from evalledger import ledger
 from evalledger.cli import daemon_lock
 from evalledger.cli.errors import UsageError
 from evalledger.cli.ledger_commands import home_of
-from evalledger.ledger.api import HOME_FOLDERS
-from evalledger.cli.watch import Callbacks, Daemon, Outcome, WatchOptions
 from evalledger.cli.run_commands import add_judge_options, run_settings
+from evalledger.cli.watch import Callbacks, Daemon, Outcome, WatchOptions
 from evalledger.cli.watch_log import FORMATS, Log
+from evalledger.ledger.api import HOME_FOLDERS
 
 
 class LogProgress:
@@ -69,6 +69,7 @@ def run_daemon(home: Path, settings, options: WatchOptions, log: Log) -> Outcome
 
 
 def cmd_watch(args) -> int:
+    """``evalledger watch``: check the options, then run the daemon on the home."""
     home = Path(home_of(args))
     if home.is_file():  # a bare .jsonl or .db ledger has no inbox to watch
         raise UsageError(f"{home} is a ledger file; watch needs a home folder with an inbox "
@@ -111,6 +112,7 @@ def add_watch_options(p) -> None:
 
 
 def register(sub) -> None:
+    """Add the ``watch`` command to the parser."""
     p = sub.add_parser("watch", help="daemon: ingest files dropped into the inbox, judge them, refresh reports")
     add_watch_options(p)
     p.set_defaults(func=cmd_watch)

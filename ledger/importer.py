@@ -10,8 +10,15 @@ from __future__ import annotations
 import hashlib
 from typing import Iterable, Iterator
 
-from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, canonical_json, decode_json, split_line
-from evalledger.ledger.envelope import check_type_name
+from evalledger.ledger.envelope import (
+    GENESIS_HASH,
+    EnvelopeError,
+    canonical_bytes,
+    canonical_json,
+    check_type_name,
+    decode_json,
+    split_line,
+)
 from evalledger.ledger.persistence import LedgerError, check_stream
 
 

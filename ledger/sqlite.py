@@ -20,7 +20,13 @@ from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.mirror import Mirror
 from evalledger.ledger.persistence import (
-    ConflictError, Head, LedgerError, Prepared, Recorder, chain_start, seal,
+    ConflictError,
+    Head,
+    LedgerError,
+    Prepared,
+    Recorder,
+    chain_start,
+    seal,
 )
 from evalledger.ledger.sqlite_schema import COLUMNS, INSERT, SCHEMA, TRIGGERS, connect, row_event, row_line  # noqa: F401
 

@@ -9,8 +9,8 @@ both, the mirror must equal SQLite line for line; equal lines are hashed once.
 from __future__ import annotations
 
 import hashlib
-from hashlib import sha256
 from dataclasses import dataclass, field
+from hashlib import sha256
 from typing import Iterable, Iterator
 
 from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, split_line

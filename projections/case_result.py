@@ -12,8 +12,14 @@ from typing import Any
 from evalledger.projections.audit import expected_score, zone_of
 from evalledger.projections.reconstruction import calculated_metrics, scored_claims, unscored_claims
 from evalledger.projections.results import (
-    call_list, case_status, effective_verdict, excerpt_retry_count, is_auto_failed, original_verdict,
-    override_of, usage_of,
+    call_list,
+    case_status,
+    effective_verdict,
+    excerpt_retry_count,
+    is_auto_failed,
+    original_verdict,
+    override_of,
+    usage_of,
 )
 from evalledger.projections.stats import rnd
 

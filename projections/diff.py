@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from evalledger.projections.aggregate import build_aggregates
-from evalledger.projections.store import json_bytes
 from evalledger.projections.case_result import case_result
+from evalledger.projections.store import json_bytes
 
 SKIPPED_METRIC_ROOTS = ("ledger_head", "configs", "judges", "config_hashes")
 # Leaves about what judging cost rather than what it found: a replay answers from the record, so

@@ -13,7 +13,12 @@ from typing import Any, Iterable
 
 from evalledger.projections.appliers import call_fields
 from evalledger.projections.stats import (
-    mcnemar_exact, paired_bootstrap_interval, ratio, rnd, seed_for, wilson_interval,
+    mcnemar_exact,
+    paired_bootstrap_interval,
+    ratio,
+    rnd,
+    seed_for,
+    wilson_interval,
 )
 
 NUMERIC = (int, float)
@@ -58,6 +63,7 @@ def effective_verdict(case: dict) -> str | None:
 
 
 def is_auto_failed(case: dict) -> bool:
+    """True when the case failed automatically (before or by the judgment)."""
     return bool(case["auto_fail_reasons"]) or bool(case["judged"] and case["judged"]["auto_failed"])
 
 
@@ -83,6 +89,7 @@ def usage_of(case: dict) -> dict[str, Any]:
 
 
 def excerpt_retry_count(case: dict) -> int:
+    """How many excerpt retries the case needed in all."""
     return sum(len(v) for v in case["excerpt_retries"].values())
 
 

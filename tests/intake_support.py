@@ -9,7 +9,6 @@ from pathlib import Path
 from evalledger import ledger
 
 SAMPLES = Path(__file__).resolve().parent.parent / "benchmarks" / "samples"
-from shared_fixtures import KARENINA  # noqa: E402
 
 BENCHMARK = {
     "format": "evalledger/benchmark@1",

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from evalledger.ledger.filelock import FileLock, read_holder_pid
+
 REPO = Path(__file__).resolve().parents[1]
 
 HOLDER = """

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from import_graph import PACKAGE_DIRS, cycles, import_edges, layer_violations, modules_of
 
 REPO = Path(__file__).resolve().parents[1]

@@ -116,7 +116,7 @@ class OpenAIBackend:
                 self._log(call, number, record.error)
                 if invalid >= s.max_invalid_replies:
                     raise JudgeCallFailed(call.role, call.case_id, call.request_hash, record.error,
-                                          number - call.first_attempt + 1)
+                                          number - call.first_attempt + 1) from exc
                 invalid += 1
                 number += 1
                 conversation = list(call.messages) + [

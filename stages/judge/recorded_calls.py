@@ -27,7 +27,12 @@ from evalledger import ledger
 from evalledger.ledger import Event, NewEvent
 from evalledger.stages.judge.group_commit import GroupCommitter
 from evalledger.stages.judge.recording import (
-    CallIndex, call_event, case_stream, index_for, record_events, request_hash,
+    CallIndex,
+    call_event,
+    case_stream,
+    index_for,
+    record_events,
+    request_hash,
 )
 
 REPLAY = "replay"

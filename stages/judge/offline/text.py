@@ -152,6 +152,7 @@ def terms(text: str) -> list[str]:
 
 
 def term_set(text: str) -> frozenset[str]:
+    """The text's terms as a set."""
     return frozenset(terms(text))
 
 
