@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from evalledger import ledger
+from shared_fixtures import KARENINA  # noqa: F401 - re-exported for the intake tests
 
 SAMPLES = Path(__file__).resolve().parent.parent / "benchmarks" / "samples"
 
