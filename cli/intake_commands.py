@@ -77,6 +77,37 @@ def cmd_ingest(args) -> int:
     return 1 if unreadable or any(r.status == "rejected" for r in results) else 0
 
 
+def cmd_validate(args) -> int:
+    """Check files as ingest would, writing nothing; exit 1 when any would be rejected."""
+    from evalledger.cli.errors import UsageError
+    from evalledger.stages.validate import validate_path
+    if args.max_bytes < 1:
+        raise UsageError(f"--max-bytes must be at least 1, got {args.max_bytes}")
+    missing = [f for f in args.files if not Path(f).exists()]
+    if missing:
+        raise UsageError(f"no such file: {', '.join(missing)}")
+    home = _home(args)
+    led = ledger.open_ledger(home, readonly=True) if ledger.is_home(home) or home.endswith((".jsonl", ".db")) \
+        and Path(home).exists() else None
+    bad = 0
+    try:
+        for name in args.files:
+            path = Path(name)
+            files = [f for f in inbox_files(path) if f.suffix.lower() in INPUT_SUFFIXES] if path.is_dir() else [path]
+            for file in files:
+                if not file.is_file():
+                    print(f"unreadable {file}  not a regular file")
+                    bad += 1
+                    continue
+                result = validate_path(led, file, max_bytes=args.max_bytes)
+                bad += result.status == "rejected"
+                _print_result(result)
+    finally:
+        if led is not None:
+            led.close()
+    return 1 if bad else 0
+
+
 def _print_result(result: IngestResult) -> None:
     print(result.line())
     for line in result.error_lines():
@@ -105,7 +136,7 @@ def render_status(report) -> list[str]:
         if b["rejected_questions"] or b["rejected_traits"]:
             extra = (f"  ({_count(b['rejected_questions'], 'question')}, "
                      f"{_count(b['rejected_traits'], 'trait')} not translated)")
-        lines.append(f"  {b['benchmark']}  {b['name']}  [{b['kind']}, {b['format']}]  "
+        lines.append(f"  {b['benchmark']}  {b['name']}  kind: {b['kind']}, file format: {b['format']}  "
                      f"{_count(b['questions'], 'question')}  cases: {counts}{extra}")
     lines.append("cases: " + ", ".join(f"{report.cases.get(s, 0)} {s}" for s in CASE_STATES))
     lines.append(f"pending responses: {len(report.pending)}")
@@ -134,6 +165,12 @@ def register(sub) -> None:
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
                    help=f"reject files larger than this (default {DEFAULT_MAX_BYTES} = 50 MB)")
     p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("validate", help="check files as ingest would, writing nothing to the ledger")
+    p.add_argument("files", nargs="+", metavar="FILE", help="files, or folders (their .json, .jsonl and .jsonld files)")
+    p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
+                   help=f"the size limit ingest would apply (default {DEFAULT_MAX_BYTES} = 50 MB)")
+    p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("status", help="benchmarks, cases by state, pending responses, rejected files, head")
     p.add_argument("--json", action="store_true", help="print the status as JSON")

@@ -234,7 +234,7 @@ def open_ledger(path: str | os.PathLike | None = None, *, durability: str = "nor
         return Ledger(SQLiteRecorder(str(path), durability, readonly=readonly))
     if not (path / "ledger.db").exists():
         if readonly:
-            raise LedgerError(f"{path}: no evalledger home here (run 'evalledger init' first)")
+            raise LedgerError(f"{path}: no evalledger home here (run 'evalledger --home {path} init' first)")
         path.mkdir(parents=True, exist_ok=True)
         for name in HOME_FOLDERS:
             (path / name).mkdir(exist_ok=True)

@@ -342,3 +342,13 @@ class VerdictOverridden(Payload):
     verdict: Literal["pass", "fail"]
     reason: str
     author: str
+
+
+@event_type("checkpoint.signed")
+class CheckpointSigned(Payload):
+    """A signed checkpoint of the ledger up to ``size`` events (``evalledger checkpoint``)."""
+    size: int                                             # events covered: seq 1 .. size
+    head: str                                             # the chain hash of the event at seq ``size``
+    root: str                                             # RFC 6962 Merkle root over seq 1 .. size (hex)
+    note: str                                             # the signed note, exactly as published
+    key: str                                              # the verifier key's name+hash (never the key itself)

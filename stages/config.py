@@ -18,6 +18,7 @@ event carries it in ``meta``.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import tomllib
@@ -29,7 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 # Chosen per run, never by a dropped benchmark file: the judge (paid API calls) and the search
 # tools (tavily is paid; "module:function" imports and runs code).
-RUN_ONLY_KEYS = ("judge_backend", "judge_model", "deep_judgment_search_tool", "deep_judgment_rubric_search_tool")
+RUN_ONLY_KEYS = ("judge_backend", "judge_model", "judge_response_format", "deep_judgment_search_tool",
+                 "deep_judgment_rubric_search_tool")
 
 
 class StrictModel(BaseModel):
@@ -122,6 +124,9 @@ class VerificationConfig(StrictModel):
     # Judge (run-level only, see RUN_ONLY_KEYS)
     judge_backend: Literal["offline", "openai", "replay"] = "offline"
     judge_model: str | None = None
+    # How the openai judge sends the reply schema: json_schema (strict), json_object (with the
+    # schema, llama-cpp-python's server) or prompt (docs/judge.md, "Response formats").
+    judge_response_format: Literal["json_schema", "json_object", "prompt"] = "json_schema"
 
     # Reconstruction and audit
     claim_bands: ClaimScoreBands = Field(default_factory=ClaimScoreBands)
@@ -159,13 +164,32 @@ class ConfigError(ValueError):
         super().__init__("; ".join(f"{e['where']}: {e['reason']}" for e in errors))
 
 
+def known_keys(loc: tuple) -> list[str]:
+    """The keys allowed beside the last element of ``loc`` (a pydantic error location)."""
+    model: Any = VerificationConfig
+    for part in loc[:-1]:
+        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        annotation = getattr(field, "annotation", None)
+        inner = [a for a in getattr(annotation, "__args__", ()) if hasattr(a, "model_fields")]
+        model = annotation if hasattr(annotation, "model_fields") else (inner[0] if inner else None)
+        if model is None:
+            return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _unknown_key(loc: tuple) -> str:
+    """The unknown-key reason, with the closest known key when there is one."""
+    close = difflib.get_close_matches(str(loc[-1]), known_keys(loc), n=1, cutoff=0.6) if loc else []
+    return UNKNOWN_KEY + (f"; did you mean {close[0]!r}?" if close else "")
+
+
 def _validation_errors(exc: ValidationError, where: str, sep: str = ".") -> list[dict[str, str]]:
     """Pydantic errors as ``{where, reason}`` with the dotted key path after ``where`` and ``sep``."""
     out = []
     for err in exc.errors():
         path = ".".join(str(p) for p in err["loc"] if p != "global_")
         # pydantic's "Extra inputs are not permitted" does not tell a user it means a misspelt key
-        reason = UNKNOWN_KEY if err["type"] == "extra_forbidden" else err["msg"]
+        reason = _unknown_key(err["loc"]) if err["type"] == "extra_forbidden" else err["msg"]
         out.append({"where": f"{where}{sep}{path}" if path else where, "reason": reason})
     return out
 

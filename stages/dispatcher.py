@@ -87,9 +87,10 @@ class RunSettings(BaseModel):
         """The JudgeSettings of the judge a run builds: the CLI's choice, else the config's."""
         from evalledger.stages.judge import JudgeSettings
         run_config = self.run_config()
+        options = {"response_format": run_config.judge_response_format, **self.judge_options}
         return JudgeSettings(backend=self.judge_backend or run_config.judge_backend,
                              model=self.judge_model or run_config.judge_model,
-                             no_cache=self.no_cache, **self.judge_options)
+                             no_cache=self.no_cache, **options)
 
     def check_judge(self) -> None:
         """Raise now (JudgeError, ValueError) when the judge cannot be set up: no model, no key.

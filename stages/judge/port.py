@@ -110,7 +110,8 @@ class Judge:
             "model": attempt.model if attempt.model is not None else self.backend.model,
             "request_hash": attempt.request_hash or call.request_hash, "attempt": attempt.number,
             "error": attempt.error, "usage": attempt.usage, "latency_ms": attempt.latency_ms,
-            "request": request_record, "reply": _jsonable(attempt.reply), "cost": attempt.cost,
+            "request": _with_mode(request_record, attempt.response_format),
+            "reply": _jsonable(attempt.reply), "cost": attempt.cost,
             "raw_reply": attempt.raw_reply, "sent": attempt.sent, "http_status": attempt.http_status,
             "source_event": attempt.source_event, "source_backend": attempt.source_backend,
         }
@@ -163,6 +164,11 @@ def _jsonable(reply: Any) -> Any:
     if isinstance(reply, Model):
         return reply.model_dump(mode="json")
     return reply
+
+
+def _with_mode(request_record: dict[str, Any], mode: str | None) -> dict[str, Any]:
+    """The recorded request, with the response-format mode the attempt was sent in (openai)."""
+    return request_record if mode is None else {**request_record, "response_format": mode}
 
 
 def _copy_of(data: dict[str, Any]) -> dict[str, Any]:
