@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "README.md", "ledger", "stages", "projections", "cli", "src")
 
 
 def package_dirs() -> dict[str, str]:
@@ -38,12 +37,10 @@ def installed_path(folder: Path) -> str:
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
     """The wheel built from a copy of the checkout."""
     work = tmp_path_factory.mktemp("build")
-    for name in SOURCES:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            shutil.copy(source, work / name)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, work / name)
+    for folder in package_dirs().values():   # every folder the wheel is built from, and nothing else
+        shutil.copytree(REPO / folder, work / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     out = work / "dist"
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                            "--no-index", "-q", str(work), "-w", str(out)],
@@ -82,6 +79,7 @@ def test_package_data_is_in_the_wheel(wheel):
     names = set(wheel.namelist())
     assert [p for p in data if f"{installed_path(p.parent)}/{p.name}" not in names] == []
     assert "evalledger/py.typed" in names
+    assert any(name.startswith("evalledger/samples/") and name.endswith(".json") for name in names)
 
 
 def test_the_wheel_runs_as_python_m_evalledger(wheel, tmp_path):
