@@ -11,8 +11,15 @@ from evalledger import ledger
 from evalledger.cli.errors import UsageError
 from evalledger.cli.ledger_commands import open_existing
 from evalledger.cli.watch_inbox import is_ignored, scan_inbox
-from evalledger.stages.intake import DEFAULT_MAX_BYTES, IngestResult, ingest_path
+from evalledger.stages.intake import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_RESPONSE_CHARS,
+    MAX_RESPONSE_CHARS_LIMIT,
+    IngestResult,
+    ingest_path,
+)
 from evalledger.stages.intake_status import CASE_STATES, status
+from evalledger.stages.printable import escape_unprintable, shown_name
 
 # A folder named on the command line may hold other things (a README); only these are taken.
 INPUT_SUFFIXES = (".json", ".jsonl", ".jsonld")
@@ -51,22 +58,24 @@ def cmd_ingest(args) -> int:
     """Ingest files (or the whole inbox); one line per file; exit 1 when any was rejected."""
     if args.max_bytes < 1:  # every file would be rejected, and rejections stay in the ledger
         raise UsageError(f"--max-bytes must be at least 1, got {args.max_bytes}")
+    check_max_response_chars(args.max_response_chars)
     home = Path(_home(args))
     with open_existing(args) as led:  # a mistyped --home must not start a second, empty ledger
         targets = _targets(args, home)
         results, unreadable = [], 0
         for path, from_inbox in targets:
             if not path.is_file():  # a FIFO would block the read forever; a device is no benchmark
-                print(f"unreadable {path}  not a regular file")
+                print(f"unreadable {shown_name(str(path))}  not a regular file")
                 unreadable += 1
                 continue
             try:
-                result = ingest_path(led, path, from_inbox=from_inbox, max_bytes=args.max_bytes)
+                result = ingest_path(led, path, from_inbox=from_inbox, max_bytes=args.max_bytes,
+                                     max_response_chars=args.max_response_chars)
             except FileNotFoundError:
-                print(f"skipped  {path.name}  (gone before it could be read; another process took it)")
+                print(f"skipped  {shown_name(path.name)}  (gone before it could be read; another process took it)")
                 continue
             except OSError as exc:  # a permission or I/O problem: no content, so nothing is recorded
-                print(f"unreadable {path}  {exc.strerror or exc}")
+                print(f"unreadable {shown_name(str(path))}  {escape_unprintable(str(exc.strerror or exc))}")
                 unreadable += 1
                 continue
             results.append(result)
@@ -108,6 +117,39 @@ def cmd_validate(args) -> int:
     return 1 if bad else 0
 
 
+def check_max_response_chars(value: int) -> None:
+    """UsageError unless 1 <= value <= MAX_RESPONSE_CHARS_LIMIT (the formats' own bound)."""
+    from evalledger.cli.errors import UsageError
+    if not 1 <= value <= MAX_RESPONSE_CHARS_LIMIT:
+        raise UsageError(f"--max-response-chars must be between 1 and {MAX_RESPONSE_CHARS_LIMIT}, got {value}")
+
+
+def add_max_response_chars(p) -> None:
+    """The --max-response-chars option (ingest and watch)."""
+    p.add_argument("--max-response-chars", type=int, default=DEFAULT_MAX_RESPONSE_CHARS, metavar="N",
+                   help=f"reject a file with a response longer than N characters (default "
+                        f"{DEFAULT_MAX_RESPONSE_CHARS:,}, at most {MAX_RESPONSE_CHARS_LIMIT:,})")
+
+
+def cmd_rebind(args) -> int:
+    """Open the responses of a benchmark's earlier versions as cases of its latest version."""
+    from evalledger.cli.errors import UsageError
+    from evalledger.cli.ledger_commands import open_existing
+    from evalledger.stages.versions import RebindError, rebind
+    with open_existing(args) as led:
+        try:
+            result = rebind(led, args.name)
+        except RebindError as exc:
+            raise UsageError(str(exc)) from None
+    print(f"rebind {result.name!r} to version {result.version} ({result.latest}): {result.opened} new case(s), "
+          f"{result.already} already there, from {len(result.sources)} earlier version(s)")
+    for line in result.dropped:
+        print(f"  not rebound: {line}")
+    if result.opened:
+        print("  judge them with: evalledger run")
+    return 0
+
+
 def _print_result(result: IngestResult) -> None:
     print(result.line())
     for line in result.error_lines():
@@ -136,18 +178,18 @@ def render_status(report) -> list[str]:
         if b["rejected_questions"] or b["rejected_traits"]:
             extra = (f"  ({_count(b['rejected_questions'], 'question')}, "
                      f"{_count(b['rejected_traits'], 'trait')} not translated)")
-        lines.append(f"  {b['benchmark']}  {b['name']}  kind: {b['kind']}, file format: {b['format']}  "
+        lines.append(f"  {b['benchmark']}  {escape_unprintable(b['name'])}  kind: {b['kind']}, file format: {b['format']}  "
                      f"{_count(b['questions'], 'question')}  cases: {counts}{extra}")
     lines.append("cases: " + ", ".join(f"{report.cases.get(s, 0)} {s}" for s in CASE_STATES))
     lines.append(f"pending responses: {len(report.pending)}")
     for p in report.pending:
-        lines.append(f"  {p['file']}  {p['responses']} responses wait for benchmark {p['benchmark']!r}  "
+        lines.append(f"  {shown_name(p['file'])}  {p['responses']} responses wait for benchmark {p['benchmark']!r}  "
                      f"(sha256 {p['sha256'][:12]})")
     lines.append(f"rejected files: {len(report.rejected)}")
     for r in report.rejected:
         first = r["first_error"]
-        why = f"{first['where']}: {first['reason']}" if first else ""
-        lines.append(f"  {r['file']}  {r['errors']} error{'s' if r['errors'] != 1 else ''}  {why}")
+        why = escape_unprintable(f"{first['where']}: {first['reason']}") if first else ""
+        lines.append(f"  {shown_name(r['file'])}  {r['errors']} error{'s' if r['errors'] != 1 else ''}  {why}")
     lines.append(f"ledger head: seq {report.head['seq']} {report.head['hash']}")
     return lines
 
@@ -164,6 +206,7 @@ def register(sub) -> None:
                         "(default: every file in the home's inbox/)")
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
                    help=f"reject files larger than this (default {DEFAULT_MAX_BYTES} = 50 MB)")
+    add_max_response_chars(p)
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("validate", help="check files as ingest would, writing nothing to the ledger")
@@ -171,6 +214,10 @@ def register(sub) -> None:
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
                    help=f"the size limit ingest would apply (default {DEFAULT_MAX_BYTES} = 50 MB)")
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("rebind", help="judge the responses of a benchmark's earlier versions against its latest")
+    p.add_argument("name", help="the benchmark's name (or the id of one of its versions)")
+    p.set_defaults(func=cmd_rebind)
 
     p = sub.add_parser("status", help="benchmarks, cases by state, pending responses, rejected files, head")
     p.add_argument("--json", action="store_true", help="print the status as JSON")

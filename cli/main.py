@@ -39,6 +39,7 @@ EXAMPLES = {
     "ingest": "evalledger ingest benchmarks/samples/pharmacology.benchmark.json",
     "status": "evalledger status --json",
     "validate": "evalledger validate my-benchmark.json responses.jsonl",
+    "rebind": "evalledger rebind solar-system-basics   # after fixing a ground truth",
     "run": "evalledger run --judge openai --model gpt-4o-mini --concurrency 8",
     "watch": "evalledger watch --log-format json",
     "demo": "evalledger demo --dir /tmp",

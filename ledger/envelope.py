@@ -16,18 +16,20 @@ import hashlib
 import json
 import math
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import orjson
 
-from evalledger.ledger.catalog import payload_model, upcast
-from evalledger.ledger.type_names import EnvelopeError, check_type_name  # noqa: F401 - re-exported
+from evalledger.ledger.schemas import SCHEMAS, payload_model, upcast
+from evalledger.ledger.schemas import EnvelopeError as EnvelopeError  # re-exported: raised by the envelope
 
 GENESIS_HASH = "0" * 64
 ENVELOPE_FIELDS = ("seq", "id", "stream", "version", "type", "schema", "data", "meta", "prev_hash", "hash")
 
+_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 # orjson refuses integers outside 64 bits and reads some of them back as floats (any below -2**63
 # has 19 digits). A run of 19 digits is the only way such an integer can appear in canonical JSON
 # (floats carry at most 17 significant digits); strings that hold one just take the slower path.
@@ -98,9 +100,16 @@ def utc_now() -> str:
     return f"{_clock[1]}.{micros:06d}Z"
 
 
+def check_type_name(type: str) -> None:
+    """Refuse a type name that is not a dotted lowercase name such as ``note.added``."""
+    if not isinstance(type, str) or not _TYPE_NAME.match(type):
+        raise EnvelopeError(f"event type {type!r} is not a dotted lowercase name like 'note.added'")
+
+
 def canonical_bytes(seq: int, id: str, stream: str, version: int, type: str, schema: int,
-                    data: bytes, meta: bytes) -> bytes:
-    """The hashed bytes of an envelope, with data and meta embedded verbatim."""
+                    data: bytes | str, meta: bytes | str) -> bytes:
+    """The hashed bytes of an envelope, with data and meta embedded verbatim (bytes, or text as
+    SQLite returns it)."""
     return orjson.dumps(
         {"data": orjson.Fragment(data), "id": id, "meta": orjson.Fragment(meta), "schema": schema,
          "seq": seq, "stream": stream, "type": type, "version": version},
@@ -160,11 +169,12 @@ class Event:
 
     ``raw_data`` and ``raw_meta`` are the stored canonical bytes (data and meta exactly as hashed);
     an event read from a JSONL file keeps its stored line, so ``line()`` gives the stored bytes.
-    ``payload()`` gives the typed, upcast payload model.
+    ``data`` is the payload at its type's current schema (upcast when it was stored at an older
+    one), ``payload()`` the same as its typed model; ``stored_data`` is the payload as stored.
     """
 
     __slots__ = ("seq", "id", "stream", "version", "type", "schema", "prev_hash", "hash",
-                 "_raw_data", "_raw_meta", "_data", "_meta", "_line")
+                 "_raw_data", "_raw_meta", "_data", "_meta", "_line", "_current")
 
     def __init__(self, seq: int, id: str, stream: str, version: int, type: str, schema: int,
                  raw_data: bytes | str | None, raw_meta: bytes | str | None, prev_hash: str, hash: str,
@@ -182,10 +192,22 @@ class Event:
         self._data = data
         self._meta = meta
         self._line = line
+        self._current: Any = None
 
     @property
     def data(self) -> Any:
-        """The payload as stored (a dict), decoded on first use."""
+        """The payload dict at its type's current schema: as stored, or upcast from an older one."""
+        value = self._current
+        if value is None:
+            value = self.stored_data
+            if SCHEMAS.get(self.type) != self.schema:
+                value = upcast(self.type, self.schema, value)
+            self._current = value
+        return value
+
+    @property
+    def stored_data(self) -> Any:
+        """The payload as stored (a dict at the stored ``schema``), decoded on first use."""
         value = self._data
         if value is None:
             self._decode()
@@ -211,9 +233,9 @@ class Event:
             both = _as_bytes(raw_data) + _as_bytes(raw_meta)
         loads = json.loads if both.translate(_DIGITS_TO_9).find(_NINETEEN) >= 0 else orjson.loads
         if self._data is None:
-            self._data = loads(raw_data)
+            self._data = loads(raw_data)  # type: ignore[arg-type]  # None only when _data was given
         if self._meta is None:
-            self._meta = loads(raw_meta)
+            self._meta = loads(raw_meta)  # type: ignore[arg-type]
 
     @property
     def raw_data(self) -> bytes | str:
@@ -243,16 +265,18 @@ class Event:
         return line_bytes(self.canonical(), self.prev_hash, self.hash)
 
     def to_dict(self) -> dict[str, Any]:
-        """The envelope as a plain dict (data and meta decoded)."""
-        return {name: getattr(self, name) for name in ENVELOPE_FIELDS}
+        """The envelope as stored, as a plain dict (data and meta decoded; data at the stored schema)."""
+        envelope = {name: getattr(self, name) for name in ENVELOPE_FIELDS}
+        envelope["data"] = self.stored_data
+        return envelope
 
     def upcast(self) -> dict[str, Any]:
         """The payload dict at the current schema version of its type (stored bytes untouched)."""
-        return upcast(self.type, self.schema, self.data)
+        return self.data  # type: ignore[no-any-return]
 
-    def payload(self):
+    def payload(self) -> Any:
         """The payload as its registered (frozen) pydantic model, upcast to the current schema."""
-        return payload_model(self.type).model_validate(self.upcast())
+        return payload_model(self.type).model_validate(self.data)
 
     def __repr__(self) -> str:
         return f"Event(seq={self.seq}, type={self.type!r}, stream={self.stream!r}, version={self.version})"

@@ -111,6 +111,7 @@ class JudgeCalled(DomainPayload):
     degraded: bool | None = None           # search: it failed and gave no results
     source_event: str | None = None        # answered from this recorded event (replay, or reuse on another case)
     source_backend: str | None = None      # the backend that originally answered (replay)
+    stored_cut: list[str] | None = None    # what the stored-size caps cut from raw_reply/sent (stages/judge/reply_caps.py)
 
 
 # --- Template deep judgment ----------------------------------------------------------------------
@@ -226,6 +227,7 @@ class TraitScored(DomainPayload):
     degraded: list[str] = []                              # deep traits: steps that failed and how it went on
     metrics: dict[str, float | None] | None = None        # metric traits: computed from counts, not asked
     counts: dict[str, int] | None = None                  # metric traits: tp, fn, fp, tn
+    error: str | None = None                              # regex traits: why there is no match result (out of time)
 
 
 @event_type("trait.auto_failed")
@@ -300,6 +302,11 @@ class StageFailed(DomainPayload):
     stage: str
     reason: str
     failure: int = 1                                      # 1 for the first failure of this case and stage
+    # When a judge call caused it: the call's role and request hash, and whether it was a replay's
+    # request the source never recorded (so nothing ever parses ``reason`` to find them).
+    role: str | None = None
+    request_hash: str | None = None
+    unrecorded: bool = False
 
 
 @event_type("run.started")

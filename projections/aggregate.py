@@ -96,6 +96,7 @@ def benchmark_aggregates(benchmark_id: str, benchmark: dict | None, cases: list[
         "models": {m: {**group_summary(g), "per_field": per_field(g), "per_trait": per_trait(g)}
                    for m, g in by_model.items()},
         "comparisons": compare_models(benchmark_id, by_model),
+        **{k: benchmark[k] for k in ("version", "previous", "changes") if benchmark and benchmark.get(k)},
     }
     recon = {m: aggregate_stats(g) for m, g in by_model.items() if any(c["kind"] == "reconstruction" for c in g)}
     if recon:

@@ -271,7 +271,8 @@ def apply_benchmark_event(states: dict, etype: str, d: dict) -> None:
         states[str(d.get("benchmark"))] = {
             "benchmark": d.get("benchmark"), "name": d.get("name"), "kind": d.get("kind"),
             "config": d.get("config") or {}, "question_count": len(d.get("questions") or []),
-            "source": d.get("source"), "rejected_questions": d.get("rejected_questions") or []}
+            "source": d.get("source"), "rejected_questions": d.get("rejected_questions") or [],
+            **{k: d[k] for k in ("version", "previous", "changes") if d.get(k)}}
     else:
         key = "rejected:" + str(d.get("file"))
         states[key] = {"benchmark": None, "rejected_file": d.get("file"), "errors": d.get("errors") or []}

@@ -109,12 +109,28 @@ def attention_section(results: list[dict]) -> list[str]:
     return ["### Cases to look at", ""] + table(["case", "question", "model", "why"], rows)
 
 
+def version_lines(data: dict[str, Any]) -> list[str]:
+    """Which version of its name this benchmark is, what changed against the one before, and links
+    to the other versions."""
+    lines = []
+    if data.get("version"):
+        changes = data.get("changes") or {}
+        parts = [f"{k}: {', '.join(changes[k])}" for k in ("changed", "added", "removed") if changes.get(k)]
+        lines.append(f"Version {data['version']} of {data['name']}; against version {data['version'] - 1} "
+                     f"({data.get('previous')}): " + ("; ".join(parts) if parts else "the same questions") + ".")
+    links = data.get("version_links") or []
+    if links:
+        lines.append("Other versions: " + ", ".join(f"[{label}]({path})" for label, path in links) + ".")
+    return lines + [""] if lines else []
+
+
 def render_benchmark(data: dict[str, Any], prov: dict[str, Any], results: list[dict],
                      pictures: list[tuple[str, str]], documents: dict[str, str]) -> str:
     """``<benchmark>/report.md``."""
     models = list(data["models"])
     lines = [f"# Benchmark {data['benchmark']}" + (f": {data['name']}" if data["name"] else ""), ""]
     lines += provenance_lines(prov)
+    lines += version_lines(data)
     lines += [f"Kind: {data['kind']}. Questions registered: {fmt(data['question_count'])}. "
               "Pass rate = passed / all cases: failed and pending cases stay in the denominator.", ""]
     if data["rejected_questions"]:

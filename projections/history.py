@@ -107,9 +107,10 @@ def case_history(led, case_id: str) -> dict[str, Any]:
             row["judge_calls"] = [_call_row(c) for c in calls if call_backs_step(c, event)]
             row["computed"] = event.type in COMPUTED
         rows.append(row)
-    head = opened.data if opened else {}
-    return {"case_id": case_id, "benchmark": head.get("benchmark"), "model": head.get("model"),
-            "question_id": head.get("question_id"), "kind": head.get("kind"), "events": rows}
+    head = opened.payload() if opened else None
+    return {"case_id": case_id, "benchmark": head.benchmark if head else None, "model": head.model if head else None,
+            "question_id": head.question_id if head else None, "kind": head.kind if head else None,
+            "events": rows}
 
 
 def _summary(row: dict) -> str:

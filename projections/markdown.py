@@ -159,7 +159,10 @@ def render_index(agg: dict[str, Any], folders: dict[str, str]) -> str:
     rows = []
     for b, data in agg["benchmarks"].items():
         models = data["models"]
-        rows.append([bench_link(data["name"] or b, folders[b]), b, data["kind"], len(models),
+        label = data["name"] or b
+        if data.get("version"):
+            label = f"{label} (version {data['version']}{'' if '/versions/' in folders[b] else ', latest'})"
+        rows.append([bench_link(label, folders[b]), b, data["kind"], len(models),
                      sum(s["cases"] for s in models.values()), sum(s["judged"] for s in models.values()),
                      sum(s["failed"] for s in models.values()), sum(s["pending"] for s in models.values())])
     lines += ["## Benchmarks", ""]

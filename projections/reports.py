@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 import re
 import threading
 from pathlib import Path
@@ -57,15 +58,46 @@ def unique_names(ids: list[str]) -> dict[str, str]:
 
 
 def benchmark_folders(benchmarks: dict[str, dict]) -> dict[str, str]:
-    """A folder per benchmark, named after the benchmark's name (its id added where names clash)."""
+    """A folder per benchmark, named after the benchmark's name; the paths stay stable across versions.
+
+    The latest version of a name has ``<name>/``; an earlier version N has
+    ``<name>/versions/v<N>/``. Benchmarks that share a name without being versions of one another
+    (no version numbers, or different kinds) get their id added.
+    """
     labels = {b: str(data.get("name") or b) for b, data in benchmarks.items()}
-    slugs = [slug(n) for n in labels.values()]
-    out = {}
+    groups: dict[str, list[str]] = {}
     for bench in sorted(labels):
-        name = slug(labels[bench])
-        if slugs.count(name) > 1 or name in TOP_LEVEL:
-            name = f"{name}-{slug(bench)[:16]}"
-        out[bench] = name
+        groups.setdefault(slug(labels[bench]), []).append(bench)
+    out = {}
+    for name, members in groups.items():
+        versions = {b: benchmarks[b].get("version") or 1 for b in members}
+        kinds = {benchmarks[b].get("kind") for b in members}
+        versioned = len(set(versions.values())) == len(members) and len(kinds) == 1
+        latest = max(members, key=lambda b: versions[b]) if versioned else None
+        for bench in members:
+            if len(members) == 1 and name not in TOP_LEVEL:
+                out[bench] = name
+            elif versioned and name not in TOP_LEVEL:
+                out[bench] = name if bench == latest else f"{name}/versions/v{versions[bench]}"
+            else:
+                out[bench] = f"{name}-{slug(bench)[:16]}"
+    return out
+
+
+def version_links(benchmarks: dict[str, dict], folders: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
+    """For each versioned benchmark, (label, relative link) to the other versions of its name."""
+    by_name: dict[str, list[str]] = {}
+    for bench, data in benchmarks.items():
+        if data.get("version") or any(o != bench and benchmarks[o].get("name") == data.get("name")
+                                      and benchmarks[o].get("version") for o in benchmarks):
+            by_name.setdefault(str(data.get("name")), []).append(bench)
+    out: dict[str, list[tuple[str, str]]] = {}
+    for members in by_name.values():
+        ordered = sorted(members, key=lambda b: benchmarks[b].get("version") or 1)
+        for bench in ordered:
+            out[bench] = [(f"version {benchmarks[o].get('version') or 1}" + (" (latest)" if o == ordered[-1] else ""),
+                           posixpath.relpath(f"{folders[o]}/report.md", folders[bench]))
+                          for o in ordered if o != bench]
     return out
 
 
@@ -131,9 +163,11 @@ def render_files(store: ReadModelStore) -> dict[str, bytes]:
     by_bench: dict[str, list[int]] = {}
     for i, case in enumerate(cases):
         by_bench.setdefault(str(case["benchmark"]), []).append(i)
+    links = version_links(agg["benchmarks"], folders)
     for bench, data in agg["benchmarks"].items():
         idx = by_bench.get(bench, [])
-        files.update(_benchmark_files(bench, folders[bench], data, [cases[i] for i in idx],
+        files.update(_benchmark_files(bench, folders[bench], {**data, "version_links": links.get(bench, [])},
+                                      [cases[i] for i in idx],
                                       [results[i] for i in idx], agg, position, runs))
     files["index.md"] = render_index(agg, folders).encode()
     files["aggregate-report.md"] = render_aggregate_report(agg, folders).encode()

@@ -52,13 +52,14 @@ def rejected(name: str, sha: str, size: int, problems: list[Problem]) -> NewEven
     return NewEvent(f"file:{sha}", "benchmark.rejected", data, key=f"{sha}:{digest16(errors)}", meta=meta())
 
 
-def registered(bench: ParsedBenchmark, source: dict, fmt: str, causation: str) -> tuple[str, NewEvent]:
-    """The benchmark's id and its ``benchmark.registered`` event."""
+def registered(bench: ParsedBenchmark, source: dict, fmt: str, causation: str,
+               lineage: dict | None = None) -> tuple[str, NewEvent]:
+    """The benchmark's id and its ``benchmark.registered`` event (with its version lineage, if any)."""
     bid = benchmark_id(bench.kind, bench.name if bench.name_in_id else "", bench.config, bench.questions)
     data = {"benchmark": bid, "name": bench.name, "kind": bench.kind, "format": fmt, "config": bench.config,
             "questions": bench.questions, "source": source,
             "rejected_questions": [p.as_dict() for p in bench.rejected_questions],
-            "rejected_traits": [p.as_dict() for p in bench.rejected_traits], **bench.extra}
+            "rejected_traits": [p.as_dict() for p in bench.rejected_traits], **bench.extra, **(lineage or {})}
     return bid, NewEvent(f"benchmark:{bid}", "benchmark.registered", data, key=bid, meta=meta(causation))
 
 

@@ -195,3 +195,26 @@ def test_checkpoint_api_signs_what_verify_checks(tmp_path):
         assert checkpoint.size == 1 and checkpoint.head == next(iter(led.read())).hash
     from evalledger.ledger.checkpoint import open_checkpoint
     assert open_checkpoint(note, signer.verifier) == checkpoint
+
+
+def test_the_daemon_checkpoints_every_n_events_and_publishes(tmp_path, run_cli):
+    home, key = tmp_path / "h", tmp_path / "keys" / "signer.key"
+    key.parent.mkdir()
+    run_cli("init", home=home)
+    _cli_keys(run_cli, key, home)
+    witness = tmp_path / "witness.jsonl"
+    (home / "inbox" / "cases.audit.jsonl").write_bytes((SAMPLES / "verifyfast-cases.audit.jsonl").read_bytes())
+    done = run_cli("watch", "--once", "--checkpoint-key", key, "--checkpoint-events", "10", "--publish", witness,
+                   "--log-format", "json", home=home)
+    assert done.returncode == 0, done.stderr
+    logged = [orjson.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    checkpoints = [entry for entry in logged if entry.get("event") == "checkpoint"]
+    assert checkpoints, done.stderr
+    with ledger.open_ledger(home, readonly=True) as led:
+        stored = list(led.read(types=["checkpoint.signed"]))
+        head = led.head().seq
+    assert stored and stored[-1].data["size"] == head - 1  # signed the head, then appended itself
+    assert witness.read_bytes() == (home / "checkpoints.jsonl").read_bytes()
+    assert run_cli("verify", "--against", witness, "--pubkey", str(key) + ".pub", home=home).returncode == 0
+    lonely = run_cli("watch", "--once", "--publish", witness, home=home)
+    assert lonely.returncode == 2 and "need --checkpoint-key" in lonely.stderr

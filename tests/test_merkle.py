@@ -122,3 +122,17 @@ def test_bad_requests_are_refused():
         merkle.consistency_proof(LEAVES, 5, 4)
     with pytest.raises(ProofError):
         merkle.verify_inclusion(LEAVES[0], 0, 8, [], bytes.fromhex(ROOTS[8]))  # too short
+
+
+def test_the_ledger_keeps_its_tree_incrementally_and_answers_any_size(tmp_path):
+    from evalledger import ledger
+    with ledger.open_ledger(tmp_path / "h") as led, ledger.open_ledger(tmp_path / "h") as other:
+        hashes = []
+        for i in range(1, 40):
+            writer = led if i % 3 else other          # a second writer's events are folded in too
+            [event] = writer.append([ledger.NewEvent(f"case:c{i}", "note.added", {"text": str(i)})])
+            hashes.append(bytes.fromhex(event.hash))
+            assert led.merkle_root() == reference_mth(hashes)
+        assert led.merkle_root(7) == reference_mth(hashes[:7])        # an earlier size
+        assert led.merkle_root() == reference_mth(hashes)            # and back to the head
+        assert led.merkle_root(0) == hashlib.sha256(b"").digest()

@@ -17,6 +17,7 @@ from evalledger.stages.judge.calls import Attempt, Backend, JudgeCallFailed, Pen
 from evalledger.stages.judge.recorded_calls import RecordedCalls, request_hashes
 from evalledger.stages.judge.recording import CallIndex, case_stream
 from evalledger.stages.judge.registry import role as role_spec
+from evalledger.stages.judge.reply_caps import cap_payload
 from evalledger.stages.judge.roles import Model
 from evalledger.stages.judge.settings import JudgeSettings
 
@@ -115,9 +116,12 @@ class Judge:
             "raw_reply": attempt.raw_reply, "sent": attempt.sent, "http_status": attempt.http_status,
             "source_event": attempt.source_event, "source_backend": attempt.source_backend,
         }
+        payload, refused = cap_payload(payload)
         # Network calls commit off the event loop, batched with the calls ending together.
         await self.records.record(call.case_id, payload, call.step_attempt, attempt.number, meta,
                                   batched=self.backend.network)
+        if refused:   # recorded as a failed attempt; the call fails rather than use it
+            raise JudgeCallFailed(call.role, call.case_id, payload["request_hash"], refused, attempt.number)
 
     async def _wait_for_twin(self, hash: str) -> bool:
         """Wait for the same request already in flight (another case with the same response, say), so
