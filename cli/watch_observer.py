@@ -12,7 +12,11 @@ from pathlib import Path
 from typing import Callable
 
 from watchdog.events import (
-    FileClosedEvent, FileCreatedEvent, FileModifiedEvent, FileMovedEvent, FileSystemEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
     FileSystemEventHandler,
 )
 from watchdog.observers.polling import PollingObserver

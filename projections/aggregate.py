@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalledger.projections.audit import audit_groups
 from evalledger.projections.appliers import call_fields
+from evalledger.projections.audit import audit_groups
 from evalledger.projections.reconstruction import aggregate_stats
 from evalledger.projections.results import compare_models, group_cases, group_summary, per_field, per_trait
 
@@ -77,6 +77,7 @@ def provenance(position: tuple[int, str], cases: list[dict], runs: dict | None) 
 
 
 def benchmark_kind(benchmark: dict | None, cases: list[dict]) -> str | None:
+    """The benchmark's kind: as registered, else the first of its cases' kinds (None without cases)."""
     if benchmark and benchmark.get("kind"):
         return benchmark["kind"]
     kinds = sorted({str(c["kind"]) for c in cases})

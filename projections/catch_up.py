@@ -17,8 +17,15 @@ import orjson
 
 from evalledger.ledger.envelope import decode_json
 from evalledger.projections.appliers import (
-    BENCHMARK_TYPES, CASE_APPLIERS, FOLDED_TYPES, RUN_TYPES, apply_benchmark_event,
-    apply_case_event, apply_run_event, case_id_of, new_case,
+    BENCHMARK_TYPES,
+    CASE_APPLIERS,
+    FOLDED_TYPES,
+    RUN_TYPES,
+    apply_benchmark_event,
+    apply_case_event,
+    apply_run_event,
+    case_id_of,
+    new_case,
 )
 from evalledger.projections.store import ReadModelStore, StaleFold
 

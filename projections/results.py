@@ -13,7 +13,12 @@ from typing import Any, Iterable
 
 from evalledger.projections.appliers import call_fields
 from evalledger.projections.stats import (
-    mcnemar_exact, paired_bootstrap_interval, ratio, rnd, seed_for, wilson_interval,
+    mcnemar_exact,
+    paired_bootstrap_interval,
+    ratio,
+    rnd,
+    seed_for,
+    wilson_interval,
 )
 
 NUMERIC = (int, float)
@@ -58,6 +63,7 @@ def effective_verdict(case: dict) -> str | None:
 
 
 def is_auto_failed(case: dict) -> bool:
+    """True when the case failed automatically (before or by the judgment)."""
     return bool(case["auto_fail_reasons"]) or bool(case["judged"] and case["judged"]["auto_failed"])
 
 
@@ -83,61 +89,8 @@ def usage_of(case: dict) -> dict[str, Any]:
 
 
 def excerpt_retry_count(case: dict) -> int:
+    """How many excerpt retries the case needed in all."""
     return sum(len(v) for v in case["excerpt_retries"].values())
-
-
-def case_result(case: dict) -> dict[str, Any]:
-    """The full per-case result (one line of evaluations.jsonl), with no internal bookkeeping."""
-    from evalledger.projections.audit import zone_of
-    from evalledger.projections.reconstruction import calculated_metrics, scored_claims, unscored_claims
-    override = override_of(case)
-    usage = usage_of(case)
-    excerpts = {attr: sorted(({k: e[k] for k in ("text", "similarity", "confidence", "attempt")}
-                              for e in per.values()), key=lambda e: (e["attempt"] or 0, str(e["text"])))
-                for attr, per in sorted(case["excerpts"].items())}
-    result: dict[str, Any] = {
-        "case_id": case["case_id"], "benchmark": case["benchmark"], "kind": case["kind"],
-        "question_id": case["question_id"], "model": case["model"], "status": case_status(case),
-        "verdict": effective_verdict(case), "original_verdict": original_verdict(case),
-        "override": {k: override[k] for k in ("verdict", "reason", "author")} if override else None,
-        "auto_failed": is_auto_failed(case),
-        "auto_fail_reasons": sorted(set(case["auto_fail_reasons"])
-                                    | set(case["judged"]["reasons"] if case["judged"] else [])),
-        "fields": {name: _strip(f) for name, f in sorted(case["fields"].items())},
-        "excerpts": excerpts,
-        "excerpt_retries": excerpt_retry_count(case),
-        "missing_excerpts": case["missing_excerpts"],
-        "risk": {attr: _strip(r) for attr, r in sorted(case["risk"].items())},
-        "reasoning": _strip(case["reasoning"]),
-        "traits": {name: _strip(t) for name, t in sorted(case["traits"].items())},
-        "traits_auto_failed": case["traits_auto_failed"],
-        "failures": sorted((_strip(f) for f in case["failures"].values()),
-                           key=lambda f: (str(f["stage"]), str(f["reason"]))),
-        "judge": {**usage, "cost": rnd(usage["cost"], 6),
-                  "calls": [{k: c[k] for k in ("role", "backend", "model", "attempt", "tokens", "cost", "error")}
-                            for c in call_list(case)]},
-        "config_hashes": case["config_hashes"],
-    }
-    if case["kind"] == "reconstruction":
-        result["calculated_metrics"] = calculated_metrics(case)
-        result["claims"] = scored_claims(case)
-        result["unscored_claims"] = unscored_claims(case)
-    if case["kind"] == "audit":
-        credit = _strip(case["credit"])
-        from evalledger.projections.audit import expected_score
-        expected = expected_score(case)
-        result["audit"] = {"tag": case["question"].get("tag"), "expected_credit_score": expected,
-                           "expected_zone": zone_of(expected), "credit": credit,
-                           "facts_errors": (case["facts_errors"] or {}).get("errors"),
-                           "logic_errors": (case["logic_errors"] or {}).get("errors")}
-    return result
-
-
-def _strip(value: dict | None) -> dict | None:
-    """A state slot without its bookkeeping keys (stream version, event id)."""
-    if value is None:
-        return None
-    return {k: v for k, v in value.items() if k not in ("v", "id")}
 
 
 # --- per benchmark x model -------------------------------------------------------------------------

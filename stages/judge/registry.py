@@ -14,10 +14,25 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from evalledger.stages.judge.roles import (
-    AssessRiskReply, AssessRiskRequest, CheckFactsReply, CheckFactsRequest, CheckLogicReply,
-    CheckLogicRequest, DecomposeReply, DecomposeRequest, ExtractExcerptsReply, ExtractExcerptsRequest,
-    Model, ParseReply, ParseRequest, ReasonReply, ReasonRequest, ScoreClaimsReply, ScoreClaimsRequest,
-    ScoreTraitReply, ScoreTraitRequest,
+    AssessRiskReply,
+    AssessRiskRequest,
+    CheckFactsReply,
+    CheckFactsRequest,
+    CheckLogicReply,
+    CheckLogicRequest,
+    DecomposeReply,
+    DecomposeRequest,
+    ExtractExcerptsReply,
+    ExtractExcerptsRequest,
+    Model,
+    ParseReply,
+    ParseRequest,
+    ReasonReply,
+    ReasonRequest,
+    ScoreClaimsReply,
+    ScoreClaimsRequest,
+    ScoreTraitReply,
+    ScoreTraitRequest,
 )
 
 
