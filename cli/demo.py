@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from evalledger import ledger
+from evalledger.cli.errors import UsageError
 from evalledger.cli.watch import WatchOptions
+from evalledger.cli.watch_commands import run_daemon
 from evalledger.cli.watch_inbox import is_ignored
 from evalledger.cli.watch_log import Log
 
@@ -66,8 +68,7 @@ def drop_into_inbox(files: list[Path], inbox: Path) -> None:
 def run_demo(samples: str | None = None, parent: str | None = None, log_format: str = "text",
              out=None) -> int:
     """Create the home, process the samples, print the summary and the report paths; the exit code."""
-    from evalledger.cli.watch_commands import run_daemon
-    from evalledger.stages.dispatcher import RunSettings
+    from evalledger.stages.dispatcher import RunSettings  # loaded when used: keeps --help fast
 
     out = out or sys.stdout
     folder = find_samples(samples)
@@ -148,7 +149,7 @@ def _pct(rate: float) -> str:
 
 
 def cmd_demo(args) -> int:
-    from evalledger.cli.errors import UsageError
+    """``evalledger demo``: run the demo; a missing sample folder is a usage error."""
     try:
         return run_demo(args.samples, args.dir, args.log_format)
     except FileNotFoundError as exc:
@@ -156,6 +157,7 @@ def cmd_demo(args) -> int:
 
 
 def register(sub) -> None:
+    """Add the ``demo`` command to the parser."""
     p = sub.add_parser("demo", help="a temporary home with the sample benchmarks, judged offline end to end")
     p.add_argument("--samples", default=None, metavar="DIR", help="the benchmark files to use "
                    "(default: benchmarks/samples)")

@@ -8,9 +8,15 @@ from pathlib import Path
 import orjson
 
 from evalledger import ledger
+from evalledger.cli.errors import UsageError
+from evalledger.cli.ledger_commands import open_existing
 from evalledger.cli.watch_inbox import is_ignored, scan_inbox
 from evalledger.stages.intake import (
-    DEFAULT_MAX_BYTES, DEFAULT_MAX_RESPONSE_CHARS, MAX_RESPONSE_CHARS_LIMIT, IngestResult, ingest_path,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_RESPONSE_CHARS,
+    MAX_RESPONSE_CHARS_LIMIT,
+    IngestResult,
+    ingest_path,
 )
 from evalledger.stages.intake_status import CASE_STATES, status
 from evalledger.stages.printable import escape_unprintable, shown_name
@@ -54,8 +60,6 @@ def _targets(args, home: Path) -> list[tuple[Path, bool, str | None]]:
 
 def cmd_ingest(args) -> int:
     """Ingest files (or the whole inbox); one line per file; exit 1 when any was rejected."""
-    from evalledger.cli.errors import UsageError
-    from evalledger.cli.ledger_commands import open_existing
     if args.max_bytes < 1:  # every file would be rejected, and rejections stay in the ledger
         raise UsageError(f"--max-bytes must be at least 1, got {args.max_bytes}")
     check_max_response_chars(args.max_response_chars)
@@ -211,6 +215,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def register(sub) -> None:
+    """Add the ``ingest`` and ``status`` commands to the parser."""
     p = sub.add_parser("ingest", help="ingest benchmark, responses, reconstruction, audit or Karenina files")
     p.add_argument("files", nargs="*", metavar="FILE",
                    help="files, or folders (their .json, .jsonl and .jsonld files), to ingest "

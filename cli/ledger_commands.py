@@ -7,10 +7,10 @@ import sys
 import orjson
 
 from evalledger import ledger
+from evalledger.cli.errors import UsageError
 from evalledger.ledger import NewEvent
 from evalledger.ledger.importer import ImportRefused
 from evalledger.ledger.persistence import LedgerDamaged
-from evalledger.cli.errors import UsageError
 from evalledger.projections.history import CaseNotFound, resolve_case
 
 
@@ -111,6 +111,7 @@ def format_event(event: ledger.Event) -> str:
 
 
 def cmd_log(args) -> int:
+    """``evalledger log``: list events, readable or as JSONL envelopes."""
     unknown = sorted(set(args.type or ()) - set(ledger.known_types()))
     if unknown:  # a misspelt type would otherwise list nothing and look like an empty ledger
         raise ledger.LedgerError(f"unknown event type {', '.join(map(repr, unknown))}; "
@@ -230,6 +231,7 @@ def _verify_projections(args) -> bool:
 
 
 def cmd_export(args) -> int:
+    """``evalledger export``: write the ledger as canonical JSONL."""
     with open_existing(args, readonly=True) as led:
         if args.out:
             count = led.export(args.out)
@@ -259,6 +261,7 @@ def cmd_import(args) -> int:
 
 
 def register(sub) -> None:
+    """Add the ledger commands (init, note, log, verify, export, import) to the parser."""
     p = sub.add_parser("init", help="create a home (inbox, processed, rejected, reports, ledger)")
     p.set_defaults(func=cmd_init)
 

@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "evalledger.cli.intake_commands",
     "evalledger.cli.run_commands",
     "evalledger.cli.watch_commands",
+    "evalledger.cli.demo",
     "evalledger.cli.report_commands",
     "evalledger.cli.agreement_commands",
     "evalledger.cli.proof_commands",
@@ -126,7 +127,9 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
     """Parse ``argv``; an unknown option is reported by the command it was given to, with a suggestion."""
     args, extras = parser.parse_known_args(argv)
     if extras:
-        command = parser._subparsers._group_actions[0].choices.get(args.command) if args.command else None
+        # argparse types its private sub-parser table loosely; here it is the commands by name.
+        commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+        command = commands.get(args.command) if args.command else None  # type: ignore[union-attr]
         target = command or parser
         hints = "".join(did_you_mean(e.split("=", 1)[0], option_strings(target)) for e in extras
                         if e.startswith("-"))

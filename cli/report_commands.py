@@ -36,6 +36,7 @@ def _built(led, paths: list[Path], verb: str) -> None:
 
 
 def cmd_report(args) -> int:
+    """``evalledger report``: update the read models and write the reports."""
     with open_existing(args) as led:
         try:
             paths = projections.refresh(led)
@@ -47,12 +48,14 @@ def cmd_report(args) -> int:
 
 
 def cmd_rebuild(args) -> int:
+    """``evalledger rebuild``: fold the read models from scratch and write the reports."""
     with open_existing(args) as led:
         _built(led, projections.rebuild(led), "rebuilt")
     return 0
 
 
 def cmd_history(args) -> int:
+    """``evalledger history``: print one case's events in order."""
     with open_existing(args, readonly=True) as led:
         try:
             history = case_history(led, resolve_case(led, args.case))
@@ -66,6 +69,7 @@ def cmd_history(args) -> int:
 
 
 def cmd_override(args) -> int:
+    """``evalledger override``: record a reviewer's verdict for a case."""
     if not args.reason.strip() or not args.author.strip():
         raise _usage("--reason and --author must not be empty")
     with open_existing(args) as led:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import sys
 
+from evalledger.cli.errors import UsageError
 from evalledger.cli.ledger_commands import open_existing
 from evalledger.ledger import DiskFull
+from evalledger.cli.progress import Progress
 from evalledger.stages.config import ConfigError, run_layer
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.judge import JudgeError
-from evalledger.cli.progress import Progress
-
 
 # The judge server could not answer (unreachable, credentials refused, failing): the run stopped
 # early with its cases pending. Not a finding (1) nor a usage error (2): running again finishes.
@@ -65,7 +65,6 @@ def provider_options(args) -> dict:
     """The JudgeSettings keys the provider flags set; a value out of bounds is a usage error."""
     from pydantic import ValidationError
 
-    from evalledger.cli.errors import UsageError
     from evalledger.stages.config import JudgeOptions
     given = {key: getattr(args, key, None) for key in PROVIDER_FLAGS}
     given = {key: value for key, value in given.items() if value is not None}
@@ -83,7 +82,6 @@ def provider_options(args) -> dict:
 
 def run_settings(args, **flags) -> RunSettings:
     """The dispatcher's settings from ``add_judge_options``' arguments; a bad key is a usage error."""
-    from evalledger.cli.errors import UsageError
     try:
         layer = run_layer(args.config_file, args.sets)
     except ConfigError as exc:

@@ -16,11 +16,13 @@ from pathlib import Path
 
 from evalledger import ledger
 from evalledger.cli import daemon_lock
-from evalledger.ledger.api import HOME_FOLDERS
-from evalledger.cli.watch import Callbacks, Daemon, Outcome, WatchOptions
+from evalledger.cli.errors import UsageError
 from evalledger.cli.intake_commands import add_max_response_chars, check_max_response_chars
+from evalledger.cli.ledger_commands import home_of
 from evalledger.cli.run_commands import EXIT_STOPPED, add_judge_options, run_settings
+from evalledger.cli.watch import Callbacks, Daemon, Outcome, WatchOptions
 from evalledger.cli.watch_log import FORMATS, Log
+from evalledger.ledger.api import HOME_FOLDERS
 
 
 class LogProgress:
@@ -101,8 +103,7 @@ def run_daemon(home: Path, settings, options: WatchOptions, log: Log, args=None)
 
 
 def cmd_watch(args) -> int:
-    from evalledger.cli.ledger_commands import home_of
-    from evalledger.cli.errors import UsageError
+    """``evalledger watch``: check the options, then run the daemon on the home."""
     home = Path(home_of(args))
     if home.is_file():  # a bare .jsonl or .db ledger has no inbox to watch
         raise UsageError(f"{home} is a ledger file; watch needs a home folder with an inbox "
@@ -151,8 +152,7 @@ def add_watch_options(p) -> None:
 
 
 def register(sub) -> None:
+    """Add the ``watch`` command to the parser."""
     p = sub.add_parser("watch", help="daemon: ingest files dropped into the inbox, judge them, refresh reports")
     add_watch_options(p)
     p.set_defaults(func=cmd_watch)
-    from evalledger.cli import demo
-    demo.register(sub)

@@ -21,12 +21,15 @@ import base64
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import orjson
 
 from evalledger.ledger import merkle, signed_note
 from evalledger.ledger.envelope import NewEvent, utc_now
+
+if TYPE_CHECKING:
+    from evalledger.ledger.api import Ledger
 
 CHECKPOINTS_FILE = "checkpoints.jsonl"
 
@@ -74,7 +77,7 @@ def open_checkpoint(note: str, verifier: signed_note.Verifier) -> Checkpoint:
         raise CheckpointError(str(exc)) from None
 
 
-def leaves(led, upto: int | None = None) -> Iterator[bytes]:
+def leaves(led: Ledger, upto: int | None = None) -> Iterator[bytes]:
     """The Merkle leaves of ``led``: each event's chain hash as 32 raw bytes, in seq order."""
     for event in led.read():
         if upto is not None and event.seq > upto:
@@ -82,15 +85,15 @@ def leaves(led, upto: int | None = None) -> Iterator[bytes]:
         yield bytes.fromhex(event.hash)
 
 
-def origin_of(led) -> str:
+def origin_of(led: Ledger) -> str:
     """The ledger's name in its checkpoints: the first 16 hex of its first event's hash."""
     first = next(iter(led.read()), None)
     if first is None:
         raise CheckpointError("an empty ledger has nothing to checkpoint")
-    return first.hash[:16]
+    return str(first.hash[:16])
 
 
-def tree_roots(led, sizes: set[int]) -> dict[int, bytes]:
+def tree_roots(led: Ledger, sizes: set[int]) -> dict[int, bytes]:
     """The Merkle root of ``led`` at each of ``sizes``, in one pass over the events."""
     frontier, roots = merkle.Frontier(), {}
     if 0 in sizes:
@@ -102,7 +105,7 @@ def tree_roots(led, sizes: set[int]) -> dict[int, bytes]:
     return roots
 
 
-def make_checkpoint(led, signer: signed_note.Signer, *, now: str | None = None) -> tuple[Checkpoint, str]:
+def make_checkpoint(led: Ledger, signer: signed_note.Signer, *, now: str | None = None) -> tuple[Checkpoint, str]:
     """Sign the ledger's current head: the checkpoint and its note (nothing is written)."""
     head = led.head()
     if head.seq == 0:
@@ -112,7 +115,7 @@ def make_checkpoint(led, signer: signed_note.Signer, *, now: str | None = None) 
     return checkpoint, signed_note.sign(checkpoint.text(), signer)
 
 
-def record_checkpoint(led, checkpoint: Checkpoint, note: str, verifier: signed_note.Verifier) -> Path | None:
+def record_checkpoint(led: Ledger, checkpoint: Checkpoint, note: str, verifier: signed_note.Verifier) -> Path | None:
     """Append ``checkpoint.signed`` and a line to ``<home>/checkpoints.jsonl``; the file's path."""
     data = {"size": checkpoint.size, "head": checkpoint.head, "root": checkpoint.root.hex(), "note": note,
             "key": f"{verifier.name}+{verifier.key_hash.hex()}"}
@@ -129,7 +132,7 @@ def record_checkpoint(led, checkpoint: Checkpoint, note: str, verifier: signed_n
     return path
 
 
-def read_checkpoints(path: str | os.PathLike) -> list[dict]:
+def read_checkpoints(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The lines of a checkpoints file (``{"seq", "hash", "root", "note"}``), in order."""
     out = []
     for number, raw in enumerate(Path(path).read_bytes().split(b"\n"), 1):
@@ -155,13 +158,13 @@ class Consistency:
     reason: str | None
 
 
-def check_consistency(led, rows: list[dict], verifier: signed_note.Verifier | None = None) -> Consistency:
+def check_consistency(led: Ledger, rows: list[dict[str, Any]], verifier: signed_note.Verifier | None = None) -> Consistency:
     """Prove with RFC 6962 consistency proofs that ``led`` extends every checkpoint in ``rows``.
 
     Each row is a line of a checkpoints file. With ``verifier`` each note's signature is checked
     first; without it the note's text is read as it stands (its signature unchecked).
     """
-    checkpoints = []
+    checkpoints: list[Checkpoint] = []
     for number, row in enumerate(rows, 1):
         try:
             cp = open_checkpoint(row["note"], verifier) if verifier else parse_text(
@@ -170,7 +173,7 @@ def check_consistency(led, rows: list[dict], verifier: signed_note.Verifier | No
             return Consistency(number - 1, [c.size for c in checkpoints], row.get("seq"), f"checkpoint {number}: {exc}")
         checkpoints.append(cp)
     hashes = [bytes.fromhex(e.hash) for e in led.read()]
-    new_root, holds = merkle.root(hashes), []
+    new_root, holds = merkle.root(hashes), list[int]()
     for cp in checkpoints:
         if cp.size > len(hashes):
             return Consistency(len(checkpoints), holds, cp.size, f"checkpoint at seq {cp.size} is beyond this "

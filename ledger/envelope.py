@@ -28,7 +28,6 @@ from evalledger.ledger.schemas import EnvelopeError as EnvelopeError  # re-expor
 
 GENESIS_HASH = "0" * 64
 ENVELOPE_FIELDS = ("seq", "id", "stream", "version", "type", "schema", "data", "meta", "prev_hash", "hash")
-META_KEYS = ("run", "causation", "stage", "stage_version", "config_hash", "recorded_at")
 
 _TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 # orjson refuses integers outside 64 bits and reads some of them back as floats (any below -2**63

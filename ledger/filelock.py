@@ -6,6 +6,10 @@ one process) exclude each other, which is what two ``Ledger`` objects on one hom
 
 The hold is a plain class rather than a generator-based context manager: appending one event
 takes it once, and the generator machinery cost as much as the two system calls.
+
+This is the project's one ``flock`` wrapper: the ledger's writer lock, the dispatcher's
+``dispatch.lock`` and the watch daemon's ``watch.lock`` (``try_acquire`` and ``write_holder_pid``)
+all go through it.
 """
 
 from __future__ import annotations
@@ -53,6 +57,34 @@ class FileLock:
             self.thread_lock.release()
             raise
 
+    def try_acquire(self, mode: int = fcntl.LOCK_EX) -> bool:
+        """Take the lock without waiting: False (holding nothing) when another open file holds it."""
+        if not self.thread_lock.acquire(blocking=False):
+            return False
+        if self._depth == 0:
+            fd = self._descriptor()
+            if fd is not None:
+                try:
+                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    self.thread_lock.release()
+                    return False
+                except BaseException:
+                    self.thread_lock.release()
+                    raise
+        self._depth += 1
+        return True
+
+    def write_holder_pid(self) -> None:
+        """Replace the lock file's text with this process's pid (call while holding the lock).
+
+        Only the holder writes, so a reader of ``read_holder_pid`` sees the old pid or ours.
+        """
+        fd = self._descriptor()
+        if fd is not None:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+
     def release(self) -> None:
         """Undo one ``acquire``."""
         self._depth -= 1
@@ -76,6 +108,16 @@ class FileLock:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+
+
+def read_holder_pid(path: str | os.PathLike[str]) -> int | None:
+    """The pid a holder wrote in a lock file (``write_holder_pid``), or None when empty or unreadable."""
+    try:
+        with open(path) as file:
+            text = file.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 class _Hold:

@@ -53,10 +53,6 @@ class ConflictError(LedgerError):
     """A stale expected stream version: someone appended to the stream first. Nothing was appended."""
 
 
-class LedgerLockedError(LedgerError):
-    """The store could not be locked for writing in time."""
-
-
 class Head(NamedTuple):
     """The last event of a ledger: its seq and hash (seq 0 and 64 zeros when empty).
 

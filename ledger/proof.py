@@ -25,9 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalledger.ledger import merkle
+
+if TYPE_CHECKING:
+    from evalledger.ledger.api import Ledger
 from evalledger.ledger.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from evalledger.ledger.signed_note import Verifier
 
@@ -50,7 +53,7 @@ class ProvenEvent:
     data: Any
 
 
-def build_bundle(led, seqs: list[int], checkpoint_note: str, checkpoint: Checkpoint) -> dict:
+def build_bundle(led: Ledger, seqs: list[int], checkpoint_note: str, checkpoint: Checkpoint) -> dict[str, Any]:
     """The bundle proving the events at ``seqs`` against ``checkpoint`` (they must be within it)."""
     wanted = sorted(set(seqs))
     if not wanted or wanted[-1] > checkpoint.size or wanted[0] < 1:
@@ -70,7 +73,7 @@ def build_bundle(led, seqs: list[int], checkpoint_note: str, checkpoint: Checkpo
     return {"format": FORMAT, "checkpoint": checkpoint_note, "events": events}
 
 
-def _event(entry: Any, where: str) -> tuple[bytes, str, str, dict]:
+def _event(entry: Any, where: str) -> tuple[bytes, str, str, dict[str, Any]]:
     """The canonical bytes, prev_hash, hash and parsed envelope of one bundle entry."""
     if not isinstance(entry, dict) or not isinstance(entry.get("line"), str) or not isinstance(entry.get("proof"), list):
         raise ProofFailed(f"{where}: an entry is {{\"line\": str, \"proof\": [hex, ...]}}")
@@ -119,5 +122,5 @@ def check_proof(bundle: Any, verifier: Verifier) -> tuple[Checkpoint, list[Prove
             merkle.verify_inclusion(bytes.fromhex(hash_), seq - 1, checkpoint.size, path, checkpoint.root)
         except (ValueError, TypeError) as exc:
             raise ProofFailed(f"{where}: seq {seq} is not in the checkpoint's tree: {exc}") from None
-        proven.append(ProvenEvent(seq, hash_, envelope.get("type"), envelope.get("stream"), envelope.get("data")))
+        proven.append(ProvenEvent(seq, hash_, envelope.get("type", ""), envelope.get("stream", ""), envelope.get("data")))
     return checkpoint, proven

@@ -117,7 +117,7 @@ def read_verifier(text: str) -> Verifier:
     return Verifier(name, bytes.fromhex(hash_hex), public)
 
 
-def load_key(path: str | os.PathLike) -> Signer | Verifier:
+def load_key(path: str | os.PathLike[str]) -> Signer | Verifier:
     """A signer or verifier key from a file (the file holds the key's text)."""
     text = Path(path).read_text(encoding="utf-8").strip()
     return read_signer(text) if text.startswith("PRIVATE+KEY+") else read_verifier(text)

@@ -14,9 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalledger.projections import catch_up as _update
+from evalledger.projections.catch_up import FoldResult
 from evalledger.projections.reports import render_files, write_files
 from evalledger.projections.store import ReadModelsAltered, ReadModelStore, reports_dir
 from evalledger.projections.catch_up import FoldResult
+from evalledger.projections.store import ReadModelStore, reports_dir
 
 
 def update(led) -> FoldResult:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalledger.projections.audit import audit_groups
 from evalledger.projections.appliers import call_fields
 from evalledger.projections.reconstruction import aggregate_stats, collection_aggregates
+from evalledger.projections.audit import audit_groups
+from evalledger.projections.reconstruction import aggregate_stats
 from evalledger.projections.results import compare_models, group_cases, group_summary, per_field, per_trait
 
 OFFLINE_NOTE = "offline heuristic baseline, not a language model"
@@ -77,6 +78,7 @@ def provenance(position: tuple[int, str], cases: list[dict], runs: dict | None) 
 
 
 def benchmark_kind(benchmark: dict | None, cases: list[dict]) -> str | None:
+    """The benchmark's kind: as registered, else the first of its cases' kinds (None without cases)."""
     if benchmark and benchmark.get("kind"):
         return benchmark["kind"]
     kinds = sorted({str(c["kind"]) for c in cases})

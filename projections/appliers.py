@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-
 # Event types the read models fold; anything else is skipped (the history command reads the ledger).
 CASE_TYPES = (
     "case.opened", "judge.called", "excerpt.extracted", "excerpt.retried", "excerpt.missing",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from evalledger.projections.results import model_label
 from evalledger.projections.stats import ratio, rnd
 
 ZONES = ("BAD", "MID", "GOOD")
@@ -47,7 +48,6 @@ def expected_score(case: dict) -> Any:
 def group_key(case: dict) -> str:
     """The audit group of a case: its model, with the profile when the config names one."""
     profile = (case.get("config") or {}).get("profile")
-    from evalledger.projections.results import model_label
     model = model_label(case["model"])
     return f"{model} [{profile}]" if profile else model
 

@@ -11,9 +11,18 @@ from typing import Any
 from evalledger.projections.reconstruction import band_labels
 from evalledger.projections.results import model_label
 from evalledger.projections.markdown import (
-    SUMMARY_HEADER, audit_section, cell, comparison_section, fmt, pct, provenance_lines,
-    reconstruction_section, summary_rows, table,
+    SUMMARY_HEADER,
+    audit_section,
+    cell,
+    comparison_section,
+    fmt,
+    pct,
+    provenance_lines,
+    reconstruction_section,
+    summary_rows,
+    table,
 )
+from evalledger.projections.results import model_label
 
 
 def natural_key(text: str) -> list:

@@ -14,8 +14,8 @@ from typing import Any
 
 from evalledger import ledger
 from evalledger.projections.aggregate import build_aggregates
+from evalledger.projections.case_result import case_result
 from evalledger.projections.catch_up import update
-from evalledger.projections.results import case_result
 from evalledger.projections.store import ReadModelStore, json_bytes
 
 SKIPPED_METRIC_ROOTS = ("ledger_head", "configs", "judges", "config_hashes")

@@ -27,6 +27,7 @@ def pct(value: float | None, digits: int = 1) -> str:
 
 
 def interval(ci: list[float] | None) -> str:
+    """A 95% interval as percentages, or ``n/a``."""
     return "n/a" if not ci else f"[{ci[0] * 100:.1f}%, {ci[1] * 100:.1f}%]"
 
 
@@ -36,12 +37,14 @@ def cell(text: Any) -> str:
 
 
 def table(header: list[str], rows: Iterable[list[Any]]) -> list[str]:
+    """A markdown table's lines (header, separator, rows, then a blank line)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return lines + [""]
 
 
 def judge_line(judges: list[dict]) -> str:
+    """The judges that answered, as one line of text."""
     if not judges:
         return "none recorded"
     parts = []
@@ -66,6 +69,7 @@ SUMMARY_HEADER = ["model", "cases", "judged", "failed", "pending", "passed", "pa
 
 
 def summary_rows(models: dict[str, dict]) -> list[list[Any]]:
+    """The summary table's rows, one per model."""
     return [[m, s["cases"], s["judged"], s["failed"], s["pending"], s["passed"], pct(s["pass_rate"]),
              interval(s["pass_rate_ci95"]), f"{s['auto_failed']} ({pct(s['auto_fail_rate'])})",
              f"{s.get('abstained', 0)} ({pct(s.get('abstention_rate'))})", s["overridden"], s["excerpt_retries"], s["judge_calls"], s["judge_retries"], s["tokens"],
@@ -77,12 +81,14 @@ COMPARISON_HEADER = ["A", "B", "pairs", "both pass", "A only", "B only", "neithe
 
 
 def comparison_rows(comparisons: list[dict]) -> list[list[Any]]:
+    """The paired comparison table's rows, one per pair of models."""
     return [[c["model_a"], c["model_b"], c["pairs"], c["both_pass"], c["a_only"], c["b_only"],
              c["neither"], pct(c["a_pass_rate"]), pct(c["b_pass_rate"]), pct(c["difference"]),
              interval(c["difference_ci95"]), c["mcnemar_p"], c["unfinished_pairs"]] for c in comparisons]
 
 
 def comparison_section(comparisons: list[dict]) -> list[str]:
+    """The model comparison section (empty without comparisons)."""
     if not comparisons:
         return []
     lines = ["### Model comparison (paired, same questions)", ""]
@@ -92,6 +98,7 @@ def comparison_section(comparisons: list[dict]) -> list[str]:
 
 
 def reconstruction_section(stats: dict[str, dict], level: str = "###") -> list[str]:
+    """The reconstruction results section, one block per model."""
     lines = []
     for model, agg in stats.items():
         o = agg["overall"]
@@ -111,10 +118,12 @@ def reconstruction_section(stats: dict[str, dict], level: str = "###") -> list[s
 
 
 def matrix_table(matrix: dict[str, dict[str, int]]) -> list[str]:
+    """The expected-by-actual zone matrix as a table."""
     return table(["expected \\ actual", *ZONES], [[row, *(matrix[row][col] for col in ZONES)] for row in ZONES])
 
 
 def audit_section(groups: dict[str, dict], level: str = "###", svg_names: dict[str, str] | None = None) -> list[str]:
+    """The audit results section, one block per group."""
     lines = []
     for key, g in groups.items():
         met = {True: "met", False: "NOT met", None: "n/a (nothing compared)"}[g["target_met"]]
@@ -147,6 +156,7 @@ def audit_section(groups: dict[str, dict], level: str = "###", svg_names: dict[s
 
 
 def bench_link(benchmark: str, folder: str) -> str:
+    """A link to a benchmark's report."""
     return f"[{benchmark}]({folder}/report.md)"
 
 

@@ -16,16 +16,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
-
+from evalledger.projections import svg
 from evalledger.projections.aggregate import build_aggregates, provenance
 from evalledger.projections.agreement import render_agreement, reviewer_agreement
 from evalledger.projections.audit import ZONES
 from evalledger.projections.benchmark_md import render_benchmark, render_document
+from evalledger.projections.case_result import case_result
 from evalledger.projections.markdown import render_aggregate_report, render_index
 from evalledger.projections.reconstruction import document_report, score_histogram
-from evalledger.projections.results import NO_MODEL, case_result, model_label, usage_of
+from evalledger.projections.results import NO_MODEL, model_label, usage_of
 from evalledger.projections.store import ReadModelStore, json_bytes
-from evalledger.projections import svg
 
 MANIFEST = ".evalledger-reports"
 TOP_LEVEL = {"index.md", "aggregate-stats.json", "aggregate-report.md", "evaluations.jsonl", "agreement.md",

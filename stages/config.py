@@ -30,6 +30,8 @@ from typing import Any, Literal, Mapping
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from evalledger.stages.formats.decode import decode_text, loads
+from evalledger.stages.formats.errors import FileRejected
 from evalledger.stages.judge.settings import BreakerFailures, ReplyBytes, Temperature, TimeoutSeconds, TokenLimit
 
 # Chosen per run, never by a dropped benchmark file: the judge (paid API calls) and the search
@@ -67,10 +69,6 @@ class RubricDeepJudgmentConfig(StrictModel):
 
     global_: dict[str, DeepJudgmentTraitConfig] = Field(default_factory=dict, alias="global")
     question_specific: dict[str, dict[str, DeepJudgmentTraitConfig]] = Field(default_factory=dict)
-
-    def model_dump_json_ready(self) -> dict[str, Any]:
-        """The JSON shape with the spec's key ``global``."""
-        return self.model_dump(mode="json", by_alias=True)
 
 
 class AuditStrategy(StrictModel):
@@ -302,8 +300,6 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             raise ConfigError([{"where": str(path), "reason": f"not valid TOML: {exc}"}]) from None
     else:
         # the benchmark files' decoder: duplicate keys, NaN and oversized numbers are named with their path
-        from evalledger.stages.formats import FileRejected
-        from evalledger.stages.formats.decode import decode_text, loads
         try:
             data = loads(decode_text(raw))
         except FileRejected as exc:
@@ -357,8 +353,6 @@ def parse_set(items: list[str] | None) -> dict[str, Any]:
 def _set_value(raw: str, item: str) -> Any:
     """The value of one ``--set``: JSON when it parses (refused when it repeats a key or holds NaN,
     as a config file would be), else the text itself."""
-    from evalledger.stages.formats import FileRejected
-    from evalledger.stages.formats.decode import loads
     try:
         json.loads(raw)
     except ValueError:

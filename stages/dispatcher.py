@@ -41,6 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evalledger.ledger import Event, LedgerError, NewEvent
 from evalledger.ledger.leases import DEFAULT_LEASE_SECONDS
+from evalledger.ledger import Event, NewEvent
+from evalledger.ledger.filelock import FileLock
 from evalledger.stages.audit import judge_audit
 from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
 from evalledger.stages.config import VerificationConfig, effective_config
@@ -562,18 +564,18 @@ def run_until_idle(led, settings: RunSettings | None = None, progress=None) -> R
 
 
 class _home_lock:
-    """An exclusive flock on ``<home>/dispatch.lock`` (no-op for a ledger without a home)."""
+    """An exclusive ``FileLock`` on ``<home>/dispatch.lock`` (no-op for a ledger without a home)."""
 
     def __init__(self, led):
-        self.path = (led.home / "dispatch.lock") if getattr(led, "home", None) else None
-        self.fd = None
+        home = getattr(led, "home", None)
+        self.lock = FileLock(str(home / "dispatch.lock")) if home else None
 
     def __enter__(self):
-        if self.path is not None:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            fcntl.flock(self.fd, fcntl.LOCK_EX)   # released by close, or by the kernel on death
+        if self.lock is not None:
+            self.lock.acquire()   # released on exit, or by the kernel on death
         return self
 
     def __exit__(self, *exc):
-        if self.fd is not None:
-            os.close(self.fd)
+        if self.lock is not None:
+            self.lock.release()
+            self.lock.close()

@@ -109,10 +109,6 @@ class CharNgramEmbedder:
         self.n = n
         self.name = f"char-{n}gram-cosine"
 
-    def grams(self, text: str) -> Counter[str]:
-        """Counts of the character n-grams of the normalised, padded text."""
-        return self._grams_of_normalised(normalise_for_ngrams(text))
-
     def _grams_of_normalised(self, text: str) -> Counter[str]:
         """Counts of the character n-grams of already normalised text, padded with spaces."""
         padded = f" {text} "

@@ -153,7 +153,7 @@ class _ScanSearch:
         self.excerpt = excerpt
         self.text = text
         self.tests = 0
-        self.limit = 0
+        self.limit: float = 0
 
     def _present(self, start: int, stop: int) -> bool:
         """Is excerpt[start:stop] in the text? Counts against the budget."""
@@ -162,7 +162,7 @@ class _ScanSearch:
             raise _OutOfBudget
         return self.excerpt[start:stop] in self.text
 
-    def run(self, limit: int) -> int:
+    def run(self, limit: float) -> int:
         """The longest common substring length; raises _OutOfBudget after `limit` tests."""
         self.limit = limit
         m = len(self.excerpt)
@@ -251,6 +251,7 @@ def _build_automaton(text: str) -> tuple[list[int], list[int], list[dict[str, in
     trans: list[dict[str, int]] = [{}] * size  # placeholders; each used slot gets its own dict
     trans[0] = last_trans = {}
     link[0] = -1
+    cur_trans: dict[str, int]
     last = last_len = 0
     count = 1
     for ch in text:
@@ -263,8 +264,8 @@ def _build_automaton(text: str) -> tuple[list[int], list[int], list[dict[str, in
         p = link[last]
         while p != -1:
             edges = trans[p]
-            q = edges.get(ch)
-            if q is not None:
+            q = edges.get(ch, -1)
+            if q != -1:
                 break
             edges[ch] = cur
             p = link[p]

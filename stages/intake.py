@@ -260,14 +260,15 @@ def _accept(led: Ledger, parsed: ParsedFile, name: str, sha: str, size: int) -> 
     source = {"file": name, "sha256": sha}
     if parsed.benchmark is not None:
         return _accept_benchmark(led, parsed, source, size)
-    bench = find_benchmark(led, parsed.benchmark_ref)
+    ref = parsed.benchmark_ref
+    assert ref is not None, "a file that defines no benchmark names the one it answers"
+    bench = find_benchmark(led, ref)
     if bench is None:
-        received = ev.file_received(name, sha, size, parsed.format, "pending", None, parsed.benchmark_ref)
-        held = ev.pending(parsed.benchmark_ref, parsed.responses, source, received.id)
+        received = ev.file_received(name, sha, size, parsed.format, "pending", None, ref)
+        held = ev.pending(ref, parsed.responses, source, received.id)
         led.append([received, held])
-        return IngestResult(name, sha, "pending", parsed.format, None, parsed.benchmark_ref,
-                            notes=[f"({len(parsed.responses)} responses wait for benchmark "
-                                   f"{parsed.benchmark_ref!r})"])
+        return IngestResult(name, sha, "pending", parsed.format, None, ref,
+                            notes=[f"({len(parsed.responses)} responses wait for benchmark {ref!r})"])
     problems = ev.response_problems(bench, parsed.responses)
     if problems:
         return _reject(led, name, sha, size, problems)
@@ -280,6 +281,7 @@ def _accept(led: Ledger, parsed: ParsedFile, name: str, sha: str, size: int) -> 
 def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) -> IngestResult:
     """A file that defines a benchmark: register it, open its own cases and any pending ones."""
     bench = parsed.benchmark
+    assert bench is not None, "called for a file that defines a benchmark"
     bid, registered = ev.registered(bench, source, parsed.format, ev.file_event_id(source["sha256"]),
                                     lineage=version_lineage(led, bench.name, bench.kind, bench.questions))
     received = ev.file_received(source["file"], source["sha256"], size, parsed.format, "accepted", bid, bench.name)

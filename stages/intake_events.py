@@ -37,6 +37,7 @@ def file_event_id(sha: str) -> str:
 
 def file_received(name: str, sha: str, size: int, fmt: str, status: str,
                   bench: str | None, bench_name: str | None) -> NewEvent:
+    """The file.received event of one ingested file, whatever became of it."""
     data = {"file": name, "sha256": sha, "size": size, "format": fmt, "status": status,
             "benchmark": bench, "benchmark_name": bench_name}
     return NewEvent(f"file:{sha}", "file.received", data, key=sha, meta=meta())

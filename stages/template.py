@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalledger.stages.casework import CaseWork
+from evalledger.stages.embedder_minilm import embedder_named
 from evalledger.stages.excerpts import ExcerptSettings, extract_excerpts
 from evalledger.stages.judge import JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.judge.roles import AttributeSpec, DetectAbstentionRequest, ParseRequest, ReasonRequest
@@ -29,6 +30,7 @@ from evalledger.stages.risk import RiskItem, assess_risks
 from evalledger.stages.rubric import judge_rubric
 from evalledger.stages.embedder_minilm import embedder_named
 from evalledger.stages.verification import TemplateSpec, decide
+from evalledger.stages.verification import TemplateSpec
 
 STAGE = "template"
 

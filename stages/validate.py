@@ -15,7 +15,7 @@ from pathlib import Path
 from evalledger.ledger import Ledger, event_id
 from evalledger.stages import intake_events as ev
 from evalledger.stages.formats import FileRejected, Problem, parse
-from evalledger.stages.intake import DEFAULT_MAX_BYTES, _count, IngestResult, find_benchmark, recorded_name
+from evalledger.stages.intake import DEFAULT_MAX_BYTES, IngestResult, _count, find_benchmark, recorded_name
 
 
 def validate_path(led: Ledger | None, path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES) -> IngestResult:

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from evalledger import ledger
+from shared_fixtures import KARENINA  # noqa: F401 - re-exported for the intake tests
 
 SAMPLES = Path(__file__).resolve().parent.parent / "benchmarks" / "samples"
-from shared_fixtures import KARENINA  # noqa: E402
 
 BENCHMARK = {
     "format": "evalledger/benchmark@1",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 import sys
-from pathlib import Path
 
 from evalledger import ledger
 from evalledger.ledger import NewEvent

@@ -10,8 +10,6 @@ import sysconfig
 import venv
 from pathlib import Path
 
-import pytest
-
 from evalledger import ledger
 from evalledger.cli.main import build_parser
 

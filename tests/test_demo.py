@@ -8,9 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from watch_support import CLI, REPO, cli_env, evalledger
-
 from evalledger.cli.demo import sample_files, summary_table
+from watch_support import CLI, REPO, cli_env, evalledger
 
 
 def test_demo_processes_the_samples_end_to_end_in_under_30_seconds(tmp_path):

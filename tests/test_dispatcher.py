@@ -8,16 +8,17 @@ import time
 
 from evalledger import ledger
 from evalledger.cli.main import main
+from evalledger.cli.progress import Progress
 from evalledger.stages.casework import CaseWork
 from evalledger.stages.config import effective_config
 from evalledger.stages.dispatcher import RunSettings, find_pending, run_until_idle
 from evalledger.stages.intake import ingest_path
 from evalledger.stages.judge import JudgeSettings, make_judge
 from evalledger.testing.stand_in import StandIn, StandInThread, Status
-from evalledger.cli.progress import Progress
 from evalledger.stages.template import judge_template
+from evalledger.testing.stand_in import StandIn, StandInThread
 from stages_scripted import dispatch, template_judge
-from stages_support import RESPONSE, data, events, home_with, outputs, template_benchmark, write_json
+from stages_support import RESPONSE, data, home_with, outputs, template_benchmark, write_json
 
 TWO = [{"question_id": "q1", "model": "model-a", "text": RESPONSE},
        {"question_id": "q1", "model": "model-b", "text": RESPONSE.replace("23 pairs", "24 pairs")}]
@@ -185,6 +186,7 @@ def test_progress_on_a_terminal_and_as_plain_lines():
 
 def test_warnings_print_above_the_bar_on_a_terminal_and_the_bar_is_redrawn():
     import logging
+
     from evalledger.stages.casework import Counters
     stream = io.StringIO()
     progress = Progress(stream, tty=True)

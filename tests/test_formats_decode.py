@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from intake_support import BENCHMARK
 from evalledger.stages.formats import FileRejected, parse
+from intake_support import BENCHMARK
 
 
 def problems_of(raw: bytes) -> list[tuple[str, str]]:

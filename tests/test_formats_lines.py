@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from intake_support import SAMPLES, response_lines
 from evalledger.stages.formats import FileRejected, parse
 from evalledger.stages.formats.audit import TAGS
+from intake_support import SAMPLES, response_lines
 
 
 def audit_line(**changes) -> dict:

@@ -111,7 +111,7 @@ def test_the_text_view_shows_notes_parsed_values_quotes_facts_and_errors(tmp_pat
     run_cli("note", template[:12], "parse\nlooks \x1b[31mwrong", "--author", "ana", home=home)
     text = run_cli("history", template, home=home).stdout
     assert "note by ana: parse\\nlooks \\x1b[31mwrong" in text  # rendered as text, escapes and all
-    for name, value in parsed.items():
+    for name in parsed:
         assert f"parsed {name} = " in text
     assert f"quote: {quote[:60]}" in text
     audit_text = run_cli("history", audit.data["case_id"], home=home).stdout

@@ -11,7 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evalledger.stages.config import (
-    MAX_CONFIG_BYTES, ConfigError, VerificationConfig, benchmark_config_errors, load_config_file, run_layer,
+    MAX_CONFIG_BYTES,
+    ConfigError,
+    VerificationConfig,
+    benchmark_config_errors,
+    load_config_file,
+    run_layer,
 )
 
 

@@ -8,10 +8,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from intake_support import events
 from evalledger import ledger
 from evalledger.stages.formats import FileRejected, parse
 from evalledger.stages.formats.decode import jsonl_lines, parse_jsonl
+from intake_support import events
 
 # Characters str.splitlines() treats as line ends, but JSON keeps raw inside a string (or, for the
 # control characters, rejects as a character of that line).

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from intake_support import KARENINA, events
 from evalledger import ledger
 from evalledger.stages.formats import FileRejected
 from evalledger.stages.formats.decode import loads
 from evalledger.stages.formats.karenina_ast import unstorable
+from intake_support import KARENINA, events
 
 HEADER = "from karenina.schemas.entities import BaseAnswer\nfrom pydantic import Field\n\nclass Answer(BaseAnswer):\n"
 

@@ -12,12 +12,16 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from intake_support import KARENINA, events
 from evalledger import ledger
 from evalledger.stages.primitives import from_spec
 from evalledger.stages.primitives.patterns import (
-    MATCH_TIMEOUT_SECONDS, PatternTimeout, backtracking_risk, compile_benchmark_pattern, search,
+    MATCH_TIMEOUT_SECONDS,
+    PatternTimeout,
+    backtracking_risk,
+    compile_benchmark_pattern,
+    search,
 )
+from intake_support import KARENINA, events
 
 # Not caught by the static screen (overlapping character classes), so only the time limit stops it.
 SLOW = r"(\d|[0-5])+$"

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from intake_support import events, response_lines
 from evalledger import ledger
 from evalledger.stages.intake import DEFAULT_MAX_RESPONSE_CHARS, MAX_RESPONSE_CHARS_LIMIT
 from evalledger.stages.judge import JudgeCallFailed, JudgeSettings, make_judge
 from evalledger.stages.judge.reply_caps import MAX_REPLY_CHARS, MAX_STORED_RAW_CHARS
 from evalledger.testing.stand_in import Reply, StandIn
+from intake_support import events, response_lines
 
 SECRET = "sk-evalledger-size-test-DO-NOT-STORE"
 TRAIT = {"question": "What is 15 multiplied by 7?", "response": "15 multiplied by 7 is 105.",

@@ -13,10 +13,10 @@ import pytest
 
 from evalledger import ledger
 from evalledger.cli.main import main
-from intake_support import SAMPLES, benchmark, events, response_lines, types, write_json
 from evalledger.stages.formats.ids import case_id
 from evalledger.stages.intake import ingest_path
 from evalledger.stages.intake_status import case_states, status
+from intake_support import SAMPLES, benchmark, events, response_lines, types, write_json
 
 
 @pytest.fixture

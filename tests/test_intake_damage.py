@@ -8,12 +8,13 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from evalledger import ledger
-from intake_support import SAMPLES
 from evalledger.stages.formats.errors import join_path
 from evalledger.stages.intake import ingest_path
+from intake_support import SAMPLES
 
 SAMPLE = json.loads((SAMPLES / "pharmacology.benchmark.json").read_text())
 AUDIT_TEXT = (SAMPLES / "verifyfast-cases.audit.jsonl").read_text()

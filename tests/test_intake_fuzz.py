@@ -6,12 +6,13 @@ from __future__ import annotations
 import copy
 import json
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from evalledger import ledger
-from intake_support import KARENINA, SAMPLES
 from evalledger.stages.formats import FileRejected, parse
 from evalledger.stages.intake import ingest_bytes
+from intake_support import KARENINA, SAMPLES
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-2**63, max_value=2**63 - 1)

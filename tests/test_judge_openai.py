@@ -17,7 +17,14 @@ from evalledger import ledger
 from evalledger.stages.judge import JudgeCallFailed, JudgeError, JudgeSettings, JudgeUnavailable, make_judge
 from evalledger.stages.judge.registry import role
 from evalledger.testing.stand_in import (
-    Drop, Reply, Slow, StandIn, Status, format_mode, requested_schema, schema_instance_reply,
+    Drop,
+    Reply,
+    Slow,
+    StandIn,
+    Status,
+    format_mode,
+    requested_schema,
+    schema_instance_reply,
 )
 
 SECRET = "sk-evalledger-test-5f1c0ffee-DO-NOT-STORE"

@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, FormatChecker
-from shared_fixtures import KARENINA
 
 from evalledger.stages.judge.registry import ROLE_NAMES, role
 from evalledger.stages.judge.roles import ScoreClaimsReply
 from evalledger.testing.sample_requests import sample_files, sample_requests
 from evalledger.testing.schema_instances import instances
 from evalledger.testing.strict_schema import strict_mode_problems
+from shared_fixtures import KARENINA
 
 
 @pytest.fixture(scope="module")

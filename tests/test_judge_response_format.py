@@ -7,7 +7,10 @@ import pytest
 from evalledger.stages.judge import JudgeSettings
 from evalledger.stages.judge.openai_backend import _outcome
 from evalledger.stages.judge.response_format import (
-    FormatModes, messages_for, names_the_format, response_format_field,
+    FormatModes,
+    messages_for,
+    names_the_format,
+    response_format_field,
 )
 
 SCHEMA = {"type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"],

@@ -15,9 +15,13 @@ import pytest
 from evalledger.stages.judge import ROLE_NAMES, role
 from evalledger.stages.judge.replies import ReplyParseError, decode_reply
 from evalledger.stages.judge.roles import (
-    AttributeSpec, ExtractExcerptsRequest, FailedQuote, ParseRequest, ScoreClaimsRequest, ScoreTraitRequest,
+    AttributeSpec,
+    ExtractExcerptsRequest,
+    FailedQuote,
+    ParseRequest,
+    ScoreClaimsRequest,
+    ScoreTraitRequest,
 )
-
 from shared_fixtures import KARENINA_REPLIES as FIXTURES  # noqa: E402
 
 

@@ -10,11 +10,11 @@ import textwrap
 import pytest
 
 from evalledger import ledger
-from intake_support import KARENINA, events
 from evalledger.stages.formats import FileRejected, parse
 from evalledger.stages.formats.karenina_ast import Untranslatable
 from evalledger.stages.formats.karenina_template import translate_template
 from evalledger.stages.intake import ingest_path
+from intake_support import KARENINA, events
 
 # fixture -> (questions registered, questions rejected, traits rejected)
 FIXTURES = {

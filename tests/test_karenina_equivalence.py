@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import textwrap
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evalledger.stages.formats.karenina_template import translate_template
 from evalledger.stages.primitives import from_spec

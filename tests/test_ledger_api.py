@@ -7,6 +7,7 @@ import sqlite3
 from typing import Any
 
 import orjson
+import pydantic
 import pytest
 
 from evalledger import ledger
@@ -48,7 +49,7 @@ def test_envelope_has_exactly_the_design_fields(led):
     assert envelope["meta"]["run"] == "run:1" and envelope["meta"]["recorded_at"].endswith("Z")
     assert envelope["data"] == {"author": None, "text": "hello"}
     assert event.payload().text == "hello"
-    with pytest.raises(Exception):
+    with pytest.raises(pydantic.ValidationError):
         event.payload().text = "changed"  # payload models are frozen
 
 

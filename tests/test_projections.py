@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from evalledger import ledger
-from evalledger import projections
-from evalledger.testing import synthetic as syn
+from evalledger import ledger, projections
 from evalledger.projections.stats import mcnemar_exact, paired_bootstrap_interval, wilson_interval
+from evalledger.testing import synthetic as syn
 
 
 @pytest.fixture

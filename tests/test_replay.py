@@ -11,7 +11,6 @@ import pytest
 from evalledger import ledger
 from evalledger.cli.main import main
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
-from evalledger.stages.fuzzy import similarity
 from evalledger.testing.stand_in import StandIn, StandInThread
 from stages_scripted import dispatch, pairs_sentence, response_of
 from stages_support import RESPONSE, home_with, template_benchmark

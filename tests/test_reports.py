@@ -10,8 +10,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from evalledger import ledger
-from evalledger import projections
+from evalledger import ledger, projections
 from evalledger.cli.main import main
 from evalledger.testing import synthetic as syn
 
@@ -202,8 +201,9 @@ def test_cli_report_and_rebuild(tmp_path):
 
 
 def test_a_fold_that_lost_a_race_is_not_saved(tmp_path):
-    from evalledger.projections.store import ReadModelStore, StaleFold
     import pytest
+
+    from evalledger.projections.store import ReadModelStore, StaleFold
     led = build(tmp_path / "home", seed=8)
     store = ReadModelStore(led)
     projections.update(led)

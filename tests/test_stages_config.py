@@ -5,7 +5,12 @@ import json
 import pytest
 
 from evalledger.stages.config import (
-    ConfigError, VerificationConfig, benchmark_config_errors, effective_config, parse_set, run_layer,
+    ConfigError,
+    VerificationConfig,
+    benchmark_config_errors,
+    effective_config,
+    parse_set,
+    run_layer,
 )
 
 

@@ -9,7 +9,13 @@ from evalledger.cli.main import main
 from evalledger.stages.audit import credit_score, zone
 from evalledger.stages.config import AuditStrategy, effective_config
 from stages_support import (
-    AUDIT_LINES, RESPONSE, data, events, home_with, reconstruction_file, template_benchmark,
+    AUDIT_LINES,
+    RESPONSE,
+    data,
+    events,
+    home_with,
+    reconstruction_file,
+    template_benchmark,
 )
 
 

@@ -4,8 +4,6 @@ claim re-asks with the problem named, the audit phases."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 
 import pytest
@@ -15,7 +13,7 @@ from evalledger.cli.main import main
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.testing.stand_in import Reply, StandIn, StandInThread, Status
 from stages_scripted import dispatch, pairs_sentence, role_of, template_judge, user_text
-from stages_support import AUDIT_LINES, RESPONSE, data, events, home_with, reconstruction_file, template_benchmark
+from stages_support import AUDIT_LINES, RESPONSE, data, home_with, reconstruction_file, template_benchmark
 
 DEEP = {"deep_judgment_enabled": True}
 

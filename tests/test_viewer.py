@@ -10,10 +10,10 @@ from html.parser import HTMLParser
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from evalledger.cli.viewer import CSP, export_site, make_app
-from viewer_support import failing_home, xss_home
 
 from evalledger import ledger
+from evalledger.cli.viewer import CSP, export_site, make_app
+from viewer_support import failing_home, xss_home
 
 TOKEN = "launch-token-for-tests"
 
@@ -275,10 +275,11 @@ def test_view_command_line(failing, run_cli, tmp_path):
 
 def test_table_queries_agree_with_a_brute_force_filter_and_sort(failing):
     """Any filter, sort and page gives the rows a plain Python filter and sort of the read models give."""
-    from evalledger.cli.viewer import index
-    from evalledger.cli.viewer.state import HomeView
     from hypothesis import given, settings
     from hypothesis import strategies as st
+
+    from evalledger.cli.viewer import index
+    from evalledger.cli.viewer.state import HomeView
     home, ids = failing
     view = HomeView(home)
     try:

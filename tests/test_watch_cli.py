@@ -16,8 +16,16 @@ import pytest
 
 from evalledger import ledger
 from watch_support import (
-    BAD_FILE, benchmark_file, cli_env, drop_by_rename, evalledger, events, responses_file, start_watch,
-    wait_for, REPO,
+    BAD_FILE,
+    REPO,
+    benchmark_file,
+    cli_env,
+    drop_by_rename,
+    evalledger,
+    events,
+    responses_file,
+    start_watch,
+    wait_for,
 )
 
 

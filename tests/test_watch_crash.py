@@ -18,8 +18,16 @@ from pathlib import Path
 
 from evalledger import ledger
 from watch_support import (
-    BAD_FILE, benchmark_file, drop_by_rename, drop_slowly, evalledger, events, report_texts,
-    responses_file, start_watch, wait_for,
+    BAD_FILE,
+    benchmark_file,
+    drop_by_rename,
+    drop_slowly,
+    evalledger,
+    events,
+    report_texts,
+    responses_file,
+    start_watch,
+    wait_for,
 )
 
 KILLS = 12
@@ -70,7 +78,7 @@ def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(tmp_path):
         if n % 2:
             time.sleep(rng.uniform(0.3, 1.5))   # any moment: starting, idle, ingesting, judging
         else:
-            wait_for(lambda: _work_logged_since(log_path, logged), 3.0, step=0.005)
+            wait_for(lambda logged=logged: _work_logged_since(log_path, logged), 3.0, step=0.005)
             time.sleep(rng.uniform(0.0, 0.05))  # in the middle of an ingest or a dispatcher pass
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)

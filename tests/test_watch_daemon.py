@@ -353,7 +353,7 @@ def test_moving_an_ingested_file_out_does_not_hold_back_the_next_drop(home):
             (home / f"staged-{n}.json").write_bytes(b"{}")
             dropped = time.monotonic()
             os.rename(home / f"staged-{n}.json", home / "inbox" / f"next-{n}.json")
-            assert wait_for(lambda: f"next-{n}.json" in standin.read, 3.0, step=0.005)
+            assert wait_for(lambda n=n: f"next-{n}.json" in standin.read, 3.0, step=0.005)
             delays.append(time.monotonic() - dropped)
     finally:
         stop_daemon(daemon, thread)

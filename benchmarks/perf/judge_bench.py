@@ -35,8 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 from evalledger import ledger
-from evalledger.stages.judge import JudgeSettings, make_judge
-from evalledger.stages.judge import recording
+from evalledger.stages.judge import JudgeSettings, make_judge, recording
 
 WALL_TARGET = 1.3
 RECORD_TARGET_MS = 1.0
@@ -59,6 +58,7 @@ def start_stand_in(latency: float, rate_limit_every: int, retry_after: float | N
 
 
 def request(i: int, tag: str) -> dict:
+    """The i-th synthetic check_facts request (tagged so runs do not share answers)."""
     return {"context_input": f"Revenue rose {i % 97}% in {tag} {i}.", "model_output": f"Revenue rose {i % 97}%.",
             "facts": [f"Revenue rose {i % 97}% ({tag} {i})."]}
 
@@ -110,6 +110,7 @@ def timed_recording():
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the judge benchmark and print its ratios; 0 when the targets are met."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)

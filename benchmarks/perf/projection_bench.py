@@ -36,12 +36,11 @@ from urllib.parse import quote
 
 import orjson
 
-from evalledger import ledger
-from evalledger import projections
+from evalledger import ledger, projections
 from evalledger.projections import catch_up as folding
-from evalledger.testing import synthetic as syn
 from evalledger.projections.reports import render_files
 from evalledger.projections.store import ReadModelStore
+from evalledger.testing import synthetic as syn
 
 REBUILD_TARGET = 3.0
 INCREMENTAL_TARGET = 0.01
@@ -64,6 +63,7 @@ def judge_call(case_id: str, role: str, step: int) -> ledger.NewEvent:
 
 
 def template_case(i: int) -> list[ledger.NewEvent]:
+    """The events of the i-th synthetic template case."""
     case_id, events = syn.template_case("bench-template", f"q{i // 3}", f"model-{i % 3}",
                                         "pass" if i % 4 else "fail", fields={"n": bool(i % 4), "m": True},
                                         calls=0)
@@ -73,6 +73,7 @@ def template_case(i: int) -> list[ledger.NewEvent]:
 
 
 def audit_case(i: int) -> list[ledger.NewEvent]:
+    """The events of the i-th synthetic audit case."""
     case_id, first = syn.opened("bench-audit", "audit", str(i), f"model-{i % 2}",
                                 {"id": i, "tag": "clean", "expected_credit_score": 1 + i % 5})
     calls = [judge_call(case_id, role, 0) for role in ("decompose", "check_facts", "check_logic")]
@@ -80,6 +81,7 @@ def audit_case(i: int) -> list[ledger.NewEvent]:
 
 
 def reconstruction_case(i: int) -> list[ledger.NewEvent]:
+    """The events of the i-th synthetic reconstruction case."""
     claims = [{"id": f"c{k}", "text": f"claim {k}", "type": "fact" if k % 2 else "policy", "importance": 1 + k % 3}
               for k in range(5)]
     case_id, first = syn.opened("bench-reconstruction", "reconstruction", f"D{i}", "model-0",
@@ -149,6 +151,7 @@ def alternate(first, second, repeat: int) -> tuple[Timing, Timing]:
 
 
 def report(name: str, figure: float, target: float, baseline: float, unit: str = "x") -> bool:
+    """Print one figure against its target and baseline; True when the target is met."""
     ok = figure <= target
     print(f"{name}: {figure:.4f}{unit} (target <= {target}{unit}, baseline {baseline:.3f} s CPU) "
           f"{'OK' if ok else 'MISSED'}")
@@ -156,6 +159,7 @@ def report(name: str, figure: float, target: float, baseline: float, unit: str =
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the projection benchmark and print its ratios; 0 when the targets are met."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000, help="ledger size (default 1,000,000)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per timing; the best counts")

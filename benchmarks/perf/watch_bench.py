@@ -122,6 +122,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def measure(args) -> bool:
+    """Time drop-to-ingest latency and a burst through a real daemon; True when the targets are met."""
     home = ledger.init_home(Path(tempfile.mkdtemp(prefix="watch-bench-")) / "home")
     inbox = home / "inbox"
     env = dict(os.environ)
@@ -172,6 +173,7 @@ def measure(args) -> bool:
 
 
 def main() -> int:
+    """Run the watch benchmark; 0 when the targets are met."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=20, help="latency drops (default 20)")
     parser.add_argument("--burst", type=int, default=100, help="files dropped at once (default 100)")

@@ -13,6 +13,7 @@ import contextlib
 import logging
 
 from aiohttp import web
+
 from evalledger.cli.watch_observer import WATCHED_EVENTS, LedgerHandler, native_observer
 
 MIN_INTERVAL = 0.5

@@ -16,6 +16,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 from aiohttp import web
+
+from evalledger import ledger
 from evalledger.cli.errors import UsageError
 from evalledger.cli.viewer import pages
 from evalledger.cli.viewer.case_page import case_page
@@ -23,8 +25,6 @@ from evalledger.cli.viewer.html import Links
 from evalledger.cli.viewer.live import LiveUpdates
 from evalledger.cli.viewer.state import HomeView
 from evalledger.projections.history import CaseNotFound
-
-from evalledger import ledger
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")

@@ -12,15 +12,14 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from evalledger import ledger, projections
 from evalledger.cli.viewer import index
 from evalledger.ledger.envelope import decode_json
 from evalledger.projections.aggregate import build_aggregates
 from evalledger.projections.appliers import restore_case
+from evalledger.projections.case_result import case_result
 from evalledger.projections.history import CaseNotFound, case_history
-from evalledger.projections.results import case_result
 from evalledger.projections.store import ReadModelStore, reports_dir, store_path
-
-from evalledger import ledger, projections
 
 
 class HomeView:

@@ -74,6 +74,7 @@ def self_attr(node: ast.AST) -> str | None:
 
 
 def is_docstring(node: ast.AST) -> bool:
+    """True when the statement is a bare string (a docstring)."""
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 

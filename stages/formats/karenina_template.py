@@ -23,7 +23,14 @@ from typing import Any
 
 from evalledger.stages.formats.checks import FALLBACK_PRIMITIVES
 from evalledger.stages.formats.karenina_ast import (
-    Constraint, Decl, Untranslatable, is_docstring, literal, name_of, self_attr, snippet,
+    Constraint,
+    Decl,
+    Untranslatable,
+    is_docstring,
+    literal,
+    name_of,
+    self_attr,
+    snippet,
 )
 from evalledger.stages.formats.karenina_verify import VerifyReader
 

@@ -1,14 +1,18 @@
 """What passes between the judge port and its backends: a pending call, one attempt, the errors.
 
-A backend gets a ``PendingCall`` and a ``record`` coroutine; it records every attempt it makes
-(success or failure) through ``record`` the moment the attempt ends, and returns the validated
-reply, or raises ``JudgeCallFailed`` after recording the last failure.
+A backend gets a ``PendingCall`` and yields every attempt it makes (success or failure) the
+moment the attempt ends; the port records each one before the backend goes on. The last attempt
+yielded is the success (its ``reply`` the validated reply model), or, after yielding its last
+failure, the backend raises ``JudgeCallFailed`` (``JudgeUnavailable`` when the server cannot
+answer at all). A backend never records anything itself. The port sends back into the generator
+None once an attempt is recorded, or, when the ledger refused the reply an attempt carries, the
+reason: a backend that can ask again yields that attempt again as an invalid reply and goes on.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, AsyncGenerator, Protocol
 
 from evalledger.stages.judge.registry import RoleSpec
 from evalledger.stages.judge.roles import Model
@@ -80,7 +84,6 @@ class PendingCall:
     case_id: str
     step_attempt: int
     first_attempt: int
-    record: Callable[[Attempt], Awaitable[Any]]
     candidates: list[str] = field(default_factory=list)   # replay: every hash this request may be recorded under
 
     @property
@@ -89,7 +92,7 @@ class PendingCall:
 
 
 class Backend(Protocol):
-    """A judge backend: names itself, and answers a pending call (recording each attempt)."""
+    """A judge backend: names itself, and answers a pending call with the attempts it made."""
 
     name: str
     model: str | None
@@ -98,8 +101,10 @@ class Backend(Protocol):
     def identities(self, role: str) -> list[tuple[str, str | None]]:
         """The (backend, model) pairs a request of ``role`` is hashed under, the first being its own."""
 
-    async def answer(self, call: PendingCall) -> Model:
-        """The validated reply; raises JudgeCallFailed (or UnrecordedRequest, JudgeUnavailable) otherwise."""
+    def attempts(self, call: PendingCall) -> AsyncGenerator[Attempt, str | None]:
+        """Each attempt as it ends, the success last; raises JudgeCallFailed (or UnrecordedRequest,
+        JudgeUnavailable) after the last failure. The port sends back None once an attempt is
+        recorded, or why the ledger refused the reply it carries."""
 
     async def aclose(self) -> None:
         """Release connections."""

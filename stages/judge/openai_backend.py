@@ -16,6 +16,11 @@ the format (400/422/500 naming it) moves the backend to the next mode for the re
 and every refused call is asked again, those in flight at the switch included. A refusal is the
 server answering: it neither counts towards the breaker nor uses up an attempt.
 
+The backend never records: it yields each attempt as it ends and the port records it before the
+backend goes on. What the port sends back into the generator is the ledger's refusal of a good
+reply (None when it was recorded): that reply is then yielded again as an invalid one, kept as
+text, and asked again.
+
 The API key is read from the environment once, sent only in the Authorization header, and
 removed from any text that could be recorded or logged (server error bodies included).
 """
@@ -27,27 +32,26 @@ import json
 import logging
 import os
 import random
-import re
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, AsyncGenerator
 
 import aiohttp
 
-from evalledger.ledger import EnvelopeError
 from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, JudgeUnavailable, PendingCall
 from evalledger.stages.judge.flow_control import AdaptiveLimit, Breaker
+from evalledger.stages.judge.recorded_calls import redact
 from evalledger.stages.judge.replies import decode_reply
 from evalledger.stages.judge.reply_body import BodyTooLarge, decode_body, read_capped, safe_text, storage_problem
 from evalledger.stages.judge.response_format import (
-    FormatModes, messages_for, names_the_format, response_format_field,
+    FormatModes,
+    messages_for,
+    names_the_format,
+    response_format_field,
 )
 from evalledger.stages.judge.roles import Model
 from evalledger.stages.judge.settings import DEFAULT_BASE_URL, JudgeSettings
-
-# Keys shorter than this are placeholders, redacted only where they stand as a whole token.
-SHORT_KEY = 12
 
 log = logging.getLogger("evalledger.judge")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524})
@@ -107,9 +111,11 @@ class OpenAIBackend:
         return [(self.name, self.model)]
 
     # --- the call ---------------------------------------------------------------------------------
-    async def answer(self, call: PendingCall) -> Model:
-        """Ask until a valid reply comes, within the bounds; every attempt is recorded.
+    async def attempts(self, call: PendingCall) -> AsyncGenerator[Attempt, str | None]:
+        """Ask until a valid reply comes, within the bounds, yielding every attempt as it ends.
 
+        The port sends back None once an attempt is recorded, or why the ledger refused a good
+        reply: that attempt is then yielded again as an invalid reply and the model asked again.
         Raises JudgeCallFailed when the replies stay invalid or the server rejects this very
         request (a 4xx other than 401/403/404/429), JudgeUnavailable when the server cannot
         answer at all.
@@ -130,50 +136,55 @@ class OpenAIBackend:
                              concurrency=concurrency)
             if outcome.kind == "refused_format":  # not an attempt that counts: the server took nothing
                 retry_mode = self.formats.after_refusal(mode)
-                refusal = self._redact(outcome.error or "")[:200]
+                refusal = redact(outcome.error or "", self._key)[:200]
                 record.error = f"the server refused response_format {mode} ({refusal}); asking again in mode {retry_mode}"
-                await call.record(record)
+                yield record
                 number += 1
                 continue
             if outcome.kind not in ("reply", "invalid"):
                 if failures == 0:
                     answered_before = self.answered
                 failures += 1
-                await self._failed_attempt(call, record, outcome, failures, self.answered > answered_before)
+                # The breaker moves before the attempt is yielded (and recorded), so no other call
+                # sends meanwhile; whether the call ends is decided once it is recorded.
+                request_at_fault = self._note_failure(record, outcome, failures, self.answered > answered_before)
+                yield record
+                self._after_failure(call, record, outcome, request_at_fault, failures)
                 number += 1
                 await self.breaker.sleep(self._delay(failures, outcome.retry_after))
                 continue
-            record.raw_reply = self._redact(outcome.raw or "")
+            record.raw_reply = redact(outcome.raw or "", self._key)
             reply, reason = self._read_reply(call, outcome)
             if reason is None:
                 record.reply = reply
-                reason = await self._store(call, record)
-                if reason is None:
-                    return reply
-            else:
-                record.error = f"invalid reply: {self._redact(reason)}"
-                await call.record(record)
+                refused = yield record
+                if refused is None:
+                    return
+                # The ledger refused the reply: a paid reply is never lost, it is kept as text
+                # (an invalid reply) and the model is asked again.
+                reason = f"cannot be stored: {refused}"
+                record.reply = None
+            record.error = f"invalid reply: {redact(reason, self._key)}"
+            yield record
             self._log(call, number, record.error)
             if invalid >= s.max_invalid_replies:
                 raise JudgeCallFailed(call.role, call.case_id, call.request_hash, record.error,
                                       number - call.first_attempt + 1)
             invalid += 1
             number += 1
-            said = [{"role": "assistant", "content": self._redact(outcome.content)}] if outcome.content else []
+            said = [{"role": "assistant", "content": redact(outcome.content, self._key)}] if outcome.content else []
             conversation = list(call.messages) + said + [
-                {"role": "user", "content": f"That reply is not valid: {self._redact(reason)}\nAnswer again "
+                {"role": "user", "content": f"That reply is not valid: {redact(reason, self._key)}\nAnswer again "
                                             "with only the JSON object, matching the schema."}]
 
-    async def _failed_attempt(self, call: PendingCall, record: Attempt, outcome: HttpOutcome,
-                              failures: int, others_answered: bool) -> None:
-        """Record a failed HTTP attempt; raise when it ends the call (or the run), else return to retry.
+    def _note_failure(self, record: Attempt, outcome: HttpOutcome, failures: int, others_answered: bool) -> bool:
+        """Name a failed HTTP attempt's error and move the breaker; True when the request is at fault.
 
         A call out of attempts stops the run, unless its failures were 5xx or timeouts while the
         server kept answering other calls: then this request is the trouble, not the server, and
         only the call fails (else one such case would stop every run for good).
         """
-        record.error = self._redact(outcome.error or "")
-        # The breaker moves before the record is awaited, so no other call sends meanwhile.
+        record.error = redact(outcome.error or "", self._key)
         if outcome.kind == "unavailable":
             self.breaker.trip(record.error)
         elif outcome.kind == "transient":
@@ -182,7 +193,11 @@ class OpenAIBackend:
         request_at_fault = exhausted and outcome.kind == "transient" and others_answered
         if exhausted and not request_at_fault:
             self.breaker.trip(f"{record.error} (after {failures} attempts)")
-        await call.record(record)
+        return request_at_fault
+
+    def _after_failure(self, call: PendingCall, record: Attempt, outcome: HttpOutcome, request_at_fault: bool,
+                       failures: int) -> None:
+        """Once a failed attempt is recorded: raise when it ends the call (or the run), else return to retry."""
         if request_at_fault and not self.breaker.is_open:
             self._log(call, record.number, record.error)
             raise JudgeCallFailed(call.role, call.case_id, call.request_hash,
@@ -213,17 +228,6 @@ class OpenAIBackend:
             return call.spec.validate_reply(call.request, data), None
         except ValueError as exc:  # pydantic's ValidationError is a ValueError too
             return None, _short(exc)
-
-    async def _store(self, call: PendingCall, record: Attempt) -> str | None:
-        """Record a good attempt; when the ledger refuses it, record it as invalid and say why."""
-        try:
-            await call.record(record)
-            return None
-        except EnvelopeError as exc:   # a paid reply is never lost: kept as text, asked again
-            reason = f"cannot be stored: {exc}"
-            record.reply, record.error = None, f"invalid reply: {reason}"
-            await call.record(record)
-            return reason
 
     # --- HTTP -------------------------------------------------------------------------------------
     def _ensure_session(self) -> aiohttp.ClientSession:
@@ -303,17 +307,6 @@ class OpenAIBackend:
     def _cost(self, usage) -> float | None:
         price = self.settings.price_of(self.model)
         return price.cost(usage) if price else None
-
-    def _redact(self, text: str) -> str:
-        """``text`` with the API key (if any) blotted out."""
-        if not self._key or not text:
-            return text
-        if len(self._key) >= SHORT_KEY:
-            return text.replace(self._key, "[redacted]")
-        # Local servers take placeholder keys ("x", "ollama", "EMPTY"): blotting every occurrence
-        # inside words would garble the recorded replies and errors, so only whole tokens go.
-        pattern = rf"(?<![A-Za-z0-9]){re.escape(self._key)}(?![A-Za-z0-9])"
-        return re.sub(pattern, "[redacted]", text)
 
     def _log(self, call: PendingCall, number: int, error: str) -> None:
         log.warning("judge %s for case %s, attempt %d: %s", call.role, call.case_id, number, error)

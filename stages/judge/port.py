@@ -2,19 +2,23 @@
 
 For every call it builds the role's messages, hashes the request, reuses a recorded success
 with that hash (unless ``no_cache``), and otherwise lets the backend answer, recording every
-attempt as a ``judge.called`` event on ``case:<case_id>`` the moment the attempt ends.
+attempt the backend yields as a ``judge.called`` event on ``case:<case_id>`` the moment the
+attempt ends. Hashing, finding and recording are the recorded-call core's (``recorded_calls``),
+which the search port shares. When the ledger refuses a reply (it cannot be stored), the port
+sends the reason back into the backend's attempts, which records it as an invalid reply and asks
+again; a backend that stops there fails the call.
 """
 
 from __future__ import annotations
 
 import asyncio
+from contextlib import aclosing
 from typing import Any
 
+from evalledger.ledger import EnvelopeError
 from evalledger.stages.judge.calls import Attempt, Backend, JudgeCallFailed, PendingCall
-from evalledger.stages.judge.group_commit import GroupCommitter
-from evalledger.stages.judge.recording import (
-    CallIndex, call_event, case_stream, index_for, record_attempt, request_hash,
-)
+from evalledger.stages.judge.recorded_calls import RecordedCalls, request_hashes
+from evalledger.stages.judge.recording import CallIndex, case_stream
 from evalledger.stages.judge.registry import role as role_spec
 from evalledger.stages.judge.reply_caps import cap_payload
 from evalledger.stages.judge.roles import Model
@@ -22,17 +26,21 @@ from evalledger.stages.judge.settings import JudgeSettings
 
 
 class Judge:
-    """One judge port: a backend, the ledger it records into, and that ledger's call index."""
+    """One judge port: a backend, and the recorded calls of the ledger it records into."""
 
     def __init__(self, settings: JudgeSettings, led, backend: Backend):
         self.settings = settings
         self.led = led
         self.backend = backend
-        self.index: CallIndex | None = index_for(led) if led is not None else None
+        self.records = RecordedCalls(led)
         self.calls = 0            # calls answered by the backend (not from the record)
         self.reused = 0           # calls answered from a recorded success
-        self._writer: GroupCommitter | None = None
         self._in_flight: dict[str, asyncio.Future] = {}   # request hash -> done, while a call is out
+
+    @property
+    def index(self) -> CallIndex | None:
+        """The ledger's call index (None without a ledger)."""
+        return self.records.index
 
     @property
     def name(self) -> str:
@@ -41,6 +49,7 @@ class Judge:
 
     @property
     def model(self) -> str | None:
+        """The backend's model (None for replay without a configured model)."""
         return self.backend.model
 
     @property
@@ -60,7 +69,7 @@ class Judge:
             request.model_dump() if isinstance(request, Model) else request)
         messages = spec.build_messages(typed)
         parameters = self.settings.parameters()
-        hashes = [request_hash(role, b, m, parameters, messages) for b, m in self.backend.identities(role)]
+        hashes = request_hashes(role, self.backend.identities(role), parameters, messages)
         caching = not self.settings.no_cache and self.index is not None
         if caching:
             reply = await self._reuse(spec, typed, hashes, case_id, attempt, meta)
@@ -68,22 +77,79 @@ class Judge:
                 reply = await self._reuse(spec, typed, hashes, case_id, attempt, meta)
             if reply is not None:
                 return reply
-        stream = case_stream(case_id)
-        first = self.index.next_attempt(stream, role, hashes[0], attempt) if self.index else 1
+        first = self.records.next_attempt(case_id, role, hashes[0], attempt)
         pending = PendingCall(spec, typed, messages, parameters, hashes[0], case_id, attempt, first,
-                              record=self._recorder(role, typed, messages, parameters, hashes[0],
-                                                    case_id, attempt, meta),
                               candidates=hashes)
         self.calls += 1
         if not caching:
-            return await self.backend.answer(pending)
+            return await self._ask(pending, meta)
         done = asyncio.get_running_loop().create_future()
         self._in_flight[hashes[0]] = done
         try:
-            return await self.backend.answer(pending)
+            return await self._ask(pending, meta)
         finally:
             self._in_flight.pop(hashes[0], None)
             done.set_result(None)
+
+    async def _ask(self, call: PendingCall, meta: dict[str, Any] | None) -> Model:
+        """Let the backend answer, recording each attempt it yields before it goes on.
+
+        What goes back into the backend's attempts is None once an attempt is recorded, or why
+        the ledger refused the reply it carries (the backend then records it as invalid and asks
+        again).
+        """
+        request_record = {"payload": call.request.model_dump(mode="json"), "messages": call.messages,
+                          "parameters": call.parameters}
+        last: Attempt | None = None
+        refused: str | None = None
+        async with aclosing(self.backend.attempts(call)) as attempts:
+            while True:
+                try:
+                    last = await attempts.asend(refused)
+                except StopAsyncIteration:
+                    break
+                refused = await self._record(call, request_record, last, meta)
+        if refused is not None:   # the backend stopped at a reply the ledger cannot hold
+            raise JudgeCallFailed(call.role, call.case_id, call.request_hash,
+                                  f"invalid reply: cannot be stored: {refused}",
+                                  last.number - call.first_attempt + 1 if last else 0)
+        if last is None or last.error is not None:
+            raise JudgeCallFailed(call.role, call.case_id, call.request_hash,
+                                  f"the {self.backend.name} backend gave no reply", 0)
+        return last.reply
+
+    async def _record(self, call: PendingCall, request_record: dict[str, Any], attempt: Attempt,
+                      meta: dict[str, Any] | None) -> str | None:
+        """Record one attempt as a ``judge.called`` event (unless recording is off).
+
+        Returns why the ledger refused the attempt's reply (None once recorded); a failed attempt
+        the ledger refuses raises, as there is nothing left to ask again for.
+        """
+        if not self.settings.record or self.led is None:
+            return None
+        payload = {
+            "role": call.role, "backend": attempt.backend or self.backend.name,
+            "model": attempt.model if attempt.model is not None else self.backend.model,
+            "request_hash": attempt.request_hash or call.request_hash, "attempt": attempt.number,
+            "error": attempt.error, "usage": attempt.usage, "latency_ms": attempt.latency_ms,
+            "request": _with_mode(request_record, attempt.response_format),
+            "reply": _jsonable(attempt.reply), "cost": attempt.cost,
+            "raw_reply": attempt.raw_reply, "sent": attempt.sent, "http_status": attempt.http_status,
+            "source_event": attempt.source_event, "source_backend": attempt.source_backend,
+            "concurrency": attempt.concurrency,
+        }
+        try:
+            payload, refused = cap_payload(payload)   # measuring a reply encodes it: it may refuse too
+            # Network calls commit off the event loop, batched with the calls ending together.
+            await self.records.record(call.case_id, payload, call.step_attempt, attempt.number, meta,
+                                      batched=self.backend.network)
+        except EnvelopeError as exc:   # a reply the ledger cannot hold: the backend asks again
+            if attempt.reply is None:
+                raise
+            return str(exc)
+        if refused:   # recorded as a failed attempt; the call fails rather than use it
+            raise JudgeCallFailed(call.role, call.case_id, payload["request_hash"], refused, attempt.number)
+        return None
 
     async def _wait_for_twin(self, hash: str) -> bool:
         """Wait for the same request already in flight (another case with the same response, say), so
@@ -96,67 +162,27 @@ class Judge:
 
     async def _reuse(self, spec, request, hashes, case_id, step_attempt, meta) -> Model | None:
         """A recorded success of this request, validated; recorded on this case too when it came from another."""
-        for hash in hashes:
-            found = self.index.success(hash)
-            if found is None:
-                continue
-            event = self.led.get(found.id)
-            if event is None or event.data.get("reply") is None:
-                continue
-            try:
-                reply = spec.validate_reply(request, event.data["reply"])
-            except ValueError:
-                continue  # a record this version cannot read: ask again rather than trust it
-            if found.stream != case_stream(case_id) and self.settings.record:
-                payload = {**_copy_of(event.data), "source_event": event.id, "usage": None, "cost": None,
-                           "latency_ms": None, "attempt": 1}
-                record_attempt(self.led, self.index, case_id, payload, step_attempt, "reused", meta)
-            self.reused += 1
-            return reply
-        return None
 
-    def _recorder(self, role, request, messages, parameters, hash, case_id, step_attempt, meta):
-        """The ``record`` coroutine handed to the backend for this call."""
-        request_record = {"payload": request.model_dump(mode="json"), "messages": messages,
-                          "parameters": parameters}
+        def reply_of(event):
+            if event.data.get("reply") is None:
+                raise ValueError("no reply recorded")
+            return spec.validate_reply(request, event.data["reply"])
 
-        async def record(attempt: Attempt):
-            if not self.settings.record or self.led is None:
-                return None
-            payload = {
-                "role": role, "backend": attempt.backend or self.backend.name,
-                "model": attempt.model if attempt.model is not None else self.backend.model,
-                "request_hash": attempt.request_hash or hash, "attempt": attempt.number,
-                "error": attempt.error, "usage": attempt.usage, "latency_ms": attempt.latency_ms,
-                "request": _with_mode(request_record, attempt.response_format),
-                "reply": _jsonable(attempt.reply), "cost": attempt.cost,
-                "raw_reply": attempt.raw_reply, "sent": attempt.sent, "http_status": attempt.http_status,
-                "source_event": attempt.source_event, "source_backend": attempt.source_backend,
-                "concurrency": attempt.concurrency,
-            }
-            payload, refused = cap_payload(payload)
-            if self.backend.network:  # commit off the event loop, batched with calls ending together
-                stored = await self._committer().record(call_event(case_id, payload, step_attempt,
-                                                                   attempt.number, meta))
-            else:
-                stored = record_attempt(self.led, self.index, case_id, payload, step_attempt, attempt.number, meta)
-            if refused:   # recorded as a failed attempt; the call fails rather than use it
-                raise JudgeCallFailed(role, case_id, payload["request_hash"], refused, attempt.number)
-            return stored
-
-        return record
-
-    def _committer(self) -> GroupCommitter:
-        if self._writer is None:
-            self._writer = GroupCommitter(self.led, self.index)
-        return self._writer
+        found = self.records.reusable(hashes, reply_of)
+        if found is None:
+            return None
+        event = found.event
+        if event.stream != case_stream(case_id) and self.settings.record:
+            payload = {**_copy_of(event.data), "source_event": event.id, "usage": None, "cost": None,
+                       "latency_ms": None, "attempt": 1}
+            await self.records.record(case_id, payload, step_attempt, "reused", meta)
+        self.reused += 1
+        return found.value
 
     async def aclose(self) -> None:
         """Close the backend's connections and the recording thread."""
         await self.backend.aclose()
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        self.records.close()
 
     async def __aenter__(self) -> "Judge":
         return self

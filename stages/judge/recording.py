@@ -5,8 +5,10 @@
   first recorded success; call -> the highest attempt number), built once per ledger and caught
   up from the ledger before every miss, so events appended by another process are seen too.
   Correctness never depends on it: a miss only means "call", and event ids are deterministic.
-- ``record_attempt``: appends one attempt (success or failure) on the case's stream, with an id
-  from (case, role, request hash, step attempt, attempt), so a redone step appends nothing.
+- ``call_event`` / ``record_events``: one attempt (success or failure) as an event on the case's
+  stream, with an id from (case, role, request hash, step attempt, attempt), so a redone step
+  appends nothing; appending folds it into the index. The ports record through
+  ``recorded_calls.RecordedCalls``, which uses these.
 """
 
 from __future__ import annotations
@@ -149,9 +151,3 @@ def record_events(led, index: CallIndex | None, events: list[NewEvent]) -> list[
             for event in stored:
                 index.add(event, advance=False)
     return stored
-
-
-def record_attempt(led, index: CallIndex | None, case_id: str, payload: dict[str, Any],
-                   step_attempt: int, attempt: int | str, meta: dict[str, Any] | None = None) -> Event:
-    """Append one ``judge.called`` event on the case's stream and fold it into the index."""
-    return record_events(led, index, [call_event(case_id, payload, step_attempt, attempt, meta)])[0]

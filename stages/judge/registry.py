@@ -14,11 +14,33 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from evalledger.stages.judge.roles import (
+<<<<<<< HEAD
     AssessRiskReply, AssessRiskRequest, CheckFactsReply, CheckFactsRequest, CheckLogicReply,
     CheckLogicRequest, DecomposeReply, DecomposeRequest, DetectAbstentionReply, DetectAbstentionRequest,
     ExtractExcerptsReply, ExtractExcerptsRequest,
     Model, ParseReply, ParseRequest, ReasonReply, ReasonRequest, ScoreClaimsReply, ScoreClaimsRequest,
     ScoreTraitReply, ScoreTraitRequest,
+=======
+    AssessRiskReply,
+    AssessRiskRequest,
+    CheckFactsReply,
+    CheckFactsRequest,
+    CheckLogicReply,
+    CheckLogicRequest,
+    DecomposeReply,
+    DecomposeRequest,
+    ExtractExcerptsReply,
+    ExtractExcerptsRequest,
+    Model,
+    ParseReply,
+    ParseRequest,
+    ReasonReply,
+    ReasonRequest,
+    ScoreClaimsReply,
+    ScoreClaimsRequest,
+    ScoreTraitReply,
+    ScoreTraitRequest,
+>>>>>>> m1b
 )
 
 

@@ -77,18 +77,6 @@ class JudgeSettings(BaseModel):
             return "json_schema" if value else "prompt"
         return value
 
-    def resolved_model(self) -> str | None:
-        """The model name recorded and hashed: the offline heuristics' version, or the configured model."""
-        if self.backend == "offline":
-            return OFFLINE_MODEL
-        return self.model or os.environ.get("OPENAI_MODEL") or None
-
-    def live_model(self) -> str | None:
-        """The model of the live backend behind replay."""
-        if self.live == "offline":
-            return OFFLINE_MODEL
-        return self.model or os.environ.get("OPENAI_MODEL") or None
-
     def resolved_base_url(self) -> str:
         """The chat-completions base URL: setting, else OPENAI_BASE_URL, else the public API."""
         return (self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")

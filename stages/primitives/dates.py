@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from evalledger.stages.primitives.base import CheckError, ParameterError, ParsedPrimitive
+from evalledger.stages.primitives.normalizers import StrictStr
 from evalledger.stages.primitives.partial_dates import (
     DAY,
     HOUR,
@@ -26,7 +27,6 @@ from evalledger.stages.primitives.partial_dates import (
     parse_partial_date,
     truncate,
 )
-from evalledger.stages.primitives.normalizers import StrictStr
 
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
 

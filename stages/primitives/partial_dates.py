@@ -76,11 +76,6 @@ class PartialDate:
     value: datetime
     precision: int
 
-    @property
-    def aware(self) -> bool:
-        """True when the text carried a time zone."""
-        return self.value.tzinfo is not None
-
     def end(self) -> datetime:
         """The first instant after the interval this text denotes ("2016" -> 2017-01-01)."""
         start = self.value

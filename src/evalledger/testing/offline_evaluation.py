@@ -69,10 +69,12 @@ def template_metrics(led) -> dict[str, Any]:
 
 
 def claim_scores(led) -> dict[str, int]:
+    """Each scored claim's score, by claim id."""
     return {e.data["claim_id"]: e.data["score"] for e in led.read(types=["claim.scored"])}
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Judge the samples offline in a temporary home and print how the offline judge did."""
     argv = sys.argv[1:] if argv is None else argv
     samples = Path(argv[0]) if argv else Path(__file__).resolve().parents[3] / "benchmarks" / "samples"
     with tempfile.TemporaryDirectory() as tmp:

@@ -27,6 +27,7 @@ def _meta(stage: str, config_hash: str | None = "cfg-1") -> dict[str, Any]:
 
 def benchmark(bench: str, kind: str, name: str | None = None, config: dict | None = None,
               questions: int = 0) -> NewEvent:
+    """A benchmark.registered event."""
     return NewEvent(f"benchmark:{bench}", "benchmark.registered",
                     {"benchmark": bench, "name": name or bench, "kind": kind, "config": config or {},
                      "questions": [{"id": f"q{i}"} for i in range(questions)]}, key="registered")
@@ -34,12 +35,14 @@ def benchmark(bench: str, kind: str, name: str | None = None, config: dict | Non
 
 def run_started(run: str, backend: str = "offline", model: str = "heuristic",
                 config_hash: str = "cfg-1") -> NewEvent:
+    """A run.started event."""
     return NewEvent(f"run:{run}", "run.started", {"run": run, "backend": backend, "model": model,
                                                    "config_hash": config_hash}, key="started")
 
 
 def opened(bench: str, kind: str, question_id: str, model: str, question: Any = None,
            config: dict | None = None, response: Any = "") -> tuple[str, NewEvent]:
+    """A case.opened event and the case id it opens."""
     case_id = case_id_for(bench, question_id, model, str(response))
     return case_id, NewEvent(f"case:{case_id}", "case.opened", {
         "case_id": case_id, "benchmark": bench, "kind": kind, "question_id": question_id, "model": model,
@@ -49,6 +52,7 @@ def opened(bench: str, kind: str, question_id: str, model: str, question: Any = 
 def judge_call(case_id: str, role: str, attempt: int = 1, tokens: tuple[int, int] = (100, 20),
                cost: float = 0.001, backend: str = "offline", model: str = "heuristic",
                error: str | None = None, step: str = "") -> NewEvent:
+    """A judge.called event (an error makes it a failed attempt)."""
     request_hash = hashlib.sha256(f"{case_id}|{role}|{step}".encode()).hexdigest()
     return NewEvent(f"case:{case_id}", "judge.called", {
         "role": role, "backend": backend, "model": model, "request_hash": request_hash,
@@ -60,6 +64,7 @@ def judge_call(case_id: str, role: str, attempt: int = 1, tokens: tuple[int, int
 
 def field(case_id: str, name: str, passed: bool | None, extracted: Any = None, expected: Any = None,
           primitive: dict | None = None) -> NewEvent:
+    """A field.verified event."""
     return NewEvent(f"case:{case_id}", "field.verified", {
         "case_id": case_id, "field": name, "primitive": primitive or {"type": "NumericExact"},
         "extracted": extracted, "expected": expected, "passed": passed},
@@ -67,6 +72,7 @@ def field(case_id: str, name: str, passed: bool | None, extracted: Any = None, e
 
 
 def excerpt(case_id: str, attribute: str, text: str, similarity: float, attempt: int = 1) -> NewEvent:
+    """An excerpt.extracted event."""
     return NewEvent(f"case:{case_id}", "excerpt.extracted", {
         "case_id": case_id, "attribute": attribute, "text": text, "confidence": "high",
         "similarity": similarity, "attempt": attempt},
@@ -74,35 +80,41 @@ def excerpt(case_id: str, attribute: str, text: str, similarity: float, attempt:
 
 
 def excerpt_retried(case_id: str, attribute: str, attempt: int, failed: list[dict]) -> NewEvent:
+    """An excerpt.retried event (the viewer's test homes show the failed excerpts of a retry)."""
     return NewEvent(f"case:{case_id}", "excerpt.retried", {
         "case_id": case_id, "attribute": attribute, "attempt": attempt, "failed": failed},
         key=f"template:{case_id}:retry:{attribute}:{attempt}", meta=_meta("template"))
 
 
 def judged(case_id: str, verdict: str, auto_failed: bool = False, reasons: Iterable[str] = ()) -> NewEvent:
+    """A case.judged event."""
     return NewEvent(f"case:{case_id}", "case.judged", {
         "case_id": case_id, "verdict": verdict, "auto_failed": auto_failed, "reasons": list(reasons)},
         key=f"template:{case_id}:judged", meta=_meta("template"))
 
 
 def auto_failed(case_id: str, reasons: list[str]) -> NewEvent:
+    """A case.auto_failed event."""
     return NewEvent(f"case:{case_id}", "case.auto_failed", {"case_id": case_id, "reasons": reasons},
                     key=f"template:{case_id}:auto_fail", meta=_meta("template"))
 
 
 def trait(case_id: str, name: str, score: Any, mode: str = "standard") -> NewEvent:
+    """A trait.scored event."""
     return NewEvent(f"case:{case_id}", "trait.scored", {"case_id": case_id, "trait": name, "mode": mode,
                                                          "score": score},
                     key=f"rubric:{case_id}:{name}", meta=_meta("rubric"))
 
 
 def claim(case_id: str, claim_id: str, score: int, refs: list[str] | None = None) -> NewEvent:
+    """A claim.scored event."""
     return NewEvent(f"case:{case_id}", "claim.scored", {
         "case_id": case_id, "claim_id": claim_id, "score": score, "justification": f"scored {score}",
         "evidence_refs": refs or []}, key=f"reconstruction:{case_id}:{claim_id}", meta=_meta("reconstruction"))
 
 
 def credit(case_id: str, score: int, high: int = 0, low: int = 0) -> NewEvent:
+    """A credit.scored event (the zone follows the score)."""
     zone = "BAD" if score <= 2 else "MID" if score == 3 else "GOOD"
     return NewEvent(f"case:{case_id}", "credit.scored", {
         "case_id": case_id, "high": high, "low": low, "credit_score": score, "zone": zone},
@@ -110,11 +122,13 @@ def credit(case_id: str, score: int, high: int = 0, low: int = 0) -> NewEvent:
 
 
 def stage_failed(case_id: str, stage: str, reason: str) -> NewEvent:
+    """A stage.failed event."""
     return NewEvent(f"case:{case_id}", "stage.failed", {"case_id": case_id, "stage": stage, "reason": reason},
                     key=f"{stage}:{case_id}:failed", meta=_meta(stage))
 
 
 def overridden(case_id: str, verdict: str, reason: str, author: str, key: str | None = None) -> NewEvent:
+    """A verdict.overridden event."""
     return NewEvent(f"case:{case_id}", "verdict.overridden", {
         "case_id": case_id, "verdict": verdict, "reason": reason, "author": author}, key=key)
 

@@ -8,11 +8,10 @@ the same on every machine.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, AsyncGenerator, Callable
 
 from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, PendingCall
 from evalledger.stages.judge.offline import audit, deep, reconstruction
-from evalledger.stages.judge.roles import Model
 from evalledger.stages.judge.settings import OFFLINE_MODEL
 
 HEURISTICS: dict[str, Callable[[Any], Any]] = {
@@ -39,15 +38,15 @@ class OfflineBackend:
     def identities(self, role: str) -> list[tuple[str, str | None]]:
         return [(self.name, self.model)]
 
-    async def answer(self, call: PendingCall) -> Model:
+    async def attempts(self, call: PendingCall) -> AsyncGenerator[Attempt, str | None]:
+        """One attempt: the heuristic's validated reply, or its failure (then JudgeCallFailed)."""
         try:
             reply = call.spec.validate_reply(call.request, HEURISTICS[call.role](call.request))
         except Exception as exc:  # a heuristic bug must be recorded and named, not swallowed
             reason = f"offline heuristic failed: {type(exc).__name__}: {exc}"
-            await call.record(Attempt(call.first_attempt, error=reason))
+            yield Attempt(call.first_attempt, error=reason)
             raise JudgeCallFailed(call.role, call.case_id, call.request_hash, reason, 1) from exc
-        await call.record(Attempt(call.first_attempt, reply=reply))
-        return reply
+        yield Attempt(call.first_attempt, reply=reply)
 
     async def aclose(self) -> None:
         return None

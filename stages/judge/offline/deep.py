@@ -66,7 +66,7 @@ def extract_excerpts(req) -> dict[str, Any]:
     out: dict[str, list[dict[str, Any]]] = {}
     for attr in req.attributes:
         picked = []
-        for score, hits, span in ranked_sentences(attr, req.response, req.question)[: req.max_excerpts]:
+        for _score, hits, span in ranked_sentences(attr, req.response, req.question)[: req.max_excerpts]:
             typed = _type_hit(attr, span.text, req.question)
             if hits == 0 and (attr.type or "str") == "str":
                 confidence = "low"  # only a name the question lacks: weak evidence

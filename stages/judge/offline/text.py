@@ -152,6 +152,7 @@ def terms(text: str) -> list[str]:
 
 
 def term_set(text: str) -> frozenset[str]:
+    """The text's terms as a set."""
     return frozenset(terms(text))
 
 
@@ -167,17 +168,6 @@ def numbers(text: str) -> list[float]:
         if w in NUMBER_WORDS and w not in ("hundred", "thousand", "million"):
             found.append(float(NUMBER_WORDS[w]))
     return found
-
-
-def number_spans(text: str) -> list[tuple[float, int, str]]:
-    """(value, character offset, raw text) of each digit-written number in ``text``."""
-    out = []
-    for m in _NUMBER.finditer(text):
-        try:
-            out.append((float(m.group().rstrip("%").replace(",", "")), m.start(), m.group()))
-        except ValueError:
-            continue
-    return out
 
 
 def dates(text: str) -> list[str]:

@@ -1,0 +1,173 @@
+"""The recorded-call core the judge port and the search port share.
+
+A port asks a question (a role, its messages and parameters) on behalf of a case. This core:
+
+- hashes it under every (backend, model) it may have been recorded by (``request_hashes``,
+  ``replay_identities``: under replay, the live backend's own identity comes last, so the last
+  hash is the one a live answer is recorded under);
+- finds a recorded success of it, in the recording ledger (``reusable``) or in the replay source
+  (``replayed``), through the per-ledger ``CallIndex``;
+- numbers and appends each attempt as a ``judge.called`` event on the case's stream (``record``),
+  committed in batches off the event loop for network backends;
+- keeps the requests a replay could not answer (``misses``);
+- and blots a secret out of any text before it is recorded or logged (``redact``).
+
+Backends only produce attempts (an async iterator of ``Attempt``); the port records them here.
+Nothing in a backend records or calls back into a port.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from evalledger import ledger
+from evalledger.ledger import Event, NewEvent
+from evalledger.stages.judge.group_commit import GroupCommitter
+from evalledger.stages.judge.recording import (
+    CallIndex,
+    call_event,
+    case_stream,
+    index_for,
+    record_events,
+    request_hash,
+)
+
+REPLAY = "replay"
+# Secrets shorter than this are placeholders ("x", "ollama", "EMPTY"), redacted only as whole tokens.
+SHORT_SECRET = 12
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` blotted out as ``[redacted]`` (whole tokens only for a short secret)."""
+    if not secret or not text:
+        return text
+    if len(secret) >= SHORT_SECRET:
+        return text.replace(secret, "[redacted]")
+    # Blotting a placeholder inside words would garble the recorded replies and errors.
+    pattern = rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])"
+    return re.sub(pattern, "[redacted]", text)
+
+
+def request_hashes(role: str, identities: list[tuple[str, str | None]], parameters: dict[str, Any],
+                   messages: list[dict[str, Any]]) -> list[str]:
+    """The request's hash under each (backend, model), in the order given."""
+    return [request_hash(role, backend, model, parameters, messages) for backend, model in identities]
+
+
+def open_source(source, led) -> tuple[Any, bool]:
+    """The ledger a replay answers from: ``led`` itself, a Ledger, or a path opened read-only.
+
+    Returns (ledger, whether it was opened here and so must be closed by the caller).
+    """
+    if source is None:
+        return led, False
+    if isinstance(source, (str, Path)):
+        return ledger.open_ledger(source, readonly=True), True
+    return source, False
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A recorded success: its event, the hash it was found under, and what ``accept`` made of it."""
+
+    event: Event
+    request_hash: str
+    value: Any = None
+
+
+class RecordedCalls:
+    """The recorded calls a port reads and writes: its ledger, and the source a replay answers from."""
+
+    def __init__(self, led, source=None):
+        self.led = led
+        self.index: CallIndex | None = index_for(led) if led is not None else None
+        self.source = source
+        self.source_index: CallIndex | None = index_for(source) if source is not None else None
+        self.misses: list[dict[str, Any]] = []
+        self._writer: GroupCommitter | None = None
+
+    # --- finding ------------------------------------------------------------------------------------
+    def reusable(self, hashes: list[str], accept: Callable[[Event], Any]) -> Found | None:
+        """The first success recorded in this ledger under one of ``hashes`` that ``accept`` takes.
+
+        ``accept`` turns the event into the answer; a ValueError from it (a record this version
+        cannot read) skips that record, so the request is asked again rather than trusted.
+        """
+        if self.index is None:
+            return None
+        return _first(self.led, self.index, hashes, accept)
+
+    def replayed(self, hashes: list[str]) -> Found | None:
+        """The first success recorded in the replay source under one of ``hashes``."""
+        if self.source_index is None:
+            return None
+        return _first(self.source, self.source_index, hashes, None)
+
+    def replay_identities(self, role: str, live: tuple[str, str | None] | None = None,
+                          model: str | None = None) -> list[tuple[str, str | None]]:
+        """Every (backend, model) that answered ``role`` in the source (only ``model``'s when given),
+        then the live backend's own; ``[("replay", model)]`` when there is none."""
+        seen = [i for i in self.source_index.seen_identities(role)
+                if i[0] != REPLAY and (model is None or i[1] == model)] if self.source_index else []
+        if live is not None:
+            seen = [i for i in seen if i != live] + [live]
+        return seen or [(REPLAY, model)]
+
+    def miss(self, role: str, case_id: str, hash: str) -> None:
+        """Note a request the replay source never recorded (``misses``, listed after a replay)."""
+        self.misses.append({"role": role, "case_id": case_id, "request_hash": hash})
+
+    # --- recording ----------------------------------------------------------------------------------
+    def next_attempt(self, case_id: str, role: str, hash: str, step_attempt: int) -> int:
+        """The number the next recorded attempt of this call gets (1 when none is recorded)."""
+        return self.index.next_attempt(case_stream(case_id), role, hash, step_attempt) if self.index else 1
+
+    async def record(self, case_id: str, payload: dict[str, Any], step_attempt: int, attempt: int | str,
+                     meta: dict[str, Any] | None = None, batched: bool = False) -> Event | None:
+        """Append one attempt as a ``judge.called`` event on the case's stream and index it.
+
+        ``batched``: hand it to the group committer (network calls end together; committing off
+        the event loop in one transaction keeps the loop free). Returns once it is committed.
+        """
+        if self.led is None:
+            return None
+        event = call_event(case_id, payload, step_attempt, attempt, meta)
+        if batched:
+            return await self._committer().record(event)
+        return self.append([event])[0]
+
+    def append(self, events: list[NewEvent]) -> list[Event]:
+        """Append recorded attempts in one transaction and fold them into the index."""
+        return record_events(self.led, self.index, events)
+
+    def _committer(self) -> GroupCommitter:
+        if self._writer is None:
+            self._writer = GroupCommitter(self.led, self.index)
+        return self._writer
+
+    def close(self) -> None:
+        """Stop the recording thread (if one was started)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _first(led, index: CallIndex, hashes: list[str], accept: Callable[[Event], Any] | None) -> Found | None:
+    """The first recorded success under ``hashes`` (in order) that ``accept`` takes."""
+    for hash in hashes:
+        found = index.success(hash)
+        if found is None:
+            continue
+        event = led.get(found.id)
+        if event is None:
+            continue
+        if accept is None:
+            return Found(event, hash)
+        try:
+            return Found(event, hash, accept(event))
+        except ValueError:
+            continue
+    return None
