@@ -10,8 +10,8 @@ import sys
 
 from evalledger.cli.errors import UsageError
 from evalledger.cli.ledger_commands import open_existing
-from evalledger.ledger import DiskFull
 from evalledger.cli.progress import Progress
+from evalledger.ledger import DiskFull
 from evalledger.stages.config import ConfigError, run_layer
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.judge import JudgeError

@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import Callable
 
 from watchdog.events import (
-    DirMovedEvent, FileClosedEvent, FileCreatedEvent, FileModifiedEvent, FileMovedEvent, FileSystemEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
     FileSystemEventHandler,
 )
 from watchdog.observers.polling import PollingObserver

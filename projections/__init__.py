@@ -17,8 +17,6 @@ from evalledger.projections import catch_up as _update
 from evalledger.projections.catch_up import FoldResult
 from evalledger.projections.reports import render_files, write_files
 from evalledger.projections.store import ReadModelsAltered, ReadModelStore, reports_dir
-from evalledger.projections.catch_up import FoldResult
-from evalledger.projections.store import ReadModelStore, reports_dir
 
 
 def update(led) -> FoldResult:

@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from evalledger.projections.appliers import call_fields
-from evalledger.projections.reconstruction import aggregate_stats, collection_aggregates
 from evalledger.projections.audit import audit_groups
-from evalledger.projections.reconstruction import aggregate_stats
+from evalledger.projections.reconstruction import aggregate_stats, collection_aggregates
 from evalledger.projections.results import compare_models, group_cases, group_summary, per_field, per_trait
 
 OFFLINE_NOTE = "offline heuristic baseline, not a language model"

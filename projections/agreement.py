@@ -12,7 +12,11 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from evalledger.projections.agreement_stats import (
-    cohen_kappa, confusion_2x2, kappa_bootstrap_interval, percent_agreement, table_of_2x2,
+    cohen_kappa,
+    confusion_2x2,
+    kappa_bootstrap_interval,
+    percent_agreement,
+    table_of_2x2,
 )
 from evalledger.projections.results import original_verdict
 from evalledger.projections.stats import rnd, seed_for

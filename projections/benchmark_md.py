@@ -8,8 +8,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from evalledger.projections.reconstruction import band_labels
-from evalledger.projections.results import model_label
 from evalledger.projections.markdown import (
     SUMMARY_HEADER,
     audit_section,
@@ -22,6 +20,7 @@ from evalledger.projections.markdown import (
     summary_rows,
     table,
 )
+from evalledger.projections.reconstruction import band_labels
 from evalledger.projections.results import model_label
 
 

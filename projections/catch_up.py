@@ -17,8 +17,16 @@ import orjson
 
 from evalledger.ledger.envelope import decode_json
 from evalledger.projections.appliers import (
-    BENCHMARK_TYPES, CASE_APPLIERS, FOLDED_TYPES, RUN_TYPES, apply_benchmark_event,
-    apply_case_event, apply_run_event, case_id_of, new_case, note_recorded_at,
+    BENCHMARK_TYPES,
+    CASE_APPLIERS,
+    FOLDED_TYPES,
+    RUN_TYPES,
+    apply_benchmark_event,
+    apply_case_event,
+    apply_run_event,
+    case_id_of,
+    new_case,
+    note_recorded_at,
 )
 from evalledger.projections.store import ReadModelStore, StaleFold
 

@@ -15,8 +15,14 @@ import math
 from typing import Any, Iterable
 
 from evalledger.projections.agreement_stats import (
-    cohen_kappa, confusion_2x2, confusion_table, kappa_bootstrap_interval, mcnemar_exact, percent_agreement,
-    table_of_2x2, weighted_kappa,
+    cohen_kappa,
+    confusion_2x2,
+    confusion_table,
+    kappa_bootstrap_interval,
+    mcnemar_exact,
+    percent_agreement,
+    table_of_2x2,
+    weighted_kappa,
 )
 from evalledger.projections.results import original_verdict
 from evalledger.projections.stats import rnd, seed_for

@@ -27,7 +27,6 @@ summary and ``run.completed`` say why (``stopped``), and the next run finishes t
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import os
 import socket
 import threading
@@ -40,9 +39,8 @@ from typing import Any, Awaitable, Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from evalledger.ledger import Event, LedgerError, NewEvent
-from evalledger.ledger.leases import DEFAULT_LEASE_SECONDS
-from evalledger.ledger import Event, NewEvent
 from evalledger.ledger.filelock import FileLock
+from evalledger.ledger.leases import DEFAULT_LEASE_SECONDS
 from evalledger.stages.audit import judge_audit
 from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
 from evalledger.stages.config import VerificationConfig, effective_config

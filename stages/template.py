@@ -28,9 +28,7 @@ from evalledger.stages.judge import JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.judge.roles import AttributeSpec, DetectAbstentionRequest, ParseRequest, ReasonRequest
 from evalledger.stages.risk import RiskItem, assess_risks
 from evalledger.stages.rubric import judge_rubric
-from evalledger.stages.embedder_minilm import embedder_named
 from evalledger.stages.verification import TemplateSpec, decide
-from evalledger.stages.verification import TemplateSpec
 
 STAGE = "template"
 

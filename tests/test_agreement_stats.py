@@ -15,8 +15,15 @@ from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
 from evalledger.projections.agreement_stats import (
-    category_counts, cohen_kappa, confusion_2x2, confusion_table, fleiss_kappa, kappa_bootstrap_interval,
-    mcnemar_exact, percent_agreement, weighted_kappa,
+    category_counts,
+    cohen_kappa,
+    confusion_2x2,
+    confusion_table,
+    fleiss_kappa,
+    kappa_bootstrap_interval,
+    mcnemar_exact,
+    percent_agreement,
+    weighted_kappa,
 )
 
 # Fleiss (1971) as worked on Wikipedia: 10 subjects, 14 raters, 5 categories; P̄ = 0.378,

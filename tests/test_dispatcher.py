@@ -14,9 +14,8 @@ from evalledger.stages.config import effective_config
 from evalledger.stages.dispatcher import RunSettings, find_pending, run_until_idle
 from evalledger.stages.intake import ingest_path
 from evalledger.stages.judge import JudgeSettings, make_judge
-from evalledger.testing.stand_in import StandIn, StandInThread, Status
 from evalledger.stages.template import judge_template
-from evalledger.testing.stand_in import StandIn, StandInThread
+from evalledger.testing.stand_in import StandIn, StandInThread, Status
 from stages_scripted import dispatch, template_judge
 from stages_support import RESPONSE, data, home_with, outputs, template_benchmark, write_json
 

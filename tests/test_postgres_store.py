@@ -18,7 +18,6 @@ import pytest
 from evalledger import ledger
 from evalledger.ledger import LedgerError, NewEvent
 from evalledger.ledger.postgres import redact_url, split_store_url
-
 from postgres_support import fresh_store_url, pg_url, postgres_home
 
 REPO = Path(__file__).resolve().parents[1]

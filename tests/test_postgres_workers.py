@@ -25,7 +25,6 @@ from evalledger.ledger.leases import Leases
 from evalledger.ledger.postgres import connect, split_store_url
 from evalledger.testing.schema_instances import random_instance
 from evalledger.testing.stand_in import StandIn, StandInThread, requested_schema
-
 from postgres_support import fresh_store_url, postgres_home
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,13 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from evalledger.stages.judge.roles import (
-<<<<<<< HEAD
-    AssessRiskReply, AssessRiskRequest, CheckFactsReply, CheckFactsRequest, CheckLogicReply,
-    CheckLogicRequest, DecomposeReply, DecomposeRequest, DetectAbstentionReply, DetectAbstentionRequest,
-    ExtractExcerptsReply, ExtractExcerptsRequest,
-    Model, ParseReply, ParseRequest, ReasonReply, ReasonRequest, ScoreClaimsReply, ScoreClaimsRequest,
-    ScoreTraitReply, ScoreTraitRequest,
-=======
     AssessRiskReply,
     AssessRiskRequest,
     CheckFactsReply,
@@ -29,6 +22,8 @@ from evalledger.stages.judge.roles import (
     CheckLogicRequest,
     DecomposeReply,
     DecomposeRequest,
+    DetectAbstentionReply,
+    DetectAbstentionRequest,
     ExtractExcerptsReply,
     ExtractExcerptsRequest,
     Model,
@@ -40,7 +35,6 @@ from evalledger.stages.judge.roles import (
     ScoreClaimsRequest,
     ScoreTraitReply,
     ScoreTraitRequest,
->>>>>>> m1b
 )
 
 
