@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import zlib
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from evalledger.ledger.envelope import GENESIS_HASH, Event
@@ -283,14 +283,14 @@ class PostgresRecorder(Recorder):
     def read(self, from_seq: int = 1, types: Iterable[str] | None = None,
              stream: str | None = None, to_seq: int | None = None) -> Iterator[Event]:
         """Events in seq order, filtered in SQL, a page at a time."""
-        where, params = "", []
+        where, params = "", list[Any]()
         if types is not None:
             where += " AND type = ANY(%s)"
             params.append(list(types))
         if stream is not None:
             where += " AND stream = %s"
             params.append(stream)
-        return (row_event(row) for row in self._rows(where, params, from_seq, to_seq))  # type: ignore[arg-type]
+        return (row_event(row) for row in self._rows(where, params, from_seq, to_seq))
 
     def head(self) -> Head:
         """The last committed event's seq and hash."""
@@ -314,7 +314,7 @@ class PostgresRecorder(Recorder):
     def lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[tuple[int, bytes]]:
         """(seq, JSONL line) pairs rebuilt from the rows: the same bytes SQLite's export gives."""
         for row in self._rows("", [], from_seq, to_seq):
-            yield row[0], row_line(row)  # type: ignore[arg-type]
+            yield row[0], row_line(row)
 
     def verify(self, expect_head: Head | None = None) -> VerifyReport:
         """Verify the chain as of one snapshot (a REPEATABLE READ transaction on a connection of
@@ -372,6 +372,12 @@ class PostgresRecorder(Recorder):
             row = self.conn.execute(f"SELECT position FROM {self.schema}.tracking WHERE name = %s",
                                     (name,)).fetchone()
         return row[0] if row else 0
+
+    def tracking_records(self) -> dict[str, int]:
+        """Every tracking record, name -> position (``verify`` checks none is past the head)."""
+        with self._lock, self._guard():
+            rows = self.conn.execute(f"SELECT name, position FROM {self.schema}.tracking ORDER BY name").fetchall()
+        return {str(name): int(position) for name, position in rows}
 
     def set_tracking(self, name: str, position: int) -> None:
         """Upsert a tracking row on its own."""
@@ -445,7 +451,7 @@ class _Errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if exc is None or psycopg is None or not isinstance(exc, psycopg.Error):
             return False
         if pg_errors is not None and isinstance(exc, pg_errors.UniqueViolation):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from evalledger.ledger.persistence import Head, LedgerError
 
@@ -64,7 +65,7 @@ def read_heads(path: str | Path) -> list[PublishedHead]:
     return sorted(heads, key=lambda h: h.head.seq)
 
 
-def check_heads(led, heads: list[PublishedHead], first_problem: int | None) -> list[PublishedHead]:
+def check_heads(led: Any, heads: list[PublishedHead], first_problem: int | None) -> list[PublishedHead]:
     """Each head with ``holds`` and, when it does not, why. ``first_problem``: the seq where
     ``verify`` found the chain broken (None when it verified): a head at or past it cannot hold."""
     out = []

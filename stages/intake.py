@@ -446,8 +446,8 @@ def _file_away(home: Path, path: Path, result: IngestResult, from_inbox: bool, r
             os.replace(taken, dest)
         elif taken is not None:
             taken.unlink()
-    if not dest.exists():   # copied, or the inbox file was replaced meanwhile: keep what was ingested
-        _atomic_write(read.raw, dest)
+    if not dest.exists() and read.raw is not None:   # copied, or the inbox file was replaced meanwhile:
+        _atomic_write(read.raw, dest)                   # keep what was ingested (an accepted file was read whole)
     return dest
 
 
