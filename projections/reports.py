@@ -201,8 +201,27 @@ def write_files(directory: Path, files: dict[str, bytes]) -> list[Path]:
                 parent.rmdir()
             except OSError:                      # another reporter just wrote into it
                 break
+    _drop_dead_temporaries(directory)
     _atomic_write(manifest, "".join(rel + "\n" for rel in files).encode())
     return written
+
+
+def _drop_dead_temporaries(directory: Path) -> None:
+    """Remove the temporary files of reporters that died between writing and renaming (a SIGKILL):
+    ``.<name>.<pid>.<thread>.tmp`` whose process is gone. A live reporter's are left alone."""
+    for tmp in directory.rglob(".*.tmp"):
+        parts = tmp.name.rsplit(".", 3)
+        if len(parts) != 4 or not parts[1].isdigit():
+            continue
+        pid = int(parts[1])
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            tmp.unlink(missing_ok=True)
+        except PermissionError:   # alive, another user's
+            continue
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -277,3 +277,23 @@ def test_a_ledger_file_reports_beside_itself_as_docs_reports_md_says(tmp_path, r
     assert not (tmp_path / "reports").exists()
     docs = (Path(__file__).resolve().parents[1] / "docs" / "reports.md").read_text()
     assert "`<stem>-reports/`" in docs and "`<stem>.projections.db`" in docs
+
+
+def test_a_reporter_killed_between_write_and_rename_leaves_no_temporary_behind(tmp_path):
+    """A SIGKILL between writing a report's temporary file and renaming it left the file for ever."""
+    import os
+    import subprocess
+    import sys
+
+    from evalledger.projections.reports import write_files
+    out = tmp_path / "reports"
+    (out / "bench").mkdir(parents=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    leftover = out / "bench" / f".report.md.{dead}.140000.tmp"
+    leftover.write_text("half a report")
+    mine = out / f".index.md.{os.getpid()}.1.tmp"   # a live reporter's (this process): kept
+    mine.write_text("being written")
+    write_files(out, {"bench/report.md": b"# report\n"})
+    assert not leftover.exists() and mine.exists()
+    assert (out / "bench" / "report.md").read_bytes() == b"# report\n"
