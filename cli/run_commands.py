@@ -38,21 +38,83 @@ def run_settings(args, **flags) -> RunSettings:
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     options = {"concurrency": args.concurrency} if args.concurrency else {}
+    flags.update(run_limits(args, layer))
     settings = RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model,
                            judge_options=options, no_cache=args.no_cache, **flags)
     try:
         settings.check_judge()
     except (ConfigError, ValueError, JudgeError) as exc:   # no model, no key, a bad judge option
         raise UsageError(str(exc)) from None
+    if settings.max_cost is not None and settings.profiles is None:
+        judge = settings.judge_settings()
+        if judge.backend == "openai" and judge.resolved_model() not in settings.run_config().prices:
+            raise UsageError(f"--max-cost needs a price for the judge model {judge.resolved_model()!r}: "
+                             "set prices.<model> in --config")
     return settings
+
+
+def add_profile_options(p) -> None:
+    """--models, --profile, --profiles, --max-calls, --max-cost (``run`` only)."""
+    p.add_argument("--models", dest="models_file", default=None, metavar="FILE",
+                   help="the models file: named models and profiles (default: <home>/models.toml)")
+    p.add_argument("--profile", dest="profile_names", action="append", default=[], metavar="NAME",
+                   help="judge under this profile of the models file (repeatable)")
+    p.add_argument("--profiles", dest="profile_list", default=None, metavar="A,B",
+                   help="judge under each of these profiles (comma-separated)")
+    p.add_argument("--max-calls", type=int, default=None, metavar="N",
+                   help="stop after N model calls; the cases not judged stay pending")
+    p.add_argument("--max-cost", type=float, default=None, metavar="USD",
+                   help="stop once the calls cost USD (needs a price for every model); cases stay pending")
+
+
+def run_limits(args, layer) -> dict:
+    """The ``profiles``, ``max_calls`` and ``max_cost`` RunSettings of ``add_profile_options``' arguments."""
+    from evalledger.cli.errors import UsageError
+    from evalledger.cli.ledger_commands import home_of
+    from evalledger.stages.config import effective_config
+    from evalledger.stages.models_file import default_models_path, load_models_file
+    from evalledger.stages.profiles import ProfilePlan
+    out: dict = {}
+    for flag, value in (("--max-calls", getattr(args, "max_calls", None)), ("--max-cost", getattr(args, "max_cost", None))):
+        if value is not None and value < 0:
+            raise UsageError(f"{flag} must be at least 0, not {value:g}")
+    if getattr(args, "max_calls", None) is not None:
+        out["max_calls"] = args.max_calls
+    if getattr(args, "max_cost", None) is not None:
+        out["max_cost"] = args.max_cost
+    names = list(getattr(args, "profile_names", None) or [])
+    names += [n.strip() for n in (getattr(args, "profile_list", None) or "").split(",") if n.strip()]
+    if not names:
+        if getattr(args, "models_file", None):
+            raise UsageError("--models names a models file, but no --profile or --profiles says which profile to run")
+        return out
+    path = args.models_file or default_models_path(home_of(args))
+    if path is None:
+        raise UsageError(f"--profile needs a models file: pass --models FILE or write {home_of(args)}/models.toml "
+                         "(docs/judge.md: the models file)")
+    if args.judge or args.model:
+        raise UsageError("a profile names its judge: --judge and --model do not go with --profile/--profiles")
+    try:
+        plan = ProfilePlan(load_models_file(path).select(names))
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if out.get("max_cost") is not None:
+        unpriced = plan.unpriced(effective_config(None, layer))
+        if unpriced:
+            raise UsageError(f"--max-cost needs a price for every model, and the price table has none for "
+                             f"{', '.join(unpriced)} (set prices.<model> in --config)")
+    out["profiles"] = plan
+    return out
 
 
 def register(sub) -> None:
     """Add the ``run`` command."""
     p = sub.add_parser("run", help="judge every pending case until idle, then exit",
                        description="Process everything pending until idle, then exit. The judge defaults "
-                                   "to the configuration's judge_backend, which defaults to offline.")
+                                   "to the configuration's judge_backend, which defaults to offline.",
+                       epilog="example: evalledger run --profiles kimi-full,cross-verify --max-cost 2.50")
     add_judge_options(p)
+    add_profile_options(p)
     p.add_argument("--retry-failed", action="store_true", help="try the cases with stage.failed again")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=cmd_run)
@@ -71,11 +133,14 @@ def cmd_run(args) -> int:
     if summary.busy:
         print("another run is processing this ledger in this process; it will take these cases")
         return 0
-    if summary.cases == 0:
+    if summary.cases == 0 and not summary.stopped:
         print("nothing pending")
         return 0
     print(f"run {summary.run_id}: {summary.cases} case(s), {summary.judged} judged, {summary.failed} failed, "
           f"{summary.judge_calls} judge call(s), {summary.retries} retr{'y' if summary.retries == 1 else 'ies'}")
     for failure in summary.failures:
         print(f"  failed {failure['stage']} case {failure['case_id']}: {failure['reason']}")
+    if summary.stopped:
+        print(f"stopped: {summary.stopped}; {summary.left_pending} case(s) left pending "
+              "(run again, with a larger budget, to finish them)")
     return 1 if summary.failed else 0

@@ -34,6 +34,7 @@ from evalledger.ledger import Event, NewEvent
 from evalledger.stages.audit import judge_audit
 from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
 from evalledger.stages.config import VerificationConfig, effective_config
+from evalledger.stages.judge.budget import Budget, BudgetExhausted
 from evalledger.stages.reconstruction import judge_reconstruction
 from evalledger.stages.template import judge_template
 
@@ -79,6 +80,10 @@ class RunSettings(BaseModel):
     max_cases_in_flight: int = Field(16, ge=1)
     judge: Any = None
     search: Any = None
+    # Profiles (stages.profiles.ProfilePlan): this run judges only their cases, each with its own judge.
+    profiles: Any = None
+    max_calls: int | None = Field(None, ge=0)     # budget caps: reached, the run stops, cases stay pending
+    max_cost: float | None = Field(None, ge=0)
 
     def run_config(self) -> VerificationConfig:
         """The run-level config (defaults <- config layer): it chooses the judge and is recorded."""
@@ -87,10 +92,12 @@ class RunSettings(BaseModel):
     def judge_settings(self):
         """The JudgeSettings of the judge a run builds: the CLI's choice, else the config's."""
         from evalledger.stages.judge import JudgeSettings
+        from evalledger.stages.judge import Price
         run_config = self.run_config()
+        prices = {name: Price(**price.model_dump()) for name, price in run_config.prices.items()}
         return JudgeSettings(backend=self.judge_backend or run_config.judge_backend,
                              model=self.judge_model or run_config.judge_model,
-                             no_cache=self.no_cache, **self.judge_options)
+                             no_cache=self.no_cache, prices=prices, **self.judge_options)
 
     def check_judge(self) -> None:
         """Raise now (JudgeError, ValueError) when the judge cannot be set up: no model, no key.
@@ -98,6 +105,9 @@ class RunSettings(BaseModel):
         A run builds its judge only once it has work, and the watch daemon runs for days: both
         call this first, so a bad judge option is a usage error and not a failure found later.
         """
+        if self.profiles is not None:
+            self.profiles.check(self.run_config())
+            return
         if self.judge is not None:
             return
         settings = self.judge_settings()
@@ -117,6 +127,8 @@ class RunSummary:
     judge_calls: int = 0
     retries: int = 0
     busy: bool = False                       # another run_until_idle of this process was running
+    stopped: str | None = None               # why the run stopped early (a budget cap), cases left pending
+    left_pending: int = 0                    # cases of this run's scans not finished when it stopped
     failures: list[dict[str, str]] = field(default_factory=list)
 
 
@@ -126,10 +138,15 @@ class _Pending:
 
     upto: int
     cases: list[tuple[Stage, Event, int]]   # (stage, case.opened, prior stage.failed count)
+    held: list[tuple[Stage, Event, int]] = field(default_factory=list)   # pending, not this run's
 
 
-def find_pending(led, retry_failed: bool = False, upto: int | None = None) -> _Pending:
-    """Every (stage, case.opened) whose stage output is not in the ledger, in seq order."""
+def find_pending(led, retry_failed: bool = False, upto: int | None = None, select=None) -> _Pending:
+    """Every (stage, case.opened) whose stage output is not in the ledger, in seq order.
+
+    ``select(case_opened_data)`` picks the cases this run judges (its profiles'); the others are
+    ``held``: pending, and they keep the tracking watermark below them for the run that takes them.
+    """
     upto = led.head().seq if upto is None else upto
     found: list[tuple[Stage, Event, int]] = []
     for stage in STAGES:
@@ -149,7 +166,13 @@ def find_pending(led, retry_failed: bool = False, upto: int | None = None) -> _P
                 continue
             found.append((stage, opened, failures[case_id]))
     found.sort(key=lambda item: item[1].seq)
-    return _Pending(upto, found)
+    select = select or _without_profile
+    return _Pending(upto, [f for f in found if select(f[1].data)], [f for f in found if not select(f[1].data)])
+
+
+def _without_profile(opened: dict[str, Any]) -> bool:
+    """A run without profiles judges the cases that belong to no profile."""
+    return not opened.get("profile")
 
 
 class _Watermarks:
@@ -159,7 +182,7 @@ class _Watermarks:
         self.led = led
         self.upto = pending.upto
         self.open: dict[str, set[int]] = {s.name: set() for s in STAGES}
-        for stage, opened, _ in pending.cases:
+        for stage, opened, _ in pending.cases + pending.held:
             self.open[stage.name].add(opened.seq)
 
     def after(self, stage: Stage, seq: int) -> tuple[str, int] | None:
@@ -193,6 +216,35 @@ class _Run:
         self.search_ports: dict[str, Any] = {}
         self.total = 0
         self.configs: dict[str, Any] = {}
+        self.plan = settings.profiles
+        capped = settings.max_calls is not None or settings.max_cost is not None
+        self.budget = Budget(settings.max_calls, settings.max_cost) if capped else None
+        self.answer_failures: list[dict[str, str]] = []
+        self.replay_judges: dict[str, Any] = {}
+
+    def _select(self):
+        """Which cases this run judges: its profiles', all of them under replay, else those without one."""
+        if self.plan is not None:
+            return self.plan.selects
+        if getattr(self.settings.judge, "name", None) == "replay":
+            return lambda opened: True
+        return None
+
+    def judge_of(self, opened: Event):
+        """The judge of a case: its profile's (a replay restricted to the profile's judge model), else the run's."""
+        profile = opened.data.get("profile")
+        if not profile:
+            return self.judge
+        if self.plan is not None:
+            return self.plan.judge_for(profile, self.led, self.run_config, self.settings.no_cache, self.budget)
+        model = (opened.data.get("judged_by") or {}).get("model")
+        if getattr(self.judge, "name", None) != "replay" or not model:
+            return self.judge
+        if model not in self.replay_judges:
+            from evalledger.stages.judge import make_judge
+            settings = self.judge.settings.model_copy(update={"model": model})
+            self.replay_judges[model] = make_judge(settings, self.led, source=self.judge.backend.source)
+        return self.replay_judges[model]
 
     def _make_judge(self):
         """The judge port: the CLI's choice, else the config's (which defaults to offline)."""
@@ -227,32 +279,49 @@ class _Run:
 
     async def execute(self) -> RunSummary:
         """Scan, process, scan again until a scan finds nothing; write run.started/completed."""
-        pending = find_pending(self.led, self.settings.retry_failed)
-        if not pending.cases:
+        if self.plan is not None:
+            self.answer_failures = await self.plan.open_cases(self.led, self.id, self.run_config,
+                                                              self.settings.no_cache, self.budget)
+        pending = find_pending(self.led, self.settings.retry_failed, select=self._select())
+        if not pending.cases and not self._stopped():
             _Watermarks(self.led, pending).settle()
+            await self._close_plan()
             return self.summary
-        if self.judge is None:
+        if self.judge is None and self.plan is None:
             self.judge = self._make_judge()
-        self._append_run_event("run.started", {
+        if self.judge is not None and self.budget is not None:
+            self.judge.budget = self.budget
+        extra = {"profiles": self.plan.describe()} if self.plan is not None else {}
+        self._append_run_event("run.started", {**extra,
             "judge": self._judge_identity(), "config": self.run_config.to_json(),
             "configs": _configs_of(pending, self.settings.config_layer),
             "config_layer": self.settings.config_layer, "retry_failed": self.settings.retry_failed,
             "no_cache": self.settings.no_cache, "pending": len(pending.cases)})
         try:
             retry_failed = self.settings.retry_failed
-            while pending.cases:
+            while pending.cases and not self._stopped():
                 await self._process(pending)
                 retry_failed = False  # failures of this run are not retried within it
-                pending = find_pending(self.led, retry_failed)
-            _Watermarks(self.led, pending).settle()
+                pending = find_pending(self.led, retry_failed, select=self._select())
+            if self._stopped():
+                self.summary.stopped = self.budget.stopped
+                self.summary.left_pending = len(find_pending(self.led, select=self._select()).cases)
+            else:
+                _Watermarks(self.led, pending).settle()
         finally:
             if self._own_judge and hasattr(self.judge, "aclose"):
                 await self.judge.aclose()
+            for port in self.replay_judges.values():
+                await port.aclose()
+            await self._close_plan()
             for port in self.search_ports.values():
                 await port.aclose()
         s = self.summary
         s.judge_calls, s.retries = self.counters.judge_calls, self.counters.retries
-        self._append_run_event("run.completed", {"cases": s.cases, "judged": s.judged, "failed": s.failed,
+        s.failures.extend({"case_id": "-", "stage": f"answer ({f['profile']}, question {f['question_id']})",
+                           "reason": f["reason"]} for f in self.answer_failures)
+        extra = {"stopped": s.stopped, "left_pending": s.left_pending} if s.stopped else {}
+        self._append_run_event("run.completed", {**extra, "cases": s.cases, "judged": s.judged, "failed": s.failed,
                                                  "judge_calls": s.judge_calls, "retries": s.retries,
                                                  "judge": self._judge_identity(), "configs": self.configs})
         if self.progress is not None:
@@ -269,7 +338,8 @@ class _Run:
 
         async def one(stage: Stage, opened: Event, failures: int) -> None:
             async with gate:
-                await self._case(stage, opened, failures, marks)
+                if not self._stopped():   # a spent budget starts no new case: it stays pending
+                    await self._case(stage, opened, failures, marks)
 
         await asyncio.gather(*(one(*item) for item in pending.cases))
         marks.settle()
@@ -282,14 +352,20 @@ class _Run:
             config = effective_config(opened.data.get("config"), self.settings.config_layer)
             config_hash = config.hash()
             self.configs[config_hash] = config.to_json()
-            work = CaseWork(opened, stage.name, config, config_hash, self.id, self.judge,
+            work = CaseWork(opened, stage.name, config, config_hash, self.id, self.judge_of(opened),
                             self.search_port, self.counters)
             await stage.handler(work)
+            if self.budget is not None and self.budget.refused(opened.data.get("case_id")):
+                # A step swallowed the refusal (reasoning degrades on a failed call): not a result.
+                raise BudgetExhausted(self.budget.stopped)
             if not any(e.type == stage.terminal for e in work.outputs):
                 # Without its terminal event the case would stay pending for ever.
                 raise RuntimeError(f"the {stage.name} stage produced no {stage.terminal} for this case")
             self.led.append(work.outputs, tracking=marks.after(stage, opened.seq))
             self.summary.judged += 1
+        except BudgetExhausted:
+            self.summary.cases -= 1   # not processed: it stays pending for the next run
+            return
         except Exception as exc:  # isolate the case: record why, let every other case go on
             reason = f"{type(exc).__name__}: {exc}"
             case_id = opened.data.get("case_id")
@@ -308,6 +384,13 @@ class _Run:
         self.counters.cases_done += 1
         if self.progress is not None:
             self.progress.update(self.counters)
+
+    def _stopped(self) -> bool:
+        return self.budget is not None and self.budget.stopped is not None
+
+    async def _close_plan(self) -> None:
+        if self.plan is not None:
+            await self.plan.aclose()
 
     def _port_retries(self, stream: str) -> int:
         """The judge port's own retries for this case in this run (429/5xx, timeouts, invalid replies)."""

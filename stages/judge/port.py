@@ -32,6 +32,7 @@ class Judge:
         self.reused = 0           # calls answered from a recorded success
         self._writer: GroupCommitter | None = None
         self._in_flight: dict[str, asyncio.Future] = {}   # request hash -> done, while a call is out
+        self.budget = None        # a run's Budget (stages.judge.budget): asked before every model call
 
     @property
     def name(self) -> str:
@@ -73,6 +74,8 @@ class Judge:
                               record=self._recorder(role, typed, messages, parameters, hashes[0],
                                                     case_id, attempt, meta),
                               candidates=hashes)
+        if self.budget is not None and (self.backend.network or self.backend.name != "replay"):
+            self.budget.admit(case_id)   # raises BudgetExhausted: nothing is sent, nothing recorded
         self.calls += 1
         if not caching:
             return await self.backend.answer(pending)
@@ -120,6 +123,8 @@ class Judge:
                           "parameters": parameters}
 
         async def record(attempt: Attempt):
+            if self.budget is not None:
+                self.budget.spend(attempt.cost)
             if not self.settings.record or self.led is None:
                 return None
             payload = {
@@ -128,6 +133,7 @@ class Judge:
                 "request_hash": attempt.request_hash or hash, "attempt": attempt.number,
                 "error": attempt.error, "usage": attempt.usage, "latency_ms": attempt.latency_ms,
                 "request": request_record, "reply": _jsonable(attempt.reply), "cost": attempt.cost,
+                "cost_usd": attempt.cost,
                 "raw_reply": attempt.raw_reply, "sent": attempt.sent, "http_status": attempt.http_status,
                 "source_event": attempt.source_event, "source_backend": attempt.source_backend,
             }

@@ -106,6 +106,7 @@ def _static_schema(model: type[Model]) -> dict[str, Any]:
 
 
 def _registry() -> dict[str, RoleSpec]:
+    from evalledger.stages.judge import prompts_answer as answer
     from evalledger.stages.judge import prompts_audit as audit
     from evalledger.stages.judge import prompts_deep as deep
     from evalledger.stages.judge import prompts_reconstruction as recon
@@ -123,6 +124,8 @@ def _registry() -> dict[str, RoleSpec]:
         RoleSpec("decompose", DecomposeRequest, DecomposeReply, audit.decompose_messages),
         RoleSpec("check_facts", CheckFactsRequest, CheckFactsReply, audit.facts_messages),
         RoleSpec("check_logic", CheckLogicRequest, CheckLogicReply, audit.logic_messages),
+        # Not a judge role: answering models answer questions through the same port (stages/answering.py).
+        RoleSpec("answer", answer.AnswerRequest, answer.AnswerReply, answer.answer_messages),
     ]
     return {spec.name: spec for spec in specs}
 
