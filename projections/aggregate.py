@@ -105,6 +105,21 @@ def benchmark_aggregates(benchmark_id: str, benchmark: dict | None, cases: list[
     return out
 
 
+def run_summaries(runs: dict[str, dict] | None) -> list[dict[str, Any]]:
+    """Per finished run that counted its model calls: profiles, cases, calls and cost (None: unknown), by run id."""
+    out = []
+    for run_id, state in sorted((runs or {}).items()):
+        done = state.get("completed") or {}
+        if "model_calls" not in done:
+            continue
+        started = state.get("started") or {}
+        out.append({"run": run_id, "profiles": sorted(started.get("profiles") or {}),
+                    "cases": done.get("cases"), "judged": done.get("judged"), "failed": done.get("failed"),
+                    "model_calls": done.get("model_calls"), "cost_usd": done.get("cost_usd"),
+                    "stopped": done.get("stopped")})
+    return out
+
+
 def build_aggregates(position: tuple[int, str], cases: list[dict], benchmarks: dict[str, dict],
                      runs: dict[str, dict]) -> dict[str, Any]:
     """The whole ``aggregate-stats.json`` document."""
@@ -116,6 +131,7 @@ def build_aggregates(position: tuple[int, str], cases: list[dict], benchmarks: d
     return {
         **provenance(position, cases, runs),
         "configs": configs_by_hash(runs),
+        "runs": run_summaries(runs),
         "benchmarks": {b: benchmark_aggregates(b, registered.get(b), sorted(by_benchmark.get(b, []),
                                                                             key=lambda c: c["case_id"]))
                        for b in ids},

@@ -40,6 +40,11 @@ def table(header: list[str], rows: Iterable[list[Any]]) -> list[str]:
     return lines + [""]
 
 
+def usd(cost: float | None) -> str:
+    """A cost in USD as reports print it: 6 decimals, or "unknown" (an unpriced model), never 0 for it."""
+    return "unknown" if cost is None else f"{cost:.6f}"
+
+
 def judge_line(judges: list[dict]) -> str:
     if not judges:
         return "none recorded"
@@ -68,7 +73,7 @@ def summary_rows(models: dict[str, dict]) -> list[list[Any]]:
     return [[m, s["cases"], s["judged"], s["failed"], s["pending"], s["passed"], pct(s["pass_rate"]),
              interval(s["pass_rate_ci95"]), f"{s['auto_failed']} ({pct(s['auto_fail_rate'])})",
              s["overridden"], s["excerpt_retries"], s["judge_calls"], s["judge_retries"], s["tokens"],
-             f"{s['cost']:.6f}"] for m, s in models.items()]
+             usd(s["cost"])] for m, s in models.items()]
 
 
 COMPARISON_HEADER = ["A", "B", "pairs", "both pass", "A only", "B only", "neither", "A rate",
@@ -154,6 +159,11 @@ def render_index(agg: dict[str, Any], folders: dict[str, str]) -> str:
                      sum(s["failed"] for s in models.values()), sum(s["pending"] for s in models.values())])
     lines += ["## Benchmarks", ""]
     lines += table(["benchmark", "id", "kind", "models", "cases", "judged", "failed", "pending"], rows)
+    if agg.get("runs"):
+        lines += ["## Runs", ""]
+        lines += table(["run", "profiles", "cases", "judged", "failed", "model calls", "cost (USD)", "stopped"],
+                       [[r["run"], ", ".join(r["profiles"]) or "-", r["cases"], r["judged"], r["failed"],
+                         r["model_calls"], usd(r["cost_usd"]), r["stopped"] or "-"] for r in agg["runs"]])
     if agg["rejected_files"]:
         lines += ["## Rejected files", ""]
         lines += table(["file", "errors"], [[r["file"], "; ".join(f"{e.get('where')}: {e.get('reason')}"

@@ -217,8 +217,8 @@ class _Run:
         self.total = 0
         self.configs: dict[str, Any] = {}
         self.plan = settings.profiles
-        capped = settings.max_calls is not None or settings.max_cost is not None
-        self.budget = Budget(settings.max_calls, settings.max_cost) if capped else None
+        # Always kept: without caps it only counts the run's model calls and what they cost.
+        self.budget = Budget(settings.max_calls, settings.max_cost)
         self.answer_failures: list[dict[str, str]] = []
         self.replay_judges: dict[str, Any] = {}
 
@@ -321,6 +321,7 @@ class _Run:
         s.failures.extend({"case_id": "-", "stage": f"answer ({f['profile']}, question {f['question_id']})",
                            "reason": f["reason"]} for f in self.answer_failures)
         extra = {"stopped": s.stopped, "left_pending": s.left_pending} if s.stopped else {}
+        extra.update(model_calls=self.budget.calls, cost_usd=self.budget.cost_usd())
         self._append_run_event("run.completed", {**extra, "cases": s.cases, "judged": s.judged, "failed": s.failed,
                                                  "judge_calls": s.judge_calls, "retries": s.retries,
                                                  "judge": self._judge_identity(), "configs": self.configs})

@@ -27,6 +27,7 @@ class Budget:
     max_cost: float | None = None
     calls: int = 0
     cost: float = 0.0
+    unpriced: int = 0                           # attempts billed by a model the price table lacks
     stopped: str | None = None                  # why the budget refused, once it has
     refused_cases: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -41,11 +42,15 @@ class Budget:
                 raise BudgetExhausted(reason)
             self.calls += 1
 
-    def spend(self, cost: float | None) -> None:
-        """Add the cost of one recorded attempt (None: unpriced, nothing known to add)."""
-        if cost:
-            with self._lock:
-                self.cost += cost
+    def spend(self, cost: float | None, unpriced: bool = False) -> None:
+        """Add the cost of one recorded attempt; ``unpriced``: it was billed, at a price nobody knows."""
+        with self._lock:
+            self.cost += cost or 0.0
+            self.unpriced += bool(unpriced)
+
+    def cost_usd(self) -> float | None:
+        """What the run's calls cost in USD (6 decimals), or None when one was unpriced."""
+        return None if self.unpriced else round(self.cost, 6)
 
     def refused(self, case_id: str) -> bool:
         """True when a call of ``case_id`` was refused: its outputs are incomplete, it stays pending."""

@@ -124,7 +124,9 @@ class Judge:
 
         async def record(attempt: Attempt):
             if self.budget is not None:
-                self.budget.spend(attempt.cost)
+                billed = attempt.usage is not None or attempt.error is None
+                self.budget.spend(attempt.cost, unpriced=attempt.cost is None and self.backend.network
+                                  and attempt.source_event is None and billed)
             if not self.settings.record or self.led is None:
                 return None
             payload = {
