@@ -131,7 +131,6 @@ def build_aggregates(position: tuple[int, str], cases: list[dict], benchmarks: d
     return {
         **provenance(position, cases, runs),
         "configs": configs_by_hash(runs),
-        "runs": run_summaries(runs),
         "benchmarks": {b: benchmark_aggregates(b, registered.get(b), sorted(by_benchmark.get(b, []),
                                                                             key=lambda c: c["case_id"]))
                        for b in ids},

@@ -145,12 +145,13 @@ def bench_link(benchmark: str, folder: str) -> str:
     return f"[{benchmark}]({folder}/report.md)"
 
 
-def render_index(agg: dict[str, Any], folders: dict[str, str]) -> str:
+def render_index(agg: dict[str, Any], folders: dict[str, str], runs_report: bool = False) -> str:
     """``index.md``: what the ledger holds and where each report is."""
     lines = ["# evalledger reports", ""] + provenance_lines(agg)
+    runs = ", [runs.md](runs.md) (each run's model calls and cost)" if runs_report else ""
     lines += ["Files: [aggregate-report.md](aggregate-report.md) (every aggregate), "
               "[aggregate-stats.json](aggregate-stats.json) (the same, for programs), "
-              "[evaluations.jsonl](evaluations.jsonl) (one line per case).", ""]
+              f"[evaluations.jsonl](evaluations.jsonl) (one line per case){runs}.", ""]
     rows = []
     for b, data in agg["benchmarks"].items():
         models = data["models"]
@@ -159,16 +160,23 @@ def render_index(agg: dict[str, Any], folders: dict[str, str]) -> str:
                      sum(s["failed"] for s in models.values()), sum(s["pending"] for s in models.values())])
     lines += ["## Benchmarks", ""]
     lines += table(["benchmark", "id", "kind", "models", "cases", "judged", "failed", "pending"], rows)
-    if agg.get("runs"):
-        lines += ["## Runs", ""]
-        lines += table(["run", "profiles", "cases", "judged", "failed", "model calls", "cost (USD)", "stopped"],
-                       [[r["run"], ", ".join(r["profiles"]) or "-", r["cases"], r["judged"], r["failed"],
-                         r["model_calls"], usd(r["cost_usd"]), r["stopped"] or "-"] for r in agg["runs"]])
     if agg["rejected_files"]:
         lines += ["## Rejected files", ""]
         lines += table(["file", "errors"], [[r["file"], "; ".join(f"{e.get('where')}: {e.get('reason')}"
                                                                   for e in r["errors"])]
                                             for r in agg["rejected_files"]])
+    return "\n".join(lines)
+
+
+def render_runs(runs: list[dict[str, Any]], prov: dict[str, Any]) -> str:
+    """``runs.md``: each run's profiles, cases, model calls and cost ("unknown" when a model was unpriced).
+
+    A report of its own: the other reports are a function of the judgments, whatever runs made them.
+    """
+    lines = ["# Runs", ""] + provenance_lines(prov)
+    lines += table(["run", "profiles", "cases", "judged", "failed", "model calls", "cost (USD)", "stopped"],
+                   [[r["run"], ", ".join(r["profiles"]) or "-", r["cases"], r["judged"], r["failed"],
+                     r["model_calls"], usd(r["cost_usd"]), r["stopped"] or "-"] for r in runs])
     return "\n".join(lines)
 
 

@@ -104,11 +104,14 @@ def load_models_file(path: str | Path) -> ModelsFile:
     path = Path(path)
     label = str(path)
     try:
-        text = path.read_bytes().decode("utf-8")
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
     except OSError as exc:
         raise ConfigError([{"where": label, "reason": f"cannot read the models file: {exc.strerror}"}]) from None
     except UnicodeDecodeError as exc:
-        raise ConfigError([{"where": label, "reason": f"not UTF-8 text (byte {exc.start})"}]) from None
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError([{"where": f"{label}: line {line}",
+                            "reason": f"not UTF-8 text (byte offset {exc.start})"}]) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -130,9 +133,10 @@ def parse_models(data: dict[str, Any], label: str = "models file") -> ModelsFile
         model = _named_model(name, spec, defaults, error)
         if model is not None:
             models[name] = model
+    broken = set(_table(data, "models", lambda *a: None)) - set(models)
     profiles: dict[str, Profile] = {}
     for name, spec in _table(data, "profiles", error).items():
-        profile = _profile(name, spec, models, error)
+        profile = _profile(name, spec, models, broken, error)
         if profile is not None:
             profiles[name] = profile
     if not models and not errors:
@@ -224,7 +228,7 @@ def _named_model(name: str, spec: Any, defaults: dict[str, Any], error) -> Named
     return NamedModel(name, spec["model"], base_url, env, merged)
 
 
-def _profile(name: str, spec: Any, models: dict[str, NamedModel], error) -> Profile | None:
+def _profile(name: str, spec: Any, models: dict[str, NamedModel], broken: set[str], error) -> Profile | None:
     where = f"profiles.{name}"
     if not isinstance(spec, dict):
         error(where, f"must be a table, not {_kind(spec)}")
@@ -239,7 +243,9 @@ def _profile(name: str, spec: Any, models: dict[str, NamedModel], error) -> Prof
         ref = spec.get(role)
         if ref is None:
             continue
-        if not isinstance(ref, str) or ref not in models:
+        if isinstance(ref, str) and ref in broken:
+            error(f"{where}.{role}", f"model {ref!r} cannot be used: its own errors are listed above")
+        elif not isinstance(ref, str) or ref not in models:
             known = ", ".join(sorted(models)) or "none"
             error(f"{where}.{role}", f"no model named {ref!r} (models defined: {known})")
         else:
