@@ -237,14 +237,11 @@ class _Run:
             return self.judge
         if self.plan is not None:
             return self.plan.judge_for(profile, self.led, self.run_config, self.settings.no_cache, self.budget)
-        model = (opened.data.get("judged_by") or {}).get("model")
-        if getattr(self.judge, "name", None) != "replay" or not model:
+        judged_by = opened.data.get("judged_by") or {}
+        if getattr(self.judge, "name", None) != "replay" or not judged_by.get("model"):
             return self.judge
-        if model not in self.replay_judges:
-            from evalledger.stages.judge import make_judge
-            settings = self.judge.settings.model_copy(update={"model": model})
-            self.replay_judges[model] = make_judge(settings, self.led, source=self.judge.backend.source)
-        return self.replay_judges[model]
+        from evalledger.stages.profiles import replay_judge_for
+        return replay_judge_for(self.judge, judged_by, self.replay_judges, self.led)
 
     def _make_judge(self):
         """The judge port: the CLI's choice, else the config's (which defaults to offline)."""

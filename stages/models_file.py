@@ -59,8 +59,11 @@ class NamedModel:
     parameters: dict[str, Any] = field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
-        """What is recorded about it in events: name, provider model and base URL (never a key)."""
-        return {"name": self.name, "model": self.model, "base_url": self.base_url}
+        """What is recorded about it in events: name, provider model, base URL and the sampling
+        parameters that go into its request hashes (so a replay can find its answers); never a key."""
+        from evalledger.stages.judge.settings import JudgeSettings
+        sampling = JudgeSettings(**self.parameters).parameters()
+        return {"name": self.name, "model": self.model, "base_url": self.base_url, "parameters": sampling}
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,23 @@ def profile_case(origin: dict[str, Any], profile: Profile, meta: dict[str, Any])
     return NewEvent(f"case:{cid}", "case.opened", data, key=cid, meta=meta)
 
 
+def replay_judge_for(replay, judged_by: dict[str, Any], cache: dict[str, Any], led):
+    """A replay port answering only from a profile's judge: its model and sampling parameters.
+
+    Two profiles may send the very same messages; the request hash then differs only by model
+    and parameters, so the replay must hash as that judge did (built once per judge, in ``cache``).
+    """
+    from evalledger.stages.judge import JudgeSettings, make_judge
+    parameters = judged_by.get("parameters") or {}
+    key = digest16([judged_by["model"], parameters])
+    if key not in cache:
+        update = {"model": judged_by["model"],
+                  **{k: v for k, v in parameters.items() if k in JudgeSettings.model_fields}}
+        cache[key] = make_judge(replay.settings.model_copy(update=update), led, source=replay.backend.source)
+        cache[key].budget = replay.budget
+    return cache[key]
+
+
 class ProfilePlan:
     """The profiles of one run: opens their cases and gives each its judge."""
 
