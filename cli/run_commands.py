@@ -121,7 +121,7 @@ def register(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    """Run until idle; exit 1 when a case failed (its stage.failed says why), else 0."""
+    """Run until idle; exit 1 when a case (or an answer) failed (its stage.failed says why), else 0."""
     from evalledger.cli.errors import UsageError
     settings = run_settings(args, retry_failed=args.retry_failed)
     progress = None if args.quiet else Progress(sys.stderr)
@@ -133,7 +133,7 @@ def cmd_run(args) -> int:
     if summary.busy:
         print("another run is processing this ledger in this process; it will take these cases")
         return 0
-    if summary.cases == 0 and not summary.stopped:
+    if summary.cases == 0 and not summary.stopped and not summary.failures:
         print("nothing pending")
         return 0
     print(f"run {summary.run_id}: {summary.cases} case(s), {summary.judged} judged, {summary.failed} failed, "
@@ -143,4 +143,4 @@ def cmd_run(args) -> int:
     if summary.stopped:
         print(f"stopped: {summary.stopped}; {summary.left_pending} case(s) left pending "
               "(run again, with a larger budget, to finish them)")
-    return 1 if summary.failed else 0
+    return 1 if summary.failed or summary.failures else 0

@@ -74,7 +74,7 @@ def _answer_call(led, case_id: str):
 
 async def answer_questions(led, port, questions: list[dict[str, Any]], profile,
                            meta: dict[str, Any]) -> list[dict[str, str]]:
-    """Answer each question with ``port`` and open its case; the failures as ``{question_id, profile, reason}``.
+    """Answer each question with ``port`` and open its case; the failures as ``{question_id, profile, case_id, reason}``.
 
     Raises BudgetExhausted (after the answers in flight are in) when the budget refused a call.
     """
@@ -95,6 +95,7 @@ async def answer_questions(led, port, questions: list[dict[str, Any]], profile,
             exhausted = result
         elif isinstance(result, Exception):
             failures.append({"question_id": str(item["question"]["id"]), "profile": profile.name,
+                             "case_id": item["case_id"],
                              "reason": f"answering failed: {type(result).__name__}: {result}"})
     if exhausted is not None:
         raise exhausted

@@ -219,7 +219,6 @@ class _Run:
         self.plan = settings.profiles
         # Always kept: without caps it only counts the run's model calls and what they cost.
         self.budget = Budget(settings.max_calls, settings.max_cost)
-        self.answer_failures: list[dict[str, str]] = []
         self.replay_judges: dict[str, Any] = {}
 
     def _select(self):
@@ -277,8 +276,11 @@ class _Run:
     async def execute(self) -> RunSummary:
         """Scan, process, scan again until a scan finds nothing; write run.started/completed."""
         if self.plan is not None:
-            self.answer_failures = await self.plan.open_cases(self.led, self.id, self.run_config,
-                                                              self.settings.no_cache, self.budget)
+            failures = await self.plan.open_cases(self.led, self.id, self.run_config,
+                                                  self.settings.no_cache, self.budget)
+            self.summary.failures.extend(
+                {"case_id": f["case_id"], "stage": f"answer ({f['profile']}, question {f['question_id']})",
+                 "reason": f["reason"]} for f in failures)
         pending = find_pending(self.led, self.settings.retry_failed, select=self._select())
         if not pending.cases and not self._stopped():
             _Watermarks(self.led, pending).settle()
@@ -315,8 +317,6 @@ class _Run:
                 await port.aclose()
         s = self.summary
         s.judge_calls, s.retries = self.counters.judge_calls, self.counters.retries
-        s.failures.extend({"case_id": "-", "stage": f"answer ({f['profile']}, question {f['question_id']})",
-                           "reason": f["reason"]} for f in self.answer_failures)
         extra = {"stopped": s.stopped, "left_pending": s.left_pending} if s.stopped else {}
         extra.update(model_calls=self.budget.calls, cost_usd=self.budget.cost_usd())
         self._append_run_event("run.completed", {**extra, "cases": s.cases, "judged": s.judged, "failed": s.failed,

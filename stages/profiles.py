@@ -137,7 +137,7 @@ class ProfilePlan:
                          budget) -> list[dict[str, str]]:
         """Open every profile case not yet in the ledger, answering questions first; the failures.
 
-        Returns ``[{question_id, profile, reason}]`` for questions whose answer failed (they are
+        Returns ``[{question_id, profile, case_id, reason}]`` for questions whose answer failed (they are
         asked again by the next run). Stops quietly when the budget is spent.
         """
         meta = {"run": run_id, **STAGE_META}

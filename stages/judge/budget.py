@@ -42,6 +42,11 @@ class Budget:
                 raise BudgetExhausted(reason)
             self.calls += 1
 
+    @property
+    def capped(self) -> bool:
+        """True when a cap is set (without one the budget only counts)."""
+        return self.max_calls is not None or self.max_cost is not None
+
     def spend(self, cost: float | None, unpriced: bool = False) -> None:
         """Add the cost of one recorded attempt; ``unpriced``: it was billed, at a price nobody knows."""
         with self._lock:

@@ -33,6 +33,7 @@ class Judge:
         self._writer: GroupCommitter | None = None
         self._in_flight: dict[str, asyncio.Future] = {}   # request hash -> done, while a call is out
         self.budget = None        # a run's Budget (stages.judge.budget): asked before every model call
+        self._budget_gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
     @property
     def name(self) -> str:
@@ -74,18 +75,35 @@ class Judge:
                               record=self._recorder(role, typed, messages, parameters, hashes[0],
                                                     case_id, attempt, meta),
                               candidates=hashes)
-        if self.budget is not None and (self.backend.network or self.backend.name != "replay"):
-            self.budget.admit(case_id)   # raises BudgetExhausted: nothing is sent, nothing recorded
         self.calls += 1
         if not caching:
-            return await self.backend.answer(pending)
+            return await self._answer(pending)
         done = asyncio.get_running_loop().create_future()
         self._in_flight[hashes[0]] = done
         try:
-            return await self.backend.answer(pending)
+            return await self._answer(pending)
         finally:
             self._in_flight.pop(hashes[0], None)
             done.set_result(None)
+
+    async def _answer(self, pending: PendingCall) -> Model:
+        """The backend's answer, admitted by the run's budget first (BudgetExhausted: nothing sent).
+
+        Under a cap, at most ``concurrency`` admitted calls are out at once and the others wait
+        here, so each is admitted against what the calls before it cost.
+        """
+        free = not self.backend.network and self.backend.name == "replay"   # answers from the record
+        if self.budget is None or free:
+            return await self.backend.answer(pending)
+        if not self.budget.capped:
+            self.budget.admit(pending.case_id)   # counts the call
+            return await self.backend.answer(pending)
+        loop = asyncio.get_running_loop()
+        if self._budget_gate is None or self._budget_gate[0] is not loop:
+            self._budget_gate = (loop, asyncio.Semaphore(self.settings.concurrency))
+        async with self._budget_gate[1]:
+            self.budget.admit(pending.case_id)
+            return await self.backend.answer(pending)
 
     async def _wait_for_twin(self, hash: str) -> bool:
         """Wait for the same request already in flight (another case with the same response, say), so
