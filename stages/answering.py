@@ -90,7 +90,7 @@ async def answer_questions(led, port, questions: list[dict[str, Any]], profile,
 
     results = await asyncio.gather(*(one(q) for q in questions), return_exceptions=True)
     failures, exhausted = [], None
-    for item, result in zip(questions, results):
+    for item, result in zip(questions, results, strict=True):
         if isinstance(result, BudgetExhausted):
             exhausted = result
         elif isinstance(result, Exception):

@@ -91,8 +91,7 @@ class RunSettings(BaseModel):
 
     def judge_settings(self):
         """The JudgeSettings of the judge a run builds: the CLI's choice, else the config's."""
-        from evalledger.stages.judge import JudgeSettings
-        from evalledger.stages.judge import Price
+        from evalledger.stages.judge import JudgeSettings, Price
         run_config = self.run_config()
         prices = {name: Price(**price.model_dump()) for name, price in run_config.prices.items()}
         return JudgeSettings(backend=self.judge_backend or run_config.judge_backend,
