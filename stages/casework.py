@@ -82,9 +82,12 @@ class CaseWork:
 
     # --- outputs --------------------------------------------------------------------------------
     def meta(self, stage: str) -> dict[str, Any]:
-        """The meta of an output event: run, causation, stage, stage_version, config_hash."""
-        return {"run": self.run_id, "causation": self.opened.id, "stage": stage,
+        """The meta of an output event: run, causation, stage, stage_version, config_hash (and profile)."""
+        meta = {"run": self.run_id, "causation": self.opened.id, "stage": stage,
                 "stage_version": STAGE_VERSIONS[stage], "config_hash": self.config_hash}
+        if self.opened.data.get("profile"):
+            meta["profile"] = self.opened.data["profile"]   # every event of a profile case says whose it is
+        return meta
 
     def emit(self, type: str, data: dict[str, Any], *, step: str, attempt: int = 1,
              part: str | None = None, stage: str | None = None) -> None:

@@ -157,7 +157,8 @@ class ProfilePlan:
                 continue
             port = self._answerer(profile.run, led, run_config, no_cache, budget)
             try:
-                failures += await answer_questions(led, port, questions, profile, meta)
+                failures += await answer_questions(led, port, questions, profile,
+                                                   {**meta, "profile": profile.name})
             except BudgetExhausted:
                 pass   # budget.stopped says why; the questions are answered by the next run
         return failures

@@ -88,3 +88,22 @@ def test_a_failed_answer_opens_no_case_says_so_and_the_next_run_answers(tmp_path
         fixed = run_cli("run", "--quiet", "--profile", "full", home=home, env=KEYS_ENV)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert sorted(e.data["verdict"] for e in read(home, "case.judged")) == ["pass", "pass"]
+
+
+def test_a_call_budget_spent_while_answering_leaves_the_rest_for_the_next_run(tmp_path, run_cli):
+    with StandInThread(StandIn(reply_fn=scripted_judge())) as server:
+        home = questions_home(tmp_path, run_cli, server.base_url, responses=[])
+        capped = run_cli("run", "--quiet", "--profile", "full", "--max-calls", "1", home=home, env=KEYS_ENV)
+        asked_when_capped = [role_of(r["body"]) for r in server.requests]
+        opened_when_capped = read(home, "case.opened")
+        finished = run_cli("run", "--quiet", "--profile", "full", home=home, env=KEYS_ENV)
+        asked = [role_of(r["body"]) for r in server.requests]
+    assert capped.returncode == 0, capped.stdout + capped.stderr
+    assert asked_when_capped == ["answer"]
+    assert "stopped: the call budget is spent (--max-calls 1: 1 call(s) made); 1 case(s) left pending" in capped.stdout
+    [first] = opened_when_capped   # one answer came in and opened its case; the other was never asked
+    assert first.data["answered_by"] and not read(home, "stage.failed")
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert sorted(asked) == ["answer", "answer", "parse", "parse"]   # nothing asked twice
+    assert sorted(e.data["verdict"] for e in read(home, "case.judged")) == ["pass", "pass"]
+    assert all(e.meta.get("profile") == "full" for e in read(home, "judge.called", "case.judged"))
