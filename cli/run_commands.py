@@ -138,6 +138,10 @@ def cmd_run(args) -> int:
         return 0
     print(f"run {summary.run_id}: {summary.cases} case(s), {summary.judged} judged, {summary.failed} failed, "
           f"{summary.judge_calls} judge call(s), {summary.retries} retr{'y' if summary.retries == 1 else 'ies'}")
+    if summary.model_calls and summary.cost_usd != 0:   # the offline judge costs nothing: no line
+        print(f"cost of this run: {summary.model_calls} model call(s), "
+              + (f"{summary.cost_usd:.6f} USD" if summary.cost_usd is not None
+                 else "unknown (a model with no price in the config's price table)"))
     for failure in summary.failures:
         print(f"  failed {failure['stage']} case {failure['case_id']}: {failure['reason']}")
     if summary.stopped:

@@ -13,7 +13,9 @@ from typing import Any
 from evalledger.projections.audit import audit_groups
 from evalledger.projections.appliers import call_fields
 from evalledger.projections.reconstruction import aggregate_stats
-from evalledger.projections.results import compare_models, group_cases, group_summary, per_field, per_trait
+from evalledger.projections.results import (
+    compare_models, group_cases, group_summary, known_cost, per_field, per_trait, rounded_cost, usage_of,
+)
 
 OFFLINE_NOTE = "offline heuristic baseline, not a language model"
 
@@ -105,19 +107,12 @@ def benchmark_aggregates(benchmark_id: str, benchmark: dict | None, cases: list[
     return out
 
 
-def run_summaries(runs: dict[str, dict] | None) -> list[dict[str, Any]]:
-    """Per finished run that counted its model calls: profiles, cases, calls and cost (None: unknown), by run id."""
-    out = []
-    for run_id, state in sorted((runs or {}).items()):
-        done = state.get("completed") or {}
-        if "model_calls" not in done:
-            continue
-        started = state.get("started") or {}
-        out.append({"run": run_id, "profiles": sorted(started.get("profiles") or {}),
-                    "cases": done.get("cases"), "judged": done.get("judged"), "failed": done.get("failed"),
-                    "model_calls": done.get("model_calls"), "cost_usd": done.get("cost_usd"),
-                    "stopped": done.get("stopped")})
-    return out
+def judging_totals(cases: list[dict]) -> dict[str, Any]:
+    """Judge calls, tokens and cost over every case (cost None, unknown, when a call was unpriced)."""
+    usages = [usage_of(c) for c in cases]
+    return {"judge_calls": sum(u["judge_calls"] for u in usages), "tokens": sum(u["tokens"] for u in usages),
+            "cost": rounded_cost(known_cost(u["cost"] for u in usages)),
+            "unpriced_calls": sum(u["unpriced_calls"] for u in usages)}
 
 
 def build_aggregates(position: tuple[int, str], cases: list[dict], benchmarks: dict[str, dict],
@@ -131,6 +126,7 @@ def build_aggregates(position: tuple[int, str], cases: list[dict], benchmarks: d
     return {
         **provenance(position, cases, runs),
         "configs": configs_by_hash(runs),
+        "totals": judging_totals(cases),
         "benchmarks": {b: benchmark_aggregates(b, registered.get(b), sorted(by_benchmark.get(b, []),
                                                                             key=lambda c: c["case_id"]))
                        for b in ids},

@@ -145,13 +145,13 @@ def bench_link(benchmark: str, folder: str) -> str:
     return f"[{benchmark}]({folder}/report.md)"
 
 
-def render_index(agg: dict[str, Any], folders: dict[str, str], runs_report: bool = False) -> str:
+def render_index(agg: dict[str, Any], folders: dict[str, str]) -> str:
     """``index.md``: what the ledger holds and where each report is."""
     lines = ["# evalledger reports", ""] + provenance_lines(agg)
-    runs = ", [runs.md](runs.md) (each run's model calls and cost)" if runs_report else ""
     lines += ["Files: [aggregate-report.md](aggregate-report.md) (every aggregate), "
               "[aggregate-stats.json](aggregate-stats.json) (the same, for programs), "
-              f"[evaluations.jsonl](evaluations.jsonl) (one line per case){runs}.", ""]
+              "[evaluations.jsonl](evaluations.jsonl) (one line per case).", ""]
+    lines += [total_line(agg["totals"]), ""]
     rows = []
     for b, data in agg["benchmarks"].items():
         models = data["models"]
@@ -168,21 +168,17 @@ def render_index(agg: dict[str, Any], folders: dict[str, str], runs_report: bool
     return "\n".join(lines)
 
 
-def render_runs(runs: list[dict[str, Any]], prov: dict[str, Any]) -> str:
-    """``runs.md``: each run's profiles, cases, model calls and cost ("unknown" when a model was unpriced).
-
-    A report of its own: the other reports are a function of the judgments, whatever runs made them.
-    """
-    lines = ["# Runs", ""] + provenance_lines(prov)
-    lines += table(["run", "profiles", "cases", "judged", "failed", "model calls", "cost (USD)", "stopped"],
-                   [[r["run"], ", ".join(r["profiles"]) or "-", r["cases"], r["judged"], r["failed"],
-                     r["model_calls"], usd(r["cost_usd"]), r["stopped"] or "-"] for r in runs])
-    return "\n".join(lines)
+def total_line(totals: dict[str, Any]) -> str:
+    """The judging of every case in one sentence: calls, tokens and cost ("unknown" when unpriced)."""
+    unpriced = (f" ({totals['unpriced_calls']} call(s) to a model with no price)"
+                if totals["unpriced_calls"] else "")
+    return (f"Judging, all cases: {totals['judge_calls']} judge call(s), {totals['tokens']} tokens, "
+            f"cost {usd(totals['cost'])} USD{unpriced}.")
 
 
 def render_aggregate_report(agg: dict[str, Any], folders: dict[str, str]) -> str:
     """``aggregate-report.md``: every aggregate of aggregate-stats.json, as tables."""
-    lines = ["# Aggregate report", ""] + provenance_lines(agg)
+    lines = ["# Aggregate report", ""] + provenance_lines(agg) + [total_line(agg["totals"]), ""]
     for b, data in agg["benchmarks"].items():
         lines += [f"## {data['name'] or b} ({data['kind']}, id {b})", "",
                   f"Cases and pictures: [{folders[b]}/report.md]({folders[b]}/report.md)", ""]

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 
-from evalledger.projections.aggregate import build_aggregates, provenance, run_summaries
+from evalledger.projections.aggregate import build_aggregates, provenance
 from evalledger.projections.audit import ZONES
 from evalledger.projections.benchmark_md import render_benchmark, render_document
-from evalledger.projections.markdown import render_aggregate_report, render_index, render_runs
+from evalledger.projections.markdown import render_aggregate_report, render_index
 from evalledger.projections.reconstruction import document_report, score_histogram
 from evalledger.projections.results import NO_MODEL, case_result, group_label, usage_of
 from evalledger.projections.store import ReadModelStore, json_bytes
@@ -135,10 +135,7 @@ def render_files(store: ReadModelStore) -> dict[str, bytes]:
         idx = by_bench.get(bench, [])
         files.update(_benchmark_files(bench, folders[bench], data, [cases[i] for i in idx],
                                       [results[i] for i in idx], agg, position, runs))
-    run_rows = run_summaries(runs)
-    files["index.md"] = render_index(agg, folders, runs_report=bool(run_rows)).encode()
-    if run_rows:
-        files["runs.md"] = render_runs(run_rows, agg).encode()
+    files["index.md"] = render_index(agg, folders).encode()
     files["aggregate-report.md"] = render_aggregate_report(agg, folders).encode()
     return dict(sorted(files.items()))
 

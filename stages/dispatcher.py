@@ -128,6 +128,8 @@ class RunSummary:
     busy: bool = False                       # another run_until_idle of this process was running
     stopped: str | None = None               # why the run stopped early (a budget cap), cases left pending
     left_pending: int = 0                    # cases of this run's scans not finished when it stopped
+    model_calls: int = 0                     # calls sent to a model (reused and replayed answers are free)
+    cost_usd: float | None = 0.0             # what they cost; None when a model was unpriced
     failures: list[dict[str, str]] = field(default_factory=list)
 
 
@@ -287,7 +289,7 @@ class _Run:
             return self.summary
         if self.judge is None and self.plan is None:
             self.judge = self._make_judge()
-        if self.judge is not None and self.budget is not None:
+        if hasattr(self.judge, "budget"):   # a judge port (not a test's stand-in object)
             self.judge.budget = self.budget
         extra = {"profiles": self.plan.describe()} if self.plan is not None else {}
         self._append_run_event("run.started", {**extra,
@@ -317,7 +319,8 @@ class _Run:
         s = self.summary
         s.judge_calls, s.retries = self.counters.judge_calls, self.counters.retries
         extra = {"stopped": s.stopped, "left_pending": s.left_pending} if s.stopped else {}
-        extra.update(model_calls=self.budget.calls, cost_usd=self.budget.cost_usd())
+        s.model_calls, s.cost_usd = self.budget.calls, self.budget.cost_usd()
+        extra.update(model_calls=s.model_calls, cost_usd=s.cost_usd)
         self._append_run_event("run.completed", {**extra, "cases": s.cases, "judged": s.judged, "failed": s.failed,
                                                  "judge_calls": s.judge_calls, "retries": s.retries,
                                                  "judge": self._judge_identity(), "configs": self.configs})
@@ -352,7 +355,7 @@ class _Run:
             work = CaseWork(opened, stage.name, config, config_hash, self.id, self.judge_of(opened),
                             self.search_port, self.counters)
             await stage.handler(work)
-            if self.budget is not None and self.budget.refused(opened.data.get("case_id")):
+            if self.budget.refused(opened.data.get("case_id")):
                 # A step swallowed the refusal (reasoning degrades on a failed call): not a result.
                 raise BudgetExhausted(self.budget.stopped)
             if not any(e.type == stage.terminal for e in work.outputs):
@@ -383,7 +386,7 @@ class _Run:
             self.progress.update(self.counters)
 
     def _stopped(self) -> bool:
-        return self.budget is not None and self.budget.stopped is not None
+        return self.budget.stopped is not None
 
     async def _close_plan(self) -> None:
         if self.plan is not None:

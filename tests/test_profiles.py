@@ -96,8 +96,10 @@ def test_two_profiles_on_two_servers_judge_each_case_under_each_profile(tmp_path
     assert "### Audit zones: (no model) [cross]" in aggregate and "### Audit zones: (no model) [full]" in aggregate
     cross_row = next(line for line in aggregate.splitlines() if line.startswith("| (no model) [cross] |"))
     assert cross_row.rstrip(" |").endswith("unknown") and "0.000000" not in cross_row
-    runs = (home / "reports" / "runs.md").read_text()
-    assert "| cross, full |" in runs and "unknown" in runs
+    index = (home / "reports" / "index.md").read_text()
+    assert "cost unknown USD (" in index and "call(s) to a model with no price)" in index
+    assert stats["totals"]["cost"] is None and stats["totals"]["unpriced_calls"] == len(beta.requests) - 1
+    assert "cost of this run: " in ran.stdout and "model call(s), unknown (a model with no price" in ran.stdout
     del report
 
     # No key anywhere: ledger, mirror, reports, lock files; nor in what the commands printed.
