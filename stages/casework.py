@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from evalledger.ledger import Event, NewEvent
 from evalledger.stages.config import VerificationConfig
+from evalledger.stages.judge.budget import BudgetExhausted
 
 STAGE_VERSIONS = {"template": "1", "rubric": "1", "reconstruction": "1", "audit": "1"}
 
@@ -77,8 +78,12 @@ class CaseWork:
         self.counters.judge_calls += 1
         if attempt > 1:
             self.counters.retries += 1
-        return await self.judge.call(role, request, case_id=self.case_id, attempt=attempt,
-                                     meta=self.meta(stage or self.stage))
+        try:
+            return await self.judge.call(role, request, case_id=self.case_id, attempt=attempt,
+                                         meta=self.meta(stage or self.stage))
+        except BudgetExhausted:
+            self.counters.judge_calls -= 1   # refused before anything was asked
+            raise
 
     # --- outputs --------------------------------------------------------------------------------
     def meta(self, stage: str) -> dict[str, Any]:

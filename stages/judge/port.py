@@ -34,6 +34,7 @@ class Judge:
         self._in_flight: dict[str, asyncio.Future] = {}   # request hash -> done, while a call is out
         self.budget = None        # a run's Budget (stages.judge.budget): asked before every model call
         self._budget_gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self._sending = 0         # backend calls under way (aclose lets them end and be recorded)
 
     @property
     def name(self) -> str:
@@ -94,16 +95,24 @@ class Judge:
         """
         free = not self.backend.network and self.backend.name == "replay"   # answers from the record
         if self.budget is None or free:
-            return await self.backend.answer(pending)
+            return await self._send(pending)
         if not self.budget.capped:
             self.budget.admit(pending.case_id)   # counts the call
-            return await self.backend.answer(pending)
+            return await self._send(pending)
         loop = asyncio.get_running_loop()
         if self._budget_gate is None or self._budget_gate[0] is not loop:
             self._budget_gate = (loop, asyncio.Semaphore(self.settings.concurrency))
         async with self._budget_gate[1]:
             self.budget.admit(pending.case_id)
+            return await self._send(pending)
+
+    async def _send(self, pending: PendingCall) -> Model:
+        """The backend's answer, counted while under way."""
+        self._sending += 1
+        try:
             return await self.backend.answer(pending)
+        finally:
+            self._sending -= 1
 
     async def _wait_for_twin(self, hash: str) -> bool:
         """Wait for the same request already in flight (another case with the same response, say), so
@@ -170,7 +179,14 @@ class Judge:
         return self._writer
 
     async def aclose(self) -> None:
-        """Close the backend's connections and the recording thread."""
+        """Let calls under way end and be recorded, then close the backend's connections and the recording thread.
+
+        A stage that gives up on a case (a spent budget refused one of two calls it made at once)
+        leaves its other call running: it was paid for, so its answer is recorded, not cut off.
+        Each call is bounded by its timeout and attempts.
+        """
+        while self._sending:
+            await asyncio.sleep(0.01)
         await self.backend.aclose()
         if self._writer is not None:
             self._writer.close()
