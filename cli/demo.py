@@ -9,6 +9,7 @@ tried on it afterwards.
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import os
 import shutil
@@ -27,12 +28,14 @@ SAMPLE_SUFFIXES = (".json", ".jsonl", ".jsonld")
 DEMO_CONFIG = {"deep_judgment_search_tool": "local", "deep_judgment_rubric_search_tool": "local"}
 
 
+def packaged_samples() -> Path:
+    """The sample benchmarks installed with the package (``evalledger.samples``)."""
+    return Path(str(importlib.resources.files("evalledger.samples")))
+
+
 def find_samples(explicit: str | None = None) -> Path:
-    """The sample folder: ``--samples``, else ``benchmarks/samples`` of this checkout or of the current folder."""
-    candidates = [Path(explicit)] if explicit else [
-        Path(__file__).resolve().parents[1] / "benchmarks" / "samples",
-        Path.cwd() / "benchmarks" / "samples",
-    ]
+    """The sample folder: ``--samples``, else the samples installed with the package."""
+    candidates = [Path(explicit)] if explicit else [packaged_samples()]
     for folder in candidates:
         if folder.is_dir() and sample_files(folder):
             return folder

@@ -9,8 +9,11 @@ import orjson
 
 from evalledger import ledger
 from evalledger.cli.watch_inbox import is_ignored, scan_inbox
-from evalledger.stages.intake import DEFAULT_MAX_BYTES, IngestResult, ingest_path
+from evalledger.stages.intake import (
+    DEFAULT_MAX_BYTES, DEFAULT_MAX_RESPONSE_CHARS, MAX_RESPONSE_CHARS_LIMIT, IngestResult, ingest_path,
+)
 from evalledger.stages.intake_status import CASE_STATES, status
+from evalledger.stages.printable import escape_unprintable, shown_name
 
 # A folder named on the command line may hold other things (a README); only these are taken.
 INPUT_SUFFIXES = (".json", ".jsonl", ".jsonld")
@@ -52,22 +55,24 @@ def cmd_ingest(args) -> int:
     from evalledger.cli.ledger_commands import open_existing
     if args.max_bytes < 1:  # every file would be rejected, and rejections stay in the ledger
         raise UsageError(f"--max-bytes must be at least 1, got {args.max_bytes}")
+    check_max_response_chars(args.max_response_chars)
     home = Path(_home(args))
     with open_existing(args) as led:  # a mistyped --home must not start a second, empty ledger
         targets = _targets(args, home)
         results, unreadable = [], 0
         for path, from_inbox in targets:
             if not path.is_file():  # a FIFO would block the read forever; a device is no benchmark
-                print(f"unreadable {path}  not a regular file")
+                print(f"unreadable {shown_name(str(path))}  not a regular file")
                 unreadable += 1
                 continue
             try:
-                result = ingest_path(led, path, from_inbox=from_inbox, max_bytes=args.max_bytes)
+                result = ingest_path(led, path, from_inbox=from_inbox, max_bytes=args.max_bytes,
+                                     max_response_chars=args.max_response_chars)
             except FileNotFoundError:
-                print(f"skipped  {path.name}  (gone before it could be read; another process took it)")
+                print(f"skipped  {shown_name(path.name)}  (gone before it could be read; another process took it)")
                 continue
             except OSError as exc:  # a permission or I/O problem: no content, so nothing is recorded
-                print(f"unreadable {path}  {exc.strerror or exc}")
+                print(f"unreadable {shown_name(str(path))}  {escape_unprintable(str(exc.strerror or exc))}")
                 unreadable += 1
                 continue
             results.append(result)
@@ -76,6 +81,51 @@ def cmd_ingest(args) -> int:
         where = ", ".join(args.files) if args.files else str(home / "inbox")
         print(f"nothing to ingest in {where}")
     return 1 if unreadable or any(r.status == "rejected" for r in results) else 0
+
+
+def cmd_validate(args) -> int:
+    """Check files as ingest would, writing nothing; exit 1 when any would be rejected."""
+    from evalledger.cli.errors import UsageError
+    from evalledger.stages.validate import validate_path
+    if args.max_bytes < 1:
+        raise UsageError(f"--max-bytes must be at least 1, got {args.max_bytes}")
+    missing = [f for f in args.files if not Path(f).exists()]
+    if missing:
+        raise UsageError(f"no such file: {', '.join(missing)}")
+    home = _home(args)
+    led = ledger.open_ledger(home, readonly=True) if ledger.is_home(home) or home.endswith((".jsonl", ".db")) \
+        and Path(home).exists() else None
+    bad = 0
+    try:
+        for name in args.files:
+            path = Path(name)
+            files = [f for f in inbox_files(path) if f.suffix.lower() in INPUT_SUFFIXES] if path.is_dir() else [path]
+            for file in files:
+                if not file.is_file():
+                    print(f"unreadable {file}  not a regular file")
+                    bad += 1
+                    continue
+                result = validate_path(led, file, max_bytes=args.max_bytes)
+                bad += result.status == "rejected"
+                _print_result(result)
+    finally:
+        if led is not None:
+            led.close()
+    return 1 if bad else 0
+
+
+def check_max_response_chars(value: int) -> None:
+    """UsageError unless 1 <= value <= MAX_RESPONSE_CHARS_LIMIT (the formats' own bound)."""
+    from evalledger.cli.errors import UsageError
+    if not 1 <= value <= MAX_RESPONSE_CHARS_LIMIT:
+        raise UsageError(f"--max-response-chars must be between 1 and {MAX_RESPONSE_CHARS_LIMIT}, got {value}")
+
+
+def add_max_response_chars(p) -> None:
+    """The --max-response-chars option (ingest and watch)."""
+    p.add_argument("--max-response-chars", type=int, default=DEFAULT_MAX_RESPONSE_CHARS, metavar="N",
+                   help=f"reject a file with a response longer than N characters (default "
+                        f"{DEFAULT_MAX_RESPONSE_CHARS:,}, at most {MAX_RESPONSE_CHARS_LIMIT:,})")
 
 
 def _print_result(result: IngestResult) -> None:
@@ -106,18 +156,18 @@ def render_status(report) -> list[str]:
         if b["rejected_questions"] or b["rejected_traits"]:
             extra = (f"  ({_count(b['rejected_questions'], 'question')}, "
                      f"{_count(b['rejected_traits'], 'trait')} not translated)")
-        lines.append(f"  {b['benchmark']}  {b['name']}  [{b['kind']}, {b['format']}]  "
+        lines.append(f"  {b['benchmark']}  {escape_unprintable(b['name'])}  kind: {b['kind']}, file format: {b['format']}  "
                      f"{_count(b['questions'], 'question')}  cases: {counts}{extra}")
     lines.append("cases: " + ", ".join(f"{report.cases.get(s, 0)} {s}" for s in CASE_STATES))
     lines.append(f"pending responses: {len(report.pending)}")
     for p in report.pending:
-        lines.append(f"  {p['file']}  {p['responses']} responses wait for benchmark {p['benchmark']!r}  "
+        lines.append(f"  {shown_name(p['file'])}  {p['responses']} responses wait for benchmark {p['benchmark']!r}  "
                      f"(sha256 {p['sha256'][:12]})")
     lines.append(f"rejected files: {len(report.rejected)}")
     for r in report.rejected:
         first = r["first_error"]
-        why = f"{first['where']}: {first['reason']}" if first else ""
-        lines.append(f"  {r['file']}  {r['errors']} error{'s' if r['errors'] != 1 else ''}  {why}")
+        why = escape_unprintable(f"{first['where']}: {first['reason']}") if first else ""
+        lines.append(f"  {shown_name(r['file'])}  {r['errors']} error{'s' if r['errors'] != 1 else ''}  {why}")
     lines.append(f"ledger head: seq {report.head['seq']} {report.head['hash']}")
     return lines
 
@@ -133,7 +183,14 @@ def register(sub) -> None:
                         "(default: every file in the home's inbox/)")
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
                    help=f"reject files larger than this (default {DEFAULT_MAX_BYTES} = 50 MB)")
+    add_max_response_chars(p)
     p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("validate", help="check files as ingest would, writing nothing to the ledger")
+    p.add_argument("files", nargs="+", metavar="FILE", help="files, or folders (their .json, .jsonl and .jsonld files)")
+    p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
+                   help=f"the size limit ingest would apply (default {DEFAULT_MAX_BYTES} = 50 MB)")
+    p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("status", help="benchmarks, cases by state, pending responses, rejected files, head")
     p.add_argument("--json", action="store_true", help="print the status as JSON")

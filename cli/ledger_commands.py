@@ -10,6 +10,8 @@ from evalledger import ledger
 from evalledger.ledger import NewEvent
 from evalledger.ledger.importer import ImportRefused
 from evalledger.ledger.persistence import LedgerDamaged
+from evalledger.cli.errors import UsageError
+from evalledger.projections.history import CaseNotFound, resolve_case
 
 
 def home_of(args) -> str:
@@ -30,14 +32,44 @@ def _open_checked(path: str) -> ledger.Ledger:
 
 
 def cmd_init(args) -> int:
-    home = ledger.init_home(home_of(args))
-    print(f"initialised {home}")
+    """Create the home; on an existing home, say so (missing folders are put back, nothing else changes)."""
+    path = home_of(args)
+    existed = ledger.is_home(path)
+    home = ledger.init_home(path)
+    if existed:
+        with ledger.open_ledger(home, readonly=True) as led:
+            head = led.head()
+        print(f"{home} already exists as an evalledger home (head seq {head.seq}); nothing changed")
+    else:
+        print(f"initialised {home}")
     return 0
 
 
+def note_stream(led: ledger.Ledger, wanted: str, new_stream: bool) -> str:
+    """The stream a note goes to: a case id, a unique prefix of one, or an existing stream.
+
+    A stream that does not exist yet is refused unless ``new_stream``: a typo must not start a
+    stream nobody will read.
+    """
+    if led.stream_version(wanted):
+        return wanted
+    kind, sep, _ = wanted.partition(":")
+    if not sep or kind == "case":
+        try:
+            return "case:" + resolve_case(led, wanted)
+        except CaseNotFound as exc:
+            if not new_stream:
+                raise UsageError(f"{exc}; give --new-stream to start a stream named {wanted!r}") from None
+    elif not new_stream:
+        raise UsageError(f"no stream {wanted!r} in this ledger; give --new-stream to start it")
+    return wanted if sep else f"case:{wanted}"
+
+
 def cmd_note(args) -> int:
+    """Append a note.added event to a case (id or prefix) or an existing stream."""
     with open_existing(args) as led:
-        [event] = led.append(NewEvent(args.stream, "note.added", {"text": args.text, "author": args.author}))
+        stream = note_stream(led, args.stream, args.new_stream)
+        [event] = led.append(NewEvent(stream, "note.added", {"text": args.text, "author": args.author}))
     print(f"seq {event.seq} {event.type} {event.stream} {event.hash}")
     return 0
 
@@ -84,7 +116,39 @@ def cmd_verify(args) -> int:
     print(f"seq {report.head.seq} {report.head.hash}")
     if report.ok and args.expect_head:
         print(f"published head {args.expect_head} is a prefix of this ledger")
-    return 0 if report.ok else 1
+    return 0 if report.ok and check_checkpoints(args) else 1
+
+
+def check_checkpoints(args) -> bool:
+    """The Merkle part of verify: the ledger extends its own checkpoints and those of ``--against``."""
+    from evalledger.ledger import checkpoint as cps
+    from evalledger.ledger import signed_note
+    with open_existing(args, readonly=True) as led:
+        sources = [("the ledger's own checkpoints", [{"note": e.data["note"], "seq": e.data["size"]}
+                                                       for e in led.read(types=["checkpoint.signed"])], None)]
+        if args.against:
+            try:
+                rows = cps.read_checkpoints(args.against)
+                key = signed_note.load_key(args.pubkey) if args.pubkey else None
+            except (OSError, cps.CheckpointError, signed_note.NoteError) as exc:
+                raise UsageError(f"{exc}") from None
+            if isinstance(key, signed_note.Signer):
+                key = key.verifier
+            sources.append((str(args.against), rows, key))
+        ok = True
+        for name, rows, key in sources:
+            if not rows:
+                continue
+            result = cps.check_consistency(led, rows, key)
+            if result.broken is None:
+                print(f"checkpoints: {name}: the ledger extends all {result.checked} (RFC 6962 consistency "
+                      f"proofs), the latest at seq {result.holds[-1]}")
+                continue
+            ok = False
+            latest = f"the latest that holds is at seq {result.holds[-1]}" if result.holds else "none holds"
+            print(f"FAILED checkpoints: {name}: {result.reason}; history was rewritten at or before seq "
+                  f"{result.broken}; {latest}")
+    return ok
 
 
 def cmd_export(args) -> int:
@@ -121,9 +185,11 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("note", help="append a note.added event to a stream")
-    p.add_argument("stream", help="e.g. case:<id> or benchmark:<id>")
+    p.add_argument("stream", help="a case id or unique prefix, or a stream such as benchmark:<id>")
     p.add_argument("text")
     p.add_argument("--author", default=None)
+    p.add_argument("--new-stream", action="store_true",
+                   help="allow a stream that does not exist yet (refused otherwise, to catch typos)")
     p.set_defaults(func=cmd_note)
 
     p = sub.add_parser("log", help="list events, readable or as JSONL envelopes")
@@ -139,6 +205,11 @@ def register(sub) -> None:
     p.add_argument("--repair", action="store_true",
                    help="first complete a mirror that is behind SQLite and cut a torn last line "
                         "(what any writing command does); without it verify changes nothing")
+    p.add_argument("--against", default=None, metavar="CHECKPOINTS",
+                   help="prove the ledger extends every checkpoint of this file (checkpoints.jsonl or a "
+                        "witness's copy); names the first it no longer extends")
+    p.add_argument("--pubkey", default=None, metavar="KEY",
+                   help="with --against: also check each checkpoint's signature with this verifier key")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("export", help="write the ledger as canonical JSONL")

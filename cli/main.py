@@ -8,7 +8,9 @@ Each command module under ``cli/`` has ``register(subparsers)`` that adds its co
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
 import sys
 
 from evalledger.cli.errors import UsageError  # one class however this module is loaded (script or -m)
@@ -21,27 +23,106 @@ COMMAND_MODULES = [
     "evalledger.cli.run_commands",
     "evalledger.cli.watch_commands",
     "evalledger.cli.report_commands",
+    "evalledger.cli.proof_commands",
 ]
 
+# One example a command, shown at the end of its --help (tests/test_cli_forgiving.py checks each
+# command has one).
+EXAMPLES = {
+    "init": "evalledger --home ./evalledger init",
+    "note": "evalledger note 3f2a 'parse looks wrong' --author ana   # a case id prefix",
+    "log": "evalledger log --type case.judged --from 100 --json",
+    "verify": "evalledger verify --expect-head 714:9c1e...   # a head published earlier",
+    "export": "evalledger export --out ledger-export.jsonl",
+    "import": "evalledger --home ./copy import ledger-export.jsonl",
+    "ingest": "evalledger ingest benchmarks/samples/pharmacology.benchmark.json",
+    "status": "evalledger status --json",
+    "validate": "evalledger validate my-benchmark.json responses.jsonl",
+    "run": "evalledger run --judge openai --model gpt-4o-mini --concurrency 8",
+    "watch": "evalledger watch --log-format json",
+    "demo": "evalledger demo --dir /tmp",
+    "report": "evalledger report",
+    "rebuild": "evalledger rebuild",
+    "history": "evalledger history 3f2a --json",
+    "override": "evalledger override 3f2a --verdict pass --reason 'synonym accepted' --author ana",
+    "replay": "evalledger replay --into ./replayed --set deep_judgment_fuzzy_match_threshold=0.9",
+    "diff": "evalledger diff ./evalledger ./replayed --json",
+    "keygen": "evalledger keygen --out ~/.evalledger/signer.key --name team-evals",
+    "checkpoint": "evalledger checkpoint --key ~/.evalledger/signer.key --publish /mnt/witness/checkpoints.jsonl",
+    "prove": "evalledger prove 3f2a --out case-3f2a.proof.json",
+    "check-proof": "evalledger check-proof case-3f2a.proof.json --pubkey signer.key.pub",
+}
 
+HOME_HELP = "ledger home directory (default: $EVALLEDGER_HOME or ./evalledger)"
+
+
+def did_you_mean(word: str, choices) -> str:
+    """' (did you mean X?)' naming the closest of ``choices`` to ``word``, or '' when none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that suggests the command a mistyped one was close to."""
+
+    def error(self, message: str):
+        """Print usage and the message (with a suggestion for an invalid choice), exit 2."""
+        bad = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if bad:
+            choices = re.findall(r"'([^']*)'", bad.group(2))
+            message = f"unknown command {bad.group(1)!r}{did_you_mean(bad.group(1), choices)}"
+        super().error(message)
+
+
+def option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    """Every option a parser accepts (``--json``, ``-h``, ...)."""
+    return [o for action in parser._actions for o in action.option_strings]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """The whole command line: global options, then each command module's commands.
+
+    Every command also takes ``--home`` after its name (``evalledger status --home H``), and
+    gets a description (its help line) when its module gave none.
+    """
+    parser = Parser(
         prog="evalledger",
         description="An event-sourced ledger for LLM-as-judge evaluation.",
+        epilog="example: evalledger --home ./evalledger status",
     )
-    parser.add_argument("--home", default=None,
-                        help="ledger home directory (default: $EVALLEDGER_HOME or ./evalledger)")
+    parser.add_argument("--home", default=None, help=HOME_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    helps = {action.dest: action.help for action in sub._choices_actions}
+    for name, command in sub.choices.items():
+        if "--home" not in option_strings(command):
+            # SUPPRESS: given after the command it wins; not given, the global value stays
+            command.add_argument("--home", default=argparse.SUPPRESS, help=HOME_HELP)
+        command.description = command.description or helps.get(name)
+        if name in EXAMPLES and not (command.epilog or "").startswith("example"):
+            command.epilog = f"example:\n  {EXAMPLES[name]}" + (f"\n\n{command.epilog}" if command.epilog else "")
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; an unknown option is reported by the command it was given to, with a suggestion."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        command = parser._subparsers._group_actions[0].choices.get(args.command) if args.command else None
+        target = command or parser
+        hints = "".join(did_you_mean(e.split("=", 1)[0], option_strings(target)) for e in extras
+                        if e.startswith("-"))
+        target.print_help(sys.stderr)
+        target.exit(2, f"{target.prog}: error: unrecognized arguments: {' '.join(extras)}{hints}\n")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns its exit code (0 ok, 1 findings, 2 usage error)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2

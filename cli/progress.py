@@ -9,6 +9,7 @@ the clock; nothing here reaches an event.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from typing import TextIO
@@ -72,20 +73,52 @@ class Progress:
         return (f"cases {done}/{self.total} | judge calls {counters.judge_calls} | retries {counters.retries} "
                 f"| failures {counters.failures} | elapsed {_clock(elapsed)} | ETA {_clock(eta)}")
 
-    def _draw(self, counters: Counters, final: bool = False) -> None:
+    def short_line(self, counters: Counters) -> str:
+        """The status text for a narrow terminal: the same figures, fewer words."""
+        elapsed = time.monotonic() - self.started
+        done = counters.cases_done
+        eta = elapsed / done * (self.total - done) if done else None
+        return (f"{done}/{self.total} calls {counters.judge_calls} retr {counters.retries} "
+                f"fail {counters.failures} {_clock(elapsed)} ETA {_clock(eta)}")
+
+    def columns(self) -> int | None:
+        """The terminal's width now (it can change while a run draws), None when it cannot be read."""
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns or None
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def bar_line(self, counters: Counters, columns: int | None) -> str:
+        """The bar and the status, fitted to ``columns - 1`` characters so the line never wraps
+        (a wrapped line is redrawn below itself at every update instead of in place); the full
+        line when the width is unknown."""
         text = self.line(counters)
-        if self.tty:
+        if columns is None:
             filled = int(self.width * counters.cases_done / self.total) if self.total else self.width
-            self._bar = f"\r[{'#' * filled}{'.' * (self.width - filled)}] {text}\x1b[K"
+            return f"[{'#' * filled}{'.' * (self.width - filled)}] {text}"
+        room = max(columns - 1, 10)
+        if len(text) + 4 > room:
+            text = self.short_line(counters)
+        width = min(self.width, room - len(text) - 3)
+        if width < 5:
+            return text[:room]
+        filled = int(width * counters.cases_done / self.total) if self.total else width
+        return f"[{'#' * filled}{'.' * (width - filled)}] {text}"
+
+    def _draw(self, counters: Counters, final: bool = False) -> None:
+        if self.tty:
+            self._bar = f"\r{self.bar_line(counters, self.columns())}\x1b[K"
             self.stream.write(self._bar)
-        else:
-            tenth = counters.cases_done * 10 // self.total if self.total else 10
-            now = time.monotonic()
-            due = final or tenth != self._last_tenth or now - self._last_at >= self.every_s
-            if not due or text == self._last:
-                return
-            self.stream.write(text + "\n")
-            self._last, self._last_at, self._last_tenth = text, now, tenth
+            self.stream.flush()
+            return
+        text = self.line(counters)
+        tenth = counters.cases_done * 10 // self.total if self.total else 10
+        now = time.monotonic()
+        due = final or tenth != self._last_tenth or now - self._last_at >= self.every_s
+        if not due or text == self._last:
+            return
+        self.stream.write(text + "\n")
+        self._last, self._last_at, self._last_tenth = text, now, tenth
         self.stream.flush()
 
 

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections import Counter
 from pathlib import Path
 
-from evalledger import ledger
 from evalledger import projections
-from evalledger.cli.ledger_commands import home_of, open_existing
+from evalledger.cli.ledger_commands import open_existing
+from evalledger.cli.progress import Progress
 from evalledger.ledger import NewEvent
 from evalledger.projections.history import CaseNotFound, case_history, format_history, resolve_case
-from evalledger.projections.replay import write_unrecorded
+from evalledger.projections.replay import finish_replay
 from evalledger.projections.store import ReadModelStore, json_bytes, reports_dir
-from evalledger.cli.progress import Progress
 
 UNRECORDED_SHOWN = 20   # unrecorded requests printed by replay; the rest are in the listing file
 
@@ -94,60 +92,29 @@ def _check_overridable(led, case_id: str) -> None:
 def cmd_replay(args) -> int:
     """Re-run the stages into a new home from the source's recorded judge calls (docs/reports.md)."""
     from evalledger.stages.config import ConfigError, run_layer
-    from evalledger.stages.dispatcher import RunSettings, run_until_idle
-    from evalledger.stages.judge import JudgeSettings, make_judge
-    from evalledger.projections.replay import live_calls, merge_misses, seed_replay, unrecorded_requests
+    from evalledger.stages.judge import JudgeError
+    from evalledger.stages.replaying import replay_into
 
     try:
         layer = run_layer(None, args.sets)
     except ConfigError as exc:
         raise _usage(str(exc)) from None
     target = Path(args.into)
-    if target.exists() and any(target.iterdir()):
-        raise _usage(f"{target} is not empty; replay makes a new home")
-    source_path = str(Path(home_of(args)).resolve())
     progress = None if args.quiet else Progress(sys.stderr)
     with open_existing(args) as source:
-        live = _live_backend(source, args.live)
-        settings = JudgeSettings(backend="replay", replay_source=source_path, live=live)
-        _check_live_judge(settings)          # before the new home exists: a refusal leaves nothing behind
-        with ledger.open_ledger(target) as led:
-            origin, copied = seed_replay(source, led, source_path, layer, live)
-            print(f"replay of seq {origin.data['source_head_seq']} {origin.data['source_head_hash']} "
-                  f"into {target}: {copied} input events copied")
-            judge = make_judge(settings, led)
-            try:
-                summary = run_until_idle(led, RunSettings(config_layer=layer, judge=judge), progress)
-            except (ConfigError, ValueError) as exc:
-                raise _usage(str(exc)) from None
-            finally:
-                asyncio.run(judge.aclose())
-            missing = merge_misses(judge.unrecorded, unrecorded_requests(led))
-            made_live = live_calls(led)
-            listing = write_unrecorded(led, missing) if missing else None
-            projections.refresh(led)
+        try:
+            result = replay_into(source, target, overrides=layer, live=args.live, progress=progress)
+        except (ConfigError, ValueError, JudgeError) as exc:   # ReplayRefused is a ValueError
+            raise _usage(str(exc)) from None
+    origin, summary, missing = result.origin, result.summary, result.missing
+    print(f"replay of seq {origin.data['source_head_seq']} {origin.data['source_head_hash']} "
+          f"into {target}: {result.copied} input events copied")
+    listing = finish_replay(target, missing)
     print(f"{summary.cases} case(s) re-run: {summary.judged} judged, {summary.failed} failed; "
-          f"{made_live} live judge call(s)")
+          f"{result.live_calls} live judge call(s)")
     if missing:
         _print_unrecorded(missing, listing)
     return 1 if missing else 0
-
-
-def _check_live_judge(settings) -> None:
-    """Refuse (usage error) a live judge that cannot be set up: no model, or no key for the public API.
-
-    The check is the one ``run`` makes (``RunSettings.check_judge``): building the live backend,
-    whose constructor refuses what could never work. It is made on the very settings the replay
-    judge is built from, so what passes here is what runs.
-    """
-    from evalledger.stages.config import ConfigError
-    from evalledger.stages.judge import JudgeError, live_backend
-    if settings.live is None:
-        return                               # the replay judge answers from the source alone
-    try:
-        live_backend(settings, settings.live)
-    except (ConfigError, ValueError, JudgeError) as exc:
-        raise _usage(f"--live {settings.live}: {exc}") from None
 
 
 def _print_unrecorded(missing: list[dict], listing: Path) -> None:
@@ -168,37 +135,14 @@ def _print_unrecorded(missing: list[dict], listing: Path) -> None:
     print("'--live' makes those calls")
 
 
-def _live_backend(source, wanted: str | None) -> str | None:
-    """The live backend for --live: as named, or (bare --live) the backend the source's runs used."""
-    if wanted in (None, "offline", "openai"):
-        return wanted
-    backends = set()
-    for event in source.read(types=["run.started"]):
-        judge = event.data.get("judge") or {}
-        if judge.get("backend") in ("offline", "openai"):
-            backends.add(judge["backend"])
-    return "openai" if "openai" in backends else "offline"
-
-
 def cmd_diff(args) -> int:
-    from evalledger.projections.diff import diff_models, format_diff
-    from evalledger.projections.catch_up import update
+    """Print what differs between two homes (docs/reports.md); exit 1 when anything does."""
+    from evalledger.projections.diff import NotALedger, diff_homes, format_diff
 
-    opened = []
     try:
-        for home in (args.home_a, args.home_b):
-            if not ledger.is_home(home) and not home.endswith((".jsonl", ".db")):
-                raise _usage(f"{home}: no evalledger home here")
-            led = ledger.open_ledger(home)
-            store = ReadModelStore(led)
-            opened.append((led, store))
-            update(led, store)
-        (led_a, store_a), (led_b, store_b) = opened
-        result = diff_models(led_a, store_a, led_b, store_b)
-    finally:
-        for led, store in opened:
-            store.close()
-            led.close()
+        result = diff_homes(args.home_a, args.home_b)
+    except NotALedger as exc:
+        raise _usage(str(exc)) from None
     if args.json:
         _print_json(result)
     else:

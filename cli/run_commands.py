@@ -16,7 +16,7 @@ from evalledger.cli.progress import Progress
 
 
 def add_judge_options(p) -> None:
-    """--judge, --model, --config, --set, --no-cache, --concurrency."""
+    """--judge, --model, --config, --set, --no-cache, --concurrency, --response-format."""
     p.add_argument("--judge", choices=("offline", "openai", "replay"), default=None,
                    help="judge backend (default: the config's judge_backend, else offline)")
     p.add_argument("--model", default=None, help="judge model (openai: required unless OPENAI_MODEL is set)")
@@ -26,6 +26,9 @@ def add_judge_options(p) -> None:
                    help="one config key (dotted for nested: audit.high_severe_min=4); wins over --config")
     p.add_argument("--no-cache", action="store_true", help="do not reuse recorded judge replies")
     p.add_argument("--concurrency", type=int, default=None, help="judge calls in flight at once")
+    p.add_argument("--response-format", choices=("json_schema", "json_object", "prompt"), default=None,
+                   help="how the openai judge sends the reply schema (default: the config's "
+                        "judge_response_format, else json_schema; a refusal moves to the next mode)")
 
 
 def run_settings(args, **flags) -> RunSettings:
@@ -38,6 +41,8 @@ def run_settings(args, **flags) -> RunSettings:
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     options = {"concurrency": args.concurrency} if args.concurrency else {}
+    if getattr(args, "response_format", None):
+        options["response_format"] = args.response_format
     flags.update(run_limits(args, layer))
     settings = RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model,
                            judge_options=options, no_cache=args.no_cache, **flags)
@@ -135,7 +140,14 @@ def cmd_run(args) -> int:
         return 0
     if summary.cases == 0 and not summary.stopped and not summary.failures:
         print("nothing pending")
+        if args.config_file or args.sets:
+            print("  a new --config or --set applies to cases not judged yet; to judge the judged ones again "
+                  "under it, replay them into a new home: evalledger replay --into DIR --set KEY=VALUE "
+                  "(answers from the recorded calls) or with --live")
         return 0
+    if settings.judge_settings().backend == "offline":
+        print("judge: offline, a heuristic baseline, not a language model; use --judge openai for verdicts "
+              "that matter")
     print(f"run {summary.run_id}: {summary.cases} case(s), {summary.judged} judged, {summary.failed} failed, "
           f"{summary.judge_calls} judge call(s), {summary.retries} retr{'y' if summary.retries == 1 else 'ies'}")
     if summary.model_calls and summary.cost_usd != 0:   # the offline judge costs nothing: no line

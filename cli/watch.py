@@ -29,6 +29,7 @@ from typing import Any, Callable
 from evalledger.cli.watch_inbox import InboxTracker, is_ignored, scan_inbox
 from evalledger.cli.watch_log import Log
 from evalledger.cli.watch_observer import ObserverLogForwarder, start_observer
+from evalledger.stages.intake import DEFAULT_MAX_RESPONSE_CHARS
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class WatchOptions:
     quiet: float = 0.2             # a renamed-in or closed file must hold still this long
     settle: float = 1.0            # a file of unknown origin must be unchanged this long
     grace_seconds: float = 10.0    # after SIGTERM/SIGINT, in-flight work may finish within this
+    max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS   # a longer response rejects its file
 
 
 @dataclass

@@ -16,6 +16,7 @@ from evalledger import ledger
 from evalledger.cli import daemon_lock
 from evalledger.ledger.api import HOME_FOLDERS
 from evalledger.cli.watch import Callbacks, Daemon, Outcome, WatchOptions
+from evalledger.cli.intake_commands import add_max_response_chars, check_max_response_chars
 from evalledger.cli.run_commands import add_judge_options, run_settings
 from evalledger.cli.watch_log import FORMATS, Log
 
@@ -44,26 +45,39 @@ class LogProgress:
         """Nothing: the daemon logs the batch's summary itself."""
 
 
-def real_callbacks(led: ledger.Ledger, settings, log: Log) -> Callbacks:
-    """Intake, dispatcher and projections, bound to one open ledger and the run's settings."""
+def real_callbacks(led: ledger.Ledger, settings, log: Log, options: WatchOptions | None = None,
+                   checkpointer=None) -> Callbacks:
+    """Intake, dispatcher and projections, bound to one open ledger, the run's settings and the
+    daemon's intake limits; with a checkpointer, a checkpoint is considered each time the reports
+    are refreshed (the head moved)."""
     from evalledger.projections import refresh
     from evalledger.stages.dispatcher import run_until_idle
     from evalledger.stages.intake import ingest_path
+    options = options or WatchOptions()
+
+    def refresh_and_checkpoint():
+        paths = refresh(led)
+        if checkpointer is not None:
+            checkpointer.maybe()
+        return paths
+
     return Callbacks(
-        ingest=lambda path: ingest_path(led, path, from_inbox=True),
+        ingest=lambda path: ingest_path(led, path, from_inbox=True, max_response_chars=options.max_response_chars),
         process=lambda between_cases: run_until_idle(led, settings, LogProgress(log, between_cases)),
-        refresh=lambda: refresh(led),
+        refresh=refresh_and_checkpoint,
         head=led.head,
     )
 
 
-def run_daemon(home: Path, settings, options: WatchOptions, log: Log) -> Outcome:
+def run_daemon(home: Path, settings, options: WatchOptions, log: Log, args=None) -> Outcome:
     """Hold the home's watch lock and run the daemon on it (AlreadyRunning when another holds it)."""
+    from evalledger.cli.watch_checkpoints import checkpointer_for
     with daemon_lock.acquire(home):
         for folder in HOME_FOLDERS:   # put back a deleted inbox/, processed/, rejected/ or reports/
             (home / folder).mkdir(exist_ok=True)
         with ledger.open_ledger(home) as led:
-            return Daemon(home, real_callbacks(led, settings, log), options, log).run()
+            checkpointer = checkpointer_for(args, led, log) if args is not None else None
+            return Daemon(home, real_callbacks(led, settings, log, options, checkpointer), options, log).run()
 
 
 def cmd_watch(args) -> int:
@@ -79,11 +93,12 @@ def cmd_watch(args) -> int:
         raise UsageError("--rescan-seconds must be positive")
     if args.grace_seconds < 0:
         raise UsageError("--grace-seconds must not be negative")
+    check_max_response_chars(args.max_response_chars)
     options = WatchOptions(rescan_seconds=args.rescan_seconds, polling=args.polling, once=args.once,
-                           grace_seconds=args.grace_seconds)
+                           grace_seconds=args.grace_seconds, max_response_chars=args.max_response_chars)
     log = Log(args.log_format)
     try:
-        outcome = run_daemon(home, run_settings(args), options, log)
+        outcome = run_daemon(home, run_settings(args), options, log, args)
     except daemon_lock.AlreadyRunning as exc:
         if args.log_format == "json":
             log("already_running", level="error", pid=exc.pid, lock=str(exc.path), message=str(exc))
@@ -106,8 +121,11 @@ def add_watch_options(p) -> None:
     p.add_argument("--log-format", choices=FORMATS, default="text",
                    help="log lines on stderr: text (default) or json, one object a line")
     add_judge_options(p)  # the same judge and config options as `evalledger run`
+    from evalledger.cli.watch_checkpoints import add_checkpoint_options
+    add_checkpoint_options(p)
     p.add_argument("--grace-seconds", type=float, default=10.0, metavar="S",
                    help="after SIGTERM/SIGINT, let in-flight work finish for S seconds before abandoning it")
+    add_max_response_chars(p)
 
 
 def register(sub) -> None:

@@ -18,6 +18,8 @@ from typing import IO, Any
 
 import orjson
 
+from evalledger.stages.printable import escape_unprintable
+
 FORMATS = ("text", "json")
 
 
@@ -31,8 +33,10 @@ def _text_value(value: Any) -> str:
     if isinstance(value, dict):   # counts by name read better as name:count,name:count
         value = ",".join(f"{k}:{v}" for k, v in value.items())
     text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
-    if not text or any(c in text for c in ' "=\n'):
-        return orjson.dumps(text).decode()
+    if not text or any(c in text for c in ' "=') or not text.isprintable():
+        # orjson escapes only what JSON must (below U+0020); the rest (DEL, U+0085, U+2028,
+        # bidi overrides) is escaped too, so a file name can neither forge a line nor drive the terminal
+        return escape_unprintable(orjson.dumps(text).decode())
     return text
 
 
@@ -71,6 +75,6 @@ class Log:
         ts = utc_now()
         if self.fmt == "json":
             record = {"ts": ts, "level": level, "event": event, **_utf8(fields)}
-            return orjson.dumps(record, default=str, option=orjson.OPT_SORT_KEYS).decode()
+            return escape_unprintable(orjson.dumps(record, default=str, option=orjson.OPT_SORT_KEYS).decode())
         details = " ".join(f"{key}={_text_value(value)}" for key, value in fields.items())
         return f"{ts} {level:<5} {event}" + (f" {details}" if details else "")

@@ -7,18 +7,24 @@ The public API (see ``ledger.api``)::
     Ledger.read(from_seq=1, types=None, stream=None, to_seq=None) -> Iterator[Event]
     Ledger.head() -> Head; Ledger.verify(expect_head=None) -> VerifyReport
     Ledger.export(out); Ledger.import_file(path)
+    Ledger.tracking_position(name); Ledger.set_tracking(name, position)
+    Ledger.scan(from_seq, to_seq, types, stamped=()) -> Iterator[ScanRow]   # the folds' raw read
+    Ledger.home, .path, .location, .label, .read_models_path()
+
+``Event.data`` and ``Event.payload()`` are at each type's current schema on every read path
+(upcast from the stored one); ``Event.stored_data`` and the stored bytes stay as written.
 """
 
 from evalledger.ledger.api import Ledger, default_home, init_home, is_home, open_ledger, parse_head
 from evalledger.ledger.catalog import Payload, event_type, known_types, payload_model, upcaster
 from evalledger.ledger.envelope import EnvelopeError, Event, NewEvent, canonical_json, event_id
 from evalledger.ledger.importer import ImportRefused
-from evalledger.ledger.persistence import ConflictError, Head, LedgerError
+from evalledger.ledger.persistence import ConflictError, Head, LedgerError, ScanRow
 from evalledger.ledger.verify import Problem, VerifyReport
 
 __all__ = [
     "ConflictError", "EnvelopeError", "Event", "Head", "ImportRefused", "Ledger", "LedgerError", "NewEvent",
     "Payload",
-    "Problem", "VerifyReport", "canonical_json", "default_home", "event_id", "event_type", "init_home",
+    "Problem", "ScanRow", "VerifyReport", "canonical_json", "default_home", "event_id", "event_type", "init_home",
     "is_home", "known_types", "open_ledger", "parse_head", "payload_model", "upcaster",
 ]

@@ -1,6 +1,6 @@
 """The documented Python API of the ledger: open, append, read, head, verify, export, import.
 
-    >>> import ledger
+    >>> from evalledger import ledger
     >>> led = ledger.open_ledger("evalledger")          # a home: SQLite + events.jsonl mirror
     >>> led.append(ledger.NewEvent("case:q1", "note.added", {"text": "looks odd"}))
     >>> for event in led.read(types=["note.added"]):
@@ -14,15 +14,15 @@ from __future__ import annotations
 import glob
 import os
 from pathlib import Path
-from typing import IO, Iterable, Iterator, Mapping
+from typing import IO, Any, Collection, Iterable, Iterator, Mapping
 
 import evalledger.ledger.events  # noqa: F401  (registers the catalog)
-from evalledger.ledger.envelope import Event, NewEvent, utc_now
-from evalledger.ledger.jsonl import JSONLRecorder, pending_path
-from evalledger.ledger.mirror import lines_upto
-from evalledger.ledger.persistence import Head, LedgerError, Recorder, normalise_expected, prepare
+from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
+from evalledger.ledger.jsonl import JSONLRecorder
+from evalledger.ledger.persistence import Head, LedgerError, Recorder, ScanRow, normalise_expected, prepare
+from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
 from evalledger.ledger.sqlite import SQLiteRecorder
-from evalledger.ledger.verify import Problem, VerifyReport, verify_lines, verify_sqlite
+from evalledger.ledger.verify import VerifyReport
 
 HOME_FOLDERS = ("inbox", "processed", "rejected", "reports")
 LEDGER_FILE_SUFFIXES = (".jsonl", ".db", ".sqlite", ".sqlite3")
@@ -33,7 +33,7 @@ def default_home() -> str:
     return os.environ.get("EVALLEDGER_HOME") or "evalledger"
 
 
-def init_home(home: str | os.PathLike) -> Path:
+def init_home(home: str | os.PathLike[str]) -> Path:
     """Create a home's layout (DESIGN.md): ledger.db, events.jsonl, inbox/, processed/, rejected/, reports/."""
     home = Path(home)
     if home.exists() and not home.is_dir() and home.suffix not in LEDGER_FILE_SUFFIXES:
@@ -48,7 +48,7 @@ def init_home(home: str | os.PathLike) -> Path:
     return home
 
 
-def is_home(path: str | os.PathLike) -> bool:
+def is_home(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` is a directory holding a ledger.db."""
     return (Path(path) / "ledger.db").is_file()
 
@@ -72,7 +72,8 @@ class Ledger:
         ``tracking=(name, position)`` commits a tracking record in the same transaction.
         """
         batch = [events] if isinstance(events, NewEvent) else list(events)
-        now, metas = utc_now(), {}
+        now = utc_now()
+        metas: dict[int, Any] = {}
         prepared = [prepare(e, now, metas) for e in batch]
         if not prepared:
             if tracking is not None:
@@ -81,13 +82,49 @@ class Ledger:
         expected = {} if expected_version is None else normalise_expected(prepared, expected_version)
         return self.recorder.append(prepared, expected, tracking)
 
+    # --- where it lives ----------------------------------------------------------------------------
+    @property
+    def location(self) -> str:
+        """How messages name this ledger's store: its file (and table, for SQLite)."""
+        return self.recorder.location
+
+    @property
+    def path(self) -> Path:
+        """The file the events live in (``ledger.db`` of a home, or the bare ledger file)."""
+        return Path(self.recorder.path)
+
+    @property
+    def label(self) -> str:
+        """How messages name this ledger: its home, else its store's location."""
+        return str(self.home) if self.home is not None else self.location
+
+    def read_models_path(self) -> Path:
+        """The SQLite file where read models of this ledger may be kept: the home's ``ledger.db``
+        itself, or ``<name>.projections.db`` beside a bare ``.jsonl`` ledger."""
+        return Path(self.recorder.read_models_path())
+
     # --- reading ---------------------------------------------------------------------------------
     def read(self, from_seq: int = 1, types: str | Iterable[str] | None = None,
              stream: str | None = None, to_seq: int | None = None) -> Iterator[Event]:
-        """Stream events in seq order from ``from_seq`` (constant memory), filtered by type/stream."""
+        """Stream events in seq order from ``from_seq`` (constant memory), filtered by type/stream.
+
+        ``event.data`` and ``event.payload()`` are at each type's current schema (upcast when
+        the event was stored at an older one).
+        """
         if isinstance(types, str):
             types = [types]
         return self.recorder.read(from_seq, types, stream, to_seq)
+
+    def scan(self, from_seq: int, to_seq: int, types: Collection[str],
+             stamped: Collection[str] = ()) -> Iterator[ScanRow]:
+        """The raw, streaming read a fold needs: ScanRow(type, id, stream, version, schema, data,
+        config_hash) for the events of ``types`` with from_seq <= seq <= to_seq, in seq order.
+
+        ``data`` is the stored canonical JSON bytes of a payload at its type's current schema, or
+        the decoded dict upcast to it (``schema`` is then the current one). ``config_hash`` is
+        ``meta.config_hash`` for the ``stamped`` types, None for the others.
+        """
+        return _upcast_rows(self.recorder.scan(from_seq, to_seq, types, stamped))
 
     def head(self) -> Head:
         """The last event's seq and hash."""
@@ -101,14 +138,14 @@ class Ledger:
         """The version of the last event in ``stream`` (0 when empty)."""
         return self.recorder.stream_version(stream)
 
+    # --- tracking --------------------------------------------------------------------------------
     def tracking_position(self, name: str) -> int:
         """The last committed position of tracking record ``name`` (0 when none)."""
         return self.recorder.tracking_position(name)
 
-    @property
-    def db(self):
-        """The sqlite_utils.Database of a SQLite-backed ledger (projection tables live there), else None."""
-        return getattr(self.recorder, "db", None)
+    def set_tracking(self, name: str, position: int) -> None:
+        """Record a tracking position without events (``append([], tracking=...)`` does the same)."""
+        self.recorder.set_tracking(name, position)
 
     # --- integrity -------------------------------------------------------------------------------
     def verify(self, expect_head: Head | str | None = None) -> VerifyReport:
@@ -120,42 +157,10 @@ class Ledger:
         """
         if isinstance(expect_head, str):
             expect_head = parse_head(expect_head)
-        rec = self.recorder
-        if isinstance(rec, SQLiteRecorder):
-            return self._verify_sqlite(rec, expect_head)
-        snap = rec.snapshot()
-        pending = pending_path(rec.path) if snap.pending else None
-        if snap.last_seq is None:
-            return verify_lines(lines_upto(rec.path, snap.size), rec.location, expect_head, pending)
-        with open(rec.path, "rb") as fh:  # the file itself, iterated in C; verify stops at the snapshot's seq
-            return verify_lines(fh, rec.location, expect_head, pending, limit=snap.last_seq, torn=snap.torn)
-
-    @staticmethod
-    def _verify_sqlite(rec: SQLiteRecorder, expect_head: Head | None) -> VerifyReport:
-        head, mirror_size = rec.snapshot()
-        mirror = rec.mirror
-        if mirror is None or mirror_size is None:
-            return Ledger._finish_sqlite(rec, verify_sqlite(
-                rec.rows(1, head.seq), rec.location, iter(()) if mirror else None,
-                mirror.path if mirror else "", expect_head))
-        with open(mirror.path, "rb") as fh:  # iterated in C; lines past the snapshot's size are not extra
-            report = verify_sqlite(rec.rows(1, head.seq), rec.location, fh, mirror.path, expect_head,
-                                   mirror_size=mirror_size)
-        return Ledger._finish_sqlite(rec, report)
-
-    @staticmethod
-    def _finish_sqlite(rec: SQLiteRecorder, report: VerifyReport) -> VerifyReport:
-        mirror = rec.mirror
-        if mirror and mirror.problem and report.ok:
-            report.problems.append(Problem(0, mirror.path, mirror.problem))
-        missing = rec.missing_triggers()
-        if missing:
-            report.warnings.append(f"{rec.location}: the triggers that refuse UPDATE and DELETE are missing "
-                                   f"({', '.join(missing)}); opening the home for writing restores them")
-        return report
+        return self.recorder.verify(expect_head)
 
     # --- export / import -------------------------------------------------------------------------
-    def export(self, out: str | os.PathLike | IO[bytes]) -> int:
+    def export(self, out: str | os.PathLike[str] | IO[bytes]) -> int:
         """Write every event as canonical JSONL (the mirror's exact bytes); returns the count."""
         if isinstance(out, (str, os.PathLike)):
             if any(_same_file(out, own) for own in self._own_files()):
@@ -171,14 +176,13 @@ class Ledger:
 
     def _own_files(self) -> list[Path]:
         """The files this ledger lives in: the store, its mirror, what sits beside them in a home."""
-        rec = self.recorder
-        stores = [Path(rec.path)] + ([Path(rec.mirror.path)] if getattr(rec, "mirror", None) else [])
+        stores = [Path(p) for p in self.recorder.own_files()]
         own = [p for store in stores for p in store.parent.glob(glob.escape(store.name) + "*")]
         if self.home is not None:
             own += [p for p in self.home.iterdir() if p.is_file()]
         return own
 
-    def import_file(self, path: str | os.PathLike) -> int:
+    def import_file(self, path: str | os.PathLike[str]) -> int:
         """Import an exported JSONL ledger into this empty ledger.
 
         Every line is verified (chain, canonical form, unique ids, stream versions) in the same
@@ -190,16 +194,27 @@ class Ledger:
             return self.recorder.import_lines(fh, str(path))
 
     def close(self) -> None:
+        """Release the store's files and connections."""
         self.recorder.close()
 
     def __enter__(self) -> "Ledger":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def _same_file(a: str | os.PathLike, b: Path) -> bool:
+def _upcast_rows(rows: Iterator[ScanRow]) -> Iterator[ScanRow]:
+    """The rows with every payload stored at an older schema decoded and upcast to the current one."""
+    current = SCHEMAS
+    for row in rows:
+        if current.get(row.type) != row.schema:
+            data = decode_json(row.data) if isinstance(row.data, (bytes, str)) else row.data
+            row = row._replace(data=upcast(row.type, row.schema, data), schema=schema_version(row.type))
+        yield row
+
+
+def _same_file(a: str | os.PathLike[str], b: Path) -> bool:
     """True when both paths exist and are the same file (a missing path is no ledger file)."""
     try:
         return os.path.samefile(a, b)
@@ -216,7 +231,7 @@ def parse_head(text: str) -> Head:
     return Head(int(seq), hash)
 
 
-def open_ledger(path: str | os.PathLike | None = None, *, durability: str = "normal",
+def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str = "normal",
                 readonly: bool = False) -> Ledger:
     """Open a ledger: a home directory (SQLite + events.jsonl mirror), a ``.jsonl`` file, or a ``.db``.
 
@@ -234,7 +249,7 @@ def open_ledger(path: str | os.PathLike | None = None, *, durability: str = "nor
         return Ledger(SQLiteRecorder(str(path), durability, readonly=readonly))
     if not (path / "ledger.db").exists():
         if readonly:
-            raise LedgerError(f"{path}: no evalledger home here (run 'evalledger init' first)")
+            raise LedgerError(f"{path}: no evalledger home here (run 'evalledger --home {path} init' first)")
         path.mkdir(parents=True, exist_ok=True)
         for name in HOME_FOLDERS:
             (path / name).mkdir(exist_ok=True)

@@ -2,7 +2,8 @@
 
 Register a type with ``@event_type("note.added", schema=1)``. When a payload's shape changes,
 bump ``schema`` and register an upcaster from the old version; stored events are never rewritten,
-they are upcast when read (``Event.payload()``).
+they are upcast when read: ``Event.data`` is the payload at the current schema, ``Event.payload()``
+the same as its model, on every read path of every backend (the registry is ``ledger.schemas``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,17 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from evalledger.ledger.envelope import EnvelopeError, check_type_name
+from evalledger.ledger.envelope import check_type_name
+from evalledger.ledger.schemas import MODELS as _MODELS
+from evalledger.ledger.schemas import SCHEMAS as _SCHEMAS
+from evalledger.ledger.schemas import UPCASTERS as _UPCASTERS
+from evalledger.ledger.schemas import EnvelopeError as EnvelopeError  # re-exported: the catalog's names
+from evalledger.ledger.schemas import UnknownEventType as UnknownEventType
+from evalledger.ledger.schemas import Upcaster
+from evalledger.ledger.schemas import known_types as known_types
+from evalledger.ledger.schemas import payload_model as payload_model
+from evalledger.ledger.schemas import schema_version as schema_version
+from evalledger.ledger.schemas import upcast as upcast
 
 
 class Payload(BaseModel):
@@ -22,16 +33,7 @@ class Payload(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, ser_json_inf_nan="constants")
 
 
-_MODELS: dict[str, type[Payload]] = {}
-_SCHEMAS: dict[str, int] = {}
-_UPCASTERS: dict[tuple[str, int], Callable[[dict], dict]] = {}
-
-
-class UnknownEventType(EnvelopeError):
-    """An event type that is not in the catalog."""
-
-
-def event_type(name: str, schema: int = 1):
+def event_type(name: str, schema: int = 1) -> Callable[[type[Payload]], type[Payload]]:
     """Class decorator: register ``cls`` as the payload model of event type ``name``."""
     check_type_name(name)
 
@@ -48,50 +50,17 @@ def event_type(name: str, schema: int = 1):
     return register
 
 
-def upcaster(name: str, from_schema: int):
+def upcaster(name: str, from_schema: int) -> Callable[[Upcaster], Upcaster]:
     """Decorator: register ``fn(data) -> data`` that turns schema ``from_schema`` into the next."""
 
-    def register(fn: Callable[[dict], dict]) -> Callable[[dict], dict]:
+    def register(fn: Upcaster) -> Upcaster:
         _UPCASTERS[(name, from_schema)] = fn
         return fn
 
     return register
 
 
-def payload_model(name: str) -> type[Payload]:
-    """The payload model registered for event type ``name``."""
-    try:
-        return _MODELS[name]
-    except KeyError:
-        raise UnknownEventType(f"unknown event type {name!r}; known: {', '.join(sorted(_MODELS))}") from None
-
-
-def schema_version(name: str) -> int:
-    """The current schema version of event type ``name``."""
-    payload_model(name)
-    return _SCHEMAS[name]
-
-
-def known_types() -> list[str]:
-    """Every registered event type name, sorted."""
-    return sorted(_MODELS)
-
-
-def upcast(name: str, schema: int, data: dict) -> dict:
-    """Bring a stored payload from ``schema`` up to the type's current schema version."""
-    current = schema_version(name)
-    while schema < current:
-        step = _UPCASTERS.get((name, schema))
-        if step is None:
-            raise EnvelopeError(f"no upcaster for {name!r} from schema {schema} to {schema + 1}")
-        data = step(dict(data))
-        schema += 1
-    if schema > current:
-        raise EnvelopeError(f"{name!r} schema {schema} is newer than this evalledger knows ({current})")
-    return data
-
-
-def validate_payload(name: str, data: Any) -> tuple[int, dict]:
+def validate_payload(name: str, data: Any) -> tuple[int, dict[str, Any]]:
     """Validate ``data`` (a model or dict) for type ``name``: returns (schema, JSON-ready dict)."""
     model = _MODELS.get(name) or payload_model(name)
     if isinstance(data, model):

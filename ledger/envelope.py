@@ -23,6 +23,9 @@ from typing import Any, Mapping
 
 import orjson
 
+from evalledger.ledger.schemas import SCHEMAS, payload_model, upcast
+from evalledger.ledger.schemas import EnvelopeError as EnvelopeError  # re-exported: raised by the envelope
+
 GENESIS_HASH = "0" * 64
 ENVELOPE_FIELDS = ("seq", "id", "stream", "version", "type", "schema", "data", "meta", "prev_hash", "hash")
 META_KEYS = ("run", "causation", "stage", "stage_version", "config_hash", "recorded_at")
@@ -36,10 +39,6 @@ _TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 _DIGITS_TO_9 = bytes(0x39 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))
 _NINETEEN = b"9" * 19
 _SUFFIX_LEN = len(b',"prev_hash":"') + 64 + len(b'","hash":"') + 64 + len(b'"}')
-
-
-class EnvelopeError(ValueError):
-    """An event or payload that cannot be stored (not JSON, NaN, bad type name...)."""
 
 
 def canonical_json(value: Any) -> bytes:
@@ -109,8 +108,9 @@ def check_type_name(type: str) -> None:
 
 
 def canonical_bytes(seq: int, id: str, stream: str, version: int, type: str, schema: int,
-                    data: bytes, meta: bytes) -> bytes:
-    """The hashed bytes of an envelope, with data and meta embedded verbatim."""
+                    data: bytes | str, meta: bytes | str) -> bytes:
+    """The hashed bytes of an envelope, with data and meta embedded verbatim (bytes, or text as
+    SQLite returns it)."""
     return orjson.dumps(
         {"data": orjson.Fragment(data), "id": id, "meta": orjson.Fragment(meta), "schema": schema,
          "seq": seq, "stream": stream, "type": type, "version": version},
@@ -170,11 +170,12 @@ class Event:
 
     ``raw_data`` and ``raw_meta`` are the stored canonical bytes (data and meta exactly as hashed);
     an event read from a JSONL file keeps its stored line, so ``line()`` gives the stored bytes.
-    ``payload()`` gives the typed, upcast payload model.
+    ``data`` is the payload at its type's current schema (upcast when it was stored at an older
+    one), ``payload()`` the same as its typed model; ``stored_data`` is the payload as stored.
     """
 
     __slots__ = ("seq", "id", "stream", "version", "type", "schema", "prev_hash", "hash",
-                 "_raw_data", "_raw_meta", "_data", "_meta", "_line")
+                 "_raw_data", "_raw_meta", "_data", "_meta", "_line", "_current")
 
     def __init__(self, seq: int, id: str, stream: str, version: int, type: str, schema: int,
                  raw_data: bytes | str | None, raw_meta: bytes | str | None, prev_hash: str, hash: str,
@@ -192,10 +193,22 @@ class Event:
         self._data = data
         self._meta = meta
         self._line = line
+        self._current: Any = None
 
     @property
     def data(self) -> Any:
-        """The payload as stored (a dict), decoded on first use."""
+        """The payload dict at its type's current schema: as stored, or upcast from an older one."""
+        value = self._current
+        if value is None:
+            value = self.stored_data
+            if SCHEMAS.get(self.type) != self.schema:
+                value = upcast(self.type, self.schema, value)
+            self._current = value
+        return value
+
+    @property
+    def stored_data(self) -> Any:
+        """The payload as stored (a dict at the stored ``schema``), decoded on first use."""
         value = self._data
         if value is None:
             self._decode()
@@ -221,9 +234,9 @@ class Event:
             both = _as_bytes(raw_data) + _as_bytes(raw_meta)
         loads = json.loads if both.translate(_DIGITS_TO_9).find(_NINETEEN) >= 0 else orjson.loads
         if self._data is None:
-            self._data = loads(raw_data)
+            self._data = loads(raw_data)  # type: ignore[arg-type]  # None only when _data was given
         if self._meta is None:
-            self._meta = loads(raw_meta)
+            self._meta = loads(raw_meta)  # type: ignore[arg-type]
 
     @property
     def raw_data(self) -> bytes | str:
@@ -253,18 +266,18 @@ class Event:
         return line_bytes(self.canonical(), self.prev_hash, self.hash)
 
     def to_dict(self) -> dict[str, Any]:
-        """The envelope as a plain dict (data and meta decoded)."""
-        return {name: getattr(self, name) for name in ENVELOPE_FIELDS}
+        """The envelope as stored, as a plain dict (data and meta decoded; data at the stored schema)."""
+        envelope = {name: getattr(self, name) for name in ENVELOPE_FIELDS}
+        envelope["data"] = self.stored_data
+        return envelope
 
     def upcast(self) -> dict[str, Any]:
         """The payload dict at the current schema version of its type (stored bytes untouched)."""
-        from evalledger.ledger.catalog import upcast
-        return upcast(self.type, self.schema, self.data)
+        return self.data  # type: ignore[no-any-return]
 
-    def payload(self):
+    def payload(self) -> Any:
         """The payload as its registered (frozen) pydantic model, upcast to the current schema."""
-        from evalledger.ledger.catalog import payload_model
-        return payload_model(self.type).model_validate(self.upcast())
+        return payload_model(self.type).model_validate(self.data)
 
     def __repr__(self) -> str:
         return f"Event(seq={self.seq}, type={self.type!r}, stream={self.stream!r}, version={self.version})"

@@ -111,6 +111,7 @@ class JudgeCalled(DomainPayload):
     degraded: bool | None = None           # search: it failed and gave no results
     source_event: str | None = None        # answered from this recorded event (replay, or reuse on another case)
     source_backend: str | None = None      # the backend that originally answered (replay)
+    stored_cut: list[str] | None = None    # what the stored-size caps cut from raw_reply/sent (stages/judge/reply_caps.py)
 
 
 # --- Template deep judgment ----------------------------------------------------------------------
@@ -226,6 +227,7 @@ class TraitScored(DomainPayload):
     degraded: list[str] = []                              # deep traits: steps that failed and how it went on
     metrics: dict[str, float | None] | None = None        # metric traits: computed from counts, not asked
     counts: dict[str, int] | None = None                  # metric traits: tp, fn, fp, tn
+    error: str | None = None                              # regex traits: why there is no match result (out of time)
 
 
 @event_type("trait.auto_failed")
@@ -300,6 +302,11 @@ class StageFailed(DomainPayload):
     stage: str
     reason: str
     failure: int = 1                                      # 1 for the first failure of this case and stage
+    # When a judge call caused it: the call's role and request hash, and whether it was a replay's
+    # request the source never recorded (so nothing ever parses ``reason`` to find them).
+    role: str | None = None
+    request_hash: str | None = None
+    unrecorded: bool = False
 
 
 @event_type("run.started")
@@ -342,3 +349,13 @@ class VerdictOverridden(Payload):
     verdict: Literal["pass", "fail"]
     reason: str
     author: str
+
+
+@event_type("checkpoint.signed")
+class CheckpointSigned(Payload):
+    """A signed checkpoint of the ledger up to ``size`` events (``evalledger checkpoint``)."""
+    size: int                                             # events covered: seq 1 .. size
+    head: str                                             # the chain hash of the event at seq ``size``
+    root: str                                             # RFC 6962 Merkle root over seq 1 .. size (hex)
+    note: str                                             # the signed note, exactly as published
+    key: str                                              # the verifier key's name+hash (never the key itself)

@@ -87,5 +87,5 @@ class _Hold:
     def __enter__(self) -> None:
         self.lock.acquire(self.mode)
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.lock.release()

@@ -8,10 +8,17 @@ import and nothing is kept.
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
-from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, canonical_json, decode_json, split_line
-from evalledger.ledger.envelope import check_type_name
+from evalledger.ledger.envelope import (
+    GENESIS_HASH,
+    EnvelopeError,
+    canonical_bytes,
+    canonical_json,
+    check_type_name,
+    decode_json,
+    split_line,
+)
 from evalledger.ledger.persistence import LedgerError, check_stream
 
 
@@ -27,7 +34,7 @@ def _refuse(source: str, where: str, reason: str) -> ImportRefused:
     return ImportRefused(f"refusing to import {source}: {where}: {reason}; nothing was imported")
 
 
-def _envelope(canonical: bytes) -> dict:
+def _envelope(canonical: bytes) -> dict[str, Any]:
     """The decoded envelope, with the field types checked."""
     env = decode_json(canonical)
     if not isinstance(env, dict) or set(env) != {"data", "id", "meta", "schema", "seq", "stream", "type",
@@ -46,7 +53,7 @@ def _envelope(canonical: bytes) -> dict:
     return env
 
 
-def checked_lines(lines: Iterable[bytes], source: str) -> Iterator[tuple[tuple, bytes]]:
+def checked_lines(lines: Iterable[bytes], source: str) -> Iterator[tuple[tuple[Any, ...], bytes]]:
     """Yield (row, line) for each line once it is verified: row = the ten envelope column values.
 
     Refuses (ImportRefused) a cut line, a line that is not a canonical envelope, a broken chain
@@ -77,7 +84,7 @@ def checked_lines(lines: Iterable[bytes], source: str) -> Iterator[tuple[tuple, 
                data.decode(), meta.decode(), prev_hash, hash), line
 
 
-def _chain_fault(env: dict, rebuilt: bytes, canonical: bytes, prev_hash: str, hash: str, prev: str,
+def _chain_fault(env: dict[str, Any], rebuilt: bytes, canonical: bytes, prev_hash: str, hash: str, prev: str,
                  expected_seq: int, ids: set[str], versions: dict[str, int]) -> str | None:
     """Why this envelope cannot follow the ones before it, or None."""
     if rebuilt != canonical:
@@ -96,7 +103,7 @@ def _chain_fault(env: dict, rebuilt: bytes, canonical: bytes, prev_hash: str, ha
     return None
 
 
-def checked_rows(lines: Iterable[bytes], source: str) -> Iterator[tuple]:
+def checked_rows(lines: Iterable[bytes], source: str) -> Iterator[tuple[Any, ...]]:
     """The rows of ``checked_lines`` alone (what the SQLite backend inserts)."""
     for row, _ in checked_lines(lines, source):
         yield row

@@ -11,10 +11,16 @@ removed. Whoever takes the lock next finds a pending file and rolls the batch fo
 is cut back to the recorded offset and the batch written again. A single line needs no pending
 file: a torn last line (a writer killed mid-write, never acknowledged) is ignored by readers and
 cut off by the next writer or writable open.
+
+Tracking records live in ``<file>.tracking.json`` ({name: position}), replaced atomically
+(written whole to a temporary file, fsynced, renamed) under the same lock, right after the batch
+they go with: after a crash a position can lag its batch (the stage redoes work whose appends
+are idempotent) but never run ahead of it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Iterable, Iterator, NamedTuple
 
@@ -23,8 +29,9 @@ import orjson
 from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, Event, event_from_line, line_bytes, split_line
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.importer import checked_lines
-from evalledger.ledger.mirror import line_seq, read_tail
+from evalledger.ledger.mirror import line_seq, lines_upto, read_tail
 from evalledger.ledger.persistence import ConflictError, Head, LedgerError, Prepared, Recorder, chain_start, seal
+from evalledger.ledger.verify import VerifyReport, verify_lines
 
 
 class Snapshot(NamedTuple):
@@ -39,6 +46,11 @@ class Snapshot(NamedTuple):
 def pending_path(path: str) -> str:
     """Where a batch of several lines waits while it is being appended."""
     return path + ".pending"
+
+
+def tracking_path(path: str) -> str:
+    """Where a JSONL ledger keeps its tracking records."""
+    return path + ".tracking.json"
 
 
 class JSONLRecorder(Recorder):
@@ -134,6 +146,8 @@ class JSONLRecorder(Recorder):
             if lines:
                 self._write_batch(lines)
                 self._catch_up()
+            if tracking is not None:
+                self._write_tracking(*tracking)
         return out
 
     def _seal(self, batch: list[Prepared], expected: dict[str, int]) -> tuple[list[Event], list[bytes]]:
@@ -250,6 +264,64 @@ class JSONLRecorder(Recorder):
                 last = None  # a damaged last line: verify reads up to the size instead
             return Snapshot(os.path.getsize(self.path), os.path.exists(pending_path(self.path)), last,
                             bool(fragment))
+
+    def verify(self, expect_head: Head | None = None) -> VerifyReport:
+        """Verify the file's lines up to the last complete line of one snapshot (taken under the
+        lock: a writer's later lines, or one it is writing, are not damage)."""
+        snap = self.snapshot()
+        pending = pending_path(self.path) if snap.pending else None
+        if snap.last_seq is None:
+            return verify_lines(lines_upto(self.path, snap.size), self.location, expect_head, pending)
+        with open(self.path, "rb") as fh:  # the file itself, iterated in C; verify stops at the snapshot's seq
+            return verify_lines(fh, self.location, expect_head, pending, limit=snap.last_seq, torn=snap.torn)
+
+    def own_files(self) -> list[str]:
+        """The file itself (its pending batch and tracking sidecar sit beside it, same prefix)."""
+        return [self.path]
+
+    def read_models_path(self) -> str:
+        """A sibling ``<name>.projections.db``: the JSONL file holds events only."""
+        root, _ = os.path.splitext(self.path)
+        return root + ".projections.db"
+
+    # --- tracking ---------------------------------------------------------------------------------
+    def tracking_position(self, name: str) -> int:
+        """The position recorded in the tracking sidecar (0 when none, or no sidecar yet)."""
+        return int(self._read_tracking().get(name, 0))
+
+    def set_tracking(self, name: str, position: int) -> None:
+        """Record a position on its own, under the write lock."""
+        if self.readonly:
+            raise LedgerError(f"{self.path} is open read-only")
+        with self._lock.exclusive():
+            self._write_tracking(name, position)
+
+    def _read_tracking(self) -> dict[str, int]:
+        path = tracking_path(self.path)
+        try:
+            with open(path, "rb") as fh:
+                records = orjson.loads(fh.read())
+        except FileNotFoundError:
+            return {}
+        except orjson.JSONDecodeError as exc:
+            raise LedgerError(f"{path}: the tracking records are not JSON ({exc}); delete the file to "
+                              "let the stages scan from the start") from None
+        if not isinstance(records, dict) or not all(isinstance(v, int) for v in records.values()):
+            raise LedgerError(f"{path}: the tracking records are not an object of name: position; delete "
+                              "the file to let the stages scan from the start")
+        return records
+
+    def _write_tracking(self, name: str, position: int) -> None:
+        """Under the write lock: replace the sidecar whole, so a reader sees the old or the new one."""
+        records = self._read_tracking()
+        records[name] = int(position)
+        path = tracking_path(self.path)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(records, fh, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())  # a crash must leave the old records or the new, never an empty file
+        os.replace(tmp, path)
 
     # --- import -----------------------------------------------------------------------------------
     def import_lines(self, lines: Iterable[bytes], source: str = "the input") -> int:

@@ -164,11 +164,13 @@ class Mirror:
             self._seq = line_seq(last) if last_seq is None else last_seq
 
     def _write_all(self, data: bytes) -> None:
-        written = os.write(self._fd, data)
+        fd = self._fd
+        assert fd is not None, "the mirror is written only after it was opened"
+        written = os.write(fd, data)
         if written != len(data):  # a short write (a full disk, a signal): finish it or raise
             view = memoryview(data)[written:]
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(fd, view):]
         self._size += len(data)
 
     def close(self) -> None:

@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from hashlib import sha256
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator, Mapping, NamedTuple
 
 from evalledger.ledger.catalog import validate_payload
 from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, Event, NewEvent, canonical_json, event_id, utc_now
+
+if TYPE_CHECKING:
+    from evalledger.ledger.verify import VerifyReport
 
 _STREAM = re.compile(r"^[a-z][a-z0-9_-]*:[A-Za-z0-9._:/@+=-]+$")
 
@@ -81,7 +84,7 @@ def check_stream(stream: str) -> None:
 _GOOD_STREAMS: set[str] = set()  # names already checked: a stage appends to the same streams often
 
 
-def prepare(event: NewEvent, now: str | None = None, metas: dict | None = None) -> Prepared:
+def prepare(event: NewEvent, now: str | None = None, metas: dict[int, Any] | None = None) -> Prepared:
     """Validate a NewEvent against the catalog and encode its data and meta canonically.
 
     ``now`` is the batch's ``recorded_at`` (one instant for one atomic batch); ``metas`` memoises
@@ -94,10 +97,12 @@ def prepare(event: NewEvent, now: str | None = None, metas: dict | None = None) 
                     canonical_json(data), meta_bytes, data, meta)
 
 
-def _encode_meta(given: Mapping[str, Any] | None, now: str, metas: dict | None) -> tuple[bytes, dict]:
+def _encode_meta(given: Mapping[str, Any] | None, now: str,
+                 metas: dict[int, Any] | None) -> tuple[bytes, dict[str, Any]]:
     key = id(given)
     if metas is not None and key in metas:
-        return metas[key][1:]
+        _, encoded, cached = metas[key]
+        return encoded, cached
     meta = dict(given or {})
     meta.setdefault("recorded_at", now)
     encoded = canonical_json(meta)
@@ -134,11 +139,35 @@ def normalise_expected(batch: list[Prepared], expected_version: int | Mapping[st
     return {streams.pop(): int(expected_version)}
 
 
+class ScanRow(NamedTuple):
+    """One event as a fold reads it: the envelope fields it needs, the payload, its config hash.
+
+    ``data`` is the stored canonical JSON bytes when the event is at its type's current schema,
+    else the payload dict already upcast (``Ledger.scan`` does that). ``config_hash`` is
+    ``meta.config_hash`` for the types a scan was asked to stamp, else None.
+    """
+
+    type: str
+    id: str
+    stream: str
+    version: int
+    schema: int
+    data: bytes | dict[str, Any]
+    config_hash: str | None
+
+
 class Recorder(ABC):
-    """A store of sealed events. Appends are atomic batches; nothing is ever updated or deleted."""
+    """A store of sealed events. Appends are atomic batches; nothing is ever updated or deleted.
+
+    Everything above ``ledger/`` reaches a store through ``Ledger`` only, and ``Ledger`` through
+    this interface only: a backend (one module each: ``sqlite.py``, ``jsonl.py``, later a
+    PostgreSQL one) implements every abstract method here for real, tracking included.
+    """
 
     #: a short name for messages: the file or table that holds the events
     location: str
+    #: the file the events live in (for a server-backed store: a local file naming it)
+    path: str
 
     @abstractmethod
     def append(self, batch: list[Prepared], expected: dict[str, int],
@@ -146,13 +175,26 @@ class Recorder(ABC):
         """Append a batch atomically: stored events for ids that exist, new ones for the rest.
 
         Raises ConflictError (appending nothing) when a stream's current version differs from
-        ``expected``. ``tracking`` = (name, position) is committed in the same transaction.
+        ``expected``. ``tracking`` = (name, position) is committed with the batch: in the same
+        transaction where the store has transactions; where it has not (JSONL), right after the
+        batch, so after a crash the position can lag the events but never run ahead of them.
         """
 
     @abstractmethod
     def read(self, from_seq: int = 1, types: Iterable[str] | None = None,
              stream: str | None = None, to_seq: int | None = None) -> Iterator[Event]:
         """Stream events in seq order from ``from_seq``, optionally filtered, in constant memory."""
+
+    def scan(self, from_seq: int, to_seq: int, types: Collection[str],
+             stamped: Collection[str] = ()) -> Iterator[ScanRow]:
+        """Rows of the events of ``types`` with from_seq <= seq <= to_seq, in seq order, for folds.
+
+        ``data`` is the stored payload (bytes, or the decoded dict); ``config_hash`` is read from
+        meta for the ``stamped`` types only. A backend may override this with a cheaper query.
+        """
+        for e in self.read(from_seq, types, None, to_seq):
+            config_hash = (e.meta or {}).get("config_hash") if e.type in stamped else None
+            yield ScanRow(e.type, e.id, e.stream, e.version, e.schema, e.stored_data, config_hash)
 
     @abstractmethod
     def head(self) -> Head:
@@ -171,17 +213,31 @@ class Recorder(ABC):
         """(seq, stored JSONL line) pairs in seq order: what export writes and verify hashes."""
 
     @abstractmethod
+    def verify(self, expect_head: Head | None = None) -> VerifyReport:
+        """Recompute the hash chain over the stored bytes (and a mirror's), as of one snapshot."""
+
+    @abstractmethod
     def import_lines(self, lines: Iterable[bytes], source: str = "the input") -> int:
         """Store sealed lines into an empty store, checking each (``ledger.importer``) in the same
         pass and keeping nothing when one fails; returns the count."""
 
+    @abstractmethod
     def tracking_position(self, name: str) -> int:
         """The last position committed for tracking record ``name`` (0 when none)."""
-        return 0
 
+    @abstractmethod
     def set_tracking(self, name: str, position: int) -> None:
         """Record a tracking position on its own (stages use ``append(..., tracking=...)``)."""
 
+    @abstractmethod
+    def own_files(self) -> list[str]:
+        """The files this store is made of (the store, its mirror, sidecars): export refuses them."""
+
+    @abstractmethod
+    def read_models_path(self) -> str:
+        """The SQLite file where read models of this store may be kept (projections use it)."""
+
+    @abstractmethod
     def close(self) -> None:
         """Release files and connections."""
 

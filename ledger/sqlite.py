@@ -11,8 +11,9 @@ head and the stream versions it has seen and lets the seq key tell it when they 
 from __future__ import annotations
 
 import sqlite3
+from contextlib import AbstractContextManager
 from itertools import chain, starmap
-from typing import Iterable, Iterator
+from typing import Any, Collection, Iterable, Iterator
 
 import sqlite_utils
 
@@ -20,12 +21,30 @@ from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.mirror import Mirror
 from evalledger.ledger.persistence import (
-    ConflictError, Head, LedgerError, Prepared, Recorder, chain_start, seal,
+    ConflictError,
+    Head,
+    LedgerError,
+    Prepared,
+    Recorder,
+    ScanRow,
+    chain_start,
+    seal,
 )
-from evalledger.ledger.sqlite_schema import COLUMNS, INSERT, SCHEMA, TRIGGERS, connect, row_event, row_line  # noqa: F401
+from evalledger.ledger.sqlite_schema import (
+    COLUMNS,
+    INSERT,
+    SCHEMA,
+    TRIGGERS,
+    connect,
+    row_event,
+    row_line,
+)
+from evalledger.ledger.verify import Problem, VerifyReport, verify_sqlite
 
 _PAGE = 256  # rows a read fetches at once: small pages stay in the CPU cache (5,000 made reads 25% slower)
 _MAX_CACHED_STREAMS = 100_000
+# What an insert gives back: (every event of the batch, the new ones, their lines, new stream versions)
+_Inserted = tuple[list[Event], list[Event], list[bytes], dict[str, int]]
 
 
 class _StaleCache(Exception):
@@ -54,7 +73,7 @@ class SQLiteRecorder(Recorder):
             with self._write_lock():
                 self.mirror.recover(self)
 
-    def _write_lock(self):
+    def _write_lock(self) -> AbstractContextManager[None]:
         """Serialise writers of this home across threads and processes (the kernel drops it on death)."""
         return self._lock.exclusive()
 
@@ -83,7 +102,8 @@ class SQLiteRecorder(Recorder):
                     self.mirror.append(self, new[0].seq, lines, new[-1].seq, checked=level)
         return out
 
-    def _transaction(self, batch: list[Prepared], expected: dict[str, int], tracking: tuple[str, int] | None):
+    def _transaction(self, batch: list[Prepared], expected: dict[str, int],
+                     tracking: tuple[str, int] | None) -> _Inserted:
         """One BEGIN IMMEDIATE .. COMMIT holding the batch's new events (and the tracking record)."""
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
@@ -113,7 +133,7 @@ class SQLiteRecorder(Recorder):
         if self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
 
-    def _insert(self, batch: list[Prepared], expected: dict[str, int]):
+    def _insert(self, batch: list[Prepared], expected: dict[str, int]) -> _Inserted:
         """Insert the new events of a batch inside the open transaction.
 
         The head and stream versions come from a cache that is not re-read before each append
@@ -131,7 +151,7 @@ class SQLiteRecorder(Recorder):
             return result
         return self._insert_each(batch, expected)
 
-    def _insert_one(self, p: Prepared, expected: dict[str, int]):
+    def _insert_one(self, p: Prepared, expected: dict[str, int]) -> _Inserted:
         """``_insert_each`` for a batch of one: the commonest append, without the bookkeeping."""
         head = self._head or self._select_head()
         seq, prev_hash = head.seq + 1, head.hash
@@ -153,7 +173,7 @@ class SQLiteRecorder(Recorder):
                                 "nothing was appended")
         return [event], [event], [line_bytes(canonical, prev_hash, event.hash)], {p.stream: current + 1}
 
-    def _insert_all_new(self, batch: list[Prepared], expected: dict[str, int]):
+    def _insert_all_new(self, batch: list[Prepared], expected: dict[str, int]) -> _Inserted | None:
         """A batch whose events are all new, in one ``executemany``; None when some id exists."""
         if len({p.id for p in batch}) != len(batch):
             return None
@@ -162,7 +182,7 @@ class SQLiteRecorder(Recorder):
         versions: dict[str, int] = {}
         events: list[Event] = []
         lines: list[bytes] = []
-        rows: list[tuple] = []
+        rows: list[tuple[Any, ...]] = []
         for p in batch:
             current = versions.get(p.stream)
             if current is None:
@@ -196,7 +216,7 @@ class SQLiteRecorder(Recorder):
         current = self._versions.get(stream)
         return self._select_version(stream) if current is None else current
 
-    def _insert_each(self, batch: list[Prepared], expected: dict[str, int]):
+    def _insert_each(self, batch: list[Prepared], expected: dict[str, int]) -> _Inserted:
         """Insert event by event, returning the stored event for each id that exists."""
         execute = self.conn.execute
         seq, prev_hash = chain_start(self._head or self._select_head())
@@ -245,7 +265,8 @@ class SQLiteRecorder(Recorder):
         return row[0] or 0
 
     # --- reading ----------------------------------------------------------------------------------
-    def _pages(self, where: str, params: list, from_seq: int, to_seq: int | None) -> Iterator[list[tuple]]:
+    def _pages(self, where: str, params: list[Any], from_seq: int,
+               to_seq: int | None) -> Iterator[list[tuple[Any, ...]]]:
         """Pages of rows in seq order, each fetched whole so no read transaction stays open."""
         last = from_seq - 1
         bound = " AND seq <= ?" if to_seq is not None else ""
@@ -260,7 +281,8 @@ class SQLiteRecorder(Recorder):
                 return
             last = rows[-1][0]
 
-    def _rows(self, where: str, params: list, from_seq: int, to_seq: int | None) -> Iterator[tuple]:
+    def _rows(self, where: str, params: list[Any], from_seq: int,
+              to_seq: int | None) -> Iterator[tuple[Any, ...]]:
         """The rows of ``_pages`` one by one (chained in C: no Python frame per row)."""
         return chain.from_iterable(self._pages(where, params, from_seq, to_seq))
 
@@ -293,9 +315,62 @@ class SQLiteRecorder(Recorder):
         for row in self._rows("", [], from_seq, to_seq):
             yield row[0], row_line(row)
 
-    def rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[tuple]:
+    def rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[tuple[Any, ...]]:
         """Raw rows (seq, id, stream, version, type, schema, data, meta, prev_hash, hash)."""
         return self._rows("", [], from_seq, to_seq)
+
+    def scan(self, from_seq: int, to_seq: int, types: Collection[str],
+             stamped: Collection[str] = ()) -> Iterator[ScanRow]:
+        """The fold's rows straight from SQLite: only the columns a fold needs, the payload as
+        stored bytes, meta's config_hash extracted by SQLite for the ``stamped`` types.
+
+        On a read-only connection of its own, so a long fold holds neither this recorder's
+        connection nor its thread lock while a stage appends.
+        """
+        types = list(types)
+        if not types:
+            return
+        conn = connect(self.path, readonly=True)
+        try:
+            marks = ", ".join("?" * len(types))
+            stamp = (f"CASE WHEN type IN ({', '.join('?' * len(stamped))}) "
+                     "THEN json_extract(meta, '$.config_hash') END") if stamped else "NULL"
+            # "+type": filter while walking the rowid in order, not via the type index plus a sort
+            cursor = conn.execute(
+                f"SELECT type, id, stream, version, schema, CAST(data AS BLOB), {stamp} "
+                f"FROM events WHERE seq >= ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
+                (*stamped, from_seq, to_seq, *types))
+            yield from map(ScanRow._make, cursor)
+        finally:
+            conn.close()
+
+    def verify(self, expect_head: Head | None = None) -> VerifyReport:
+        """Verify the events table (and the mirror beside it) as of one snapshot taken under the
+        lock, so a concurrent writer never looks like damage."""
+        head, mirror_size = self.snapshot()
+        mirror = self.mirror
+        if mirror is None or mirror_size is None:
+            report = verify_sqlite(self.rows(1, head.seq), self.location, iter(()) if mirror else None,
+                                   mirror.path if mirror else "", expect_head)
+        else:
+            with open(mirror.path, "rb") as fh:  # iterated in C; lines past the snapshot's size are not extra
+                report = verify_sqlite(self.rows(1, head.seq), self.location, fh, mirror.path, expect_head,
+                                       mirror_size=mirror_size)
+        if mirror and mirror.problem and report.ok:
+            report.problems.append(Problem(0, mirror.path, mirror.problem))
+        missing = self.missing_triggers()
+        if missing:
+            report.warnings.append(f"{self.location}: the triggers that refuse UPDATE and DELETE are missing "
+                                   f"({', '.join(missing)}); opening the home for writing restores them")
+        return report
+
+    def own_files(self) -> list[str]:
+        """The database and the mirror (``Ledger`` adds what sits beside them, -wal, .lock...)."""
+        return [self.path] + ([self.mirror.path] if self.mirror else [])
+
+    def read_models_path(self) -> str:
+        """Read models live in the ledger's own database, beside the events (Datasette shows both)."""
+        return self.path
 
     def snapshot(self) -> tuple[Head, int | None]:
         """(head, mirror size in bytes) at one instant: no writer is between commit and mirror write."""
@@ -339,6 +414,7 @@ class SQLiteRecorder(Recorder):
         return count
 
     def tracking_position(self, name: str) -> int:
+        """The position in the ``tracking`` table (committed in the same transaction as a batch)."""
         with self._thread_lock:
             try:
                 row = self.conn.execute("SELECT position FROM tracking WHERE name = ?", (name,)).fetchone()
@@ -347,6 +423,7 @@ class SQLiteRecorder(Recorder):
         return row[0] if row else 0
 
     def set_tracking(self, name: str, position: int) -> None:
+        """Upsert a tracking row in a transaction of its own."""
         self._check_writable()
         with self._write_lock():
             self.conn.execute("INSERT INTO tracking (name, position) VALUES (?, ?) ON CONFLICT(name) "

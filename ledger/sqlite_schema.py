@@ -10,6 +10,9 @@ from urllib.parse import quote
 from evalledger.ledger.envelope import Event, canonical_bytes, line_bytes
 from evalledger.ledger.persistence import LedgerDamaged, LedgerError
 
+#: a row of ``COLUMNS``: seq, id, stream, version, type, schema, data, meta, prev_hash, hash
+Row = tuple[int, str, str, int, str, int, str, str, str, str]
+
 COLUMNS = "seq, id, stream, version, type, schema, data, meta, prev_hash, hash"
 INSERT = ("INSERT INTO events (seq, id, stream, version, type, schema, data, meta, prev_hash, hash) "
           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
@@ -42,12 +45,12 @@ TRIGGERS = ("events_refuse_update", "events_refuse_delete")
 
 
 
-def row_event(row) -> Event:
+def row_event(row: Row) -> Event:
     """An Event from a row of ``COLUMNS``."""
     return Event(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
 
 
-def row_line(row) -> bytes:
+def row_line(row: Row) -> bytes:
     """The JSONL line of a row of ``COLUMNS``, exactly as the mirror and export hold it."""
     return line_bytes(canonical_bytes(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7]),
                       row[8], row[9])

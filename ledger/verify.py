@@ -9,9 +9,9 @@ both, the mirror must equal SQLite line for line; equal lines are hashed once.
 from __future__ import annotations
 
 import hashlib
-from hashlib import sha256
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from hashlib import sha256
+from typing import Any, Iterable, Iterator
 
 from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, split_line
 from evalledger.ledger.mirror import line_seq
@@ -170,8 +170,8 @@ def _next_stop(seq: int, watch: int | None, limit: int | None) -> int | None:
 _CANONICAL = '{"data":%s,"id":"%s","meta":%s,"schema":%d,"seq":%d,"stream":"%s","type":"%s","version":%d}'
 
 
-def _fast_rows(rows: Iterator[tuple], mirror_lines: Iterator[bytes] | None, store: _Chain,
-               mirror: _Chain | None) -> tuple[tuple, bytes | None] | None:
+def _fast_rows(rows: Iterator[tuple[Any, ...]], mirror_lines: Iterator[bytes] | None, store: _Chain,
+               mirror: _Chain | None) -> tuple[tuple[Any, ...], bytes | None] | None:
     """Check SQLite rows (and the mirror's lines) while they are plainly right.
 
     Returns the first row that is not, with the mirror line read for it, for the careful path;
@@ -208,7 +208,7 @@ def _fast_rows(rows: Iterator[tuple], mirror_lines: Iterator[bytes] | None, stor
     return None
 
 
-def verify_sqlite(rows: Iterable[tuple], source: str, mirror_lines: Iterable[bytes] | None = None,
+def verify_sqlite(rows: Iterable[tuple[Any, ...]], source: str, mirror_lines: Iterable[bytes] | None = None,
                   mirror_source: str = "", expect_head: Head | None = None,
                   mirror_size: int | None = None) -> VerifyReport:
     """Verify SQLite rows and, when given, the mirror's lines alongside them.
@@ -229,13 +229,14 @@ def verify_sqlite(rows: Iterable[tuple], source: str, mirror_lines: Iterable[byt
         if store.problem is not None or (mirror is not None and mirror.problem is not None):
             break
     for row in rows:  # after the first problem, the copy still unharmed is checked carefully to its end
-        mline = next(mirror_iter, None) if mirror is not None and mirror.problem is None else None
+        mline = next(mirror_iter, None) if mirror_iter is not None and mirror is not None \
+            and mirror.problem is None else None
         if not _careful_row(row, mline, store, mirror):
             break
-    if mirror is not None and mirror.problem is None and store.problem is None:
+    if mirror_iter is not None and mirror is not None and mirror.problem is None and store.problem is None:
         extra = next(mirror_iter, None)
-        if extra is not None and mirror_size is not None:
-            extra = extra if mirror_iter.tell() - len(extra) < mirror_size else None
+        if extra is not None and mirror_size is not None:  # mirror_lines is then the open file
+            extra = extra if mirror_iter.tell() - len(extra) < mirror_size else None  # type: ignore[attr-defined]
         if extra is not None:
             store.fail(f"ends at seq {store.seq}, but the mirror {mirror_source} goes on: events were "
                        "cut off the end of the SQLite store (truncated), or lines were added to the mirror")
@@ -243,7 +244,7 @@ def verify_sqlite(rows: Iterable[tuple], source: str, mirror_lines: Iterable[byt
     return _report(store, problems, expect_head)
 
 
-def _careful_row(row: tuple, mline: bytes | None, store: _Chain, mirror: _Chain | None) -> bool:
+def _careful_row(row: tuple[Any, ...], mline: bytes | None, store: _Chain, mirror: _Chain | None) -> bool:
     """Check one row (and its mirror line) step by step; False once both copies have a problem."""
     try:
         seq, prev_hash, hash = row[0], row[8], row[9]

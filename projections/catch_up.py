@@ -10,15 +10,11 @@ commit changes nothing.
 from __future__ import annotations
 
 import gc
-import sqlite3
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator
-from urllib.parse import quote
 
 import orjson
 
-from evalledger.ledger.catalog import schema_version, upcast
 from evalledger.ledger.envelope import decode_json
 from evalledger.projections.appliers import (
     BENCHMARK_TYPES, CASE_APPLIERS, FOLDED_TYPES, RUN_TYPES, apply_benchmark_event,
@@ -47,44 +43,21 @@ CONFIG_STAMPED = ("case.judged", "claim.scored", "credit.scored", "stage.failed"
 
 def scan(led, start: int, end: int) -> Iterator[tuple]:
     """(type, id, stream, version, schema, payload, config_hash) of the folded events in (start, end],
-    in seq order. ``payload`` is the stored JSON bytes (SQLite) or the decoded dict (other stores);
-    ``_decoded`` turns either into the dict at the current schema. ``config_hash`` is read from meta
-    for the CONFIG_STAMPED types only (None otherwise).
-
-    A SQLite ledger is read on a read-only connection of its own, with only the columns the fold
-    needs (meta's config_hash extracted by SQLite); other ledgers through ``led.read``.
+    in seq order, through the ledger's raw scan (``Ledger.scan``): ``payload`` is the stored JSON
+    bytes of a payload at its current schema, or the dict the ledger already upcast; ``_decoded``
+    turns either into the dict. ``config_hash`` is read from meta for the CONFIG_STAMPED types only.
     """
-    path = getattr(led.recorder, "path", None)
-    if getattr(led.recorder, "db", None) is None or path is None:
-        for e in led.read(from_seq=start + 1, to_seq=end, types=FOLDED_TYPES):
-            config_hash = (e.meta or {}).get("config_hash") if e.type in CONFIG_STAMPED else None
-            yield e.type, e.id, e.stream, e.version, e.schema, e.data, config_hash
-        return
-    conn = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, timeout=60)
-    try:
-        marks = ", ".join("?" * len(FOLDED_TYPES))
-        stamped = ", ".join(f"'{t}'" for t in CONFIG_STAMPED)
-        yield from conn.execute(
-            "SELECT type, id, stream, version, schema, CAST(data AS BLOB), "
-            f"CASE WHEN type IN ({stamped}) THEN json_extract(meta, '$.config_hash') END "
-            # "+type": filter while walking the rowid in order, not via the type index plus a sort
-            f"FROM events WHERE seq > ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
-            (start, end, *FOLDED_TYPES))
-    finally:
-        conn.close()
+    return led.scan(start + 1, end, FOLDED_TYPES, CONFIG_STAMPED)
 
 
-_CURRENT_SCHEMA = {t: schema_version(t) for t in FOLDED_TYPES}
 # A run of 19+ digits is an integer orjson may read inexactly: such payloads take the exact decoder.
 _DIGITS_TO_9 = bytes.maketrans(b"012345678", b"999999999")
 _NINETEEN_DIGITS = b"9" * 19
 
 
 def _decoded(etype: str, schema: int, raw) -> dict:
-    """The payload at the current schema, decoded exactly (as ``Event.payload()`` would see it)."""
+    """The payload dict, decoded exactly (the ledger's scan has already upcast older schemas)."""
     data = decode_json(raw) if isinstance(raw, (bytes, str)) else raw
-    if schema != _CURRENT_SCHEMA[etype]:
-        data = upcast(etype, schema, data)
     return data if isinstance(data, dict) else {}
 
 
@@ -187,7 +160,6 @@ def _fold_all(folder: _Folder, events) -> int:
     """The hot loop: route each event to its case (inlined ``_Folder.fold`` for case events)."""
     appliers = CASE_APPLIERS
     cases = folder.cases
-    current = _CURRENT_SCHEMA
     loads, digits_to_9, nineteen = orjson.loads, _DIGITS_TO_9, _NINETEEN_DIGITS
     count = 0
     for etype, eid, stream, version, schema, raw, config_hash in events:
@@ -196,8 +168,8 @@ def _fold_all(folder: _Folder, events) -> int:
         if applier is None:
             folder.fold(etype, eid, stream, version, schema, raw, config_hash)
             continue
-        if raw.__class__ is bytes and schema == current[etype] and raw.translate(digits_to_9).find(nineteen) < 0:
-            data = loads(raw)                   # the common case, inlined: no upcast, no long integer
+        if raw.__class__ is bytes and raw.translate(digits_to_9).find(nineteen) < 0:
+            data = loads(raw)                   # the common case, inlined: no long integer
         else:
             data = _decoded(etype, schema, raw)
         case_id = data.get("case_id") if data.__class__ is dict else None

@@ -9,12 +9,14 @@ Metrics are compared leaf by leaf over the two aggregate documents.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-
+from evalledger import ledger
 from evalledger.projections.aggregate import build_aggregates
-from evalledger.projections.store import json_bytes
+from evalledger.projections.catch_up import update
 from evalledger.projections.results import case_result
+from evalledger.projections.store import ReadModelStore, json_bytes
 
 SKIPPED_METRIC_ROOTS = ("ledger_head", "configs", "judges", "config_hashes")
 # Leaves about what judging cost rather than what it found: a replay answers from the record, so
@@ -133,6 +135,44 @@ def diff_models(led_a, store_a, led_b, store_b) -> dict[str, Any]:
             "b": {"ledger_head": agg_b["ledger_head"], "config_hashes": agg_b["config_hashes"]},
             "cases_compared": len(set(cases_a) | set(cases_b)), "changed_cases": changed,
             "metric_changes": metric_changes(agg_a, agg_b)}
+
+
+class NotALedger(ValueError):
+    """A path given to ``diff_homes`` that is neither a home nor a ledger file."""
+
+
+def diff_homes(a: ledger.Ledger | str | os.PathLike, b: ledger.Ledger | str | os.PathLike) -> dict[str, Any]:
+    """Which verdicts, scores and metrics differ between two homes (or ledger files), and why.
+
+    Brings both homes' read models up to date first (a fold writes only the ``proj_*`` tables);
+    paths are opened here and closed again, Ledgers passed in stay open. Returns the document
+    ``evalledger diff --json`` prints: ``changed_cases`` (with the events only one side has) and
+    ``metric_changes``. Raises NotALedger for a path that holds no ledger.
+
+        >>> diff = diff_homes("evalledger", "replayed")
+        >>> [c["case_id"] for c in diff["changed_cases"]]
+    """
+    opened: list[ledger.Ledger] = []
+    stores: list[ReadModelStore] = []
+    try:
+        leds = []
+        for home in (a, b):
+            if isinstance(home, ledger.Ledger):
+                leds.append(home)
+                continue
+            if not ledger.is_home(home) and not str(home).endswith((".jsonl", ".db")):
+                raise NotALedger(f"{home}: no evalledger home here")
+            opened.append(ledger.open_ledger(home))
+            leds.append(opened[-1])
+        for led in leds:
+            stores.append(ReadModelStore(led))
+            update(led, stores[-1])
+        return diff_models(leds[0], stores[0], leds[1], stores[1])
+    finally:
+        for store in stores:
+            store.close()
+        for led in opened:
+            led.close()
 
 
 def format_diff(diff: dict[str, Any], label_a: str, label_b: str, max_events: int = 12) -> str:

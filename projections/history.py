@@ -107,9 +107,10 @@ def case_history(led, case_id: str) -> dict[str, Any]:
             row["judge_calls"] = [_call_row(c) for c in calls if call_backs_step(c, event)]
             row["computed"] = event.type in COMPUTED
         rows.append(row)
-    head = opened.data if opened else {}
-    return {"case_id": case_id, "benchmark": head.get("benchmark"), "model": head.get("model"),
-            "question_id": head.get("question_id"), "kind": head.get("kind"), "events": rows}
+    head = opened.payload() if opened else None
+    return {"case_id": case_id, "benchmark": head.benchmark if head else None, "model": head.model if head else None,
+            "question_id": head.question_id if head else None, "kind": head.kind if head else None,
+            "events": rows}
 
 
 def _summary(row: dict) -> str:
@@ -120,8 +121,46 @@ def _summary(row: dict) -> str:
             "claim.scored": ("claim_id", "score"), "credit.scored": ("high", "low", "credit_score", "zone"),
             "stage.failed": ("stage", "reason"), "verdict.overridden": ("verdict", "author", "reason"),
             "case.auto_failed": ("reasons",), "judge.called": ("role", "model", "attempt", "error"),
-            "case.opened": ("benchmark", "question_id", "model")}.get(row["type"], ())
+            "case.opened": ("benchmark", "question_id", "model"), "note.added": ("author",)}.get(row["type"], ())
     return " ".join(f"{k}={d.get(k)!r}" for k in keys if k in d)
+
+
+def _text(value: Any, limit: int = 240) -> str:
+    """A value from a file or a judge as one safe line: control characters escaped, cut at ``limit``."""
+    text = value if isinstance(value, str) else repr(value)
+    text = "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _details(row: dict) -> list[str]:
+    """What the one-line summary leaves out: quotes, notes, parsed values, reasoning, facts, errors."""
+    d = row["data"] if isinstance(row["data"], dict) else {}
+    kind = row["type"]
+    if kind == "note.added":
+        return [f"note by {_text(d.get('author') or 'anonymous')}: {_text(d.get('text'), 2000)}"]
+    if kind == "excerpt.extracted":
+        return [f"quote: {_text(d.get('text'))}"]
+    if kind in ("excerpt.retried", "excerpt.missing"):
+        return [f"failed quote (similarity {f.get('similarity')}): {_text(f.get('text'))}"
+                for f in d.get("failed") or [] if isinstance(f, dict)]
+    if kind == "risk.assessed":
+        return [f"risk {e.get('risk')}: {_text(e.get('text'), 120)} - {_text(e.get('justification'), 160)}"
+                for e in d.get("excerpts") or [] if isinstance(e, dict)]
+    if kind == "reasoning.generated":
+        lines = [f"reasoning {_text(k, 60)}: {_text(v)}" for k, v in sorted((d.get("reasoning") or {}).items())]
+        return lines + ([f"error: {_text(d['error'])}"] if d.get("error") else [])
+    if kind == "answer.parsed":
+        return [f"parsed {_text(k, 60)} = {_text(v)}" for k, v in sorted((d.get("values") or {}).items())]
+    if kind == "claim.scored":
+        return [f"justification: {_text(d.get('justification'))}"]
+    if kind == "facts.decomposed":
+        return [f"fact {i}: {_text(f)}" for i, f in enumerate(d.get("facts") or [], 1)]
+    if kind in ("facts.checked", "logic.checked"):
+        errors = [e for e in d.get("errors") or [] if isinstance(e, dict)]
+        return [f"{e.get('severity')} {e.get('level')}: {_text(e.get('detail'))}" for e in errors] or ["no errors"]
+    if kind == "stage.failed":
+        return [f"reason: {_text(d.get('reason'), 1000)}"]
+    return []
 
 
 def format_history(history: dict[str, Any]) -> str:
@@ -134,6 +173,7 @@ def format_history(history: dict[str, Any]) -> str:
         cause = f"seq {row['causation_seq']}" if row["causation_seq"] else (row["causation"] or "-")
         lines.append(f"{row['seq']:>7}  {row['recorded_at'] or '':<27} {row['type']:<20} "
                      f"{row['stage'] or '-':<15} {row['hash'][:12]}  {cause}  {_summary(row)}")
+        lines += [f"{'':>9}{line}" for line in _details(row)]
         for call in row.get("judge_calls", []):
             lines.append(f"{'':>9}judge seq {call['seq']}: {call['role']} {call['backend']}/{call['model']} "
                          f"attempt {call['attempt']} tokens {call['tokens']}"

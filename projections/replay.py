@@ -1,84 +1,17 @@
-"""Replay seeding: a new home whose first event names the source head, then the source's inputs.
+"""The listing a replay leaves beside its new home: every judge request the source never recorded.
 
-``seed_replay`` appends ``replay.started`` and copies the ingestion events (files, benchmarks,
-responses, cases) unchanged; the stages then re-run in the new home (the CLI drives them with the
-replay judge and the ``--set`` layer). Judge steps and their outputs are not copied: they are
-recomputed, the judge answering from the source's recorded calls. Reviewer overrides and notes
-are not copied either: they were about the source's verdicts.
-
-``unrecorded_requests`` lists, from the new ledger alone, the judge requests the new
-configuration needed that the source never recorded (each became a ``stage.failed``).
+The replay itself (seeding the new home, re-running the stages, finding what was unrecorded) is
+``evalledger.stages.replaying.replay_into``; this module only writes its findings out.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import os
 from pathlib import Path
-from typing import Any
 
-from evalledger.ledger import NewEvent
-
-COPIED_TYPES = ("file.received", "benchmark.registered", "benchmark.rejected", "responses.registered",
-                "case.opened")
-_UNRECORDED = re.compile(r"no recorded answer for role '([^']+)', case (\S+), request hash ([0-9a-f]+)")
-
-
-def seed_replay(source, target, source_label: str, overrides: dict[str, Any],
-                live: str | None) -> tuple[Any, int]:
-    """Append the origin event and copy the source's inputs into ``target``; (origin, copied count)."""
-    if target.head().seq:
-        raise ValueError("replay goes into an empty home; this one has events")
-    head = source.head()
-    [origin] = target.append(NewEvent(
-        f"replay:{head.hash[:16]}", "replay.started",
-        {"source": source_label, "source_head_seq": head.seq, "source_head_hash": head.hash,
-         "overrides": overrides, "live": live}, key="origin", meta={"stage": "replay"}))
-    copied = 0
-    batch: list[NewEvent] = []
-    for event in source.read(types=COPIED_TYPES, to_seq=head.seq):
-        batch.append(NewEvent(event.stream, event.type, event.data, key=f"replay:{event.id}",
-                              meta={"stage": "replay", "causation": origin.id, "source_event": event.id,
-                                    "source_seq": event.seq}))
-        if len(batch) >= 1000:
-            copied += len(target.append(batch))
-            batch = []
-    if batch:
-        copied += len(target.append(batch))
-    return origin, copied
-
-
-def unrecorded_requests(led) -> list[dict[str, str]]:
-    """Judge requests the replay could not answer (role, case, request hash), sorted by case then role.
-
-    A miss fails the stage (``stage.failed``) or, for a step the spec lets degrade (reasoning),
-    is kept in the step's ``error``; both carry the replay port's message, which names them.
-    """
-    found = set()
-    for event in led.read():
-        raw = event.raw_data
-        text = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray, memoryview)) else str(raw)
-        if event.type in ("judge.called", "replay.started") or "no recorded answer" not in text:
-            continue
-        for role, case_id, request_hash in _UNRECORDED.findall(text):
-            found.add((case_id.rstrip(","), role, request_hash, str((event.meta or {}).get("stage"))))
-    return [{"case_id": c, "role": r, "request_hash": h, "stage": s} for c, r, h, s in sorted(found)]
-
-
-def merge_misses(asked: list[dict], recorded: list[dict[str, str]]) -> list[dict[str, str]]:
-    """The port's own list of misses (every request asked, even those of a case whose later step
-    failed, whose outputs were then never committed) joined with what the ledger says."""
-    stages = {(m["case_id"], m["role"], m["request_hash"]): m["stage"] for m in recorded}
-    for miss in asked:
-        key = (str(miss.get("case_id")), str(miss.get("role")), str(miss.get("request_hash")))
-        stages.setdefault(key, stages.get(key, "-"))
-    return [{"case_id": c, "role": r, "request_hash": h, "stage": s} for (c, r, h), s in sorted(stages.items())]
-
-
-def live_calls(led) -> int:
-    """Judge calls a replay made live (recorded under a backend other than replay)."""
-    return sum(1 for e in led.read(types=["judge.called"]) if e.data.get("backend") != "replay")
-
+from evalledger import ledger
+from evalledger.projections import refresh
 
 UNRECORDED_FILE = "replay-unrecorded.jsonl"
 
@@ -87,7 +20,7 @@ def unrecorded_path(led) -> Path:
     """Where the full list of unrecorded requests goes: in the new home, or beside a ledger file."""
     if led.home is not None:
         return Path(led.home) / UNRECORDED_FILE
-    path = Path(led.recorder.path)
+    path = led.path
     return path.with_name(f"{path.stem}-{UNRECORDED_FILE}")
 
 
@@ -101,3 +34,16 @@ def write_unrecorded(led, missing: list[dict[str, str]]) -> Path:
     tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     tmp.replace(path)                        # never a half-written listing beside a finished replay
     return path
+
+
+def finish_replay(target: ledger.Ledger | str | os.PathLike, missing: list[dict[str, str]]) -> Path | None:
+    """After ``replay_into``: write the listing of unrecorded requests (when there are any) and the
+    new home's reports; returns the listing's path, or None."""
+    led = ledger.open_ledger(target) if isinstance(target, (str, os.PathLike)) else target
+    try:
+        listing = write_unrecorded(led, missing) if missing else None
+        refresh(led)
+        return listing
+    finally:
+        if led is not target:
+            led.close()

@@ -59,19 +59,15 @@ def dumps(value: Any) -> str:
 
 
 def store_path(led) -> str:
-    """The SQLite file holding ``led``'s read models."""
-    recorder = led.recorder
-    if getattr(recorder, "db", None) is not None:
-        return recorder.path
-    path = Path(recorder.path)
-    return str(path.with_name(path.stem + ".projections.db"))
+    """The SQLite file holding ``led``'s read models (where the ledger says they may live)."""
+    return str(led.read_models_path())
 
 
 def reports_dir(led) -> Path:
     """Where reports go: ``<home>/reports``, else ``<name>-reports`` beside a bare ledger file."""
     if led.home is not None:
         return Path(led.home) / "reports"
-    path = Path(led.recorder.path)
+    path = led.path
     return path.with_name(path.stem + "-reports")
 
 

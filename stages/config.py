@@ -18,8 +18,11 @@ event carries it in ``meta``.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
+import os
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
@@ -29,8 +32,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 # Chosen per run, never by a dropped benchmark file: the judge (paid API calls) and the search
 # tools (tavily is paid; "module:function" imports and runs code).
-RUN_ONLY_KEYS = ("judge_backend", "judge_model", "deep_judgment_search_tool", "deep_judgment_rubric_search_tool",
-                 "prices")
+RUN_ONLY_KEYS = ("judge_backend", "judge_model", "judge_response_format", "deep_judgment_search_tool",
+                 "deep_judgment_rubric_search_tool", "prices")
+
+# Upper bounds (docs/stages.md lists them): every judge call a case makes is recorded, so a
+# number a file may set must not multiply the calls or the events without limit. The per-trait
+# settings of a benchmark file (stages.formats.native) use the same bounds.
+MAX_EXCERPTS = 100
+MAX_RETRY_ATTEMPTS = 20
+MAX_AUDIT_COUNT = 100
 
 
 class StrictModel(BaseModel):
@@ -44,9 +54,9 @@ class DeepJudgmentTraitConfig(StrictModel):
 
     enabled: bool = True
     excerpt_enabled: bool = True
-    max_excerpts: int | None = Field(default=None, ge=1)
+    max_excerpts: int | None = Field(default=None, ge=1, le=MAX_EXCERPTS)
     fuzzy_match_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
-    excerpt_retry_attempts: int | None = Field(default=None, ge=0)
+    excerpt_retry_attempts: int | None = Field(default=None, ge=0, le=MAX_RETRY_ATTEMPTS)
     search_enabled: bool = False
 
 
@@ -69,11 +79,11 @@ class AuditStrategy(StrictModel):
     <= ``zone_mid_max`` MID, else GOOD.
     """
 
-    max_facts: int = Field(default=5, ge=1)
-    numeric_deviation_threshold: float = Field(default=0.10, ge=0.0)
-    max_errors_per_phase: int = Field(default=3, ge=1)
-    high_severe_min: int = Field(default=3, ge=1)
-    low_boundary_min: int = Field(default=2, ge=1)
+    max_facts: int = Field(default=5, ge=1, le=MAX_AUDIT_COUNT)
+    numeric_deviation_threshold: float = Field(default=0.10, ge=0.0, le=10.0)
+    max_errors_per_phase: int = Field(default=3, ge=1, le=MAX_AUDIT_COUNT)
+    high_severe_min: int = Field(default=3, ge=1, le=MAX_AUDIT_COUNT)
+    low_boundary_min: int = Field(default=2, ge=1, le=MAX_AUDIT_COUNT)
     zone_bad_max: int = Field(default=2, ge=1, le=5)
     zone_mid_max: int = Field(default=3, ge=1, le=5)
 
@@ -109,9 +119,9 @@ class VerificationConfig(StrictModel):
 
     # Template deep judgment (deep-judgment-templates.md)
     deep_judgment_enabled: bool = False
-    deep_judgment_max_excerpts_per_attribute: int = Field(default=3, ge=1)
+    deep_judgment_max_excerpts_per_attribute: int = Field(default=3, ge=1, le=MAX_EXCERPTS)
     deep_judgment_fuzzy_match_threshold: float = Field(default=0.80, ge=0.0, le=1.0)
-    deep_judgment_excerpt_retry_attempts: int = Field(default=2, ge=0)
+    deep_judgment_excerpt_retry_attempts: int = Field(default=2, ge=0, le=MAX_RETRY_ATTEMPTS)
     deep_judgment_search_enabled: bool = False
     # DESIGN.md: the embedded default search port is the local FTS5 index, not Tavily.
     # "local", "tavily" or a callable as "module:function" (the spec's custom search tool).
@@ -120,9 +130,9 @@ class VerificationConfig(StrictModel):
     # Rubric deep judgment (deep-judgment-rubrics.md)
     deep_judgment_rubric_mode: Literal["disabled", "enable_all", "use_checkpoint", "custom"] = "disabled"
     deep_judgment_rubric_global_excerpts: bool = True
-    deep_judgment_rubric_max_excerpts_default: int = Field(default=7, ge=1)
+    deep_judgment_rubric_max_excerpts_default: int = Field(default=7, ge=1, le=MAX_EXCERPTS)
     deep_judgment_rubric_fuzzy_match_threshold_default: float = Field(default=0.80, ge=0.0, le=1.0)
-    deep_judgment_rubric_excerpt_retry_attempts_default: int = Field(default=2, ge=0)
+    deep_judgment_rubric_excerpt_retry_attempts_default: int = Field(default=2, ge=0, le=MAX_RETRY_ATTEMPTS)
     deep_judgment_rubric_search_enabled: bool = False
     deep_judgment_rubric_search_tool: str = "local"
     deep_judgment_rubric_config: RubricDeepJudgmentConfig | None = None
@@ -134,6 +144,9 @@ class VerificationConfig(StrictModel):
     # Judge (run-level only, see RUN_ONLY_KEYS)
     judge_backend: Literal["offline", "openai", "replay"] = "offline"
     judge_model: str | None = None
+    # How the openai judge sends the reply schema: json_schema (strict), json_object (with the
+    # schema, llama-cpp-python's server) or prompt (docs/judge.md, "Response formats").
+    judge_response_format: Literal["json_schema", "json_object", "prompt"] = "json_schema"
 
     # Reconstruction and audit
     claim_bands: ClaimScoreBands = Field(default_factory=ClaimScoreBands)
@@ -182,13 +195,32 @@ class ConfigError(ValueError):
         super().__init__("; ".join(f"{e['where']}: {e['reason']}" for e in errors))
 
 
+def known_keys(loc: tuple) -> list[str]:
+    """The keys allowed beside the last element of ``loc`` (a pydantic error location)."""
+    model: Any = VerificationConfig
+    for part in loc[:-1]:
+        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        annotation = getattr(field, "annotation", None)
+        inner = [a for a in getattr(annotation, "__args__", ()) if hasattr(a, "model_fields")]
+        model = annotation if hasattr(annotation, "model_fields") else (inner[0] if inner else None)
+        if model is None:
+            return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _unknown_key(loc: tuple) -> str:
+    """The unknown-key reason, with the closest known key when there is one."""
+    close = difflib.get_close_matches(str(loc[-1]), known_keys(loc), n=1, cutoff=0.6) if loc else []
+    return UNKNOWN_KEY + (f"; did you mean {close[0]!r}?" if close else "")
+
+
 def _validation_errors(exc: ValidationError, where: str, sep: str = ".") -> list[dict[str, str]]:
     """Pydantic errors as ``{where, reason}`` with the dotted key path after ``where`` and ``sep``."""
     out = []
     for err in exc.errors():
         path = ".".join(str(p) for p in err["loc"] if p != "global_")
         # pydantic's "Extra inputs are not permitted" does not tell a user it means a misspelt key
-        reason = UNKNOWN_KEY if err["type"] == "extra_forbidden" else err["msg"]
+        reason = _unknown_key(err["loc"]) if err["type"] == "extra_forbidden" else err["msg"]
         out.append({"where": f"{where}{sep}{path}" if path else where, "reason": reason})
     return out
 
@@ -240,20 +272,53 @@ def effective_config(benchmark: Mapping[str, Any] | None = None,
         raise ConfigError(_validation_errors(exc, where, sep)) from None
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a config is a few hundred bytes; more is a mistake (or /dev/zero)
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a ``--config`` file: TOML (``.toml``) or JSON (anything else), a table of config keys."""
+    """Read a ``--config`` file: TOML (``.toml``) or JSON (anything else), a table of config keys.
+
+    Only a regular file of at most ``MAX_CONFIG_BYTES`` is read (``/dev/zero`` or a FIFO would be
+    read forever). JSON goes through the benchmark files' decoder, so a repeated key (or NaN, or
+    an integer beyond 64 bits) is refused with its path; TOML refuses repeated keys itself.
+    """
     path = Path(path)
-    try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError([{"where": str(path), "reason": f"cannot read: {exc.strerror}"}]) from None
-    try:
-        data = tomllib.loads(text.decode("utf-8")) if path.suffix == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError) as exc:
-        raise ConfigError([{"where": str(path), "reason": f"not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}"}]) from None
+    raw = _read_config_bytes(path)
+    if path.suffix == ".toml":
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError([{"where": str(path), "reason": f"not valid TOML: {exc}"}]) from None
+    else:
+        # the benchmark files' decoder: duplicate keys, NaN and oversized numbers are named with their path
+        from evalledger.stages.formats import FileRejected
+        from evalledger.stages.formats.decode import decode_text, loads
+        try:
+            data = loads(decode_text(raw))
+        except FileRejected as exc:
+            raise ConfigError([{"where": f"{path}: {p.where}", "reason": p.reason} for p in exc.problems]) from None
     if not isinstance(data, dict):
         raise ConfigError([{"where": str(path), "reason": "a config file holds a table/object of keys"}])
     return data
+
+
+def _read_config_bytes(path: Path) -> bytes:
+    """The bytes of a regular config file of at most MAX_CONFIG_BYTES; ConfigError otherwise."""
+    try:
+        # O_NONBLOCK: opening a FIFO for reading must not wait for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ConfigError([{"where": str(path), "reason": f"cannot read: {exc.strerror}"}]) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ConfigError([{"where": str(path), "reason": "not a regular file (a device, FIFO or folder "
+                            "cannot be a config file)"}])
+    with os.fdopen(fd, "rb") as handle:
+        text = handle.read(MAX_CONFIG_BYTES + 1)
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError([{"where": str(path), "reason": f"larger than {MAX_CONFIG_BYTES} bytes; "
+                            "a config file lists a few keys"}])
+    return text
 
 
 def parse_set(items: list[str] | None) -> dict[str, Any]:
@@ -267,10 +332,7 @@ def parse_set(items: list[str] | None) -> dict[str, Any]:
         key = key.strip()
         if not sep or not key:
             raise ConfigError([{"where": f"--set {item}", "reason": "expected key=value"}])
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = raw
+        value = _set_value(raw, item)
         target = out
         *parents, leaf = key.split(".")
         for part in parents:
@@ -279,6 +341,22 @@ def parse_set(items: list[str] | None) -> dict[str, Any]:
                 raise ConfigError([{"where": f"--set {item}", "reason": f"{part} is not a table"}])
         target[leaf] = value
     return out
+
+
+def _set_value(raw: str, item: str) -> Any:
+    """The value of one ``--set``: JSON when it parses (refused when it repeats a key or holds NaN,
+    as a config file would be), else the text itself."""
+    from evalledger.stages.formats import FileRejected
+    from evalledger.stages.formats.decode import loads
+    try:
+        json.loads(raw)
+    except ValueError:
+        return raw
+    try:
+        return loads(raw)
+    except FileRejected as exc:
+        raise ConfigError([{"where": f"--set {item}", "reason": f"{p.where}: {p.reason}"}
+                           for p in exc.problems]) from None
 
 
 def run_layer(config_file: str | Path | None = None, sets: list[str] | None = None) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from evalledger.ledger import Event, NewEvent
 from evalledger.stages.audit import judge_audit
 from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
 from evalledger.stages.config import VerificationConfig, effective_config
+from evalledger.stages.judge import JudgeCallFailed, UnrecordedRequest
 from evalledger.stages.judge.budget import Budget, BudgetExhausted
 from evalledger.stages.reconstruction import judge_reconstruction
 from evalledger.stages.template import judge_template
@@ -94,9 +95,10 @@ class RunSettings(BaseModel):
         from evalledger.stages.judge import JudgeSettings, Price
         run_config = self.run_config()
         prices = {name: Price(**price.model_dump()) for name, price in run_config.prices.items()}
+        options = {"response_format": run_config.judge_response_format, **self.judge_options}
         return JudgeSettings(backend=self.judge_backend or run_config.judge_backend,
                              model=self.judge_model or run_config.judge_model,
-                             no_cache=self.no_cache, prices=prices, **self.judge_options)
+                             no_cache=self.no_cache, prices=prices, **options)
 
     def check_judge(self) -> None:
         """Raise now (JudgeError, ValueError) when the judge cannot be set up: no model, no key.
@@ -349,7 +351,7 @@ class _Run:
         self.summary.cases += 1
         config_hash = self.run_config.hash()
         try:
-            config = effective_config(opened.data.get("config"), self.settings.config_layer)
+            config = effective_config(opened.payload().config, self.settings.config_layer)
             config_hash = config.hash()
             self.configs[config_hash] = config.to_json()
             work = CaseWork(opened, stage.name, config, config_hash, self.id, self.judge_of(opened),
@@ -371,7 +373,7 @@ class _Run:
             case_id = opened.data.get("case_id")
             self.led.append(NewEvent(f"case:{case_id}", "stage.failed",
                                      {"case_id": case_id, "stage": stage.name, "reason": reason,
-                                      "failure": failures + 1},
+                                      "failure": failures + 1, **judge_cause(exc)},
                                      key=f"{stage.name}:{case_id}:failed:{failures + 1}",
                                      meta={"run": self.id, "causation": opened.id, "stage": stage.name,
                                            "stage_version": STAGE_VERSIONS[stage.name],
@@ -413,13 +415,21 @@ def _configs_of(pending: _Pending, layer: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def judge_cause(exc: BaseException) -> dict[str, Any]:
+    """The ``stage.failed`` fields naming the judge call that failed a case (none for other errors)."""
+    if isinstance(exc, (JudgeCallFailed, UnrecordedRequest)):
+        return {"role": exc.role, "request_hash": exc.request_hash,
+                "unrecorded": isinstance(exc, UnrecordedRequest)}
+    return {}
+
+
 _LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
 
 
 def _process_lock(led) -> threading.Lock:
     """This process's lock for one ledger (by its home, else its store's location)."""
-    name = str(getattr(led, "home", None) or getattr(led.recorder, "location", id(led)))
+    name = led.label
     with _LOCKS_GUARD:
         return _LOCKS.setdefault(name, threading.Lock())
 

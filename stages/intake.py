@@ -22,8 +22,14 @@ from typing import Iterator
 from evalledger.ledger import Event, Ledger, NewEvent, event_id
 from evalledger.stages import intake_events as ev
 from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
+from evalledger.stages.printable import escape_unprintable, shown_name
 
 DEFAULT_MAX_BYTES = 50 * 2**20
+# Per response, in characters. Deep judgment sends the response in several judge requests and
+# each is recorded, so one huge response multiplies into the ledger (two 1 MB responses made a
+# 171 MB home); 200,000 characters is far beyond a usual answer. The formats allow 1,000,000.
+DEFAULT_MAX_RESPONSE_CHARS = 200_000
+MAX_RESPONSE_CHARS_LIMIT = 1_000_000
 
 
 @dataclass
@@ -48,22 +54,26 @@ class IngestResult:
 
     def line(self) -> str:
         """One line for the command line: status, file, and what it became."""
-        parts = [f"{self.status:<8} {self.file}"]
+        parts = [f"{self.status:<8} {shown_name(self.file)}"]
         if self.format:
             parts.append(self.format)
         if self.benchmark_name or self.benchmark:
-            parts.append(f"benchmark {self.benchmark_name or ''} ({self.benchmark or 'not registered yet'})")
+            parts.append(f"benchmark {escape_unprintable(self.benchmark_name or '')} "
+                         f"({self.benchmark or 'not registered yet'})")
         if self.status in ("accepted", "known"):
             parts.append(f"{_count(self.cases_opened, 'new case')}")
         if self.errors:
             parts.append(_count(len(self.errors), "error"))
-        return "  ".join(parts + self.notes)
+        return "  ".join(parts + [escape_unprintable(note) for note in self.notes])
 
     def error_lines(self) -> list[str]:
         """``file: where: reason`` for every error (what the .error.txt holds), then every
-        untranslated part of an accepted Karenina checkpoint."""
-        return ([f"{self.file}: {e['where']}: {e['reason']}" for e in self.errors]
-                + [f"{self.file}: not translated: {e['where']}: {e['reason']}" for e in self.untranslated])
+        untranslated part of an accepted Karenina checkpoint. Names, places and reasons are
+        escaped (``stages.printable``): a newline in a file name cannot forge a line."""
+        name = shown_name(self.file)
+        return ([f"{name}: {escape_unprintable(e['where'])}: {escape_unprintable(e['reason'])}" for e in self.errors]
+                + [f"{name}: not translated: {escape_unprintable(e['where'])}: {escape_unprintable(e['reason'])}"
+                   for e in self.untranslated])
 
 
 def _count(n: int, noun: str) -> str:
@@ -83,7 +93,8 @@ def sha256_of(path: Path) -> tuple[str, int]:
 
 
 def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = False,
-                max_bytes: int = DEFAULT_MAX_BYTES) -> IngestResult:
+                max_bytes: int = DEFAULT_MAX_BYTES,
+                max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS) -> IngestResult:
     """Ingest one file; from the inbox it then moves to processed/ or rejected/."""
     path = Path(path)
     name = recorded_name(path)
@@ -92,7 +103,7 @@ def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = Fals
         problems = [Problem("$", f"the file is {size} bytes, over the limit of {max_bytes} bytes")]
         result = _reject(led, name, sha, size, problems)
     else:
-        result = ingest_bytes(led, path.read_bytes(), name, sha=sha)
+        result = ingest_bytes(led, path.read_bytes(), name, sha=sha, max_response_chars=max_response_chars)
     if led.home is not None:
         result.moved_to = _file_away(led.home, path, result, from_inbox)
     return result
@@ -104,8 +115,10 @@ def recorded_name(path: Path) -> str:
     return os.fsencode(path.name).decode("utf-8", "replace")
 
 
-def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None) -> IngestResult:
-    """Ingest one file's bytes under the file name ``name`` (no file is moved)."""
+def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None,
+                 max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS) -> IngestResult:
+    """Ingest one file's bytes under the file name ``name`` (no file is moved); a response longer
+    than ``max_response_chars`` rejects the file."""
     sha = sha or hashlib.sha256(raw).hexdigest()
     known = led.get(event_id(f"file:{sha}", "file.received", sha))
     if known is not None:
@@ -115,10 +128,36 @@ def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None) 
             parsed = parse(raw, name)
         except FileRejected as exc:
             return _reject(led, name, sha, len(raw), exc.problems)
+        oversized = response_size_problems(parsed.responses, max_response_chars)
+        if oversized:
+            return _reject(led, name, sha, len(raw), oversized)
         result = _accept(led, parsed, name, sha, len(raw))
     if result.ok:
         resolve_pending(led)
     return result
+
+
+def response_size_problems(responses: list[ParsedResponse], max_chars: int) -> list[Problem]:
+    """A problem for every response longer than ``max_chars`` characters (a reconstruction
+    response counts the characters of all its texts)."""
+    problems = []
+    for response in responses:
+        size = _characters(response.response)
+        if size > max_chars:
+            problems.append(Problem(response.where, f"the response is {size} characters, over the limit of "
+                                                    f"{max_chars} per response (--max-response-chars)"))
+    return problems
+
+
+def _characters(value: object) -> int:
+    """The characters of every string in a response (text, or reconstruction answers)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_characters(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_characters(v) for v in value)
+    return 0
 
 
 def _known(led: Ledger, event: Event) -> IngestResult:
@@ -190,12 +229,13 @@ def _resolution_notes(waiting: list[Event], resolutions: list[list[NewEvent]]) -
     """What the benchmark's line says about the pending files it resolved: taken in, or rejected
     now (a rejection would otherwise show only in ``status``, the benchmark itself being fine)."""
     taken = [held.data["file"] for held, events in zip(waiting, resolutions) if not events[0].data.get("rejected")]
-    notes = [f"(including the responses of {_count(len(taken), 'pending file')}: {', '.join(taken)})"] if taken else []
+    notes = [f"(including the responses of {_count(len(taken), 'pending file')}: "
+             f"{', '.join(map(shown_name, taken))})"] if taken else []
     for held, events in zip(waiting, resolutions):
         errors = events[0].data.get("errors") or []
         if events[0].data.get("rejected") and errors:
             first = errors[0]
-            notes.append(f"(pending file {held.data['file']} rejected: {_count(len(errors), 'error')}, "
+            notes.append(f"(pending file {shown_name(held.data['file'])} rejected: {_count(len(errors), 'error')}, "
                          f"first {first['where']}: {first['reason']})")
     return notes
 
@@ -308,7 +348,7 @@ def _move_rejected(home: Path, path: Path, result: IngestResult) -> Path:
         dest = folder / f"{path.stem}.{result.sha256[:12]}{path.suffix}"
     # The error note goes first (written whole, then renamed): a kill between the two steps leaves
     # the file in the inbox with its note already in rejected/, never a rejected file without one.
-    header = f"{result.file}: rejected (sha256 {result.sha256})"
+    header = f"{shown_name(result.file)}: rejected (sha256 {result.sha256})"
     note = Path(f"{dest}.error.txt")
     partial = note.with_name(f".{note.name}.part")
     partial.write_text("\n".join([header, *result.error_lines()]) + "\n", encoding="utf-8")

@@ -36,9 +36,9 @@ def judge_settings_for(model: NamedModel, run_config: VerificationConfig, no_cac
     """The openai JudgeSettings of a named model (its key's variable name, never the key)."""
     from evalledger.stages.judge import JudgeSettings, Price
     prices = {name: Price(**price.model_dump()) for name, price in run_config.prices.items()}
+    options = {"response_format": run_config.judge_response_format, **model.parameters}
     return JudgeSettings(backend="openai", model=model.model, base_url=model.base_url,
-                         api_key_env=model.api_key_env, prices=prices, no_cache=no_cache,
-                         **model.parameters)
+                         api_key_env=model.api_key_env, prices=prices, no_cache=no_cache, **options)
 
 
 def profile_case_id(origin_case: str, profile: Profile) -> str:

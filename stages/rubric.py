@@ -5,7 +5,9 @@
   extraction with fuzzy validation and retries, optional search risk, reasoning, then the score
   from the reasoning and excerpts; without excerpts, reasoning then score. A deep trait without a
   valid excerpt after its retries gets ``trait.auto_failed`` and no score.
-- Regex traits (``kind: regex``): ``re.search`` on the response, ``invert`` flips it; no judge.
+- Regex traits (``kind: regex``): ``re.search`` semantics on the response, ``invert`` flips it; no
+  judge. The search has a time limit (``primitives.patterns``): out of time, the trait scores
+  false whatever ``invert`` says, and its event says why (``error``).
 - Metric traits (``kind: metric``): the judge answers, per instruction, whether the response
   satisfies it (boolean ``score_trait`` calls); precision, recall, specificity, accuracy and F1
   are computed here from the counts, never asked of the judge.
@@ -16,13 +18,13 @@ plus the excerpt and risk events of deep traits.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from evalledger.stages.casework import CaseWork
 from evalledger.stages.excerpts import extract_excerpts
 from evalledger.stages.judge import UnrecordedRequest
 from evalledger.stages.judge.roles import AttributeSpec, ReasonRequest, ScoreTraitRequest, TraitSpec
+from evalledger.stages.primitives.patterns import PatternTimeout, compile_benchmark_pattern, search
 from evalledger.stages.risk import assess_risk
 from evalledger.stages.rubric_modes import TraitPlan, resolve_trait
 
@@ -67,11 +69,17 @@ def _scored(work: CaseWork, trait: dict[str, Any], mode: str, score: Any, **extr
 
 
 def _regex_trait(work: CaseWork, trait: dict[str, Any]) -> None:
-    """A regex trait: found (or, with ``invert``, not found) in the response; deterministic."""
-    flags = 0 if trait.get("case_sensitive", True) else re.IGNORECASE
-    found = re.search(trait["pattern"], str(work.response), flags) is not None
-    score = (not found) if trait.get("invert") else found
-    _scored(work, trait, "standard", score, pattern=trait["pattern"], invert=bool(trait.get("invert")),
+    """A regex trait: found (or, with ``invert``, not found) in the response; a pattern that runs
+    out of time is a failed trait with the reason recorded, never a hang."""
+    flags = () if trait.get("case_sensitive", True) else ("IGNORECASE",)
+    invert = bool(trait.get("invert"))
+    try:
+        found = search(compile_benchmark_pattern(trait["pattern"], flags), str(work.response))
+    except PatternTimeout as timeout:
+        _scored(work, trait, "standard", False, pattern=trait["pattern"], invert=invert, matched=None,
+                error=str(timeout))
+        return
+    _scored(work, trait, "standard", (not found) if invert else found, pattern=trait["pattern"], invert=invert,
             matched=found)
 
 

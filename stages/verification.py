@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evalledger.stages.primitives import Primitive, PrimitiveSpecError, from_spec
-from evalledger.stages.primitives.base import ParsedPrimitive, TracePrimitive
+from evalledger.stages.primitives.base import CheckError, ParsedPrimitive, TracePrimitive
 
 STRATEGIES = ("all_of", "any_of", "at_least_n")
 Strategy = Literal["all_of", "any_of", "at_least_n"]
@@ -180,7 +180,11 @@ def verify_field(spec: FieldSpec, extracted: Any, raw_response: str | None, *,
     """The result for one field given its extracted value and the raw response."""
     primitive_spec = spec.primitive.to_spec(with_defaults=True)
     if isinstance(spec.primitive, TracePrimitive):
-        shown = spec.primitive.check_trace(raw_response or "")
+        try:
+            shown = spec.primitive.check_trace(raw_response or "")
+        except CheckError as error:  # e.g. a pattern out of time: failed whatever the ground truth
+            return FieldResult(spec.name, primitive_spec, None, bool(spec.ground_truth), False, spec.weight,
+                               str(error))
         expected = bool(spec.ground_truth)
         passed = shown == expected
         reason = None if passed else (

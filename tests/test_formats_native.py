@@ -76,7 +76,8 @@ def test_literal_fields_need_values_and_a_ground_truth_among_them():
 
 def test_unknown_config_keys_are_rejected_and_known_ones_type_checked():
     found = reasons(benchmark(config={"deep_judgment_enabld": True, "deep_judgment_fuzzy_match_threshold": 1.5}))
-    assert "unknown VerificationConfig field" in found["$.config.deep_judgment_enabld"]
+    assert "not a VerificationConfig field; docs/stages.md lists them); did you mean 'deep_judgment_enabled'?" \
+        in found["$.config.deep_judgment_enabld"]
     assert "$.config.deep_judgment_fuzzy_match_threshold" in found
 
 

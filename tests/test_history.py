@@ -91,3 +91,31 @@ def test_override_needs_a_known_case_and_a_reason(judged_home, capsys):
                  "--reason", "  ", "--author", "a"]) == 2
     with pytest.raises(SystemExit):
         main(["--home", str(judged_home), "override", case_id, "--verdict", "maybe", "--reason", "r", "--author", "a"])
+
+
+def test_the_text_view_shows_notes_parsed_values_quotes_facts_and_errors(tmp_path, run_cli):
+    """What only --json showed: note texts, parsed values, quotes, audit facts and errors."""
+    from pathlib import Path
+    samples = Path(__file__).resolve().parents[1] / "benchmarks" / "samples"
+    home = tmp_path / "h"
+    run_cli("init", home=home)
+    run_cli("ingest", samples / "pharmacology.benchmark.json", home=home)
+    run_cli("ingest", samples / "verifyfast-cases.audit.jsonl", home=home)
+    assert run_cli("run", "--set", "deep_judgment_enabled=true", home=home).returncode == 0
+    with ledger.open_ledger(home, readonly=True) as led:
+        template = next(e.data["case_id"] for e in led.read(types=["answer.parsed"]))
+        parsed = next(e.data["values"] for e in led.read(types=["answer.parsed"]) if e.data["case_id"] == template)
+        quote = next(e.data["text"] for e in led.read(types=["excerpt.extracted"]) if e.data["case_id"] == template)
+        audit = next(e for e in led.read(types=["facts.decomposed"]) if e.data["facts"])
+        flagged = next(e for e in led.read(types=["facts.checked", "logic.checked"]) if e.data["errors"])
+    run_cli("note", template[:12], "parse\nlooks \x1b[31mwrong", "--author", "ana", home=home)
+    text = run_cli("history", template, home=home).stdout
+    assert "note by ana: parse\\nlooks \\x1b[31mwrong" in text  # rendered as text, escapes and all
+    for name, value in parsed.items():
+        assert f"parsed {name} = " in text
+    assert f"quote: {quote[:60]}" in text
+    audit_text = run_cli("history", audit.data["case_id"], home=home).stdout
+    assert f"fact 1: {audit.data['facts'][0][:60]}" in audit_text
+    flagged_text = run_cli("history", flagged.data["case_id"], home=home).stdout
+    error = flagged.data["errors"][0]
+    assert f"{error['severity']} {error['level']}: {error['detail'][:60]}" in flagged_text

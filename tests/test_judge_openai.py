@@ -15,7 +15,10 @@ import pytest
 
 from evalledger import ledger
 from evalledger.stages.judge import JudgeCallFailed, JudgeError, JudgeSettings, make_judge
-from evalledger.testing.stand_in import Drop, Reply, Slow, StandIn, Status
+from evalledger.stages.judge.registry import role
+from evalledger.testing.stand_in import (
+    Drop, Reply, Slow, StandIn, Status, format_mode, requested_schema, schema_instance_reply,
+)
 
 SECRET = "sk-evalledger-test-5f1c0ffee-DO-NOT-STORE"
 SAMPLES_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "samples"
@@ -89,8 +92,59 @@ def test_request_carries_the_role_schema_as_response_format(home):
     body = run_with_server(home, scenario)
     fmt = body["response_format"]
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"] == "score_trait"
-    assert "score" in fmt["json_schema"]["schema"]["properties"]
+    assert fmt["json_schema"]["strict"] is True
+    assert fmt["json_schema"]["schema"]["properties"]["score"] == {"type": "integer", "minimum": 1, "maximum": 5}
     assert body["model"] == "stand-in-1" and body["temperature"] == 0.0
+
+
+@pytest.mark.parametrize("mode", ["json_object", "prompt"])
+def test_the_configured_response_format_mode_is_sent_and_recorded(home, mode):
+    async def scenario(judge, server):
+        reply = await judge.call("score_trait", TRAIT, case_id="c1")
+        return reply, server.requests[0]["body"]
+
+    reply, body = run_with_server(home, scenario, StandIn(reply_fn=lambda body: {"score": 5, "reasoning": None}),
+                                  response_format=mode)
+    assert reply.score == 5
+    schema = role("score_trait").reply_schema(role("score_trait").request.model_validate(TRAIT))
+    if mode == "json_object":
+        assert body["response_format"] == {"type": "json_object", "schema": schema}
+    else:
+        assert "response_format" not in body and requested_schema(body) == schema
+    [call] = calls(home)
+    assert call["request"]["response_format"] == mode and call["error"] is None
+
+
+def test_a_500_naming_json_schema_moves_to_json_object_for_the_rest_of_the_run(home):
+    """llama-cpp-python's server answers json_schema with HTTP 500; its json_object takes a schema."""
+    async def scenario(judge, server):
+        first = await judge.call("score_trait", TRAIT, case_id="c1")
+        second = await judge.call("score_trait", {**TRAIT, "response": "105"}, case_id="c2")
+        return first, second, [format_mode(r["body"]) for r in server.requests]
+
+    server = StandIn(refuse_formats={"json_schema": 500}, reply_fn=schema_instance_reply(3))
+    first, second, modes = run_with_server(home, scenario, server)
+    assert 1 <= first.score <= 5 and 1 <= second.score <= 5
+    assert modes == ["json_schema", "json_object", "json_object"]
+    recorded = calls(home)
+    assert recorded[0]["http_status"] == 500 and "asking again in mode json_object" in recorded[0]["error"]
+
+
+def test_refused_calls_in_flight_at_the_switch_are_asked_again(home):
+    """Eight calls go out in json_schema together; every refusal lands after the first switched."""
+    async def scenario(judge, server):
+        requests = [{**TRAIT, "response": f"answer {i}"} for i in range(8)]
+        return await asyncio.gather(*(judge.call("score_trait", r, case_id=f"c{i}")
+                                      for i, r in enumerate(requests)))
+
+    server = StandIn(delay=0.1, refuse_formats={"json_schema": 400}, reply_fn=schema_instance_reply(5))
+    replies = run_with_server(home, scenario, server, concurrency=8)
+    assert len(replies) == 8 and all(1 <= r.score <= 5 for r in replies)
+    modes = [format_mode(r["body"]) for r in server.requests]
+    assert modes.count("json_schema") == 8 and modes.count("json_object") == 8
+    recorded = calls(home)
+    assert sum(c["error"] is None for c in recorded) == 8
+    assert all("refused response_format json_schema" in c["error"] for c in recorded if c["error"])
 
 
 def test_fenced_json_after_prose_is_parsed(home):
@@ -201,10 +255,13 @@ def test_a_server_refusing_response_format_gets_the_schema_in_the_prompt(home):
 
     first, second, requests = run_with_server(home, scenario, StandIn(reject_response_format=True))
     assert (first.score, second.score) == (4, 2)
-    assert len(requests) == 3  # one refusal, then the schema rides in the prompt for every call
-    assert "response_format" in requests[0]["body"] and "response_format" not in requests[1]["body"]
-    assert "JSON schema" in requests[1]["body"]["messages"][0]["content"]
-    assert "refused response_format" in calls(home)[0]["error"]
+    # json_schema refused, json_object refused, then the schema rides in the prompt for every call
+    assert [format_mode(r["body"]) for r in requests] == ["json_schema", "json_object", "prompt", "prompt"]
+    assert "JSON schema" in requests[2]["body"]["messages"][0]["content"]
+    recorded = calls(home)
+    assert "refused response_format json_schema" in recorded[0]["error"]
+    assert "refused response_format json_object" in recorded[1]["error"]
+    assert [c["request"]["response_format"] for c in recorded] == ["json_schema", "json_object", "prompt", "prompt"]
 
 
 def test_concurrency_is_limited_and_no_call_hangs(home):

@@ -153,7 +153,8 @@ def test_an_old_schema_version_is_upcast_when_read(led):
         return {**data, "first": first, "last": last}
 
     [stored] = led.read(types="test.renamed")
-    assert stored.schema == 1 and stored.data == {"name": "Ada Lovelace"}  # stored bytes untouched
+    assert stored.schema == 1 and stored.stored_data == {"name": "Ada Lovelace"}  # stored bytes untouched
+    assert stored.data == {"first": "Ada", "last": "Lovelace"}  # every reader sees the current schema
     assert stored.payload() == RenamedV1(first="Ada", last="Lovelace")
     [new] = led.append(NewEvent("test:u", "test.renamed", {"first": "Grace", "last": "Hopper"}))
     assert new.schema == 2 and new.payload().last == "Hopper"

@@ -14,9 +14,9 @@ def test_init_note_log_verify_as_subprocesses(tmp_path, run_cli):
     home = tmp_path / "home"
     assert run_cli("init", home=home).returncode == 0
     assert all((home / name).is_dir() for name in ("inbox", "processed", "rejected", "reports"))
-    first = run_cli("note", "case:q1", "looks odd", "--author", "ana", home=home)
+    first = run_cli("note", "--new-stream", "case:q1", "looks odd", "--author", "ana", home=home)
     assert first.returncode == 0 and first.stdout.startswith("seq 1 note.added case:q1 ")
-    run_cli("note", "benchmark:b1", "second", home=home)
+    run_cli("note", "--new-stream", "benchmark:b1", "second", home=home)
     log = run_cli("log", home=home)
     assert log.returncode == 0
     assert [line.split()[0] for line in log.stdout.splitlines()] == ["1", "2"]
@@ -48,7 +48,7 @@ def test_home_from_the_environment_and_the_default(tmp_path, run_cli):
 
 
 def test_commands_refuse_a_missing_home(tmp_path, run_cli):
-    for args in (["note", "case:a", "x"], ["log"], ["verify"], ["export"]):
+    for args in (["note", "--new-stream", "case:a", "x"], ["log"], ["verify"], ["export"]):
         result = run_cli(*args, home=tmp_path / "nowhere")
         assert result.returncode == 2 and "no evalledger home" in result.stderr, args
     assert not (tmp_path / "nowhere").exists()

@@ -109,7 +109,7 @@ def test_sqlite_truncation_shows_as_the_mirror_being_ahead(home, run_cli):
     result = run_cli("verify", home=home)
     assert_fails(result, 5, STORE, "ends at seq 4, but the mirror .*events.jsonl goes on.*truncated")
     # A writing command refuses to go on rather than rewrite the mirror.
-    note = run_cli("note", "case:a", "more", home=home)
+    note = run_cli("note", "--new-stream", "case:a", "more", home=home)
     assert note.returncode == 2 and "ahead of the SQLite store" in note.stderr
 
 
@@ -181,7 +181,7 @@ def test_a_mirror_that_disagrees_is_never_rewritten(home, run_cli):
     lines[-1] = lines[-1].replace(b"note 6", b"note X")
     write_mirror(home, lines)
     damaged = (home / "events.jsonl").read_bytes()
-    note = run_cli("note", "case:a", "more", home=home)
+    note = run_cli("note", "--new-stream", "case:a", "more", home=home)
     assert note.returncode == 2 and "differs from the SQLite store at seq 6" in note.stderr
     assert (home / "events.jsonl").read_bytes() == damaged
     assert_fails(run_cli("verify", "--repair", home=home), 6, "events.jsonl", "hash does not match")

@@ -19,6 +19,8 @@ CASES = {
     "fuzzy_bench.py": (["--small"], ["speed-up vs difflib", "ExactMatch", "NumericTolerance", "checks/s"]),
     "judge_bench.py": (["--calls", "60", "--concurrency", "8", "--latency", "0.01"],
                        ["ideal", "ratio", "recording", "target < 1.0 ms"]),
+    "merkle_bench.py": (["3000"], ["merkle root", "chain verify", "append keeping the tree", "inclusion proof"]),
+    "schema_bench.py": (["--repeat", "5"], ["request shapes", "built", "cached", "target < 0.2 ms"]),
     "ledger_bench.py": (["1000"], ["append", "1 event a transaction", "read", "peak RSS", "verify"]),
     "watch_bench.py": (["--ci", "--trials", "2", "--burst", "5", "--idle-seconds", "1"],
                        ["latency rename -> last case.judged", "burst", "idle daemon CPU"]),

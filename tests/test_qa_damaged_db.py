@@ -12,7 +12,7 @@ def _damage(home) -> bytes:
 
 
 def test_verify_of_an_unreadable_store_is_a_finding_not_a_traceback(home, run_cli):
-    run_cli("note", "case:a", "kept", home=home)
+    run_cli("note", "--new-stream", "case:a", "kept", home=home)
     mirror = _damage(home)
     done = run_cli("verify", home=home)
     assert done.returncode == 1 and "Traceback" not in done.stderr
@@ -21,9 +21,9 @@ def test_verify_of_an_unreadable_store_is_a_finding_not_a_traceback(home, run_cl
 
 
 def test_other_commands_name_the_file_and_the_way_out(home, tmp_path, run_cli):
-    run_cli("note", "case:a", "kept", home=home)
+    run_cli("note", "--new-stream", "case:a", "kept", home=home)
     mirror = _damage(home)
-    for command in (["status"], ["log"], ["run"], ["note", "case:a", "more"]):
+    for command in (["status"], ["log"], ["run"], ["note", "--new-stream", "case:a", "more"]):
         done = run_cli(*command, home=home)
         assert done.returncode == 2 and "Traceback" not in done.stderr, command
         assert "ledger.db" in done.stderr and "import" in done.stderr

@@ -6,8 +6,8 @@ import pytest
 
 
 def _two_notes(run_cli, home) -> str:
-    run_cli("note", "case:a", "one", home=home)
-    run_cli("note", "case:a", "two", home=home)
+    run_cli("note", "--new-stream", "case:a", "one", home=home)
+    run_cli("note", "--new-stream", "case:a", "two", home=home)
     return run_cli("verify", home=home).stdout
 
 

@@ -9,7 +9,7 @@ def test_the_empty_ledgers_printed_head_verifies_against_itself_and_later_ledger
     printed = run_cli("verify", home=home)
     assert printed.returncode == 0 and printed.stdout.strip() == f"seq 0 {GENESIS}"
     assert run_cli("verify", "--expect-head", f"0:{GENESIS}", home=home).returncode == 0
-    run_cli("note", "case:q1", "later", home=home)
+    run_cli("note", "--new-stream", "case:q1", "later", home=home)
     later = run_cli("verify", "--expect-head", f"0:{GENESIS}", home=home)
     assert later.returncode == 0, later.stderr
     assert "is a prefix" in later.stdout

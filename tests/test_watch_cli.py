@@ -107,7 +107,7 @@ def test_events_appended_by_another_process_wake_the_daemon_within_a_second(home
         assert wait_for(lambda: judged_count(home) == 4, 5, step=0.02)
         judged_at = max(_recorded_at(e) for e in events(home, "case.judged"))
         assert judged_at - ingested_at < 1.0             # woken by the ledger files, not by a rescan
-        evalledger(home, "note", "case:x", "a note from a shell")
+        evalledger(home, "note", "--new-stream", "case:x", "a note from a shell")
         head = evalledger(home, "verify").stdout.split()[1]
         assert wait_for(lambda: f"seq {head}," in (home / "reports" / "index.md").read_text(), 2)
     finally:

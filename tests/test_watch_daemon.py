@@ -319,7 +319,7 @@ def test_appends_from_another_process_wake_the_dispatcher_within_a_second(home):
             idle_calls = standin.process_calls
             time.sleep(1.0)
             assert standin.process_calls == idle_calls   # idle: the dispatcher is not polled
-            evalledger(home, "note", "case:x", "from a shell")
+            evalledger(home, "note", "--new-stream", "case:x", "from a shell")
             appended = time.monotonic()
             assert wait_for(lambda: standin.process_calls > idle_calls, 2.0)
             assert time.monotonic() - appended < 1.0

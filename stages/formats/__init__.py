@@ -36,6 +36,13 @@ def parse(raw: bytes, filename: str = "input") -> ParsedFile:
         first = first_json_line(text)
         if isinstance(first, dict) and text.lstrip().startswith("{") and "\n" in text.strip():
             return _read_lines(text, first, stem)
+        if PurePath(filename).suffix.lower() == ".jsonl":
+            # a .jsonl whose first line is bad: the first line that parses decides the format
+            rows, _ = parse_jsonl(text)
+            if not rows:
+                _reject_pretty_printed(text)
+            if isinstance(rows[0][1], dict):
+                return _read_lines(text, rows[0][1], stem)
         raise whole_error
     if isinstance(doc, dict) and not _looks_like_line(doc):
         return _read_document(doc)
@@ -76,6 +83,8 @@ def _read_lines(text: str, first: dict, stem: str) -> ParsedFile:
     """A JSONL file: audit cases or response lines, decided by the first line's keys."""
     from evalledger.stages.formats import audit, native
     rows, problems = parse_jsonl(text)
+    if not rows:
+        _reject_pretty_printed(text)
     if _AUDIT_KEYS & first.keys():
         reader = lambda: audit.read_audit(rows, stem)  # noqa: E731
     elif _RESPONSE_KEYS & first.keys():
@@ -90,6 +99,18 @@ def _read_lines(text: str, first: dict, stem: str) -> ParsedFile:
     if problems or parsed is None:
         raise FileRejected(sorted(problems, key=_line_order))
     return parsed
+
+
+def _reject_pretty_printed(text: str) -> None:
+    """Reject JSONL none of whose lines is a whole JSON value (one object spread over lines),
+    naming the first bad line and why, instead of reading an empty file; else return."""
+    rows, problems = parse_jsonl(text)
+    if rows:
+        return
+    first = problems[0] if problems else Problem("line 1", "no JSON value on any line")
+    raise FileRejected([first, Problem(first.where.split(":")[0].split(",")[0],
+                                       "a JSONL file holds one whole JSON object per line; this one "
+                                       "spreads a value over several lines (pretty-printed JSON?)")])
 
 
 def _line_order(problem: Problem) -> tuple[int, str]:

@@ -16,6 +16,7 @@ from evalledger.stages.formats.errors import FileRejected, Problem, join_path
 MAX_DEPTH = 64
 _INT_LIMIT = 2**63
 _BOM = b"\xef\xbb\xbf"
+_JSON_SPACE = " \t\r"  # JSON's whitespace within a line; U+2028 or U+00A0 alone is not a blank line
 
 
 class _BadNumber:
@@ -132,12 +133,25 @@ def _has_surrogate(text: str) -> bool:
     return False
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSONL text: split on ``\n`` only (a ``\r`` before it is dropped).
+
+    ``str.splitlines()`` would also split on U+2028, U+0085, ``\v``, ``\f`` and others, which
+    JSON allows raw inside strings: a valid line would be cut in two and every later line number
+    would be wrong.
+    """
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def parse_jsonl(text: str) -> tuple[list[tuple[int, Any]], list[Problem]]:
     """Parse JSONL: (line number, value) for each non-blank line, and the problems of bad lines."""
     rows: list[tuple[int, Any]] = []
     problems: list[Problem] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    for number, line in enumerate(jsonl_lines(text), start=1):
+        if not line.strip(_JSON_SPACE):
             continue
         try:
             rows.append((number, loads(line, where=f"line {number}: $", line_offset=number - 1)))
@@ -148,8 +162,8 @@ def parse_jsonl(text: str) -> tuple[list[tuple[int, Any]], list[Problem]]:
 
 def first_json_line(text: str) -> Any:
     """The first non-blank line parsed as JSON, or None when it does not parse."""
-    for line in text.splitlines():
-        if line.strip():
+    for line in jsonl_lines(text):
+        if line.strip(_JSON_SPACE):
             try:
                 return loads(line)
             except FileRejected:

@@ -6,6 +6,7 @@ Nothing here evaluates code: ``literal`` uses ``ast.literal_eval``, which accept
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,8 +78,43 @@ def is_docstring(node: ast.AST) -> bool:
 
 
 def literal(node: ast.AST) -> Any:
-    """The value of a literal expression; Untranslatable for anything that is not a literal."""
+    """The value of a literal expression; Untranslatable for anything that is not a literal, or
+    for a literal that JSON cannot hold (the events store canonical JSON)."""
     try:
-        return ast.literal_eval(node)
+        value = ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         raise Untranslatable(node, "only literal values can be translated") from None
+    reason = unstorable(value)
+    if reason:
+        raise Untranslatable(node, reason)
+    return value
+
+
+_INT_LIMIT = 2**63
+
+
+def unstorable(value: Any) -> str | None:
+    """Why a Python literal cannot be stored as JSON (infinite float, integer beyond 64 bits,
+    unpaired surrogate, bytes, complex), or None when it can."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, bool) or item is None:
+            continue
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"the number {item} cannot be stored (JSON has no infinity or NaN)"
+        if isinstance(item, int) and not -_INT_LIMIT <= item < _INT_LIMIT:
+            return "the integer does not fit in 64 bits"
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "the text holds an unpaired surrogate (\\ud800-\\udfff), which is not valid Unicode"
+        elif isinstance(item, (bytes, complex)):
+            return f"a {type(item).__name__} value cannot be stored as JSON"
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+    return None

@@ -12,13 +12,12 @@ Per-trait deep judgment settings (``deep_judgment_*`` properties) are kept on LL
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
 from evalledger.stages.formats.errors import Problem, from_validation_error
-from evalledger.stages.formats.native import Trait
+from evalledger.stages.formats.native import Trait, regex_trait_problem
 
 _NATIVE_TRAIT = TypeAdapter(Trait)
 
@@ -115,10 +114,9 @@ def _regex(name: str, description: str, props: dict) -> dict:
     pattern = props.get("pattern")
     if not isinstance(pattern, str) or not pattern:
         raise _TraitRejected(f"trait {name!r}: a regex trait needs a pattern property")
-    try:
-        re.compile(pattern)
-    except (re.error, RecursionError, OverflowError) as exc:
-        raise _TraitRejected(f"trait {name!r}: not a valid regular expression: {exc}") from None
+    reason = regex_trait_problem(pattern, props.get("case_sensitive", True) is not False)
+    if reason:
+        raise _TraitRejected(f"trait {name!r}: {reason}")
     return {"name": name, "kind": "regex", "description": description, "pattern": pattern,
             "case_sensitive": props.get("case_sensitive", True) is not False,
             "invert": props.get("invert_result", False) is True,

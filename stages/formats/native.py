@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from evalledger.stages.formats.checks import check_config, check_expected, check_loadable, check_primitive, is_trace
 from evalledger.stages.formats.errors import FileRejected, Problem, Problems, from_validation_error, join_path
 from evalledger.stages.formats.model import ParsedBenchmark, ParsedFile, ParsedResponse
+from evalledger.stages.primitives.patterns import backtracking_risk
 
 BENCHMARK_FORMAT = "evalledger/benchmark@1"
 RESPONSES_FORMAT = "evalledger/responses@1"
@@ -209,6 +210,10 @@ def check_field(fld: dict, where: str) -> list[Problem]:
     problems.extend(spec_problems)
     if spec_problems:
         return problems
+    if spec.get("type") in ("RegexMatch", "TraceRegex"):
+        risk = backtracking_risk(spec["pattern"], spec.get("flags") or ())
+        if risk:
+            return problems + [Problem(f"{where}.verify_with.pattern", f"{spec['pattern']!r} is refused: {risk}")]
     gt = fld.get("ground_truth")
     if is_trace(spec):
         if fld["type"] != "bool":
@@ -259,11 +264,21 @@ def check_rubric(rubric: dict, where: str) -> list[Problem]:
         if trait["kind"] == "llm" and trait["min_score"] >= trait["max_score"]:
             problems.append(Problem(f"{place}.max_score", "max_score must be greater than min_score"))
         if trait["kind"] == "regex":
-            try:
-                re.compile(trait["pattern"])
-            except (re.error, RecursionError, OverflowError) as exc:
-                problems.append(Problem(f"{place}.pattern", f"not a valid regular expression: {exc}"))
+            reason = regex_trait_problem(trait["pattern"], trait.get("case_sensitive", True))
+            if reason:
+                problems.append(Problem(f"{place}.pattern", reason))
     return problems
+
+
+def regex_trait_problem(pattern: str, case_sensitive: bool = True) -> str | None:
+    """Why a regex trait's pattern cannot be registered (not valid for ``re``, or known to
+    backtrack catastrophically), or None."""
+    try:
+        re.compile(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        return f"not a valid regular expression: {exc}"
+    risk = backtracking_risk(pattern, () if case_sensitive else ("IGNORECASE",))
+    return f"{pattern!r} is refused: {risk}" if risk else None
 
 
 def check_responses(responses: list[ParsedResponse], bench: ParsedBenchmark) -> list[Problem]:
@@ -304,6 +319,8 @@ def read_responses_lines(rows: list[tuple[int, Any]]) -> ParsedFile:
             problems.add(f"line {number}: $.benchmark", f"names benchmark {line.benchmark!r}, but line "
                                                        f"{refs[first]} names {first!r}; one file, one benchmark")
         responses.append(ParsedResponse(line.question_id, line.model, line.text, f"line {number}"))
+    if not rows:
+        problems.add("line 1", "no response line: a responses JSONL file has one JSON object per line")
     problems.raise_if_any()
     _check_duplicates(responses)
     return ParsedFile("responses", None, responses, benchmark_ref=next(iter(refs)))

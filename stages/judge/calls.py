@@ -55,6 +55,7 @@ class Attempt:
     backend: str | None = None                   # overrides the port's backend name (replay)
     model: str | None = None
     request_hash: str | None = None              # overrides the call's hash (replay matched another)
+    response_format: str | None = None           # openai: the response-format mode the attempt was sent in
 
 
 @dataclass

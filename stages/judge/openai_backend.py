@@ -3,9 +3,10 @@
 One connection pool per event loop, a concurrency limit, a per-request timeout, exponential
 backoff with jitter on 429, 5xx, timeouts and dropped connections (honouring Retry-After), a
 bounded number of attempts, and re-asking with the validation error when a reply does not fit
-the role's schema. Requests carry ``response_format`` of type ``json_schema``; a server that
-refuses it (a 400 or 422 naming response_format or json_schema) gets the schema in the prompt
-from then on.
+the role's schema. The reply schema travels in the configured response-format mode
+(``response_format.py``: ``json_schema`` strict, ``json_object`` with the schema, or in the
+prompt); a server that refuses the format moves the backend to the next mode for the rest of the
+run, and every refused call is asked again, those in flight at the switch included.
 
 The API key is read from the environment once, sent only in the Authorization header, and
 removed from any text that could be recorded or logged (server error bodies included).
@@ -28,6 +29,9 @@ import aiohttp
 
 from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, PendingCall
 from evalledger.stages.judge.replies import decode_reply
+from evalledger.stages.judge.response_format import (
+    FormatModes, messages_for, names_the_format, response_format_field,
+)
 from evalledger.stages.judge.roles import Model
 from evalledger.stages.judge.settings import DEFAULT_BASE_URL, JudgeSettings
 
@@ -70,7 +74,7 @@ class OpenAIBackend:
             # The public API answers every call 401 without a key: refuse before any case fails.
             raise JudgeError(f"the openai judge needs an API key for {DEFAULT_BASE_URL}: set "
                              f"{settings.api_key_env} (or OPENAI_BASE_URL for a local server that needs none)")
-        self.use_response_format = settings.response_format
+        self.formats = FormatModes(settings.response_format)
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots: asyncio.Semaphore | None = None
@@ -87,15 +91,17 @@ class OpenAIBackend:
         conversation = list(call.messages)
         number, failures, invalid = call.first_attempt, 0, 0
         while True:
-            sent = self._compose(conversation, schema)
             async with self._slots_now():
-                outcome = await self._post(sent, schema, call.role)
+                mode = self.formats.current   # chosen once a slot is free: a switch while waiting counts
+                sent = messages_for(mode, conversation, schema)
+                outcome = await self._post(sent, schema, call.role, mode)
             record = Attempt(number, usage=outcome.usage, latency_ms=outcome.latency_ms,
                              http_status=outcome.status, cost=self._cost(outcome.usage),
-                             sent=sent if sent != call.messages else None)
-            if outcome.refused_format and self.use_response_format:
-                self.use_response_format = False  # once per backend: the server does not take it
-                record.error = "the server refused response_format; asking again with the schema in the prompt"
+                             sent=sent if sent != call.messages else None, response_format=mode)
+            retry_mode = self.formats.after_refusal(mode) if outcome.refused_format else None
+            if retry_mode is not None:  # not an attempt that counts: the server took nothing
+                record.error = (f"the server refused response_format {mode} ({self._redact(outcome.error or '')[:200]}); "
+                                f"asking again in mode {retry_mode}")
                 await call.record(record)
                 number += 1
                 continue
@@ -132,19 +138,6 @@ class OpenAIBackend:
             await call.record(record)
             return reply
 
-    def _compose(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> list[dict[str, str]]:
-        """The messages to send: as given, or with the schema in the system prompt (fallback)."""
-        if self.use_response_format:
-            return messages
-        note = ("\n\nAnswer with a JSON object that conforms to this JSON schema:\n" +
-                json.dumps(schema, ensure_ascii=False, sort_keys=True))
-        out = [dict(m) for m in messages]
-        if out and out[0]["role"] == "system":
-            out[0]["content"] += note
-        else:
-            out.insert(0, {"role": "system", "content": note.strip()})
-        return out
-
     # --- HTTP -------------------------------------------------------------------------------------
     def _slots_now(self) -> asyncio.Semaphore:
         self._ensure_session()
@@ -160,12 +153,12 @@ class OpenAIBackend:
             self._loop = loop
         return self._session
 
-    async def _post(self, messages, schema, role: str) -> HttpOutcome:
+    async def _post(self, messages, schema, role: str, mode: str) -> HttpOutcome:
         """One POST to /chat/completions, never raising for what the server or network did."""
         payload: dict[str, Any] = {"model": self.model, "messages": messages, **self.settings.parameters()}
-        if self.use_response_format:
-            payload["response_format"] = {"type": "json_schema",
-                                          "json_schema": {"name": role, "schema": schema, "strict": False}}
+        response_format = response_format_field(mode, role, schema)
+        if response_format is not None:
+            payload["response_format"] = response_format
         headers = {"Content-Type": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
@@ -228,11 +221,10 @@ def _outcome(status: int, headers, text: str, latency_ms: float) -> HttpOutcome:
                                retryable=True)
         return HttpOutcome(latency_ms, status, content=content, usage=_usage(body.get("usage")))
     detail = f"HTTP {status}: {text[:300]}"
-    if status in (400, 422) and ("response_format" in text.lower() or "json_schema" in text.lower()):
-        return HttpOutcome(latency_ms, status, error=detail, refused_format=True)
     retryable = status in RETRYABLE_STATUS or status >= 500
     return HttpOutcome(latency_ms, status, error=detail, retryable=retryable,
-                       retry_after=_retry_after(headers.get("Retry-After")) if retryable else None)
+                       retry_after=_retry_after(headers.get("Retry-After")) if retryable else None,
+                       refused_format=names_the_format(status, text))
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from evalledger.stages.judge.calls import Attempt, Backend, PendingCall
+from evalledger.stages.judge.calls import Attempt, Backend, JudgeCallFailed, PendingCall
 from evalledger.stages.judge.group_commit import GroupCommitter
 from evalledger.stages.judge.recording import (
     CallIndex, call_event, case_stream, index_for, record_attempt, request_hash,
 )
 from evalledger.stages.judge.registry import role as role_spec
+from evalledger.stages.judge.reply_caps import cap_payload
 from evalledger.stages.judge.roles import Model
 from evalledger.stages.judge.settings import JudgeSettings
 
@@ -161,15 +162,21 @@ class Judge:
                 "model": attempt.model if attempt.model is not None else self.backend.model,
                 "request_hash": attempt.request_hash or hash, "attempt": attempt.number,
                 "error": attempt.error, "usage": attempt.usage, "latency_ms": attempt.latency_ms,
-                "request": request_record, "reply": _jsonable(attempt.reply), "cost": attempt.cost,
+                "request": _with_mode(request_record, attempt.response_format),
+                "reply": _jsonable(attempt.reply), "cost": attempt.cost,
                 "cost_usd": attempt.cost,
                 "raw_reply": attempt.raw_reply, "sent": attempt.sent, "http_status": attempt.http_status,
                 "source_event": attempt.source_event, "source_backend": attempt.source_backend,
             }
+            payload, refused = cap_payload(payload)
             if self.backend.network:  # commit off the event loop, batched with calls ending together
-                return await self._committer().record(call_event(case_id, payload, step_attempt,
-                                                                 attempt.number, meta))
-            return record_attempt(self.led, self.index, case_id, payload, step_attempt, attempt.number, meta)
+                stored = await self._committer().record(call_event(case_id, payload, step_attempt,
+                                                                   attempt.number, meta))
+            else:
+                stored = record_attempt(self.led, self.index, case_id, payload, step_attempt, attempt.number, meta)
+            if refused:   # recorded as a failed attempt; the call fails rather than use it
+                raise JudgeCallFailed(role, case_id, payload["request_hash"], refused, attempt.number)
+            return stored
 
         return record
 
@@ -204,6 +211,11 @@ def _jsonable(reply: Any) -> Any:
     if isinstance(reply, Model):
         return reply.model_dump(mode="json")
     return reply
+
+
+def _with_mode(request_record: dict[str, Any], mode: str | None) -> dict[str, Any]:
+    """The recorded request, with the response-format mode the attempt was sent in (openai)."""
+    return request_record if mode is None else {**request_record, "response_format": mode}
 
 
 def _copy_of(data: dict[str, Any]) -> dict[str, Any]:

@@ -25,8 +25,8 @@ def claims_messages(req) -> list[dict[str, str]]:
         "by importance.\n\n" + RUBRIC + "\n\n"
         "For EACH claim give: score (0-10), justification (1-2 sentences), evidence_refs (the ids of "
         'the answers, or "synthesis", that contain it; [] when none).\n'
-        'Answer with JSON: {"evaluations": [{"claim_id": "c1", "score": 0, "justification": "...", '
-        '"evidence_refs": ["q1"]}]}\nReturn ONLY the JSON object, no text around it.')
+        'Answer with JSON keyed by claim id, every claim once: {"evaluations": {"c1": {"score": 0, '
+        '"justification": "...", "evidence_refs": ["q1"]}}}\nReturn ONLY the JSON object, no text around it.')
     claims = "\n".join(f"[{c.id}] {c.text}" for c in req.claims)
     answers = "\n".join(f"- {a.id}: {a.answer}" for a in req.answers)
     user = (f"ORIGINAL CLAIMS (Ground Truth):\n{claims}\n\n"

@@ -2,15 +2,15 @@
 
 ``role(name)`` gives a ``RoleSpec``; ``spec.validate_reply(request, data)`` validates a decoded
 reply against the reply model and against the request (every attribute answered, a score in the
-trait's range, every claim scored once, a parse typed by the template) and raises ValueError
-with a reason the judge can be told; ``spec.reply_schema(request)`` is the JSON schema sent as
-``response_format``.
+trait's range, every claim scored once, one risk per excerpt, at most ``max_facts`` facts, a parse
+typed by the template) and raises ValueError with a reason the judge can be told;
+``spec.reply_schema(request)`` is the strict per-request JSON schema sent as ``response_format``
+(``reply_schemas.py``): every instance of it passes these checks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Callable
 
 from evalledger.stages.judge.roles import (
@@ -69,6 +69,17 @@ def _check_claims(request: ScoreClaimsRequest, reply: ScoreClaimsReply) -> None:
         raise ValueError("score every claim exactly once: " + "; ".join(parts))
 
 
+def _check_risks(request: AssessRiskRequest, reply: AssessRiskReply) -> None:
+    wanted, got = len(request.evidence), len(reply.risks)
+    if got != wanted:
+        raise ValueError(f"give exactly one risk per excerpt: {wanted} excerpt(s), {got} risk(s)")
+
+
+def _check_facts_count(request: DecomposeRequest, reply: DecomposeReply) -> None:
+    if len(reply.facts) > request.max_facts:
+        raise ValueError(f"at most {request.max_facts} fact(s), not {len(reply.facts)}")
+
+
 # --- the registry --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -92,17 +103,9 @@ class RoleSpec:
         return reply
 
     def reply_schema(self, request: Any) -> dict[str, Any]:
-        """The JSON schema the judge must answer in (the parse role's depends on the template)."""
-        if self.name == "parse":
-            from evalledger.stages.judge.template_schema import template_schema
-            return template_schema(request.fields)
-        return _static_schema(self.reply)
-
-
-@lru_cache(maxsize=None)
-def _static_schema(model: type[Model]) -> dict[str, Any]:
-    """A reply model's JSON schema, built once (pydantic takes milliseconds to build one)."""
-    return model.model_json_schema()
+        """The strict JSON schema the judge must answer ``request`` in (cached by request shape)."""
+        from evalledger.stages.judge.reply_schemas import reply_schema
+        return reply_schema(self.name, request)
 
 
 def _registry() -> dict[str, RoleSpec]:
@@ -115,13 +118,13 @@ def _registry() -> dict[str, RoleSpec]:
     specs = [
         RoleSpec("extract_excerpts", ExtractExcerptsRequest, ExtractExcerptsReply, deep.excerpt_messages,
                  _check_excerpts),
-        RoleSpec("assess_risk", AssessRiskRequest, AssessRiskReply, deep.risk_messages),
+        RoleSpec("assess_risk", AssessRiskRequest, AssessRiskReply, deep.risk_messages, _check_risks),
         RoleSpec("reason", ReasonRequest, ReasonReply, deep.reason_messages, _check_reasoning),
         RoleSpec("parse", ParseRequest, ParseReply, deep.parse_messages, check_parsed),
         RoleSpec("score_trait", ScoreTraitRequest, ScoreTraitReply, deep.trait_messages, _check_trait,
                  _pick_trait),
         RoleSpec("score_claims", ScoreClaimsRequest, ScoreClaimsReply, recon.claims_messages, _check_claims),
-        RoleSpec("decompose", DecomposeRequest, DecomposeReply, audit.decompose_messages),
+        RoleSpec("decompose", DecomposeRequest, DecomposeReply, audit.decompose_messages, _check_facts_count),
         RoleSpec("check_facts", CheckFactsRequest, CheckFactsReply, audit.facts_messages),
         RoleSpec("check_logic", CheckLogicRequest, CheckLogicReply, audit.logic_messages),
         # Not a judge role: answering models answer questions through the same port (stages/answering.py).

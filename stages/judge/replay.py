@@ -32,7 +32,7 @@ def open_source(source, led):
 
 def source_label(led) -> str:
     """How a ledger is named in messages: its home, or its store's location."""
-    return str(led.home) if getattr(led, "home", None) else getattr(led.recorder, "location", "the ledger")
+    return led.label
 
 
 class ReplayBackend:

@@ -1,9 +1,9 @@
 """The judge roles: one typed request and one typed reply model per role.
 
-The reply models are also the JSON schemas the model must answer in (``response_format``), and
-they parse what real judges send: each reply model accepts the shapes Karenina's recorded replies
+The reply models parse what real judges send: each accepts the shapes Karenina's recorded replies
 use (a flat ``{attribute: [excerpts]}`` object, ``{"score": 5}``, ``{"scores": {...}}``, a bare
-array of claim evaluations) besides its own. ``ROLES`` maps each role name of docs/internals.md
+array of claim evaluations) besides its own, and the shape of the strict per-request schema
+sent as ``response_format`` (``reply_schemas.py``; claim evaluations keyed by claim id). ``ROLES`` maps each role name of docs/internals.md
 to its models, its prompt builder and its request-aware reply validation (``registry.py``).
 """
 
@@ -283,7 +283,11 @@ class ScoreClaimsReply(Model):
         if isinstance(value, list):  # the spec's prompt asks for a JSON array
             return {"evaluations": value}
         if isinstance(value, dict) and "evaluations" not in value and "claim_evaluations" in value:
-            return {"evaluations": value["claim_evaluations"]}
+            value = {**value, "evaluations": value["claim_evaluations"]}
+        if isinstance(value, dict) and isinstance(value.get("evaluations"), dict):
+            # the strict schema's shape, {claim_id: {score, ...}}: back to the event's list form
+            value = {**value, "evaluations": [{**item, "claim_id": claim_id} if isinstance(item, dict) else item
+                                              for claim_id, item in value["evaluations"].items()]}
         return value
 
 
@@ -296,7 +300,7 @@ class DecomposeRequest(Model):
 
 
 class DecomposeReply(Model):
-    facts: list[str] = Field(max_length=5)
+    facts: list[str]   # at most the request's max_facts: checked against the request (registry)
     reasoning_chains: list[ReasoningChain] = Field(default_factory=list)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 OFFLINE_MODEL = "offline-heuristics-1"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -49,12 +49,21 @@ class JudgeSettings(BaseModel):
     retry_after_max_s: float = Field(120.0, ge=0)  # a longer Retry-After is cut to this
     temperature: float = 0.0
     max_tokens: int | None = None
-    response_format: bool = True             # send the reply schema as response_format json_schema
+    # how the reply schema travels (response_format.py): json_schema (strict), json_object, prompt
+    response_format: Literal["json_schema", "json_object", "prompt"] = "json_schema"
     prices: dict[str, Price] = Field(default_factory=dict)  # model -> price
     no_cache: bool = False                   # do not reuse recorded successes
     replay_source: str | None = None         # replay: the ledger to answer from (default: the recording one)
     live: Literal["openai", "offline"] | None = None  # replay: answer an unrecorded request live
     record: bool = True                      # False: call without appending judge.called (benchmarks only)
+
+    @field_validator("response_format", mode="before")
+    @classmethod
+    def _format_flag(cls, value: Any) -> Any:
+        """The old boolean setting: true sent json_schema, false put the schema in the prompt."""
+        if isinstance(value, bool):
+            return "json_schema" if value else "prompt"
+        return value
 
     def resolved_model(self) -> str | None:
         """The model name recorded and hashed: the offline heuristics' version, or the configured model."""

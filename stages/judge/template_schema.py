@@ -52,6 +52,54 @@ def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
     return model.model_json_schema()
 
 
+_JSON_TYPES = {"bool": "boolean", "int": "integer", "float": "number", "str": "string"}
+
+
+def _value_schema(type_name: str | None, values: tuple | None) -> dict[str, Any]:
+    """The strict JSON schema of one field's non-null value."""
+    name = (type_name or "str").strip()
+    if name == "literal":
+        return _enum_schema(list(values or ()))
+    if name == "list[str]":
+        return {"type": "array", "items": {"type": "string"}}
+    if name == "date":
+        return {"type": "string", "format": "date"}
+    return {"type": _JSON_TYPES.get(name, "string")}
+
+
+def _enum_schema(values: list[Any]) -> dict[str, Any]:
+    """A literal field's values, one enum per JSON type (strict mode types every enum)."""
+    by_type: dict[str, list[Any]] = {}
+    for value in values:
+        kind = ("boolean" if isinstance(value, bool) else "integer" if isinstance(value, int)
+                else "number" if isinstance(value, float) else "string")
+        by_type.setdefault(kind, []).append(value if kind != "string" else str(value))
+    options = [{"type": kind, "enum": found} for kind, found in by_type.items()]
+    return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+@lru_cache(maxsize=256)
+def _strict_schema(spec: tuple[tuple[str, str | None, str, tuple | None], ...]) -> dict[str, Any]:
+    properties: dict[str, Any] = {}
+    for name, type_name, description, values in spec:
+        if name in properties:
+            continue
+        field = {"anyOf": [_value_schema(type_name, values), {"type": "null"}]}
+        if description:
+            field["description"] = description
+        properties[name] = field
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+def strict_template_schema(fields) -> dict[str, Any]:
+    """The parse role's strict reply schema: every field required, typed, and nullable.
+
+    Cached by the fields' names, types, descriptions and values; the result is shared (read-only).
+    """
+    return _strict_schema(tuple((f.name, f.type, f.description, _freeze(f.values)) for f in fields))
+
+
 def check_parsed(request, reply):
     """Validate a parse reply against the request's fields, returning the typed values as JSON.
 

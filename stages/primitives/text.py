@@ -8,12 +8,14 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Annotated, Any
 
+import regex
 from pydantic import Field, field_validator, model_validator
 
 from evalledger.stages.embedder import Embedder, get_default_embedder
 from evalledger.stages.primitives.base import CheckError, ParsedPrimitive
 from evalledger.stages.primitives.coerce import as_bool, as_text
 from evalledger.stages.primitives.normalizers import NormalizerList, StrictStr, compile_normalizers
+from evalledger.stages.primitives.patterns import compile_benchmark_pattern, search
 
 UnitInterval = Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
 
@@ -131,8 +133,9 @@ class ContainsAll(_Substrings):
 
 
 class RegexMatch(ParsedPrimitive):
-    """Pass when `pattern` is found anywhere in the extracted text (re.search; ignores ground
-    truth). `flags` are re flag names such as "IGNORECASE"."""
+    """Pass when `pattern` is found anywhere in the extracted text (re.search semantics; ignores
+    ground truth). `flags` are re flag names such as "IGNORECASE". The search runs with a time
+    limit (`primitives.patterns`): a pattern that runs out of time fails the check, saying so."""
 
     pattern: StrictStr
     flags: tuple[StrictStr, ...] = ()
@@ -154,12 +157,12 @@ class RegexMatch(ParsedPrimitive):
         return self
 
     @cached_property
-    def _regex(self) -> re.Pattern[str]:
-        """The compiled pattern."""
-        return compile_pattern(self.pattern, self.flags)
+    def _regex(self) -> regex.Pattern:
+        """The compiled pattern (regex module, for its time limit)."""
+        return compile_benchmark_pattern(self.pattern, self.flags)
 
     def _compare(self, extracted: Any, expected: Any, embedder: Any) -> bool:
-        return self._regex.search(as_text(extracted)) is not None
+        return search(self._regex, as_text(extracted))
 
     def _mismatch(self, extracted: Any, expected: Any) -> str:
         return f"{extracted!r} does not match the pattern {self.pattern!r}"

@@ -6,14 +6,15 @@ of false tests for absence.
 
 from __future__ import annotations
 
-import re
 from functools import cached_property
 from typing import Annotated, Literal
 
+import regex
 from pydantic import Field, field_validator, model_validator
 
 from evalledger.stages.primitives.base import TracePrimitive
 from evalledger.stages.primitives.normalizers import StrictStr
+from evalledger.stages.primitives.patterns import compile_benchmark_pattern, count_at_least, search
 from evalledger.stages.primitives.text import compile_pattern
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
@@ -27,7 +28,9 @@ def _text(raw: object) -> str:
 
 class TraceRegex(TracePrimitive):
     """True when `pattern` is found in the raw response, or found at least `count_min` times
-    (non-overlapping matches) when that is given."""
+    (non-overlapping matches) when that is given. Runs with a time limit: a pattern that runs
+    out of time raises PatternTimeout (a CheckError), which fails the field whatever its ground
+    truth."""
 
     pattern: StrictStr
     count_min: PositiveInt | None = None
@@ -39,20 +42,15 @@ class TraceRegex(TracePrimitive):
         return self
 
     @cached_property
-    def _regex(self) -> re.Pattern[str]:
-        """The compiled pattern."""
-        return compile_pattern(self.pattern)
+    def _regex(self) -> regex.Pattern:
+        """The compiled pattern (regex module, for its time limit)."""
+        return compile_benchmark_pattern(self.pattern)
 
     def check_trace(self, raw: str) -> bool:
         text = _text(raw)
         if self.count_min is None:
-            return self._regex.search(text) is not None
-        found = 0
-        for _ in self._regex.finditer(text):
-            found += 1
-            if found >= self.count_min:
-                return True
-        return False
+            return search(self._regex, text)
+        return count_at_least(self._regex, text, self.count_min)
 
 
 class TraceContains(TracePrimitive):

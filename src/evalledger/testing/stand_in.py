@@ -8,9 +8,13 @@ backend offline. It listens on 127.0.0.1 only.
     await stand_in.stop()
 
 Scripted behaviours are served first, in order; after them every request gets the default
-reply: ``reply_fn(body)`` when given, else the smallest JSON instance of the request's
-``response_format`` schema (plumbing only: it is not a judge). ``StandInThread`` runs one in a
-background thread for synchronous code; ``python -m stages.judge.stand_in --port N`` serves one.
+reply: ``reply_fn(body)`` when given, else the smallest JSON instance of the request's schema
+(plumbing only: it is not a judge). ``schema_instance_reply(seed)`` is a reply_fn answering an
+arbitrary instance of the schema instead: the behaviour of any grammar-constrained model. The
+schema is read from whichever response-format mode the request used (``requested_schema``).
+``refuse_formats={"json_schema": 500}`` refuses a mode with that status and a body naming it,
+after the usual delay (so calls are in flight when the refusals land). ``StandInThread`` runs one in a
+background thread for synchronous code; ``python -m evalledger.testing.stand_in --port N`` serves one.
 Every request body and whether it carried an Authorization header are kept in ``requests``.
 """
 
@@ -20,11 +24,16 @@ import argparse
 import asyncio
 import collections
 import json
+import random
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from aiohttp import web
+
+from evalledger.testing.schema_instances import random_instance
+
+PROMPT_SCHEMA_NOTE = "conforms to this JSON schema:\n"
 
 
 @dataclass
@@ -87,11 +96,43 @@ def minimal_instance(schema: dict[str, Any], defs: dict[str, Any] | None = None)
             "boolean": True, "null": None}.get(kind, None)
 
 
-def default_reply(body: dict[str, Any]) -> Any:
-    """The smallest instance of the request's response_format schema, else an empty object."""
+def requested_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The reply schema a request carries: json_schema, json_object's schema, or in the system prompt."""
     fmt = body.get("response_format") or {}
-    schema = (fmt.get("json_schema") or {}).get("schema")
+    if fmt.get("type") == "json_schema":
+        return (fmt.get("json_schema") or {}).get("schema")
+    if fmt.get("type") == "json_object":
+        return fmt.get("schema")
+    for message in body.get("messages", []):
+        content = str(message.get("content", ""))
+        if message.get("role") == "system" and PROMPT_SCHEMA_NOTE in content:
+            try:
+                return json.loads(content.split(PROMPT_SCHEMA_NOTE, 1)[1])
+            except ValueError:
+                return None
+    return None
+
+
+def format_mode(body: dict[str, Any]) -> str:
+    """The response-format mode of a request: json_schema, json_object or prompt."""
+    return (body.get("response_format") or {}).get("type") or "prompt"
+
+
+def default_reply(body: dict[str, Any]) -> Any:
+    """The smallest instance of the request's schema, else an empty object."""
+    schema = requested_schema(body)
     return minimal_instance(schema) if schema else {}
+
+
+def schema_instance_reply(seed: int = 0) -> Callable[[dict[str, Any]], Any]:
+    """A reply_fn answering an arbitrary (seeded) instance of each request's schema."""
+    rng = random.Random(seed)
+
+    def reply(body: dict[str, Any]) -> Any:
+        schema = requested_schema(body)
+        return random_instance(schema, rng) if schema else {}
+
+    return reply
 
 
 @dataclass
@@ -101,6 +142,7 @@ class StandIn:
     delay: float = 0.0
     reply_fn: Callable[[dict[str, Any]], Any] | None = None
     reject_response_format: bool = False
+    refuse_formats: dict[str, int] = field(default_factory=dict)   # mode -> HTTP status refusing it
     requests: list[dict[str, Any]] = field(default_factory=list)
     _queue: collections.deque = field(default_factory=collections.deque)
     _runner: web.AppRunner | None = None
@@ -148,6 +190,11 @@ class StandIn:
         if self.reject_response_format and "response_format" in body:
             return web.json_response({"error": {"message": "response_format json_schema is not supported "
                                                            "by this server"}}, status=400)
+        refusal = self.refuse_formats.get(format_mode(body))
+        if refusal is not None:
+            await asyncio.sleep(self.delay)
+            return web.json_response({"error": {"message": f"response_format type {format_mode(body)} is not "
+                                                           "supported: unsupported schema"}}, status=refusal)
         behaviour = self._queue.popleft() if self._queue else None
         wait = getattr(behaviour, "delay", None)
         if isinstance(behaviour, Slow):
@@ -204,17 +251,29 @@ class StandInThread:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve a stand-in until interrupted: ``python -m stages.judge.stand_in --port 8099``."""
+    """Serve a stand-in until interrupted: ``python -m evalledger.testing.stand_in --port 8099``."""
     parser = argparse.ArgumentParser(description="A stand-in OpenAI-compatible chat-completions server "
                                                  "(127.0.0.1 only); replies are the smallest instance of "
                                                  "the requested schema.")
     parser.add_argument("--port", type=int, default=8099)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds each reply waits")
     parser.add_argument("--reject-response-format", action="store_true")
+    parser.add_argument("--schema-instances", type=int, default=None, metavar="SEED",
+                        help="answer arbitrary instances of each request's schema (seeded), as a "
+                             "grammar-constrained model may")
+    parser.add_argument("--refuse-format", action="append", default=[], metavar="MODE=STATUS",
+                        help="refuse a response-format mode with an HTTP status: json_schema=500 "
+                             "behaves like llama-cpp-python's server")
     args = parser.parse_args(argv)
+    try:
+        refusals = {mode: int(status) for mode, status in (item.split("=", 1) for item in args.refuse_format)}
+    except ValueError:
+        parser.error("--refuse-format takes MODE=STATUS, e.g. json_schema=500")
+    reply_fn = schema_instance_reply(args.schema_instances) if args.schema_instances is not None else None
 
     async def serve() -> None:
-        stand_in = StandIn(delay=args.delay, reject_response_format=args.reject_response_format)
+        stand_in = StandIn(delay=args.delay, reject_response_format=args.reject_response_format,
+                           refuse_formats=refusals, reply_fn=reply_fn)
         url = await stand_in.start(args.port)
         print(f"stand-in chat completions at {url} (OPENAI_BASE_URL={url})", flush=True)
         try:

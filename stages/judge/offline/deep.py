@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from evalledger.stages.judge.offline import answer
 from evalledger.stages.judge.offline import text as tx
 
 HEDGES = ("maybe", "perhaps", "possibly", "i think", "i believe", "not sure", "might be", "it seems",
@@ -176,12 +177,13 @@ def _int(field, sentence, wanted, question):
         years = re.findall(r"(?<!\d)(1\d{3}|20\d{2})(?!\d)", sentence)
         if years:
             return int(years[0])
-    value = _nearest_number(sentence, wanted, _name_terms(field))
+    value = _float(field, sentence, wanted, question)
     return int(value) if value is not None and value == int(value) else None
 
 
 def _float(field, sentence, wanted, question):
-    return _nearest_number(sentence, wanted, _name_terms(field))
+    value = answer.answer_number(sentence, question)
+    return value if value is not None else _nearest_number(sentence, wanted, _name_terms(field))
 
 
 def _name_terms(field) -> frozenset[str]:
@@ -216,7 +218,7 @@ def _list(field, sentence, wanted, question):
 _COPULA = frozenset("is was are were be : of named called by at to the a an".split())
 
 
-def _head_phrase(field, sentence: str, question: str) -> str | None:
+def _head_phrase(field, sentence: str, question: str, after_only: bool = False) -> str | None:
     """The value the last word of the field's name introduces or heads.
 
     'ATC code A10BA02' -> 'A10BA02' (a name right after the head); 'the mu-opioid receptor' ->
@@ -230,6 +232,8 @@ def _head_phrase(field, sentence: str, question: str) -> str | None:
         value = _value_after(tokens, i, question)
         if value:
             return value
+        if after_only:
+            continue
         start = i
         while start > 0 and i - start < 3 and tokens[start - 1].lower() not in tx.STOPWORDS | {"the", "a", "an"} \
                 and not tokens[start - 1].endswith((",", ";", ":")) and not tokens[start].startswith("("):
@@ -268,7 +272,10 @@ def _value_after(tokens: list[str], head: int, question: str) -> str | None:
 
 
 def _string(field, sentence, wanted, question):
-    phrase = _head_phrase(field, sentence, question)
+    # A value right after the field's head word ('ATC code A10BA02') first, then the answer-like
+    # name ('Jupiter is the largest planet'), then the head with its modifiers.
+    phrase = (_head_phrase(field, sentence, question, after_only=True) or answer.answer_name(sentence, question)
+              or _head_phrase(field, sentence, question))
     if phrase:
         return phrase
     asked = question.lower()

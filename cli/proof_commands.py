@@ -1,0 +1,185 @@
+"""Checkpoint and proof commands: keygen, checkpoint, prove, check-proof."""
+
+from __future__ import annotations
+
+import os
+import sys
+import urllib.request
+from pathlib import Path
+
+import orjson
+
+from evalledger.cli.errors import UsageError
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def cmd_keygen(args) -> int:
+    """Write a new Ed25519 signer key (mode 0600) and its verifier key beside it (``.pub``)."""
+    from evalledger import ledger
+    from evalledger.ledger import signed_note
+    out = Path(args.out)
+    home = Path(args.home or ledger.default_home())
+    if ledger.is_home(home) and _inside(out, home):
+        raise UsageError(f"{out}: the signing key must live outside the home ({home}): whoever writes the "
+                         "ledger must not be able to read the key beside it")
+    if out.exists():
+        raise UsageError(f"{out} already exists; choose another --out (a key is never overwritten)")
+    try:
+        signer = signed_note.generate(args.name)
+    except signed_note.NoteError as exc:
+        raise UsageError(str(exc)) from None
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(signer.text() + "\n")
+    pub = out.with_name(out.name + ".pub")
+    pub.write_text(signer.verifier.text() + "\n")
+    print(f"signer key {out} (keep it secret, outside the home)")
+    print(f"verifier key {pub}: {signer.verifier.text()}")
+    return 0
+
+
+def publish(note: str, line: bytes, target: str) -> str:
+    """Copy a checkpoint to ``target``: POST the note to an http(s) URL, or append the line to a file."""
+    if target.startswith(("http://", "https://")):
+        request = urllib.request.Request(target, data=note.encode(), method="POST",
+                                         headers={"Content-Type": "text/plain; charset=utf-8"})
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (the user's own URL)
+            return f"{target} (HTTP {response.status})"
+    with open(target, "ab") as handle:
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return target
+
+
+def cmd_checkpoint(args) -> int:
+    """Sign the ledger's head (seq, chain hash, Merkle root, time); append it; publish copies."""
+    from evalledger.cli.ledger_commands import open_existing
+    from evalledger.ledger import checkpoint as cps
+    from evalledger.ledger import signed_note
+    try:
+        signer = signed_note.load_key(args.key)
+    except (OSError, signed_note.NoteError) as exc:
+        raise UsageError(f"{args.key}: {exc}") from None
+    if not isinstance(signer, signed_note.Signer):
+        raise UsageError(f"{args.key}: a verifier key cannot sign; give the signer key keygen wrote")
+    with open_existing(args) as led:
+        try:
+            checkpoint, note = cps.make_checkpoint(led, signer)
+        except cps.CheckpointError as exc:
+            raise UsageError(str(exc)) from None
+        path = cps.record_checkpoint(led, checkpoint, note, signer.verifier)
+    print(f"checkpoint seq {checkpoint.size}:{checkpoint.head} root {checkpoint.root.hex()}")
+    if path is not None:
+        print(f"  appended to {path}")
+    line = orjson.dumps({"seq": checkpoint.size, "hash": checkpoint.head, "root": checkpoint.root.hex(),
+                         "note": note}, option=orjson.OPT_SORT_KEYS) + b"\n"
+    failed = 0
+    for target in args.publish or []:
+        try:
+            print(f"  published to {publish(note, line, target)}")
+        except OSError as exc:
+            print(f"  not published to {target}: {exc}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
+def cmd_prove(args) -> int:
+    """Write a bundle proving one case's events against a signed checkpoint."""
+    from evalledger.cli.ledger_commands import open_existing
+    from evalledger.ledger import checkpoint as cps
+    from evalledger.ledger.proof import build_bundle
+    from evalledger.projections.history import CaseNotFound, resolve_case
+    with open_existing(args, readonly=True) as led:
+        try:
+            case_id = resolve_case(led, args.case)
+        except CaseNotFound as exc:
+            raise UsageError(str(exc)) from None
+        stored = [e for e in led.read(types=["checkpoint.signed"])]
+        if not stored:
+            raise UsageError("no checkpoint in this ledger yet: run 'evalledger checkpoint --key KEY' first")
+        chosen = stored[-1] if args.checkpoint is None else next(
+            (e for e in stored if e.data["size"] == args.checkpoint), None)
+        if chosen is None:
+            sizes = ", ".join(str(e.data["size"]) for e in stored)
+            raise UsageError(f"no checkpoint at seq {args.checkpoint}; checkpoints: {sizes}")
+        note = chosen.data["note"]
+        checkpoint = cps.parse_text(note.rpartition("\n\n")[0] + "\n")
+        seqs = [e.seq for e in led.read(stream=f"case:{case_id}") if e.seq <= checkpoint.size]
+        if not seqs:
+            raise UsageError(f"case {case_id} has no event in the checkpoint at seq {checkpoint.size}; "
+                             "make a newer checkpoint")
+        try:
+            bundle = build_bundle(led, seqs, note, checkpoint)
+        except cps.CheckpointError as exc:
+            print(f"evalledger prove: {exc}", file=sys.stderr)
+            return 1
+    raw = orjson.dumps(bundle, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    Path(args.out).write_bytes(raw)
+    hashes = sum(len(e["proof"]) for e in bundle["events"])
+    print(f"proof of case {case_id}: {len(seqs)} events against the checkpoint at seq {checkpoint.size}, "
+          f"{hashes} proof hashes ({max(len(e['proof']) for e in bundle['events'])} at most per event), "
+          f"{len(raw)} bytes -> {args.out}")
+    return 0
+
+
+def cmd_check_proof(args) -> int:
+    """Check a bundle offline with the publisher's verifier key; exit 1 with the reason when it fails."""
+    from evalledger.ledger import signed_note
+    from evalledger.ledger.proof import ProofFailed, check_proof
+    try:
+        verifier = signed_note.load_key(args.pubkey)
+    except (OSError, signed_note.NoteError) as exc:
+        raise UsageError(f"{args.pubkey}: {exc}") from None
+    if isinstance(verifier, signed_note.Signer):
+        verifier = verifier.verifier
+    try:
+        bundle = orjson.loads(Path(args.bundle).read_bytes())
+    except OSError as exc:
+        raise UsageError(f"{args.bundle}: {exc.strerror or exc}") from None
+    except orjson.JSONDecodeError as exc:
+        print(f"FAILED {args.bundle}: not JSON: {exc}")
+        return 1
+    try:
+        checkpoint, events = check_proof(bundle, verifier)
+    except ProofFailed as exc:
+        print(f"FAILED {args.bundle}: {exc}")
+        return 1
+    print(f"OK {len(events)} events proven in the checkpoint of ledger {checkpoint.origin} at seq "
+          f"{checkpoint.size} ({checkpoint.time}), signed by {verifier.name}")
+    for event in events:
+        print(f"  seq {event.seq} {event.type} {event.stream} {event.hash}")
+    return 0
+
+
+def register(sub) -> None:
+    """Add keygen, checkpoint, prove and check-proof."""
+    p = sub.add_parser("keygen", help="make an Ed25519 key for signing checkpoints (kept outside the home)")
+    p.add_argument("--out", required=True, help="the signer key file to write; the verifier key goes to OUT.pub")
+    p.add_argument("--name", default="evalledger", help="the key's name in signatures (default evalledger)")
+    p.set_defaults(func=cmd_keygen)
+
+    p = sub.add_parser("checkpoint", help="sign the ledger's head and Merkle root; append and publish it")
+    p.add_argument("--key", required=True, help="the signer key file keygen wrote")
+    p.add_argument("--publish", action="append", metavar="URL|FILE",
+                   help="also POST the note to URL, or append the line to FILE (repeatable)")
+    p.set_defaults(func=cmd_checkpoint)
+
+    p = sub.add_parser("prove", help="write a bundle proving a case's events against a signed checkpoint")
+    p.add_argument("case", help="case id (or a unique prefix)")
+    p.add_argument("--checkpoint", type=int, default=None, metavar="SEQ",
+                   help="the checkpoint to prove against (default: the latest)")
+    p.add_argument("--out", required=True, help="the bundle file to write")
+    p.set_defaults(func=cmd_prove)
+
+    p = sub.add_parser("check-proof", help="check a proof bundle offline, with no ledger")
+    p.add_argument("bundle")
+    p.add_argument("--pubkey", required=True, help="the publisher's verifier key file (KEY.pub)")
+    p.set_defaults(func=cmd_check_proof)

@@ -1,0 +1,220 @@
+"""Signed checkpoints and proofs: every case of the demo home proven offline, any flipped byte
+caught, and a ledger rewritten and re-hashed after a checkpoint caught by verify --against."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+
+from evalledger import ledger
+from evalledger.ledger import signed_note
+from evalledger.ledger.checkpoint import make_checkpoint, record_checkpoint
+from evalledger.ledger.envelope import canonical_bytes, chain_hash, line_bytes, split_line
+from evalledger.ledger.proof import ProofFailed, build_bundle, check_proof
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "benchmarks" / "samples"
+
+
+@pytest.fixture(scope="module")
+def signed_home(tmp_path_factory):
+    """The demo's samples judged offline, then a checkpoint signed with a key outside the home."""
+    from evalledger.stages.dispatcher import RunSettings, run_until_idle
+    from evalledger.stages.intake import ingest_path
+    root = tmp_path_factory.mktemp("signed")
+    home, key = root / "home", root / "keys" / "signer.key"
+    key.parent.mkdir()
+    with ledger.open_ledger(home) as led:
+        for path in sorted(SAMPLES.glob("*.json*")):
+            ingest_path(led, path)
+        run_until_idle(led, RunSettings(judge_backend="offline"))
+    return home, key
+
+
+def _cli_keys(run_cli, key: Path, home: Path):
+    done = run_cli("keygen", "--out", key, home=home)
+    assert done.returncode == 0, done.stderr
+    return signed_note.load_key(key), signed_note.load_key(str(key) + ".pub")
+
+
+def test_every_case_of_the_demo_home_is_proven_offline(signed_home, run_cli, tmp_path):
+    home, key = signed_home
+    signer, verifier = _cli_keys(run_cli, key, home)
+    witness = tmp_path / "witness.jsonl"
+    done = run_cli("checkpoint", "--key", key, "--publish", witness, home=home)
+    assert done.returncode == 0, done.stderr
+    assert witness.read_bytes() == (home / "checkpoints.jsonl").read_bytes()
+    seed_text = signer.text().rsplit("+", 1)[1]
+    for path in home.rglob("*"):  # the signing key never enters the home
+        if path.is_file():
+            assert seed_text.encode() not in path.read_bytes(), path
+    with ledger.open_ledger(home, readonly=True) as led:
+        cases = sorted({e.data["case_id"] for e in led.read(types=["case.opened"])})
+        [stored] = list(led.read(types=["checkpoint.signed"]))
+        from evalledger.ledger.checkpoint import parse_text
+        checkpoint = parse_text(stored.data["note"].rpartition("\n\n")[0] + "\n")
+        for case_id in cases:
+            seqs = [e.seq for e in led.read(stream=f"case:{case_id}")]
+            bundle = json.loads(json.dumps(build_bundle(led, seqs, stored.data["note"], checkpoint)))
+            _, proven = check_proof(bundle, verifier)
+            assert [p.seq for p in proven] == seqs
+            assert {p.stream for p in proven} == {f"case:{case_id}"}  # only this case's events
+            assert all(len(e["proof"]) <= (checkpoint.size - 1).bit_length() for e in bundle["events"])
+    # and through the CLI, for one case
+    out = tmp_path / "one.proof.json"
+    assert run_cli("prove", cases[0][:10], "--out", out, home=home).returncode == 0
+    checked = run_cli("check-proof", out, "--pubkey", str(key) + ".pub", home=tmp_path / "nowhere")
+    assert checked.returncode == 0 and checked.stdout.startswith("OK "), checked.stdout
+
+
+def _flip(text: str, index: int) -> str:
+    """``text`` with the character at ``index`` replaced by a different one of the same kind."""
+    c = text[index]
+    if c in "0123456789abcdef":
+        other = "0123456789abcdef"[("0123456789abcdef".index(c) + 7) % 16]
+    elif c.isalnum():
+        other = "Z" if c != "Z" else "Y"
+    else:
+        other = "#" if c != "#" else "%"
+    return text[:index] + other + text[index + 1:]
+
+
+def test_any_flipped_byte_of_an_event_a_proof_or_the_checkpoint_fails_and_says_why(signed_home, run_cli, tmp_path):
+    home, key = signed_home
+    if not key.exists():
+        _cli_keys(run_cli, key, home)
+        assert run_cli("checkpoint", "--key", key, home=home).returncode == 0
+    verifier = signed_note.load_key(str(key) + ".pub")
+    with ledger.open_ledger(home, readonly=True) as led:
+        case_id = next(e.data["case_id"] for e in led.read(types=["case.judged"]))
+    out = tmp_path / "p.json"
+    assert run_cli("prove", case_id, "--out", out, home=home).returncode == 0
+    bundle = orjson.loads(out.read_bytes())
+    check_proof(bundle, verifier)
+    rng = random.Random(20)
+    targets = [("checkpoint", None, i) for i in range(len(bundle["checkpoint"]))]
+    for n, entry in enumerate(bundle["events"]):
+        targets += [("line", n, i) for i in rng.sample(range(len(entry["line"])), 40)]
+        targets += [("proof", n, (j, i)) for j, p in enumerate(entry["proof"]) for i in rng.sample(range(64), 4)]
+    reasons = set()
+    for kind, n, where in targets:
+        bad = json.loads(json.dumps(bundle))
+        if kind == "checkpoint":
+            bad["checkpoint"] = _flip(bad["checkpoint"], where)
+        elif kind == "line":
+            bad["events"][n]["line"] = _flip(bad["events"][n]["line"], where)
+        else:
+            j, i = where
+            bad["events"][n]["proof"][j] = _flip(bad["events"][n]["proof"][j], i)
+        with pytest.raises(ProofFailed) as caught:
+            check_proof(bad, verifier)
+        assert str(caught.value), (kind, n, where)
+        reasons.add(str(caught.value).split(":")[0])
+    assert len(targets) > 500 and len(reasons) >= 3
+    # through the CLI: one flipped proof hash, exit 1 and the reason on stdout
+    bad = json.loads(json.dumps(bundle))
+    bad["events"][0]["proof"][0] = _flip(bad["events"][0]["proof"][0], 0)
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    done = run_cli("check-proof", tmp_path / "bad.json", "--pubkey", str(key) + ".pub")
+    assert done.returncode == 1 and "events[0]" in done.stdout and "not in the checkpoint's tree" in done.stdout
+
+
+def _rehashed_forgery(lines: list[bytes], seq: int) -> list[bytes]:
+    """The ledger with the note at ``seq`` changed and every later hash recomputed consistently,
+    its own checkpoint events dropped: what a writer who controls the files could make."""
+    out, prev = [], "0" * 64
+    kept = 0
+    for line in lines:
+        canonical, _, _ = split_line(line)
+        env = orjson.loads(canonical)
+        if env["type"] == "checkpoint.signed":
+            continue
+        kept += 1
+        data = env["data"]
+        if env["seq"] == seq:
+            data = {**data, "text": data["text"] + " (edited later)"}
+        canonical = canonical_bytes(kept, env["id"], env["stream"], env["version"], env["type"], env["schema"],
+                                    orjson.dumps(data, option=orjson.OPT_SORT_KEYS),
+                                    orjson.dumps(env["meta"], option=orjson.OPT_SORT_KEYS))
+        hash_ = chain_hash(prev, canonical)
+        out.append(line_bytes(canonical, prev, hash_))
+        prev = hash_
+    return out
+
+
+def test_a_rewritten_and_rehashed_ledger_passes_verify_but_not_verify_against(tmp_path, run_cli):
+    home, key = tmp_path / "h", tmp_path / "keys" / "signer.key"
+    key.parent.mkdir()
+    run_cli("init", home=home)
+    for i in range(6):
+        run_cli("note", "--new-stream", f"case:n{i}", f"note {i}", home=home)
+    _cli_keys(run_cli, key, home)
+    witness = tmp_path / "witness" / "checkpoints.jsonl"
+    witness.parent.mkdir()
+    assert run_cli("checkpoint", "--key", key, "--publish", witness, home=home).returncode == 0  # at seq 6
+    for i in range(6, 9):
+        run_cli("note", "--new-stream", f"case:n{i}", f"note {i}", home=home)
+    assert run_cli("checkpoint", "--key", key, "--publish", witness, home=home).returncode == 0  # at seq 10
+    assert run_cli("verify", "--against", witness, "--pubkey", str(key) + ".pub", home=home).returncode == 0
+    exported = tmp_path / "export.jsonl"
+    run_cli("export", "--out", exported, home=home)
+    forged = tmp_path / "forged.jsonl"
+    forged.write_bytes(b"".join(_rehashed_forgery(exported.read_bytes().splitlines(keepends=True), seq=3)))
+    forged_home = tmp_path / "forged-home"
+    assert run_cli("import", forged, home=forged_home).returncode == 0
+    plain = run_cli("verify", home=forged_home)
+    assert plain.returncode == 0, plain.stdout + plain.stderr  # the chain is consistent: plain verify passes
+    against = run_cli("verify", "--against", witness, "--pubkey", str(key) + ".pub", home=forged_home)
+    assert against.returncode == 1
+    assert "does not extend the checkpoint at seq 6" in against.stdout
+    assert "history was rewritten at or before seq 6; none holds" in against.stdout
+
+
+def test_keygen_refuses_a_key_inside_the_home_and_never_overwrites(tmp_path, run_cli):
+    home = tmp_path / "h"
+    run_cli("init", home=home)
+    inside = run_cli("keygen", "--out", home / "signer.key", home=home)
+    assert inside.returncode == 2 and "outside the home" in inside.stderr
+    outside = tmp_path / "signer.key"
+    assert run_cli("keygen", "--out", outside, home=home).returncode == 0
+    again = run_cli("keygen", "--out", outside, home=home)
+    assert again.returncode == 2 and "never overwritten" in again.stderr
+    assert oct(outside.stat().st_mode & 0o777) == "0o600"
+
+
+def test_checkpoint_api_signs_what_verify_checks(tmp_path):
+    signer = signed_note.generate("api-test")
+    with ledger.open_ledger(tmp_path / "h") as led:
+        led.append([ledger.NewEvent("case:x", "note.added", {"text": "a"})])
+        checkpoint, note = make_checkpoint(led, signer, now="2026-01-01T00:00:00Z")
+        record_checkpoint(led, checkpoint, note, signer.verifier)
+        assert checkpoint.size == 1 and checkpoint.head == next(iter(led.read())).hash
+    from evalledger.ledger.checkpoint import open_checkpoint
+    assert open_checkpoint(note, signer.verifier) == checkpoint
+
+
+def test_the_daemon_checkpoints_every_n_events_and_publishes(tmp_path, run_cli):
+    home, key = tmp_path / "h", tmp_path / "keys" / "signer.key"
+    key.parent.mkdir()
+    run_cli("init", home=home)
+    _cli_keys(run_cli, key, home)
+    witness = tmp_path / "witness.jsonl"
+    (home / "inbox" / "cases.audit.jsonl").write_bytes((SAMPLES / "verifyfast-cases.audit.jsonl").read_bytes())
+    done = run_cli("watch", "--once", "--checkpoint-key", key, "--checkpoint-events", "10", "--publish", witness,
+                   "--log-format", "json", home=home)
+    assert done.returncode == 0, done.stderr
+    logged = [orjson.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    checkpoints = [entry for entry in logged if entry.get("event") == "checkpoint"]
+    assert checkpoints, done.stderr
+    with ledger.open_ledger(home, readonly=True) as led:
+        stored = list(led.read(types=["checkpoint.signed"]))
+        head = led.head().seq
+    assert stored and stored[-1].data["size"] == head - 1  # signed the head, then appended itself
+    assert witness.read_bytes() == (home / "checkpoints.jsonl").read_bytes()
+    assert run_cli("verify", "--against", witness, "--pubkey", str(key) + ".pub", home=home).returncode == 0
+    lonely = run_cli("watch", "--once", "--publish", witness, home=home)
+    assert lonely.returncode == 2 and "need --checkpoint-key" in lonely.stderr

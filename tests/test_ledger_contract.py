@@ -1,0 +1,257 @@
+"""One contract every ledger backend keeps, run against each of them through the public ``Ledger`` API.
+
+The backends are the ``backend`` fixture's params: a SQLite home (with its events.jsonl mirror) and
+a standalone JSONL file. A new backend (PostgreSQL, say) joins by adding one param whose
+``Backend`` opens it and knows how to tamper with a stored event the way someone with raw access
+to the store would; every test below then runs against it unchanged.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from evalledger import ledger
+from evalledger.ledger import ConflictError, LedgerError, NewEvent
+from evalledger.ledger.envelope import canonical_bytes, line_bytes
+
+WORKER = Path(__file__).with_name("ledger_worker.py")
+
+
+@dataclass
+class Backend:
+    """How the contract reaches one backend: where it lives, and how to damage a stored event."""
+
+    name: str
+    path: Path
+    #: rewrite the stored text of event ``seq`` (hash left alone); returns the source verify names
+    tamper: Callable[[Path, int, str], str]
+
+    def open(self, **options) -> ledger.Ledger:
+        """Open (creating on first use) this backend's ledger through the public API."""
+        return ledger.open_ledger(self.path, **options)
+
+
+def _tamper_sqlite(path: Path, seq: int, text: str) -> str:
+    conn = sqlite3.connect(path / "ledger.db", isolation_level=None)
+    conn.execute("DROP TRIGGER events_refuse_update")  # as someone with the file would
+    conn.execute("UPDATE events SET data = json_set(data, '$.text', ?) WHERE seq = ?", (text, seq))
+    conn.close()
+    return "ledger.db (table events)"
+
+
+def _tamper_jsonl(path: Path, seq: int, text: str) -> str:
+    lines = path.read_bytes().splitlines(keepends=True)
+    env = ledger.envelope.decode_json(lines[seq - 1])
+    data = ledger.canonical_json({**env["data"], "text": text})
+    canonical = canonical_bytes(env["seq"], env["id"], env["stream"], env["version"], env["type"],
+                                env["schema"], data, ledger.canonical_json(env["meta"]))
+    lines[seq - 1] = line_bytes(canonical, env["prev_hash"], env["hash"])
+    path.write_bytes(b"".join(lines))
+    return str(path)
+
+
+BACKENDS = {
+    "sqlite-home": lambda tmp: Backend("sqlite-home", tmp / "home", _tamper_sqlite),
+    "jsonl": lambda tmp: Backend("jsonl", tmp / "events.jsonl", _tamper_jsonl),
+}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request, tmp_path) -> Backend:
+    """Each backend in turn, fresh and empty."""
+    return BACKENDS[request.param](tmp_path)
+
+
+def note(stream: str, text: str, key: str | None = None) -> NewEvent:
+    """A ``note.added`` event (a closed payload every backend stores)."""
+    return NewEvent(stream, "note.added", {"text": text}, key=key)
+
+
+def seeded(led: ledger.Ledger) -> None:
+    """Six events in three batches over two streams, plus one of another type."""
+    led.append([note("case:a", "1"), note("case:a", "2")])
+    led.append([note("case:b", "3"), NewEvent("case:b", "verdict.overridden",
+                                              {"case_id": "b", "verdict": "fail", "reason": "r", "author": "me"})])
+    led.append([note("case:a", "5"), note("case:b", "6")])
+
+
+class TestLedgerContract:
+    """The behaviour every backend must show; parametrized over ``backend``."""
+
+    def test_append_seals_a_batch_in_order_with_seq_version_and_chain(self, backend):
+        with backend.open() as led:
+            first = led.append([note("case:a", "x"), note("case:b", "y"), note("case:a", "z")])
+            assert [(e.seq, e.stream, e.version) for e in first] == [(1, "case:a", 1), (2, "case:b", 1),
+                                                                    (3, "case:a", 2)]
+            assert first[0].prev_hash == "0" * 64
+            assert [e.prev_hash for e in first[1:]] == [e.hash for e in first[:-1]]
+            assert led.head() == ledger.Head(3, first[-1].hash)
+            assert [e.data["text"] for e in led.read()] == ["x", "y", "z"]
+        with backend.open() as again:  # what was appended is there after a reopen
+            assert [e.hash for e in again.read()] == [e.hash for e in first]
+
+    def test_the_same_key_appends_once(self, backend):
+        with backend.open() as led:
+            [once] = led.append(note("case:a", "x", key="k1"))
+            [again] = led.append(note("case:a", "different text, same key", key="k1"))
+            assert again.seq == once.seq and again.hash == once.hash and again.data["text"] == "x"
+            mixed = led.append([note("case:a", "x", key="k1"), note("case:a", "new", key="k2")])
+            assert [e.seq for e in mixed] == [1, 2]
+            assert led.head().seq == 2 and led.stream_version("case:a") == 2
+            assert led.get(once.id).hash == once.hash
+            assert led.get("0" * 32) is None
+
+    def test_a_stale_expected_version_conflicts_and_appends_nothing(self, backend):
+        with backend.open() as led:
+            led.append(note("case:a", "x"), expected_version=0)
+            head = led.head()
+            with pytest.raises(ConflictError, match="case:a"):
+                led.append([note("case:b", "fine"), note("case:a", "stale")],
+                           expected_version={"case:a": 0, "case:b": 0})
+            assert led.head() == head and led.stream_version("case:b") == 0
+            led.append(note("case:a", "y"), expected_version=1)
+            assert led.stream_version("case:a") == 2
+
+    def test_seq_is_gapless_while_another_process_appends(self, backend):
+        with backend.open() as led:
+            led.append(note("case:mine", "first"))
+        worker = subprocess.Popen([sys.executable, str(WORKER), str(backend.path), "1", "60"],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            with backend.open() as led:
+                for i in range(30):
+                    led.append([note("case:mine", f"{i}a"), note("case:mine", f"{i}b")])
+        finally:
+            assert worker.wait(timeout=120) == 0
+        with backend.open() as led:
+            events = list(led.read())
+            assert [e.seq for e in events] == list(range(1, 1 + 1 + 60 + 60))
+            for stream in ("case:mine", "case:w1"):
+                versions = [e.version for e in events if e.stream == stream]
+                assert versions == list(range(1, len(versions) + 1))
+            assert led.verify().ok
+
+    def test_tracking_is_committed_with_a_batch_and_read_back_after_reopen(self, backend):
+        with backend.open() as led:
+            assert led.tracking_position("stage:test") == 0
+            led.append(note("case:a", "x"), tracking=("stage:test", 7))
+            assert led.tracking_position("stage:test") == 7
+            with pytest.raises(ConflictError):
+                led.append(note("case:a", "y"), expected_version=0, tracking=("stage:test", 9))
+            assert led.tracking_position("stage:test") == 7  # a refused batch moves no position
+            led.append([], tracking=("stage:other", 3))
+            led.set_tracking("stage:test", 8)
+        with backend.open(readonly=True) as led:
+            assert (led.tracking_position("stage:test"), led.tracking_position("stage:other")) == (8, 3)
+            with pytest.raises(LedgerError, match="read-only"):
+                led.set_tracking("stage:test", 9)
+
+    def test_read_filters_by_types_stream_and_seq_range(self, backend):
+        with backend.open() as led:
+            seeded(led)
+            assert [e.seq for e in led.read(types="note.added")] == [1, 2, 3, 5, 6]
+            assert [e.seq for e in led.read(types=["verdict.overridden"])] == [4]
+            assert [e.seq for e in led.read(stream="case:b")] == [3, 4, 6]
+            assert [e.seq for e in led.read(from_seq=3, to_seq=5)] == [3, 4, 5]
+            assert [e.seq for e in led.read(from_seq=2, types="note.added", stream="case:a")] == [2, 5]
+            assert list(led.read(from_seq=7)) == []
+
+    def test_scan_gives_fold_rows_with_payloads_and_stamped_config_hashes(self, backend):
+        with backend.open() as led:
+            led.append([NewEvent("case:a", "note.added", {"text": "x"}, meta={"config_hash": "abc"}),
+                        NewEvent("case:a", "note.added", {"text": "y"}, meta={"config_hash": "def"}),
+                        NewEvent("case:a", "verdict.overridden",
+                                 {"case_id": "a", "verdict": "pass", "reason": "r", "author": "me"},
+                                 meta={"config_hash": "ghi"})])
+            rows = list(led.scan(2, 3, ["note.added", "verdict.overridden"], stamped=["verdict.overridden"]))
+            assert [(r.type, r.version, r.config_hash) for r in rows] == [
+                ("note.added", 2, None), ("verdict.overridden", 3, "ghi")]
+            decoded = [ledger.envelope.decode_json(r.data) if isinstance(r.data, (bytes, str)) else r.data
+                       for r in rows]
+            assert decoded[0] == {"text": "y", "author": None}
+
+    def test_verify_passes_and_checks_a_published_head(self, backend):
+        with backend.open() as led:
+            seeded(led)
+            published = led.head()
+            report = led.verify(expect_head=published)
+            assert report.ok and report.head == published
+            assert not led.verify(expect_head=f"{published.seq}:{'0' * 64}").ok
+
+    def test_an_edited_event_fails_verify_naming_seq_and_store(self, backend):
+        with backend.open() as led:
+            seeded(led)
+        source = backend.tamper(backend.path, 3, "rewritten")
+        with backend.open(readonly=True) as led:
+            report = led.verify()
+        assert not report.ok
+        first = report.problems[0]
+        assert first.seq == 3 and source in first.source, report.problems
+
+    def test_export_is_the_same_bytes_a_fresh_import_gives_back(self, backend, tmp_path):
+        with backend.open() as led:
+            seeded(led)
+            led.export(tmp_path / "out.jsonl")
+        restored = BACKENDS[backend.name](tmp_path / "restored")
+        restored.path.parent.mkdir(parents=True, exist_ok=True)
+        with restored.open() as led:
+            assert led.import_file(tmp_path / "out.jsonl") == 6
+            led.export(tmp_path / "again.jsonl")
+        assert (tmp_path / "again.jsonl").read_bytes() == (tmp_path / "out.jsonl").read_bytes()
+
+
+def test_a_damaged_jsonl_tracking_file_is_named_and_the_events_are_kept(tmp_path):
+    """The JSONL backend's tracking sidecar: refused by name when damaged, never taking events with it."""
+    path = tmp_path / "events.jsonl"
+    with ledger.open_ledger(path) as led:
+        led.append(note("case:a", "x"), tracking=("stage:test", 1))
+    sidecar = tmp_path / "events.jsonl.tracking.json"
+    assert ledger.envelope.decode_json(sidecar.read_bytes()) == {"stage:test": 1}
+    for damage in (b'{"stage:test": 1', b'["stage:test"]', b'{"stage:test": "one"}'):
+        sidecar.write_bytes(damage)
+        with ledger.open_ledger(path) as led:
+            with pytest.raises(LedgerError, match="events.jsonl.tracking.json"):
+                led.tracking_position("stage:test")
+            assert [e.data["text"] for e in led.read()] == ["x"] and led.verify().ok
+    sidecar.unlink()                                    # what the message advises: scan from the start
+    with ledger.open_ledger(path) as led:
+        assert led.tracking_position("stage:test") == 0
+        led.append(note("case:a", "y"), tracking=("stage:test", 2))
+        assert led.tracking_position("stage:test") == 2 and not list(tmp_path.glob("*.tmp"))
+
+
+def _export(backend: Backend, batches: list[list[NewEvent]], out: Path) -> bytes:
+    """Append the batches through ``backend`` (with fixed recorded_at) and return its export."""
+    with backend.open() as led:
+        for batch in batches:
+            led.append(batch)
+        led.export(out)
+    return out.read_bytes()
+
+
+EVENT = st.builds(
+    lambda stream, text, key: NewEvent(f"case:{stream}", "note.added", {"text": text},
+                                       key=key, meta={"recorded_at": "2026-01-01T00:00:00.000000Z"}),
+    st.sampled_from("abc"), st.text(max_size=20), st.one_of(st.none(), st.sampled_from(["k1", "k2", "k3"])))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(EVENT, min_size=0, max_size=4), min_size=1, max_size=5))
+def test_every_backend_exports_the_same_bytes_for_the_same_events(tmp_path_factory, batches):
+    """The same batches, with keys (so ids are deterministic), give byte-identical exports."""
+    keyed = [[NewEvent(e.stream, e.type, e.data, key=e.key or f"{i}.{j}", meta=e.meta)
+              for j, e in enumerate(batch)] for i, batch in enumerate(batches)]
+    tmp = tmp_path_factory.mktemp("same-events")
+    exports = {name: _export(make(tmp), keyed, tmp / f"{name}.out") for name, make in BACKENDS.items()}
+    assert len(set(exports.values())) == 1, exports
+    lines = next(iter(exports.values())).splitlines()
+    assert [ledger.envelope.decode_json(line)["seq"] for line in lines] == list(range(1, len(lines) + 1))
