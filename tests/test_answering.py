@@ -107,3 +107,31 @@ def test_a_call_budget_spent_while_answering_leaves_the_rest_for_the_next_run(tm
     assert sorted(asked) == ["answer", "answer", "parse", "parse"]   # nothing asked twice
     assert sorted(e.data["verdict"] for e in read(home, "case.judged")) == ["pass", "pass"]
     assert all(e.meta.get("profile") == "full" for e in read(home, "judge.called", "case.judged"))
+
+
+def test_every_instance_of_the_answer_schema_passes_the_answer_checks_and_strict_mode():
+    import json
+
+    from hypothesis import HealthCheck, assume, given, settings
+    from jsonschema import Draft202012Validator
+
+    from evalledger.stages.judge import role
+    from evalledger.testing.schema_instances import instances
+    from evalledger.testing.strict_schema import strict_mode_problems
+
+    spec = role("answer")
+    request = spec.request(question="How many pairs of chromosomes does a human cell have?")
+    schema = spec.reply_schema(request)
+    assert strict_mode_problems(schema) == []
+    validator = Draft202012Validator(schema)
+
+    @settings(max_examples=50, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(instances(schema))
+    def passes(instance):
+        assume(validator.is_valid(instance))   # the generator does not read "pattern"; jsonschema does
+        assert spec.validate_reply(request, json.loads(json.dumps(instance))).answer.strip()
+
+    passes()
+    for blank in ("", "   ", "\n"):
+        assert not validator.is_valid({"answer": blank})
