@@ -117,7 +117,8 @@ def register(sub) -> None:
     p = sub.add_parser("run", help="judge every pending case until idle, then exit",
                        description="Process everything pending until idle, then exit. The judge defaults "
                                    "to the configuration's judge_backend, which defaults to offline.",
-                       epilog="example: evalledger run --profiles kimi-full,cross-verify --max-cost 2.50")
+                       epilog="with profiles and a budget:\n  evalledger run --profiles kimi-full,cross-verify "
+                              "--config prices.toml --max-cost 2.50")
     add_judge_options(p)
     add_profile_options(p)
     p.add_argument("--retry-failed", action="store_true", help="try the cases with stage.failed again")
