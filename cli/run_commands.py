@@ -50,7 +50,7 @@ def run_settings(args, **flags) -> RunSettings:
         settings.check_judge()
     except (ConfigError, ValueError, JudgeError) as exc:   # no model, no key, a bad judge option
         raise UsageError(str(exc)) from None
-    if settings.max_cost is not None and settings.profiles is None:
+    if settings.max_cost is not None and not getattr(settings.profiles, "profiles", None):
         judge = settings.judge_settings()
         if judge.backend == "openai" and judge.resolved_model() not in settings.run_config().prices:
             raise UsageError(f"--max-cost needs a price for the judge model {judge.resolved_model()!r}: "
@@ -76,9 +76,8 @@ def run_limits(args, layer) -> dict:
     """The ``profiles``, ``max_calls`` and ``max_cost`` RunSettings of ``add_profile_options``' arguments."""
     from evalledger.cli.errors import UsageError
     from evalledger.cli.ledger_commands import home_of
-    from evalledger.stages.config import effective_config
-    from evalledger.stages.models_file import default_models_path, load_models_file
-    from evalledger.stages.profiles import ProfilePlan
+    from evalledger.stages.models_file import default_models_path
+    from evalledger.stages.profiles import AnsweringPlan, ProfilePlan
     out: dict = {}
     for flag, value in (("--max-calls", getattr(args, "max_calls", None)), ("--max-cost", getattr(args, "max_cost", None))):
         if value is not None and value < 0:
@@ -90,8 +89,15 @@ def run_limits(args, layer) -> dict:
     names = list(getattr(args, "profile_names", None) or [])
     names += [n.strip() for n in (getattr(args, "profile_list", None) or "").split(",") if n.strip()]
     if not names:
-        if getattr(args, "models_file", None):
-            raise UsageError("--models names a models file, but no --profile or --profiles says which profile to run")
+        if not hasattr(args, "models_file"):   # not `run` (the watch daemon takes no models file)
+            return out
+        path = args.models_file or default_models_path(home_of(args))
+        models = _models_file(path) if path else None
+        if args.models_file and not models.answering:
+            raise UsageError(f"--models names {path}, but no --profile or --profiles says which profile "
+                             "to run (and it lists no answering models)")
+        if models is not None and models.answering:
+            out["profiles"] = _priced(AnsweringPlan(models.answering), out, layer)
         return out
     path = args.models_file or default_models_path(home_of(args))
     if path is None:
@@ -100,16 +106,33 @@ def run_limits(args, layer) -> dict:
     if args.judge or args.model:
         raise UsageError("a profile names its judge: --judge and --model do not go with --profile/--profiles")
     try:
-        plan = ProfilePlan(load_models_file(path).select(names))
+        plan = ProfilePlan(_models_file(path).select(names))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    if out.get("max_cost") is not None:
+    out["profiles"] = _priced(plan, out, layer)
+    return out
+
+
+def _models_file(path):
+    """The models file at ``path``; its problems are a usage error."""
+    from evalledger.cli.errors import UsageError
+    from evalledger.stages.models_file import load_models_file
+    try:
+        return load_models_file(path)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _priced(plan, limits: dict, layer):
+    """``plan``, refused (usage error) under --max-cost when one of its models has no price."""
+    from evalledger.cli.errors import UsageError
+    from evalledger.stages.config import effective_config
+    if limits.get("max_cost") is not None:
         unpriced = plan.unpriced(effective_config(None, layer))
         if unpriced:
             raise UsageError(f"--max-cost needs a price for every model, and the price table has none for "
                              f"{', '.join(unpriced)} (set prices.<model> in --config)")
-    out["profiles"] = plan
-    return out
+    return plan
 
 
 def register(sub) -> None:

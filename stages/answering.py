@@ -13,17 +13,32 @@ call is recorded on the case it opens, and a rerun finds the recorded answer and
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from evalledger.ledger import NewEvent
 from evalledger.stages.formats.ids import digest16
 from evalledger.stages.judge.budget import BudgetExhausted
+from evalledger.stages.models_file import NamedModel
 
 MAX_ANSWERS_IN_FLIGHT = 16
 
 
+@dataclass(frozen=True)
+class PlainAnswerer:
+    """An answering model outside any profile (the models file's ``answering``): its cases have none.
+
+    It stands where a profile goes below: ``run`` is the model, ``name`` None.
+    """
+
+    run: NamedModel
+    name: None = None
+
+
 def answered_case_id(benchmark: str, question_id: str, profile) -> str:
-    """The id of the case a profile's answer to a question opens."""
+    """The id of the case a profile's (or a plain answerer's) answer to a question opens."""
+    if profile.name is None:
+        return digest16([benchmark, question_id, "answer", profile.run.identity()])
     return digest16([benchmark, question_id, "answer", profile.run.identity(), profile.name,
                      profile.verify.identity()])
 
@@ -55,11 +70,12 @@ def answered_case(bench: dict[str, Any], question: dict[str, Any], case_id: str,
     from evalledger.stages.profiles import profile_config, profile_fields
     answered_by = {**profile.run.identity(), "event": call_event.id if call_event else None,
                    "request_hash": call_event.data.get("request_hash") if call_event else None}
+    in_profile = profile.name is not None
     data = {"case_id": case_id, "benchmark": bench["benchmark"], "benchmark_name": bench.get("name"),
             "kind": bench["kind"], "question_id": str(question["id"]), "model": profile.run.name,
             "question": question, "response": answer, "source": bench.get("source"),
-            "config": profile_config(bench.get("config"), profile), "answered_by": answered_by,
-            **profile_fields(profile)}
+            "config": profile_config(bench.get("config"), profile) if in_profile else dict(bench.get("config") or {}),
+            "answered_by": answered_by, **(profile_fields(profile) if in_profile else {})}
     return NewEvent(f"case:{case_id}", "case.opened", data, key=case_id, meta=meta)
 
 
@@ -94,7 +110,8 @@ async def answer_questions(led, port, questions: list[dict[str, Any]], profile,
         if isinstance(result, BudgetExhausted):
             exhausted = result
         elif isinstance(result, Exception):
-            failures.append({"question_id": str(item["question"]["id"]), "profile": profile.name,
+            failures.append({"question_id": str(item["question"]["id"]),
+                             "profile": profile.name or f"model {profile.run.name}",
                              "case_id": item["case_id"],
                              "reason": f"answering failed: {type(result).__name__}: {result}"})
     if exhausted is not None:

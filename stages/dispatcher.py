@@ -81,7 +81,8 @@ class RunSettings(BaseModel):
     max_cases_in_flight: int = Field(16, ge=1)
     judge: Any = None
     search: Any = None
-    # Profiles (stages.profiles.ProfilePlan): this run judges only their cases, each with its own judge.
+    # Profiles (stages.profiles.ProfilePlan): this run judges only their cases, each with its own judge;
+    # or answering models alone (AnsweringPlan): they answer questions, the run's judge judges.
     profiles: Any = None
     max_calls: int | None = Field(None, ge=0)     # budget caps: reached, the run stops, cases stay pending
     max_cost: float | None = Field(None, ge=0)
@@ -108,7 +109,8 @@ class RunSettings(BaseModel):
         """
         if self.profiles is not None:
             self.profiles.check(self.run_config())
-            return
+            if self.profiles.profiles:   # profiles bring their judges; answering models alone do not
+                return
         if self.judge is not None:
             return
         settings = self.judge_settings()
@@ -289,11 +291,11 @@ class _Run:
             _Watermarks(self.led, pending).settle()
             await self._close_plan()
             return self.summary
-        if self.judge is None and self.plan is None:
+        if self.judge is None and (self.plan is None or not self.plan.profiles):
             self.judge = self._make_judge()
         if hasattr(self.judge, "budget"):   # a judge port (not a test's stand-in object)
             self.judge.budget = self.budget
-        extra = {"profiles": self.plan.describe()} if self.plan is not None else {}
+        extra = self.plan.describe() if self.plan is not None else {}
         self._append_run_event("run.started", {**extra,
             "judge": self._judge_identity(), "config": self.run_config.to_json(),
             "configs": _configs_of(pending, self.settings.config_layer),

@@ -10,6 +10,8 @@ model = "Kimi-K2-Instruct-0905"
 api_key_env = "KIMI_API_KEY"     # the NAME of the variable that holds the key, never the key
 parameters = {max_tokens = 4000}
 
+answering = ["kimi-k2"]          # answering models of runs without a profile (optional)
+
 [profiles.cross-verify]
 run = "kimi-k2"                  # the answering model (optional)
 verify = "qwen3-235b"            # the judge
@@ -83,6 +85,7 @@ class ModelsFile:
     path: str
     models: dict[str, NamedModel]
     profiles: dict[str, Profile]
+    answering: list[NamedModel] = field(default_factory=list)   # answer questions in runs without a profile
 
     def select(self, names: list[str]) -> list[Profile]:
         """The profiles named, in order; a ConfigError naming the unknown ones and the known ones."""
@@ -127,8 +130,8 @@ def parse_models(data: dict[str, Any], label: str = "models file") -> ModelsFile
     errors: list[dict[str, str]] = []
     error = _Collector(label, errors)
 
-    for key in sorted(set(data) - {"defaults", "models", "profiles"}):
-        error(key, "unknown table (a models file has defaults, models and profiles)")
+    for key in sorted(set(data) - {"defaults", "models", "profiles", "answering"}):
+        error(key, "unknown table (a models file has defaults, models, profiles and answering)")
     defaults = _table(data, "defaults", error)
     _check_parameters(defaults, "defaults", error)
     models: dict[str, NamedModel] = {}
@@ -142,11 +145,28 @@ def parse_models(data: dict[str, Any], label: str = "models file") -> ModelsFile
         profile = _profile(name, spec, models, broken, error)
         if profile is not None:
             profiles[name] = profile
+    answering = _answering(data.get("answering", []), models, broken, error)
     if not models and not errors:
         error("models", "no models defined (add a [models.NAME] table)")
     if errors:
         raise ConfigError(errors)
-    return ModelsFile(label, models, profiles)
+    return ModelsFile(label, models, profiles, answering)
+
+
+def _answering(names: Any, models: dict[str, NamedModel], broken: set[str], error) -> list[NamedModel]:
+    """The top-level ``answering`` list: names of models that answer questions outside profiles."""
+    if not isinstance(names, list):
+        error("answering", f"must be a list of model names, not {_kind(names)}")
+        return []
+    out = []
+    for i, name in enumerate(names):
+        if isinstance(name, str) and name in broken:
+            error(f"answering[{i}]", f"model {name!r} cannot be used: its own errors are listed above")
+        elif not isinstance(name, str) or name not in models:
+            error(f"answering[{i}]", f"no model named {name!r} (models defined: {', '.join(sorted(models)) or 'none'})")
+        elif models[name] not in out:
+            out.append(models[name])
+    return out
 
 
 class _Collector:

@@ -23,7 +23,7 @@ import asyncio
 from typing import Any, Iterable
 
 from evalledger.ledger import NewEvent
-from evalledger.stages.answering import answer_questions, unanswered_questions
+from evalledger.stages.answering import PlainAnswerer, answer_questions, unanswered_questions
 from evalledger.stages.config import VerificationConfig, merge_layers
 from evalledger.stages.formats.ids import digest16
 from evalledger.stages.judge.budget import BudgetExhausted
@@ -99,9 +99,9 @@ class ProfilePlan:
         return opened.get("profile") in self.profiles
 
     def describe(self) -> dict[str, Any]:
-        """The profiles as recorded in ``run.started``: names, models and audit overrides (no keys)."""
-        return {name: {"run": p.run.identity() if p.run else None, "verify": p.verify.identity(),
-                       "audit": p.audit} for name, p in self.profiles.items()}
+        """What ``run.started`` records of the plan: the profiles' names, models and audit overrides (no keys)."""
+        return {"profiles": {name: {"run": p.run.identity() if p.run else None, "verify": p.verify.identity(),
+                                    "audit": p.audit} for name, p in self.profiles.items()}}
 
     def check(self, run_config: VerificationConfig) -> None:
         """Raise (JudgeError, ValueError) now when a profile's model cannot be set up (no key for the public API)."""
@@ -148,17 +148,22 @@ class ProfilePlan:
                  for origin in origins if profile_case_id(origin["case_id"], profile) not in known]
         for start in range(0, len(batch), 1000):
             led.append(batch[start:start + 1000])
+        answerers = [p for p in self.profiles.values() if p.run is not None]
+        return await self._answer(led, opened, known, answerers, meta, run_config, no_cache, budget)
+
+    async def _answer(self, led, opened, known, answerers, meta, run_config, no_cache, budget):
+        """Answer the unanswered questions for each answerer (a profile, or a PlainAnswerer); the failures."""
         failures: list[dict[str, str]] = []
-        for profile in self.profiles.values():
-            if profile.run is None or (budget is not None and budget.stopped):
-                continue
-            questions = unanswered_questions(led, opened, profile, known)
+        for answerer in answerers:
+            if budget is not None and budget.stopped:
+                break
+            questions = unanswered_questions(led, opened, answerer, known)
             if not questions:
                 continue
-            port = self._answerer(profile.run, led, run_config, no_cache, budget)
+            port = self._answerer(answerer.run, led, run_config, no_cache, budget)
+            tagged = {**meta, "profile": answerer.name} if answerer.name else meta
             try:
-                failures += await answer_questions(led, port, questions, profile,
-                                                   {**meta, "profile": profile.name})
+                failures += await answer_questions(led, port, questions, answerer, tagged)
             except BudgetExhausted:
                 pass   # budget.stopped says why; the questions are answered by the next run
         return failures
@@ -168,3 +173,42 @@ class ProfilePlan:
         ports = list(self.judges.values()) + list(self.answerers.values())
         self.judges, self.answerers = {}, {}
         await asyncio.gather(*(port.aclose() for port in ports))
+
+
+class AnsweringPlan(ProfilePlan):
+    """Answering models of a run without profiles (the models file's ``answering``).
+
+    Questions without responses are answered by each model, opening cases that belong to no
+    profile; the run's own judge judges them with every other case without a profile.
+    """
+
+    def __init__(self, models: Iterable[NamedModel]):
+        super().__init__([])
+        self.models = list(models)
+
+    def selects(self, opened: dict[str, Any]) -> bool:
+        """True for a case without a profile (the cases a run without profiles judges)."""
+        return not opened.get("profile")
+
+    def describe(self) -> dict[str, Any]:
+        """What ``run.started`` records: the answering models (no keys)."""
+        return {"answering": [m.identity() for m in self.models]}
+
+    def check(self, run_config: VerificationConfig) -> None:
+        """Raise now when an answering model cannot be set up."""
+        from evalledger.stages.judge import live_backend
+        for model in self.models:
+            live_backend(judge_settings_for(model, run_config), "openai")
+
+    def unpriced(self, run_config: VerificationConfig) -> list[str]:
+        """Provider model names of the answering models that the price table lacks."""
+        return sorted({m.model for m in self.models} - set(run_config.prices))
+
+    async def open_cases(self, led, run_id: str, run_config: VerificationConfig, no_cache: bool,
+                         budget) -> list[dict[str, str]]:
+        """Answer every question without a response with each answering model; the failures."""
+        opened = [e.data for e in led.read(types=["case.opened"])]
+        known = {d.get("case_id") for d in opened}
+        answerers = [PlainAnswerer(model) for model in self.models]
+        return await self._answer(led, opened, known, answerers, {"run": run_id, **STAGE_META},
+                                  run_config, no_cache, budget)

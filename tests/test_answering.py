@@ -135,3 +135,27 @@ def test_every_instance_of_the_answer_schema_passes_the_answer_checks_and_strict
     passes()
     for blank in ("", "   ", "\n"):
         assert not validator.is_valid({"answer": blank})
+
+
+def test_answering_models_of_the_models_file_answer_in_a_run_without_profiles(tmp_path, run_cli):
+    with StandInThread(StandIn(reply_fn=scripted_judge())) as server:
+        home = questions_home(tmp_path, run_cli, server.base_url,
+                              responses=[{"question_id": "q2", "model": "model-a", "text": RESPONSE}])
+        write(home / "models.toml", 'answering = ["alpha"]\n' + models_toml(server.base_url))
+        env = {**KEYS_ENV, "OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": "judge-1"}
+        ran = run_cli("run", "--quiet", "--judge", "openai", home=home, env=env)
+        asked = [(role_of(r["body"]), r["body"]["model"]) for r in server.requests]
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert sorted(asked) == [("answer", "alpha-1"), ("parse", "judge-1"), ("parse", "judge-1")]
+    opened = {e.data["question_id"]: e.data for e in read(home, "case.opened")}
+    assert "profile" not in opened["q1"] and opened["q1"]["answered_by"]["name"] == "alpha"
+    assert opened["q1"]["response"] == ANSWER and opened["q1"]["model"] == "alpha"
+    assert "answered_by" not in opened["q2"]                     # dropped in: not answered again
+    assert sorted(e.data["verdict"] for e in read(home, "case.judged")) == ["pass", "pass"]
+    [started] = [e.data for e in read(home, "run.started")]
+    assert started["answering"][0]["model"] == "alpha-1"
+    bad = tmp_path / "bad.toml"
+    write(bad, 'answering = ["nobody"]\n' + models_toml("http://127.0.0.1:1/v1"))
+    refused = run_cli("run", "--models", bad, home=home)
+    assert refused.returncode == 2
+    assert f"{bad}: answering[0]: no model named 'nobody' (models defined: alpha, beta)" in refused.stderr

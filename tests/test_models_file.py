@@ -57,7 +57,7 @@ run = "a"
 """)
     found = problems(path)
     assert found == [
-        f"{path}: extra: unknown table (a models file has defaults, models and profiles)",
+        f"{path}: extra: unknown table (a models file has defaults, models, profiles and answering)",
         f"{path}: models.a.base_url: not an http(s) URL: 'ftp://example'",
         f"{path}: models.a.parameters.colour: unknown parameter (parameters: temperature, max_tokens, "
         "concurrency, max_attempts, max_invalid_replies, timeout_s, backoff_base_s, backoff_max_s, "
@@ -141,6 +141,7 @@ def test_run_with_a_bad_or_missing_models_file_is_a_usage_error_naming_it(run_cl
     path.write_text('[models.a]\nmodel = "m"\nbase_url = 3\n')
     bad = run_cli("run", "--models", path, "--profile", "x", home=home)
     assert bad.returncode == 2 and f"{path}: models.a.base_url: must be non-empty text" in bad.stderr
+    path.write_text(models_toml("http://127.0.0.1:1/v1"))
     lonely = run_cli("run", "--models", path, home=home)
     assert lonely.returncode == 2 and "no --profile or --profiles" in lonely.stderr
     tomllib.loads(models_toml("http://127.0.0.1:1/v1"))   # the helper's file is valid TOML
