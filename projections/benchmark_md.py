@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from evalledger.projections.results import model_label
+from evalledger.projections.results import group_label
 from evalledger.projections.markdown import (
     SUMMARY_HEADER, audit_section, cell, comparison_section, fmt, pct, provenance_lines,
-    reconstruction_section, summary_rows, table,
+    reconstruction_section, summary_rows, table, usd,
 )
 
 
@@ -43,7 +43,7 @@ def side_by_side(results: list[dict], models: list[str]) -> list[str]:
     """One row per question, one column per model: the verdict (or score) each model got."""
     by_question: dict[str, dict[str, list[dict]]] = {}
     for r in results:
-        by_question.setdefault(str(r["question_id"]), {}).setdefault(model_label(r["model"]), []).append(r)
+        by_question.setdefault(str(r["question_id"]), {}).setdefault(group_label(r), []).append(r)
     rows = []
     for question in sorted(by_question, key=natural_key):
         row: list[Any] = [question]
@@ -95,7 +95,7 @@ def attention_section(results: list[dict]) -> list[str]:
         if r["auto_failed"]:
             why.append("auto-failed: " + ", ".join(r["auto_fail_reasons"]))
         if why:
-            rows.append([r["case_id"], r["question_id"], model_label(r["model"]), " / ".join(why)])
+            rows.append([r["case_id"], r["question_id"], group_label(r), " / ".join(why)])
     if not rows:
         return []
     return ["### Cases to look at", ""] + table(["case", "question", "model", "why"], rows)
@@ -150,7 +150,7 @@ def render_document(doc: dict[str, Any], prov: dict[str, Any]) -> str:
     lines = [f"# Reconstruction {doc['doc_id']}", ""] + provenance_lines(prov)
     lines += [f"Case `{doc['case_id']}`, benchmark {doc['benchmark']}, model {doc['metadata']['model']}, "
               f"status {doc['status']}; {doc['metadata']['total_tokens']} tokens, "
-              f"{doc['metadata']['cost_usd']:.6f} USD.", ""]
+              f"{usd(doc['metadata']['cost_usd'])} USD.", ""]
     lines += table(["metric", "value"], [
         ["total claims scored", m["total_claims"]], ["average score", m["average_score"]],
         ["importance-weighted average", m["weighted_average_score"]],

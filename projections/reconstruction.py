@@ -99,7 +99,7 @@ def document_report(case: dict, usage: dict[str, Any]) -> dict[str, Any]:
         "claim_evaluations": claims, "calculated_metrics": metrics_of(claims),
         "unscored_claims": unscored_claims(case),
         "metadata": {"model": case["model"], "total_tokens": usage["tokens"],
-                     "cost_usd": rnd(usage["cost"], 6)},
+                     "cost_usd": None if usage["cost"] is None else rnd(usage["cost"], 6)},
     }
 
 
