@@ -61,6 +61,21 @@ def test_max_calls_stops_the_run_with_cases_pending_and_a_rerun_finishes_without
     assert len(server.requests) == 6 * 3
     [stopped] = [e.data for e in read(home, "run.completed") if e.data.get("stopped")]
     assert stopped["model_calls"] == 7 and stopped["left_pending"] == left
+    # A budget stop is clean: exit 0 above, on stdout, never the infrastructure stop's stderr line.
+    assert stopped["stop"] == "budget" and stopped["pending"] == left
+    assert "stopped early" not in capped.stderr
+
+
+def test_under_a_budget_an_unreachable_judge_still_stops_with_exit_3(tmp_path, run_cli):
+    home = audit_home(tmp_path, run_cli)
+    done = run_cli("run", "--quiet", "--judge", "openai", "--max-calls", "50", home=home,
+                   env=openai_env("http://127.0.0.1:9/v1"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "stopped early" in done.stderr and "cannot connect" in done.stderr
+    assert not [line for line in done.stdout.splitlines() if line.startswith("stopped:")]
+    [completed] = [e.data for e in read(home, "run.completed")]
+    assert completed["stop"] == "judge_unavailable" and completed["pending"] == completed["left_pending"] == 6
+    assert not read(home, "stage.failed")
 
 
 def test_max_cost_stops_once_the_calls_cost_that_much(tmp_path, run_cli):
@@ -97,4 +112,6 @@ def test_a_zero_call_budget_through_the_python_api_leaves_every_case_pending(tmp
     assert server.requests == []
     assert summary.judged == summary.failed == 0 and summary.left_pending == 6
     assert summary.stopped.startswith("the call budget is spent (--max-calls 0")
+    # The same stop mechanism as an unavailable judge, told apart by ``stop``; both names of the count.
+    assert summary.stop == "budget" and summary.pending == 6
     assert set(states(home).values()) == {"opened"}
