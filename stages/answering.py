@@ -18,6 +18,7 @@ from typing import Any
 
 from evalledger.ledger import NewEvent
 from evalledger.stages.formats.ids import digest16
+from evalledger.stages.judge import JudgeUnavailable
 from evalledger.stages.judge.budget import BudgetExhausted
 from evalledger.stages.models_file import NamedModel
 
@@ -92,7 +93,9 @@ async def answer_questions(led, port, questions: list[dict[str, Any]], profile,
                            meta: dict[str, Any]) -> list[dict[str, str]]:
     """Answer each question with ``port`` and open its case; the failures as ``{question_id, profile, case_id, reason}``.
 
-    Raises BudgetExhausted (after the answers in flight are in) when the budget refused a call.
+    Raises BudgetExhausted (after the answers in flight are in) when the budget refused a call,
+    and JudgeUnavailable when the answering model's server cannot answer: neither is a failure
+    of the question, which is asked again by the next run.
     """
     gate = asyncio.Semaphore(MAX_ANSWERS_IN_FLIGHT)
 
@@ -105,15 +108,19 @@ async def answer_questions(led, port, questions: list[dict[str, Any]], profile,
         led.append(event)
 
     results = await asyncio.gather(*(one(q) for q in questions), return_exceptions=True)
-    failures, exhausted = [], None
+    failures, exhausted, unavailable = [], None, None
     for item, result in zip(questions, results, strict=True):
-        if isinstance(result, BudgetExhausted):
+        if isinstance(result, JudgeUnavailable):
+            unavailable = result
+        elif isinstance(result, BudgetExhausted):
             exhausted = result
         elif isinstance(result, Exception):
             failures.append({"question_id": str(item["question"]["id"]),
                              "profile": profile.name or f"model {profile.run.name}",
                              "case_id": item["case_id"],
                              "reason": f"answering failed: {type(result).__name__}: {result}"})
+    if unavailable is not None:   # outranks a spent budget, as in the dispatcher
+        raise unavailable
     if exhausted is not None:
         raise exhausted
     return failures

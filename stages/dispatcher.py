@@ -295,8 +295,12 @@ class _Run:
     async def execute(self) -> RunSummary:
         """Scan, process, scan again until a scan finds nothing; write run.started/completed."""
         if self.plan is not None:
-            failures = await self.plan.open_cases(self.led, self.id, self.run_config,
-                                                  self.settings.no_cache, self.budget)
+            try:
+                failures = await self.plan.open_cases(self.led, self.id, self.run_config,
+                                                      self.settings.no_cache, self.budget)
+            except JudgeUnavailable as exc:   # an answering model's server: the run stops, as for the judge
+                failures = []
+                self._stop(exc)
             self.summary.failures.extend(
                 {"case_id": f["case_id"], "stage": f"answer ({f['profile']}, question {f['question_id']})",
                  "reason": f["reason"]} for f in failures)

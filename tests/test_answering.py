@@ -159,3 +159,19 @@ def test_answering_models_of_the_models_file_answer_in_a_run_without_profiles(tm
     refused = run_cli("run", "--models", bad, home=home)
     assert refused.returncode == 2
     assert f"{bad}: answering[0]: no model named 'nobody' (models defined: alpha, beta)" in refused.stderr
+
+
+def test_an_unreachable_answering_model_stops_the_run_with_exit_3_and_fails_no_question(tmp_path, run_cli):
+    home = questions_home(tmp_path, run_cli, "http://127.0.0.1:9/v1", responses=[])
+    stopped = run_cli("run", "--quiet", "--profile", "full", "--max-calls", "10", home=home, env=KEYS_ENV)
+    assert stopped.returncode == 3, stopped.stdout + stopped.stderr
+    assert "stopped early" in stopped.stderr and "cannot connect" in stopped.stderr
+    assert "answering failed" not in stopped.stdout   # not a failure of the question: asked again later
+    [completed] = [e.data for e in read(home, "run.completed")]
+    assert completed["stop"] == "judge_unavailable" and "cannot connect" in completed["stopped"]
+    assert not read(home, "case.opened") and not read(home, "stage.failed")
+    with StandInThread(StandIn(reply_fn=scripted_judge())) as server:
+        write(home / "models.toml", models_toml(server.base_url))
+        finished = run_cli("run", "--quiet", "--profile", "full", home=home, env=KEYS_ENV)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert sorted(e.data["verdict"] for e in read(home, "case.judged")) == ["pass", "pass"]
