@@ -6,6 +6,7 @@ the stages takes (``run``; the watch daemon can share them).
 
 from __future__ import annotations
 
+import os
 import sys
 
 from evalledger.cli.errors import UsageError
@@ -92,6 +93,7 @@ def run_settings(args, **flags) -> RunSettings:
     if getattr(args, "response_format", None):
         options["response_format"] = args.response_format
     options.update(provider_options(args))
+    flags.update(run_limits(args, layer))
     settings = RunSettings(config_layer=layer, judge_backend=args.judge, judge_model=args.model,
                            judge_options=options, no_cache=args.no_cache, **flags)
     try:
@@ -107,6 +109,12 @@ def run_settings(args, **flags) -> RunSettings:
         settings.check_judge()
     except (ConfigError, ValueError, JudgeError) as exc:   # no model, no key, a bad judge option
         raise UsageError(str(exc)) from None
+    if settings.max_cost is not None and not getattr(settings.profiles, "profiles", None):
+        judge = settings.judge_settings()
+        model = judge.model or os.environ.get("OPENAI_MODEL")   # as the openai backend resolves it
+        if judge.backend == "openai" and model not in settings.run_config().prices:
+            raise UsageError(f"--max-cost needs a price for the judge model {model!r}: "
+                             "set prices.<model> in --config")
     return settings
 
 
@@ -118,17 +126,98 @@ def committed_account(led) -> str:
             f"{states.count('failed')} failed, {states.count('opened')} still pending (a rerun takes them up)")
 
 
+def add_profile_options(p) -> None:
+    """--models, --profile, --profiles, --max-calls, --max-cost (``run`` only)."""
+    p.add_argument("--models", dest="models_file", default=None, metavar="FILE",
+                   help="the models file: named models and profiles (default: <home>/models.toml)")
+    p.add_argument("--profile", dest="profile_names", action="append", default=[], metavar="NAME",
+                   help="judge under this profile of the models file (repeatable)")
+    p.add_argument("--profiles", dest="profile_list", default=None, metavar="A,B",
+                   help="judge under each of these profiles (comma-separated)")
+    p.add_argument("--max-calls", type=int, default=None, metavar="N",
+                   help="stop after N model calls; the cases not judged stay pending")
+    p.add_argument("--max-cost", type=float, default=None, metavar="USD",
+                   help="stop once the calls cost USD (needs a price for every model); cases stay pending")
+
+
+def run_limits(args, layer) -> dict:
+    """The ``profiles``, ``max_calls`` and ``max_cost`` RunSettings of ``add_profile_options``' arguments."""
+    from evalledger.cli.errors import UsageError
+    from evalledger.cli.ledger_commands import home_of
+    from evalledger.stages.models_file import default_models_path
+    from evalledger.stages.profiles import AnsweringPlan, ProfilePlan
+    out: dict = {}
+    for flag, value in (("--max-calls", getattr(args, "max_calls", None)), ("--max-cost", getattr(args, "max_cost", None))):
+        if value is not None and value < 0:
+            raise UsageError(f"{flag} must be at least 0, not {value:g}")
+    if getattr(args, "max_calls", None) is not None:
+        out["max_calls"] = args.max_calls
+    if getattr(args, "max_cost", None) is not None:
+        out["max_cost"] = args.max_cost
+    names = list(getattr(args, "profile_names", None) or [])
+    names += [n.strip() for n in (getattr(args, "profile_list", None) or "").split(",") if n.strip()]
+    if not names:
+        if not hasattr(args, "models_file"):   # not `run` (the watch daemon takes no models file)
+            return out
+        path = args.models_file or default_models_path(home_of(args))
+        models = _models_file(path) if path else None
+        if args.models_file and not models.answering:
+            raise UsageError(f"--models names {path}, but no --profile or --profiles says which profile "
+                             "to run (and it lists no answering models)")
+        if models is not None and models.answering:
+            out["profiles"] = _priced(AnsweringPlan(models.answering), out, layer)
+        return out
+    path = args.models_file or default_models_path(home_of(args))
+    if path is None:
+        raise UsageError(f"--profile needs a models file: pass --models FILE or write {home_of(args)}/models.toml "
+                         "(docs/judge.md: the models file)")
+    if args.judge or args.model:
+        raise UsageError("a profile names its judge: --judge and --model do not go with --profile/--profiles")
+    try:
+        plan = ProfilePlan(_models_file(path).select(names))
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    out["profiles"] = _priced(plan, out, layer)
+    return out
+
+
+def _models_file(path):
+    """The models file at ``path``; its problems are a usage error."""
+    from evalledger.cli.errors import UsageError
+    from evalledger.stages.models_file import load_models_file
+    try:
+        return load_models_file(path)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _priced(plan, limits: dict, layer):
+    """``plan``, refused (usage error) under --max-cost when one of its models has no price."""
+    from evalledger.cli.errors import UsageError
+    from evalledger.stages.config import effective_config
+    if limits.get("max_cost") is not None:
+        unpriced = plan.unpriced(effective_config(None, layer))
+        if unpriced:
+            raise UsageError(f"--max-cost needs a price for every model, and the price table has none for "
+                             f"{', '.join(unpriced)} (set prices.<model> in --config)")
+    return plan
+
+
 def register(sub) -> None:
     """Add the ``run`` command."""
     p = sub.add_parser("run", help="judge every pending case until idle, then exit",
                        description="Process everything pending until idle, then exit. The judge defaults "
                                    "to the configuration's judge_backend, which defaults to offline. Exit "
-                                   "codes: 0 all judged, 1 a case failed, 2 usage error, 3 stopped early "
+                                   "codes: 0 all judged (also when --max-calls/--max-cost stopped the run, "
+                                   "cases left pending), 1 a case failed, 2 usage error, 3 stopped early "
                                    "because the judge server could not answer (cases left pending).",
-                       # the first example comes from cli/main.py's EXAMPLES, put before this one
+                       # the first example comes from cli/main.py's EXAMPLES, put before these
                        epilog="a reasoning model:\n  evalledger run --judge openai --model o3-mini --temperature omit "
-                              "--max-completion-tokens 4000 --timeout 180")
+                              "--max-completion-tokens 4000 --timeout 180\n"
+                              "with profiles and a budget:\n  evalledger run --profiles kimi-full,cross-verify "
+                              "--config prices.toml --max-cost 2.50")
     add_judge_options(p)
+    add_profile_options(p)
     p.add_argument("--retry-failed", action="store_true", help="try the cases with stage.failed again")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.add_argument("--lease-seconds", type=float, default=None, metavar="S",
@@ -138,8 +227,12 @@ def register(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    """Run until idle; exit 1 when a case failed (its stage.failed says why), 3 when the judge server
-    could not answer and the run stopped early (cases left pending), else 0."""
+    """Run until idle; exit 1 when a case (or an answer) failed (its stage.failed says why), 3 when the
+    judge server could not answer and the run stopped early (cases left pending), else 0.
+
+    A spent budget (--max-calls, --max-cost) is an intended stop, not an error: it prints
+    ``stopped: ...`` and exits 0 (1 if a case failed); the cases left pending wait for the next run.
+    """
     from evalledger.cli.errors import UsageError
     if args.lease_seconds is not None and args.lease_seconds <= 0:
         raise UsageError("--lease-seconds must be more than 0")
@@ -162,7 +255,7 @@ def cmd_run(args) -> int:
     if summary.busy:
         print("another run is processing this ledger in this process; it will take these cases")
         return 0
-    if summary.cases == 0 and not summary.stopped:
+    if summary.cases == 0 and not summary.stopped and not summary.failures:
         print("nothing pending")
         if args.config_file or args.sets:
             print("  a new --config or --set applies to cases not judged yet; to judge the judged ones again "
@@ -174,10 +267,17 @@ def cmd_run(args) -> int:
               "that matter")
     print(f"run {summary.run_id}: {summary.cases} case(s), {summary.judged} judged, {summary.failed} failed, "
           f"{summary.judge_calls} judge call(s), {summary.retries} retr{'y' if summary.retries == 1 else 'ies'}")
+    if summary.model_calls and summary.cost_usd != 0:   # the offline judge costs nothing: no line
+        print(f"cost of this run: {summary.model_calls} model call(s), "
+              + (f"{summary.cost_usd:.6f} USD" if summary.cost_usd is not None
+                 else "unknown (a model with no price in the config's price table)"))
     for failure in summary.failures:
         print(f"  failed {failure['stage']} case {failure['case_id']}: {failure['reason']}")
     if summary.stopped:
-        print(f"evalledger run: stopped early: {summary.stopped}; {summary.pending} case(s) left pending, "
-              "none failed by it (run again to finish them)", file=sys.stderr)
-        return EXIT_STOPPED
-    return 1 if summary.failed else 0
+        if summary.stop == "judge_unavailable":
+            print(f"evalledger run: stopped early: {summary.stopped}; {summary.pending} case(s) left pending, "
+                  "none failed by it (run again to finish them)", file=sys.stderr)
+            return EXIT_STOPPED
+        print(f"stopped: {summary.stopped}; {summary.left_pending} case(s) left pending "
+              "(run again, with a larger budget, to finish them)")
+    return 1 if summary.failed or summary.failures else 0

@@ -13,7 +13,16 @@ from typing import Any
 from evalledger.projections.appliers import call_fields
 from evalledger.projections.audit import audit_groups
 from evalledger.projections.reconstruction import aggregate_stats, collection_aggregates
-from evalledger.projections.results import compare_models, group_cases, group_summary, per_field, per_trait
+from evalledger.projections.results import (
+    compare_models,
+    group_cases,
+    group_summary,
+    known_cost,
+    per_field,
+    per_trait,
+    rounded_cost,
+    usage_of,
+)
 
 OFFLINE_NOTE = "offline heuristic baseline, not a language model"
 
@@ -107,6 +116,14 @@ def benchmark_aggregates(benchmark_id: str, benchmark: dict | None, cases: list[
     return out
 
 
+def judging_totals(cases: list[dict]) -> dict[str, Any]:
+    """Judge calls, tokens and cost over every case (cost None, unknown, when a call was unpriced)."""
+    usages = [usage_of(c) for c in cases]
+    return {"judge_calls": sum(u["judge_calls"] for u in usages), "tokens": sum(u["tokens"] for u in usages),
+            "cost": rounded_cost(known_cost(u["cost"] for u in usages)),
+            "unpriced_calls": sum(u["unpriced_calls"] for u in usages)}
+
+
 def build_aggregates(position: tuple[int, str], cases: list[dict], benchmarks: dict[str, dict],
                      runs: dict[str, dict]) -> dict[str, Any]:
     """The whole ``aggregate-stats.json`` document."""
@@ -118,6 +135,7 @@ def build_aggregates(position: tuple[int, str], cases: list[dict], benchmarks: d
     return {
         **provenance(position, cases, runs),
         "configs": configs_by_hash(runs),
+        "totals": judging_totals(cases),
         "benchmarks": {b: benchmark_aggregates(b, registered.get(b), sorted(by_benchmark.get(b, []),
                                                                             key=lambda c: c["case_id"]))
                        for b in ids},

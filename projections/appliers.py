@@ -45,7 +45,7 @@ def new_case(case_id: str) -> dict[str, Any]:
     """An empty case state: every key present, so rendering never guesses (fresh containers)."""
     return {
         "case_id": case_id, "opened": False, "benchmark": None, "kind": None, "question_id": None,
-        "model": None, "question": {}, "config": {}, "config_hashes": [],
+        "model": None, "profile": None, "question": {}, "config": {}, "config_hashes": [],
         "judged": None, "auto_fail_reasons": [], "fields": {}, "excerpts": {}, "excerpt_retries": {},
         "missing_excerpts": {}, "risk": {}, "reasoning": None, "parsed": None, "traits": {},
         "traits_auto_failed": [], "claims": {}, "decomposed": None, "facts_errors": None,
@@ -105,8 +105,12 @@ def _usage_tokens(usage: Any) -> tuple[int, int, int]:
     return int(inp), int(out), int(total)
 
 
-def _call_cost(data: dict) -> float:
-    """A judge call's cost in USD, wherever the port put it (``cost``, ``cost_usd``, ``usage.cost``)."""
+def _call_cost(data: dict) -> float | None:
+    """A judge call's cost in USD, wherever the port put it (``cost``, ``cost_usd``, ``usage.cost``).
+
+    None (unknown) for a call a live model answered whose model has no price; 0.0 for what costs
+    nothing: the offline judge, a replayed or reused answer, an attempt the server billed no tokens for.
+    """
     for value in (data.get("cost"), data.get("cost_usd"), (data.get("usage") or {}).get("cost")):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
@@ -114,6 +118,9 @@ def _call_cost(data: dict) -> float:
             inner = value.get("usd", value.get("total"))
             if isinstance(inner, (int, float)):
                 return float(inner)
+    paid = data.get("backend") == "openai" and not data.get("source_event")
+    if paid and (data.get("usage") or data.get("error") is None):
+        return None
     return 0.0
 
 
@@ -122,7 +129,7 @@ def _call_cost(data: dict) -> float:
 def _opened(case, d, key, version):
     case.update(opened=True, benchmark=d.get("benchmark"), kind=d.get("kind"),
                 question_id=str(d.get("question_id")), model=d.get("model"),
-                question=_question_summary(d.get("kind"), d.get("question")),
+                question=_question_summary(d.get("kind"), d.get("question")), profile=d.get("profile"),
                 config=d.get("config") if isinstance(d.get("config"), dict) else {})
 
 

@@ -46,8 +46,8 @@ def expected_score(case: dict) -> Any:
 
 
 def group_key(case: dict) -> str:
-    """The audit group of a case: its model, with the profile when the config names one."""
-    profile = (case.get("config") or {}).get("profile")
+    """The audit group of a case: its model, with its profile (or the one its config names)."""
+    profile = case.get("profile") or (case.get("config") or {}).get("profile")
     model = model_label(case["model"])
     return f"{model} [{profile}]" if profile else model
 

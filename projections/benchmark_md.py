@@ -19,9 +19,10 @@ from evalledger.projections.markdown import (
     reconstruction_section,
     summary_rows,
     table,
+    usd,
 )
 from evalledger.projections.reconstruction import band_labels
-from evalledger.projections.results import model_label
+from evalledger.projections.results import group_label
 
 
 def natural_key(text: str) -> list:
@@ -53,7 +54,7 @@ def side_by_side(results: list[dict], models: list[str]) -> list[str]:
     """One row per question, one column per model: the verdict (or score) each model got."""
     by_question: dict[str, dict[str, list[dict]]] = {}
     for r in results:
-        by_question.setdefault(str(r["question_id"]), {}).setdefault(model_label(r["model"]), []).append(r)
+        by_question.setdefault(str(r["question_id"]), {}).setdefault(group_label(r), []).append(r)
     rows = []
     for question in sorted(by_question, key=natural_key):
         row: list[Any] = [question]
@@ -107,7 +108,7 @@ def attention_section(results: list[dict]) -> list[str]:
         if r.get("abstained"):
             why.append("abstained: " + str((r.get("abstention") or {}).get("evidence")))
         if why:
-            rows.append([r["case_id"], r["question_id"], model_label(r["model"]), " / ".join(why)])
+            rows.append([r["case_id"], r["question_id"], group_label(r), " / ".join(why)])
     if not rows:
         return []
     return ["### Cases to look at", ""] + table(["case", "question", "model", "why"], rows)
@@ -166,7 +167,7 @@ def render_document(doc: dict[str, Any], prov: dict[str, Any]) -> str:
               f"reconstruction by {meta.get('reconstruction_model') or '(no model)'}, judged by "
               f"{meta['model'] or '(no judge call)'} at {doc.get('timestamp') or '(not judged)'}, "
               f"status {doc['status']}; {meta['total_tokens']} tokens, "
-              f"{doc['metadata']['cost_usd']:.6f} USD.", ""]
+              f"{usd(meta['cost_usd'])} USD.", ""]
     lines += table(["metric", "value"], [
         ["total claims scored", m["total_claims"]], ["average score", m["average_score"]],
         ["importance-weighted average", m["weighted_average_score"]],

@@ -23,9 +23,9 @@ from evalledger.projections.results import (
     original_verdict,
     override_of,
     retries_by_subject,
+    rounded_cost,
     usage_of,
 )
-from evalledger.projections.stats import rnd
 
 
 def case_result(case: dict) -> dict[str, Any]:
@@ -54,11 +54,13 @@ def case_result(case: dict) -> dict[str, Any]:
         "traits_auto_failed": case["traits_auto_failed"],
         "failures": sorted((_strip(f) for f in case["failures"].values()),
                            key=lambda f: (str(f["stage"]), str(f["reason"]))),
-        "judge": {**usage, "cost": rnd(usage["cost"], 6),
+        "judge": {**usage, "cost": rounded_cost(usage["cost"]),
                   "calls": [{k: c[k] for k in ("role", "backend", "model", "attempt", "tokens", "cost", "error")}
                             for c in call_list(case)]},
         "config_hashes": case["config_hashes"],
     }
+    if case.get("profile"):
+        result["profile"] = case["profile"]
     result.update(deep_judgment_results(case))
     if case["kind"] == "reconstruction":
         result["calculated_metrics"] = calculated_metrics(case)

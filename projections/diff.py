@@ -21,8 +21,8 @@ from evalledger.projections.store import ReadModelStore, json_bytes
 SKIPPED_METRIC_ROOTS = ("ledger_head", "configs", "judges", "config_hashes")
 # Leaves about what judging cost rather than what it found: a replay answers from the record, so
 # its own usage differs even when every result is the same.
-USAGE_LEAVES = ("input_tokens", "output_tokens", "tokens", "cost", "judge_calls", "judge_retries",
-                "judge_errors", "excerpt_retries")
+USAGE_LEAVES = ("input_tokens", "output_tokens", "tokens", "cost", "unpriced_calls", "judge_calls",
+                "judge_retries", "judge_errors", "excerpt_retries")
 
 
 def _canon(value: Any) -> str:

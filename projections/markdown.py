@@ -43,6 +43,11 @@ def table(header: list[str], rows: Iterable[list[Any]]) -> list[str]:
     return lines + [""]
 
 
+def usd(cost: float | None) -> str:
+    """A cost in USD as reports print it: 6 decimals, or "unknown" (an unpriced model), never 0 for it."""
+    return "unknown" if cost is None else f"{cost:.6f}"
+
+
 def judge_line(judges: list[dict]) -> str:
     """The judges that answered, as one line of text."""
     if not judges:
@@ -73,7 +78,7 @@ def summary_rows(models: dict[str, dict]) -> list[list[Any]]:
     return [[m, s["cases"], s["judged"], s["failed"], s["pending"], s["passed"], pct(s["pass_rate"]),
              interval(s["pass_rate_ci95"]), f"{s['auto_failed']} ({pct(s['auto_fail_rate'])})",
              f"{s.get('abstained', 0)} ({pct(s.get('abstention_rate'))})", s["overridden"], s["excerpt_retries"], s["judge_calls"], s["judge_retries"], s["tokens"],
-             f"{s['cost']:.6f}"] for m, s in models.items()]
+             usd(s["cost"])] for m, s in models.items()]
 
 
 COMPARISON_HEADER = ["A", "B", "pairs", "both pass", "A only", "B only", "neither", "A rate",
@@ -166,6 +171,7 @@ def render_index(agg: dict[str, Any], folders: dict[str, str]) -> str:
     lines += ["Files: [aggregate-report.md](aggregate-report.md) (every aggregate), "
               "[aggregate-stats.json](aggregate-stats.json) (the same, for programs), "
               "[evaluations.jsonl](evaluations.jsonl) (one line per case).", ""]
+    lines += [total_line(agg["totals"]), ""]
     rows = []
     for b, data in agg["benchmarks"].items():
         models = data["models"]
@@ -185,9 +191,17 @@ def render_index(agg: dict[str, Any], folders: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+def total_line(totals: dict[str, Any]) -> str:
+    """The judging of every case in one sentence: calls, tokens and cost ("unknown" when unpriced)."""
+    unpriced = (f" ({totals['unpriced_calls']} call(s) to a model with no price)"
+                if totals["unpriced_calls"] else "")
+    return (f"Judging, all cases: {totals['judge_calls']} judge call(s), {totals['tokens']} tokens, "
+            f"cost {usd(totals['cost'])} USD{unpriced}.")
+
+
 def render_aggregate_report(agg: dict[str, Any], folders: dict[str, str]) -> str:
     """``aggregate-report.md``: every aggregate of aggregate-stats.json, as tables."""
-    lines = ["# Aggregate report", ""] + provenance_lines(agg)
+    lines = ["# Aggregate report", ""] + provenance_lines(agg) + [total_line(agg["totals"]), ""]
     for b, data in agg["benchmarks"].items():
         lines += [f"## {data['name'] or b} ({data['kind']}, id {b})", "",
                   f"Cases and pictures: [{folders[b]}/report.md]({folders[b]}/report.md)", ""]

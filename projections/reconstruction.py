@@ -144,7 +144,8 @@ def document_report(case: dict, usage: dict[str, Any]) -> dict[str, Any]:
         "claim_evaluations": claims, "calculated_metrics": metrics_of(claims),
         "unscored_claims": unscored_claims(case), "claim_bands": bands_used([case]),
         "metadata": {"model": ", ".join(judges) or None, "reconstruction_model": case["model"],
-                     "total_tokens": usage["tokens"], "cost_usd": rnd(usage["cost"], 6)},
+                     "total_tokens": usage["tokens"],
+                     "cost_usd": None if usage["cost"] is None else rnd(usage["cost"], 6)},
     }
 
 

@@ -24,7 +24,7 @@ from evalledger.projections.benchmark_md import render_benchmark, render_documen
 from evalledger.projections.case_result import case_result
 from evalledger.projections.markdown import render_aggregate_report, render_index
 from evalledger.projections.reconstruction import document_report, score_histogram
-from evalledger.projections.results import NO_MODEL, model_label, usage_of
+from evalledger.projections.results import NO_MODEL, group_label, usage_of
 from evalledger.projections.store import ReadModelStore, json_bytes
 
 MANIFEST = ".evalledger-reports"
@@ -117,7 +117,7 @@ def _benchmark_files(bench: str, folder: str, data: dict, cases: list[dict], res
             "Pass rate per model (95% Wilson interval)").encode()
         pictures.append(("pass rate per model with its 95% interval", "pass-rates.svg"))
     for model, _ in data.get("reconstruction", {}).items():
-        counts = score_histogram([c for c in cases if model_label(c["model"]) == model])
+        counts = score_histogram([c for c in cases if group_label(c) == model])
         name = f"claim-scores-{model_names[model]}.svg"
         files[f"{folder}/{name}"] = svg.histogram([str(i) for i in range(11)], counts,
                                                   _titled("Claim scores", model), "score (0-10)").encode()

@@ -96,8 +96,20 @@ def usage_of(case: dict) -> dict[str, Any]:
         "input_tokens": sum(c["input_tokens"] for c in calls),
         "output_tokens": sum(c["output_tokens"] for c in calls),
         "tokens": sum(c["tokens"] for c in calls),
-        "cost": math.fsum(c["cost"] for c in calls),
+        "cost": known_cost(c["cost"] for c in calls),
+        "unpriced_calls": sum(1 for c in calls if c["cost"] is None),
     }
+
+
+def known_cost(costs: Iterable[float | None]) -> float | None:
+    """The sum of costs in USD (an exactly rounded fsum), or None (unknown) when one is unknown."""
+    costs = list(costs)
+    return None if any(c is None for c in costs) else math.fsum(costs)
+
+
+def rounded_cost(cost: float | None) -> float | None:
+    """A cost as reports store it: 6 decimals, None kept (unknown is never written as 0)."""
+    return None if cost is None else rnd(cost, 6)
 
 
 def excerpt_retry_count(case: dict) -> int:
@@ -129,11 +141,18 @@ def model_label(model: Any) -> str:
     return NO_MODEL if model is None else str(model)
 
 
+def group_label(case: dict) -> str:
+    """A case's (or result's) group in reports: its model, with its profile as ``model [profile]``."""
+    label = model_label(case["model"])
+    profile = case.get("profile")
+    return f"{label} [{profile}]" if profile else label
+
+
 def group_cases(cases: Iterable[dict]) -> dict[tuple[str, str], list[dict]]:
-    """Cases by (benchmark, model), each list in case-id order, keys sorted."""
+    """Cases by (benchmark, model [profile]), each list in case-id order, keys sorted."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for case in cases:
-        groups.setdefault((str(case["benchmark"]), model_label(case["model"])), []).append(case)
+        groups.setdefault((str(case["benchmark"]), group_label(case)), []).append(case)
     return {key: sorted(groups[key], key=lambda c: c["case_id"]) for key in sorted(groups)}
 
 
@@ -164,7 +183,8 @@ def group_summary(cases: list[dict]) -> dict[str, Any]:
         "input_tokens": sum(u["input_tokens"] for u in usages),
         "output_tokens": sum(u["output_tokens"] for u in usages),
         "tokens": sum(u["tokens"] for u in usages),
-        "cost": rnd(math.fsum(u["cost"] for u in usages), 6),
+        "cost": rounded_cost(known_cost(u["cost"] for u in usages)),
+        "unpriced_calls": sum(u["unpriced_calls"] for u in usages),
     }
 
 

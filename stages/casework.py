@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from evalledger.ledger import Event, NewEvent
 from evalledger.stages.config import VerificationConfig
+from evalledger.stages.judge.budget import BudgetExhausted
 
 STAGE_VERSIONS = {"template": "1", "rubric": "1", "reconstruction": "1", "audit": "1"}
 
@@ -77,14 +78,21 @@ class CaseWork:
         self.counters.judge_calls += 1
         if attempt > 1:
             self.counters.retries += 1
-        return await self.judge.call(role, request, case_id=self.case_id, attempt=attempt,
-                                     meta=self.meta(stage or self.stage))
+        try:
+            return await self.judge.call(role, request, case_id=self.case_id, attempt=attempt,
+                                         meta=self.meta(stage or self.stage))
+        except BudgetExhausted:
+            self.counters.judge_calls -= 1   # refused before anything was asked
+            raise
 
     # --- outputs --------------------------------------------------------------------------------
     def meta(self, stage: str) -> dict[str, Any]:
-        """The meta of an output event: run, causation, stage, stage_version, config_hash."""
-        return {"run": self.run_id, "causation": self.opened.id, "stage": stage,
+        """The meta of an output event: run, causation, stage, stage_version, config_hash (and profile)."""
+        meta = {"run": self.run_id, "causation": self.opened.id, "stage": stage,
                 "stage_version": STAGE_VERSIONS[stage], "config_hash": self.config_hash}
+        if self.opened.data.get("profile"):
+            meta["profile"] = self.opened.data["profile"]   # every event of a profile case says whose it is
+        return meta
 
     def emit(self, type: str, data: dict[str, Any], *, step: str, attempt: int = 1,
              part: str | None = None, stage: str | None = None) -> None:

@@ -37,7 +37,7 @@ from evalledger.stages.judge.settings import BreakerFailures, ReplyBytes, Temper
 # Chosen per run, never by a dropped benchmark file: the judge (paid API calls) and the search
 # tools (tavily is paid; "module:function" imports and runs code).
 RUN_ONLY_KEYS = ("judge_backend", "judge_model", "judge_response_format", "judge_options",
-                 "deep_judgment_search_tool", "deep_judgment_rubric_search_tool")
+                 "deep_judgment_search_tool", "deep_judgment_rubric_search_tool", "prices")
 
 # Upper bounds (docs/stages.md lists them): every judge call a case makes is recorded, so a
 # number a file may set must not multiply the calls or the events without limit. The per-trait
@@ -129,6 +129,13 @@ class JudgeOptions(StrictModel):
         return keys
 
 
+class ModelPrice(StrictModel):
+    """One entry of the price table: USD per million input and output tokens of a model."""
+
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+
+
 class VerificationConfig(StrictModel):
     """Every setting a stage reads. Names and defaults of the deep-judgment specs."""
 
@@ -172,6 +179,10 @@ class VerificationConfig(StrictModel):
     claim_bands: ClaimScoreBands = Field(default_factory=ClaimScoreBands)
     audit: AuditStrategy = Field(default_factory=AuditStrategy)
 
+    # The price table (run-level only): provider model name -> USD per million tokens. A model
+    # missing from it is unpriced, and reports say its cost is unknown.
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+
     @field_validator("deep_judgment_search_tool", "deep_judgment_rubric_search_tool")
     @classmethod
     def _search_tool(cls, value: str) -> str:
@@ -185,8 +196,15 @@ class VerificationConfig(StrictModel):
         return None if value == {} else value
 
     def to_json(self) -> dict[str, Any]:
-        """The effective config as JSON (spec key names, ``global`` not ``global_``)."""
-        return self.model_dump(mode="json", by_alias=True)
+        """The effective config as JSON (spec key names, ``global`` not ``global_``).
+
+        An empty price table is left out, so configs (and their hashes) from before it existed
+        are unchanged.
+        """
+        data = self.model_dump(mode="json", by_alias=True)
+        if not data["prices"]:
+            del data["prices"]
+        return data
 
     def hash(self) -> str:
         """sha256 of the canonical JSON of the effective config (stamped into every output's meta)."""

@@ -21,7 +21,10 @@ A case whose handler raises gets ``stage.failed`` with the reason; every other c
 An infrastructure error is not a verdict: when the judge raises ``JudgeUnavailable`` (server
 unreachable, credentials refused, failing after retries), the run stops at once, cancelling
 the cases in flight; they and every case not started stay pending (no ``stage.failed``), the
-summary and ``run.completed`` say why (``stopped``), and the next run finishes them.
+summary and ``run.completed`` say why (``stopped``, ``stop = "judge_unavailable"``), and the
+next run finishes them. A spent budget (``--max-calls``/``--max-cost``, ``stages.judge.budget``)
+stops the run the same way but gently: calls already admitted finish, no new case starts, and
+``stop = "budget"`` marks it as the intended, clean stop it is.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from evalledger.stages.audit import judge_audit
 from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
 from evalledger.stages.config import VerificationConfig, effective_config
 from evalledger.stages.judge import JudgeCallFailed, JudgeUnavailable, UnrecordedRequest
+from evalledger.stages.judge.budget import Budget, BudgetExhausted
 from evalledger.stages.reconstruction import judge_reconstruction
 from evalledger.stages.template import judge_template
 
@@ -91,6 +95,11 @@ class RunSettings(BaseModel):
     lease_seconds: float = Field(DEFAULT_LEASE_SECONDS, gt=0)   # a shared store's case leases
     judge: Any = None
     search: Any = None
+    # Profiles (stages.profiles.ProfilePlan): this run judges only their cases, each with its own judge;
+    # or answering models alone (AnsweringPlan): they answer questions, the run's judge judges.
+    profiles: Any = None
+    max_calls: int | None = Field(None, ge=0)     # budget caps: reached, the run stops, cases stay pending
+    max_cost: float | None = Field(None, ge=0)
 
     def run_config(self) -> VerificationConfig:
         """The run-level config (defaults <- config layer): it chooses the judge and is recorded."""
@@ -98,13 +107,14 @@ class RunSettings(BaseModel):
 
     def judge_settings(self):
         """The JudgeSettings of the judge a run builds: the CLI's choice, else the config's."""
-        from evalledger.stages.judge import JudgeSettings
+        from evalledger.stages.judge import JudgeSettings, Price
         run_config = self.run_config()
+        prices = {name: Price(**price.model_dump()) for name, price in run_config.prices.items()}
         options = {"response_format": run_config.judge_response_format,
                    **run_config.judge_options.settings_keys(), **self.judge_options}
         return JudgeSettings(backend=self.judge_backend or run_config.judge_backend,
                              model=self.judge_model or run_config.judge_model,
-                             no_cache=self.no_cache, **options)
+                             no_cache=self.no_cache, prices=prices, **options)
 
     def check_judge(self) -> None:
         """Raise now (JudgeError, ValueError) when the judge cannot be set up: no model, no key.
@@ -112,6 +122,10 @@ class RunSettings(BaseModel):
         A run builds its judge only once it has work, and the watch daemon runs for days: both
         call this first, so a bad judge option is a usage error and not a failure found later.
         """
+        if self.profiles is not None:
+            self.profiles.check(self.run_config())
+            if self.profiles.profiles:   # profiles bring their judges; answering models alone do not
+                return
         if self.judge is not None:
             return
         settings = self.judge_settings()
@@ -131,8 +145,14 @@ class RunSummary:
     judge_calls: int = 0
     retries: int = 0
     busy: bool = False                       # another run_until_idle of this process was running
-    stopped: str | None = None               # why the run stopped early (the judge cannot answer)
+    # A run stops early for one of two reasons, told apart by ``stop``: "judge_unavailable" (the
+    # judge server cannot answer: exit 3) or "budget" (a --max-calls/--max-cost cap: a clean stop).
+    stopped: str | None = None               # why the run stopped early; its cases are left pending
+    stop: str | None = None                  # "judge_unavailable" or "budget" when it stopped
     pending: int = 0                         # cases left pending by a stopped run
+    left_pending: int = 0                    # the same number (the budget's name for it)
+    model_calls: int = 0                     # calls sent to a model (reused and replayed answers are free)
+    cost_usd: float | None = 0.0             # what they cost; None when a model was unpriced
     failures: list[dict[str, str]] = field(default_factory=list)
 
 
@@ -142,16 +162,20 @@ class _Pending:
 
     upto: int
     cases: list[tuple[Stage, Event, int]]   # (stage, case.opened, prior stage.failed count)
+    held: list[tuple[Stage, Event, int]] = field(default_factory=list)   # pending, not this run's
 
 
 RECONCILE_EVERY = 20   # passes between full reconciles of a long-lived process (the watch daemon)
 
 
-def find_pending(led, retry_failed: bool = False, upto: int | None = None, full: bool = False) -> _Pending:
+def find_pending(led, retry_failed: bool = False, upto: int | None = None, full: bool = False,
+                 select=None) -> _Pending:
     """Every (stage, case.opened) whose stage output is not in the ledger, in seq order.
 
     A scan starts after each stage's tracking position; ``full`` (and ``retry_failed``) scan from
     seq 1, so pending work is found whatever the tracking records say.
+    ``select(case_opened_data)`` picks the cases this run judges (its profiles'); the others are
+    ``held``: pending, and they keep the tracking watermark below them for the run that takes them.
     """
     upto = led.head().seq if upto is None else upto
     found: list[tuple[Stage, Event, int]] = []
@@ -172,7 +196,13 @@ def find_pending(led, retry_failed: bool = False, upto: int | None = None, full:
                 continue
             found.append((stage, opened, failures[case_id]))
     found.sort(key=lambda item: item[1].seq)
-    return _Pending(upto, found)
+    select = select or _without_profile
+    return _Pending(upto, [f for f in found if select(f[1].data)], [f for f in found if not select(f[1].data)])
+
+
+def _without_profile(opened: dict[str, Any]) -> bool:
+    """A run without profiles judges the cases that belong to no profile."""
+    return not opened.get("profile")
 
 
 def below_tracking(led, pending: _Pending) -> dict[str, list[Event]]:
@@ -180,7 +210,7 @@ def below_tracking(led, pending: _Pending) -> dict[str, list[Event]]:
     trusted tracking would never see again)."""
     positions = {stage.name: led.tracking_position(stage.tracking) for stage in STAGES}
     stuck: dict[str, list[Event]] = {}
-    for stage, opened, _ in pending.cases:
+    for stage, opened, _ in pending.cases + pending.held:   # held cases wait for another run
         if opened.seq <= positions[stage.name]:
             stuck.setdefault(stage.name, []).append(opened)
     return stuck
@@ -193,7 +223,7 @@ class _Watermarks:
         self.led = led
         self.upto = pending.upto
         self.open: dict[str, set[int]] = {s.name: set() for s in STAGES}
-        for stage, opened, _ in pending.cases:
+        for stage, opened, _ in pending.cases + pending.held:
             self.open[stage.name].add(opened.seq)
 
     def after(self, stage: Stage, seq: int) -> tuple[str, int] | None:
@@ -237,9 +267,34 @@ class _Run:
         self.search_ports: dict[str, Any] = {}
         self.total = 0
         self.configs: dict[str, Any] = {}
-        self.stopped: str | None = None
+        self.stopped: str | None = None      # set by _stop: the judge server cannot answer
         self._tasks: list[asyncio.Task] = []
         self.leases: Any = None   # set when workers on other machines share the store
+        self.plan = settings.profiles
+        # Always kept: without caps it only counts the run's model calls and what they cost.
+        self.budget = Budget(settings.max_calls, settings.max_cost)
+        self.replay_judges: dict[str, Any] = {}
+
+    def _select(self):
+        """Which cases this run judges: its profiles', all of them under replay, else those without one."""
+        if self.plan is not None:
+            return self.plan.selects
+        if getattr(self.settings.judge, "name", None) == "replay":
+            return lambda opened: True
+        return None
+
+    def judge_of(self, opened: Event):
+        """The judge of a case: its profile's (a replay restricted to the profile's judge model), else the run's."""
+        profile = opened.data.get("profile")
+        if not profile:
+            return self.judge
+        if self.plan is not None:
+            return self.plan.judge_for(profile, self.led, self.run_config, self.settings.no_cache, self.budget)
+        judged_by = opened.data.get("judged_by") or {}
+        if getattr(self.judge, "name", None) != "replay" or not judged_by.get("model"):
+            return self.judge
+        from evalledger.stages.profiles import replay_judge_for
+        return replay_judge_for(self.judge, judged_by, self.replay_judges, self.led)
 
     def _make_judge(self):
         """The judge port: the CLI's choice, else the config's (which defaults to offline)."""
@@ -277,15 +332,29 @@ class _Run:
 
         ``full``: the first scan ignores the tracking positions (a full reconcile).
         """
-        pending = find_pending(self.led, self.settings.retry_failed, full=full)
+        if self.plan is not None:
+            try:
+                failures = await self.plan.open_cases(self.led, self.id, self.run_config,
+                                                      self.settings.no_cache, self.budget)
+            except JudgeUnavailable as exc:   # an answering model's server: the run stops, as for the judge
+                failures = []
+                self._stop(exc)
+            self.summary.failures.extend(
+                {"case_id": f["case_id"], "stage": f"answer ({f['profile']}, question {f['question_id']})",
+                 "reason": f["reason"]} for f in failures)
+        pending = find_pending(self.led, self.settings.retry_failed, full=full, select=self._select())
         if full:
             self._reconcile(pending)
-        if not pending.cases:
+        if not pending.cases and not self._stopped():
             _Watermarks(self.led, pending).settle()
+            await self._close_plan()
             return self.summary
-        if self.judge is None:
+        if self.judge is None and (self.plan is None or not self.plan.profiles):
             self.judge = self._make_judge()
-        self._append_run_event("run.started", {
+        if hasattr(self.judge, "budget"):   # a judge port (not a test's stand-in object)
+            self.judge.budget = self.budget
+        extra = self.plan.describe() if self.plan is not None else {}
+        self._append_run_event("run.started", {**extra,
             "judge": self._judge_identity(), "config": self.run_config.to_json(),
             "configs": _configs_of(pending, self.settings.config_layer),
             "config_layer": self.settings.config_layer, "retry_failed": self.settings.retry_failed,
@@ -294,29 +363,33 @@ class _Run:
                                       self.settings.lease_seconds)
         try:
             retry_failed = self.settings.retry_failed
-            while pending.cases:
+            while pending.cases and not self._stopped():
                 if not await self._process(pending):
                     # every pending case is leased to another worker: wait for them (or their leases)
                     await asyncio.sleep(min(1.0, self.settings.lease_seconds / 4))
                 retry_failed = False  # failures of this run are not retried within it
-                pending = find_pending(self.led, retry_failed)
-                if self.stopped is not None:
-                    break
-            if self.stopped is None:
+                pending = find_pending(self.led, retry_failed, select=self._select())
+            if self._stopped():
+                self._record_stop()
+            else:
                 _Watermarks(self.led, pending).settle()
         finally:
             if self.leases is not None:
                 self.leases.close()
             if self._own_judge and hasattr(self.judge, "aclose"):
                 await self.judge.aclose()
+            for port in self.replay_judges.values():
+                await port.aclose()
+            await self._close_plan()
             for port in self.search_ports.values():
                 await port.aclose()
         s = self.summary
         s.judge_calls, s.retries = self.counters.judge_calls, self.counters.retries
-        stop = {}
-        if self.stopped is not None:
-            s.stopped, s.pending = self.stopped, len(pending.cases)
-            stop = {"stopped": s.stopped, "pending": s.pending}
+        stop: dict[str, Any] = {}
+        if s.stopped is not None:
+            stop = {"stopped": s.stopped, "stop": s.stop, "pending": s.pending, "left_pending": s.left_pending}
+        s.model_calls, s.cost_usd = self.budget.calls, self.budget.cost_usd()
+        stop.update(model_calls=s.model_calls, cost_usd=s.cost_usd)
         self._append_run_event("run.completed", {"cases": s.cases, "judged": s.judged, "failed": s.failed,
                                                  "judge_calls": s.judge_calls, "retries": s.retries,
                                                  "judge": self._judge_identity(), "configs": self.configs,
@@ -359,7 +432,7 @@ class _Run:
 
         async def one(stage: Stage, opened: Event, failures: int) -> None:
             async with gate:
-                if self.stopped is None:
+                if not self._stopped():   # a stopped run starts no new case: it stays pending
                     await self._case(stage, opened, failures, marks)
 
         self._tasks = [asyncio.create_task(one(*item)) for item in pending.cases]
@@ -394,7 +467,7 @@ class _Run:
 
         while True:
             room = self.settings.max_cases_in_flight - len(running)
-            if self.stopped is not None:   # the judge server cannot answer: claim nothing more
+            if self._stopped():   # the judge server cannot answer or the budget is spent: claim nothing more
                 waiting = []
             claimed = self.leases.claim(waiting, room) if room > 0 and waiting else []
             if claimed:
@@ -442,9 +515,12 @@ class _Run:
             config = effective_config(opened.payload().config, self.settings.config_layer)
             config_hash = config.hash()
             self.configs[config_hash] = config.to_json()
-            work = CaseWork(opened, stage.name, config, config_hash, self.id, self.judge,
+            work = CaseWork(opened, stage.name, config, config_hash, self.id, self.judge_of(opened),
                             self.search_port, self.counters)
             await stage.handler(work)
+            if self.budget.refused(opened.data.get("case_id")):
+                # A step swallowed the refusal (reasoning degrades on a failed call): not a result.
+                raise BudgetExhausted(self.budget.stopped)
             if not any(e.type == stage.terminal for e in work.outputs):
                 # Without its terminal event the case would stay pending for ever.
                 raise RuntimeError(f"the {stage.name} stage produced no {stage.terminal} for this case")
@@ -460,6 +536,9 @@ class _Run:
         except asyncio.CancelledError:    # another case stopped the run: this one stays pending
             self.summary.cases -= 1
             raise
+        except BudgetExhausted:           # a spent budget: the case stays pending for the next run
+            self.summary.cases -= 1
+            return
         except Exception as exc:  # isolate the case: record why, let every other case go on
             reason = f"{type(exc).__name__}: {exc}"
             case_id = opened.data.get("case_id")
@@ -479,6 +558,26 @@ class _Run:
         self.counters.cases_done += 1
         if self.progress is not None:
             self.progress.update(self.counters)
+
+    def _stopped(self) -> bool:
+        """True once the run must start no new case: the judge cannot answer, or the budget is spent."""
+        return self.stopped is not None or self.budget.stopped is not None
+
+    def _record_stop(self) -> None:
+        """Put why the run stopped, and how many cases it left pending, in the summary.
+
+        An unavailable judge outranks a spent budget: it is the stop the user must act on.
+        """
+        s = self.summary
+        if self.stopped is not None:
+            s.stopped, s.stop = self.stopped, "judge_unavailable"
+        else:
+            s.stopped, s.stop = self.budget.stopped, "budget"
+        s.pending = s.left_pending = len(find_pending(self.led, select=self._select()).cases)
+
+    async def _close_plan(self) -> None:
+        if self.plan is not None:
+            await self.plan.aclose()
 
     def _port_retries(self, stream: str) -> int:
         """The judge port's own retries for this case in this run (429/5xx, timeouts, invalid replies)."""

@@ -71,6 +71,7 @@ def assert_stopped_with_cases_pending(home: Path, run_cli, done, reason: str) ->
     assert status["cases"] == {"failed": 0, "judged": 0, "opened": AUDIT_CASES}
     [completed] = of_type(home, "run.completed")
     assert reason in completed["stopped"] and completed["pending"] == AUDIT_CASES
+    assert completed["stop"] == "judge_unavailable" and completed["left_pending"] == AUDIT_CASES
     assert run_cli("verify", home=home).returncode == 0
 
 

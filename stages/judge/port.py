@@ -36,6 +36,9 @@ class Judge:
         self.calls = 0            # calls answered by the backend (not from the record)
         self.reused = 0           # calls answered from a recorded success
         self._in_flight: dict[str, asyncio.Future] = {}   # request hash -> done, while a call is out
+        self.budget = None        # a run's Budget (stages.judge.budget): asked before every model call
+        self._budget_gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self._sending = 0         # backend calls under way (aclose lets them end and be recorded)
 
     @property
     def index(self) -> CallIndex | None:
@@ -82,14 +85,41 @@ class Judge:
                               candidates=hashes)
         self.calls += 1
         if not caching:
-            return await self._ask(pending, meta)
+            return await self._answer(pending, meta)
         done = asyncio.get_running_loop().create_future()
         self._in_flight[hashes[0]] = done
         try:
-            return await self._ask(pending, meta)
+            return await self._answer(pending, meta)
         finally:
             self._in_flight.pop(hashes[0], None)
             done.set_result(None)
+
+    async def _answer(self, call: PendingCall, meta: dict[str, Any] | None) -> Model:
+        """The backend's answer, admitted by the run's budget first (BudgetExhausted: nothing sent).
+
+        Under a cap, at most ``concurrency`` admitted calls are out at once and the others wait
+        here, so each is admitted against what the calls before it cost.
+        """
+        free = not self.backend.network and self.backend.name == "replay"   # answers from the record
+        if self.budget is None or free:
+            return await self._send(call, meta)
+        if not self.budget.capped:
+            self.budget.admit(call.case_id)   # counts the call
+            return await self._send(call, meta)
+        loop = asyncio.get_running_loop()
+        if self._budget_gate is None or self._budget_gate[0] is not loop:
+            self._budget_gate = (loop, asyncio.Semaphore(self.settings.concurrency))
+        async with self._budget_gate[1]:
+            self.budget.admit(call.case_id)
+            return await self._send(call, meta)
+
+    async def _send(self, call: PendingCall, meta: dict[str, Any] | None) -> Model:
+        """The backend's answer (``_ask``), counted while under way."""
+        self._sending += 1
+        try:
+            return await self._ask(call, meta)
+        finally:
+            self._sending -= 1
 
     async def _ask(self, call: PendingCall, meta: dict[str, Any] | None) -> Model:
         """Let the backend answer, recording each attempt it yields before it goes on.
@@ -125,6 +155,10 @@ class Judge:
         Returns why the ledger refused the attempt's reply (None once recorded); a failed attempt
         the ledger refuses raises, as there is nothing left to ask again for.
         """
+        if self.budget is not None:
+            billed = attempt.usage is not None or attempt.error is None
+            self.budget.spend(attempt.cost, unpriced=attempt.cost is None and self.backend.network
+                              and attempt.source_event is None and billed)
         if not self.settings.record or self.led is None:
             return None
         payload = {
@@ -134,6 +168,7 @@ class Judge:
             "error": attempt.error, "usage": attempt.usage, "latency_ms": attempt.latency_ms,
             "request": _with_mode(request_record, attempt.response_format),
             "reply": _jsonable(attempt.reply), "cost": attempt.cost,
+            "cost_usd": attempt.cost,
             "raw_reply": attempt.raw_reply, "sent": attempt.sent, "http_status": attempt.http_status,
             "source_event": attempt.source_event, "source_backend": attempt.source_backend,
             "concurrency": attempt.concurrency,
@@ -180,7 +215,14 @@ class Judge:
         return found.value
 
     async def aclose(self) -> None:
-        """Close the backend's connections and the recording thread."""
+        """Let calls under way end and be recorded, then close the backend's connections and the recording thread.
+
+        A stage that gives up on a case (a spent budget refused one of two calls it made at once)
+        leaves its other call running: it was paid for, so its answer is recorded, not cut off.
+        Each call is bounded by its timeout and attempts.
+        """
+        while self._sending:
+            await asyncio.sleep(0.01)
         await self.backend.aclose()
         self.records.close()
 

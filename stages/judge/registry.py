@@ -132,6 +132,7 @@ class RoleSpec:
 
 
 def _registry() -> dict[str, RoleSpec]:
+    from evalledger.stages.judge import prompts_answer as answer
     from evalledger.stages.judge import prompts_audit as audit
     from evalledger.stages.judge import prompts_deep as deep
     from evalledger.stages.judge import prompts_reconstruction as recon
@@ -151,6 +152,8 @@ def _registry() -> dict[str, RoleSpec]:
         RoleSpec("decompose", DecomposeRequest, DecomposeReply, audit.decompose_messages, _check_fact_count),
         RoleSpec("check_facts", CheckFactsRequest, CheckFactsReply, audit.facts_messages),
         RoleSpec("check_logic", CheckLogicRequest, CheckLogicReply, audit.logic_messages),
+        # Not a judge role: answering models answer questions through the same port (stages/answering.py).
+        RoleSpec("answer", answer.AnswerRequest, answer.AnswerReply, answer.answer_messages),
     ]
     return {spec.name: spec for spec in specs}
 

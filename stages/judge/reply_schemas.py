@@ -156,4 +156,6 @@ def reply_schema(role: str, request: Any) -> dict[str, Any]:
     if role == "parse":
         from evalledger.stages.judge.template_schema import strict_template_schema
         return strict_template_schema(request.fields)
+    if role == "answer":   # an answering model's answer (stages/answering.py): text with something in it
+        return strict_object({"answer": {"type": "string", "pattern": "\\S"}})
     raise ValueError(f"no reply schema for judge role {role!r}")
