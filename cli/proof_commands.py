@@ -59,17 +59,23 @@ def publish(note: str, line: bytes, target: str) -> str:
     return target
 
 
+def load_signer(path: str):
+    """The signer key at ``path``; a usage error naming the file when it cannot sign."""
+    from evalledger.ledger import signed_note
+    try:
+        signer = signed_note.load_key(path)
+    except (OSError, signed_note.NoteError) as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    if not isinstance(signer, signed_note.Signer):
+        raise UsageError(f"{path}: a verifier key cannot sign; give the signer key keygen wrote")
+    return signer
+
+
 def cmd_checkpoint(args) -> int:
     """Sign the ledger's head (seq, chain hash, Merkle root, time); append it; publish copies."""
     from evalledger.cli.ledger_commands import open_existing
     from evalledger.ledger import checkpoint as cps
-    from evalledger.ledger import signed_note
-    try:
-        signer = signed_note.load_key(args.key)
-    except (OSError, signed_note.NoteError) as exc:
-        raise UsageError(f"{args.key}: {exc}") from None
-    if not isinstance(signer, signed_note.Signer):
-        raise UsageError(f"{args.key}: a verifier key cannot sign; give the signer key keygen wrote")
+    signer = load_signer(args.key)
     with open_existing(args) as led:
         try:
             checkpoint, note = cps.make_checkpoint(led, signer)
@@ -79,8 +85,7 @@ def cmd_checkpoint(args) -> int:
     print(f"checkpoint seq {checkpoint.size}:{checkpoint.head} root {checkpoint.root.hex()}")
     if path is not None:
         print(f"  appended to {path}")
-    line = orjson.dumps({"seq": checkpoint.size, "hash": checkpoint.head, "root": checkpoint.root.hex(),
-                         "note": note}, option=orjson.OPT_SORT_KEYS) + b"\n"
+    line = cps.checkpoint_line(checkpoint, note)
     failed = 0
     for target in args.publish or []:
         try:

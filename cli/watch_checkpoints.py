@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import orjson
-
 from evalledger.cli.errors import UsageError
 
 
@@ -15,13 +13,8 @@ class Checkpointer:
 
     def __init__(self, led, key_path: str, every_events: int | None, every_minutes: float | None,
                  publish: list[str], log) -> None:
-        from evalledger.ledger import signed_note
-        try:
-            signer = signed_note.load_key(key_path)
-        except (OSError, signed_note.NoteError) as exc:
-            raise UsageError(f"{key_path}: {exc}") from None
-        if not isinstance(signer, signed_note.Signer):
-            raise UsageError(f"{key_path}: a verifier key cannot sign; give the signer key keygen wrote")
+        from evalledger.cli.proof_commands import load_signer
+        signer = load_signer(key_path)
         if every_events is not None and every_events < 1 or every_minutes is not None and every_minutes <= 0:
             raise UsageError("--checkpoint-events must be at least 1 and --checkpoint-minutes positive")
         self.led, self.signer, self.publish, self.log = led, signer, publish, log
@@ -46,8 +39,7 @@ class Checkpointer:
         self.last_size, self.last_at = checkpoint.size, time.monotonic()
         self.log("checkpoint", seq=checkpoint.size, hash=checkpoint.head, root=checkpoint.root.hex(),
                  file=str(path) if path else None)
-        line = orjson.dumps({"seq": checkpoint.size, "hash": checkpoint.head, "root": checkpoint.root.hex(),
-                             "note": note}, option=orjson.OPT_SORT_KEYS) + b"\n"
+        line = cps.checkpoint_line(checkpoint, note)
         for target in self.publish:
             try:
                 self.log("published", target=publish(note, line, target), seq=checkpoint.size)

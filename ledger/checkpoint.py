@@ -115,6 +115,12 @@ def make_checkpoint(led: Ledger, signer: signed_note.Signer, *, now: str | None 
     return checkpoint, signed_note.sign(checkpoint.text(), signer)
 
 
+def checkpoint_line(checkpoint: Checkpoint, note: str) -> bytes:
+    """The checkpoint as a line of ``checkpoints.jsonl`` (what ``--publish FILE`` appends too)."""
+    return orjson.dumps({"seq": checkpoint.size, "hash": checkpoint.head, "root": checkpoint.root.hex(),
+                         "note": note}, option=orjson.OPT_SORT_KEYS) + b"\n"
+
+
 def record_checkpoint(led: Ledger, checkpoint: Checkpoint, note: str, verifier: signed_note.Verifier) -> Path | None:
     """Append ``checkpoint.signed`` and a line to ``<home>/checkpoints.jsonl``; the file's path."""
     data = {"size": checkpoint.size, "head": checkpoint.head, "root": checkpoint.root.hex(), "note": note,
@@ -123,10 +129,8 @@ def record_checkpoint(led: Ledger, checkpoint: Checkpoint, note: str, verifier: 
     if led.home is None:
         return None
     path = Path(led.home) / CHECKPOINTS_FILE
-    line = orjson.dumps({"seq": checkpoint.size, "hash": checkpoint.head, "root": checkpoint.root.hex(),
-                         "note": note}, option=orjson.OPT_SORT_KEYS) + b"\n"
     with open(path, "ab") as handle:
-        handle.write(line)
+        handle.write(checkpoint_line(checkpoint, note))
         handle.flush()
         os.fsync(handle.fileno())
     return path
