@@ -115,9 +115,15 @@ def test_demo_runs_from_an_installed_wheel_outside_the_checkout(tmp_path):
                    check=True, capture_output=True)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    # The dependencies come from this environment's site-packages (no .pth there, so not our
-    # editable install); evalledger itself only from the wheel.
-    env = {**os.environ, "PYTHONPATH": sysconfig.get_paths()["purelib"]}
+    # The dependencies come from this environment's site-packages, through a folder of links that
+    # leaves out evalledger itself (installed here editable or, in CI, as a regular package), so
+    # that evalledger is imported only from the wheel.
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.lower().startswith(("evalledger", "__editable__")) and entry.suffix != ".pth":
+            (deps / entry.name).symlink_to(entry)
+    env = {**os.environ, "PYTHONPATH": str(deps)}
     env.pop("EVALLEDGER_HOME", None)
     done = subprocess.run([str(py), "-m", "evalledger", "demo", "--dir", str(elsewhere)], cwd=elsewhere,
                           capture_output=True, text=True, timeout=300, env=env)

@@ -16,6 +16,7 @@ The numbers in docs/judge.md come from this script.
 
 from __future__ import annotations
 
+import importlib.resources
 import sys
 import tempfile
 from collections import Counter, defaultdict
@@ -76,7 +77,7 @@ def claim_scores(led) -> dict[str, int]:
 def main(argv: list[str] | None = None) -> int:
     """Judge the samples offline in a temporary home and print how the offline judge did."""
     argv = sys.argv[1:] if argv is None else argv
-    samples = Path(argv[0]) if argv else Path(__file__).resolve().parents[3] / "benchmarks" / "samples"
+    samples = Path(argv[0]) if argv else Path(str(importlib.resources.files("evalledger.samples")))
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         run_samples(samples, home)

@@ -12,6 +12,7 @@ too). Used by the schema property tests, ``benchmarks/perf/schema_bench.py`` and
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import tempfile
 from pathlib import Path
@@ -20,12 +21,12 @@ from typing import Any, Iterable
 DEEP_LAYER = {"deep_judgment_enabled": True, "deep_judgment_search_enabled": True,
               "deep_judgment_rubric_mode": "enable_all", "deep_judgment_rubric_search_enabled": True,
               "abstention_enabled": True}
-SAMPLES = Path(__file__).resolve().parents[3] / "benchmarks" / "samples"
 
 
 def sample_files() -> list[Path]:
-    """The sample benchmarks shipped in the repository (empty when installed without them)."""
-    return sorted(SAMPLES.glob("*.json*")) if SAMPLES.is_dir() else []
+    """The sample benchmarks installed with the package (``evalledger.samples``), editable or not."""
+    samples = Path(str(importlib.resources.files("evalledger.samples")))
+    return sorted(samples.glob("*.json*"))
 
 
 def sample_requests(files: Iterable[str | Path]) -> list[tuple[str, Any]]:
