@@ -184,6 +184,11 @@ def test_repeats_flip_by_seed_and_the_reports_flag_the_unstable_cases_then_repla
                      and ("pass pass fail" in line or "fail pass fail" in line)]
     assert len(unstable_rows) == 2
 
+    unstable_case = next(cid for cid, d in repeated.items() if d["flips"] == 2)
+    code, out, _ = cli(home, "history", unstable_case)
+    assert code == 0 and "verdicts=['fail', 'pass', 'fail'] flips=2 verdict='fail'" in out
+    assert "repeat=1 sampling={'seed': 1} verdict='pass'" in out
+
     # Replay of the K=3 home: every repeat answered from the record, none live, the same verdicts.
     target = tmp_path / "replayed"
     code, out, err = cli(home, "replay", "--into", target, "--set", "judge_repeats=3")
