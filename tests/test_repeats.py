@@ -204,7 +204,12 @@ def test_the_all_rule_and_a_tie_setting_decide_the_case_verdict(tmp_path, cli):
     ties = home_with(tmp_path / "tie", ("b.json", benchmark()))
     with StandInThread(StandIn(reply_fn=by_seed)) as stand_in:
         judge(cli, all_rule, stand_in, "--repeats", "3", "--set", "repeat_rule=all")
-        judge(cli, ties, stand_in, "--repeats", "2", "--set", "repeat_tie=pass")
+        assert {r["body"]["temperature"] for r in stand_in.requests} == {0.0}   # the judge's own
+        judge(cli, ties, stand_in, "--repeats", "2", "--set", "repeat_tie=pass", "--set", "repeat_temperature=0.7")
+        sent = stand_in.requests[4 * 3 * 2:]
+    assert {(r["body"]["seed"], r["body"]["temperature"]) for r in sent} == {(0, 0.7), (1, 0.7)}
+    assert {tuple(e.data["sampling"].items()) for e in events(ties, "repeat.judged")} == {
+        (("seed", 0), ("temperature", 0.7)), (("seed", 1), ("temperature", 0.7))}
     assert verdicts_by_tag(all_rule) == {"STEADY-PASS": "pass", "MOSTLY-PASS": "fail",
                                          "MOSTLY-FAIL": "fail", "STEADY-FAIL": "fail"}
     [mostly_pass] = [e.data for e in events(all_rule, "case.judged") if e.data["repeats"]["passed"] == 2]
