@@ -92,7 +92,7 @@ async def judge_case(handler: Callable[[CaseWork], Awaitable[None]], work: CaseW
     work.outputs.extend(e for e in primary if e.type != "case.judged")
     for sub, summary in zip(repeats, summaries):
         sub.outputs = []
-        sub.emit("repeat.judged", summary, step="judge")
+        sub.emit("repeat.judged", summary, step="repeat")   # not "judge": repeat 0's own case.judged has that key
         work.outputs.extend(sub.outputs)
     decision = _decision(summaries, config.repeat_rule, config.repeat_tie)
     work.emit("case.repeated", decision, step="repeats")

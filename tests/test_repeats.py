@@ -20,6 +20,7 @@ import pytest
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
 from evalledger.cli.main import main
+from evalledger.ledger.envelope import event_id
 from evalledger.projections.repeats import group_repeats, spread
 from evalledger.stages.config import effective_config
 from evalledger.stages.repeats import decide, flips
@@ -166,6 +167,10 @@ def test_repeats_flip_by_seed_and_the_reports_flag_the_unstable_cases_then_repla
     for e in events(home, "repeat.judged"):
         keys[e.data["case_id"]].append((e.data["repeat"], e.data["sampling"]))
     assert all(sorted(v) == [(0, {"seed": 0}), (1, {"seed": 1}), (2, {"seed": 2})] for v in keys.values())
+    for e in events(home, "repeat.judged"):   # deterministic ids: the repeat index is in the key
+        assert e.id == event_id(e.stream, e.type, f"template:{e.data['case_id']}:repeat:repeat{e.data['repeat']}:1")
+    for e in events(home, "field.verified"):  # repeat 0's evidence, keyed as repeat 0's
+        assert e.id == event_id(e.stream, e.type, f"template:{e.data['case_id']}:verify:{e.data['field']}:repeat0:1")
 
     agg, results, report = report_files(cli, home)
     group = agg["benchmarks"][next(iter(agg["benchmarks"]))]["models"]["m"]["repeats"]
