@@ -130,3 +130,18 @@ def _ruled(first: dict[str, Any], decision: dict[str, Any]) -> dict[str, Any]:
 def _stage_of(event: NewEvent) -> str | None:
     """The stage an output was emitted under (its meta), so the ruled verdict keeps it."""
     return (event.meta or {}).get("stage")
+
+
+def replay_hint(source, overrides: dict[str, Any]) -> str | None:
+    """Why a replay of a home judged with repeats misses its requests, when that is why: the source
+    judged K > 1 times and the replay's ``--set`` layer asks for another K (each repeat's seed is in
+    its requests' hashes, so only the same K finds them)."""
+    first = next(iter(source.read(types=["case.repeated"])), None)
+    if first is None:
+        return None
+    k = first.data.get("repeats")
+    if overrides.get("judge_repeats") == k:
+        return None
+    return (f"the source judged its cases {k} times (judge_repeats = {k}); each repeat's requests carry its seed, "
+            f"so replay them with --set judge_repeats={k}")
+

@@ -200,6 +200,8 @@ def test_repeats_flip_by_seed_and_the_reports_flag_the_unstable_cases_then_repla
     assert code == 0, err + out
     assert {e.data["backend"] for e in events(target, "judge.called")} == {"replay"}
     assert verdicts_by_tag(target) == verdicts_by_tag(home)
+    code, out, _ = cli(home, "replay", "--into", tmp_path / "without-k")   # K=1 requests were never sent
+    assert code == 1 and "replay them with --set judge_repeats=3" in out
     assert sorted(e.data["verdicts"] for e in events(target, "case.repeated")) == \
         sorted(d["verdicts"] for d in repeated.values())
 
