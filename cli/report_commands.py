@@ -131,6 +131,7 @@ def cmd_replay(args) -> int:
     """Re-run the stages into a new home from the source's recorded judge calls (docs/reports.md)."""
     from evalledger.stages.config import ConfigError, run_layer
     from evalledger.stages.judge import JudgeError
+    from evalledger.stages.repeats import replay_hint
     from evalledger.stages.replaying import replay_into
 
     try:
@@ -144,6 +145,7 @@ def cmd_replay(args) -> int:
             result = replay_into(source, target, overrides=layer, live=args.live, progress=progress)
         except (ConfigError, ValueError, JudgeError) as exc:   # ReplayRefused is a ValueError
             raise _usage(str(exc)) from None
+        hint = replay_hint(source, layer) if result.missing else None
     origin, summary, missing = result.origin, result.summary, result.missing
     print(f"replay of seq {origin.data['source_head_seq']} {origin.data['source_head_hash']} "
           f"into {target}: " + ("carrying on the replay begun there; " if result.resumed else "")
@@ -153,6 +155,8 @@ def cmd_replay(args) -> int:
           f"{result.live_calls} live judge call(s)")
     if missing:
         _print_unrecorded(missing, listing)
+    if hint:
+        print(f"note: {hint}")
     return 1 if missing else 0
 
 

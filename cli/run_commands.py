@@ -84,7 +84,7 @@ def provider_options(args) -> dict:
 def run_settings(args, **flags) -> RunSettings:
     """The dispatcher's settings from ``add_judge_options``' arguments; a bad key is a usage error."""
     try:
-        layer = run_layer(args.config_file, args.sets)
+        layer = run_layer(args.config_file, args.sets + repeats_set(args))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     if args.concurrency is not None and args.concurrency < 1:
@@ -116,6 +116,17 @@ def run_settings(args, **flags) -> RunSettings:
             raise UsageError(f"--max-cost needs a price for the judge model {model!r}: "
                              "set prices.<model> in --config")
     return settings
+
+
+def repeats_set(args) -> list[str]:
+    """``--repeats K`` as the ``--set judge_repeats=K`` it stands for (it wins over --config and --set)."""
+    from evalledger.stages.config import MAX_REPEATS
+    repeats = getattr(args, "repeats", None)
+    if repeats is None:
+        return []
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise UsageError(f"--repeats takes 1 to {MAX_REPEATS} (judge each case that many times), not {repeats}")
+    return [f"judge_repeats={repeats}"]
 
 
 def committed_account(led) -> str:
@@ -215,9 +226,14 @@ def register(sub) -> None:
                        epilog="a reasoning model:\n  evalledger run --judge openai --model o3-mini --temperature omit "
                               "--max-completion-tokens 4000 --timeout 180\n"
                               "with profiles and a budget:\n  evalledger run --profiles kimi-full,cross-verify "
-                              "--config prices.toml --max-cost 2.50")
+                              "--config prices.toml --max-cost 2.50\n"
+                              "each case judged 3 times, the verdict by majority:\n  evalledger run --judge openai "
+                              "--model gpt-4o-mini --repeats 3 --temperature 0.7")
     add_judge_options(p)
     add_profile_options(p)
+    p.add_argument("--repeats", type=int, default=None, metavar="K",
+                   help="judge each case K times (seed r on repeat r), the verdict by repeat_rule "
+                        "(majority or all); the same as --set judge_repeats=K")
     p.add_argument("--retry-failed", action="store_true", help="try the cases with stage.failed again")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.add_argument("--lease-seconds", type=float, default=None, metavar="S",

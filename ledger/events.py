@@ -255,6 +255,41 @@ class AbstentionDetected(DomainPayload):
     skipped_auto_fail: list[str] = []      # auto-fail reasons the abstention took priority over
 
 
+# --- Repeated judging (stages.repeats) -----------------------------------------------------------
+
+@event_type("repeat.judged")
+class RepeatJudged(DomainPayload):
+    """One repeat of a case judged ``judge_repeats`` > 1 times: its sampling and what it found."""
+
+    case_id: str
+    repeat: int                                           # 0 .. K-1; its events' keys carry ``repeat<r>``
+    sampling: dict[str, Any]                              # sent with every judge call: {"seed": r, ...}
+    verdict: Literal["pass", "fail"] | None = None        # template cases; None for reconstruction and audit
+    score: float | None = None
+    auto_failed: bool = False
+    abstained: bool = False
+    traits: dict[str, bool | int | float | None] = {}     # rubric trait -> score
+    claims: dict[str, int | float | None] = {}            # claim id -> score (reconstruction)
+    credit_score: int | None = None                       # audit
+    zone: str | None = None
+
+
+@event_type("case.repeated")
+class CaseRepeated(DomainPayload):
+    """The rule that made a case verdict of its repeats' verdicts, and what it decided."""
+
+    case_id: str
+    repeats: int
+    rule: Literal["majority", "all"]
+    tie: Literal["pass", "fail"]
+    verdicts: list[Literal["pass", "fail"] | None]
+    seeds: list[int | None] = []
+    verdict: Literal["pass", "fail"] | None = None       # None: the repeats score, they have no verdict
+    passed: int | None = None
+    flips: int | None = None                              # verdict changes from one repeat to the next
+    unstable: bool | None = None                          # the repeats did not all agree
+
+
 # --- Reconstruction ------------------------------------------------------------------------------
 
 @event_type("claim.scored")

@@ -13,6 +13,7 @@ from typing import Any
 from evalledger.projections.appliers import call_fields
 from evalledger.projections.audit import audit_groups
 from evalledger.projections.reconstruction import aggregate_stats, collection_aggregates
+from evalledger.projections.repeats import group_repeats
 from evalledger.projections.results import (
     compare_models,
     group_cases,
@@ -102,8 +103,7 @@ def benchmark_aggregates(benchmark_id: str, benchmark: dict | None, cases: list[
         "registered": benchmark is not None,
         "question_count": (benchmark or {}).get("question_count"),
         "rejected_questions": (benchmark or {}).get("rejected_questions", []),
-        "models": {m: {**group_summary(g), "per_field": per_field(g), "per_trait": per_trait(g)}
-                   for m, g in by_model.items()},
+        "models": {m: _model_aggregates(g) for m, g in by_model.items()},
         "comparisons": compare_models(benchmark_id, by_model),
         **{k: benchmark[k] for k in ("version", "previous", "changes") if benchmark and benchmark.get(k)},
     }
@@ -113,6 +113,15 @@ def benchmark_aggregates(benchmark_id: str, benchmark: dict | None, cases: list[
     audited = [c for c in cases if c["kind"] == "audit"]
     if audited:
         out["audit"] = audit_groups(audited)
+    return out
+
+
+def _model_aggregates(cases: list[dict]) -> dict[str, Any]:
+    """One benchmark x model: the summary, per field, per trait, and (judged K > 1 times) the repeats."""
+    out = {**group_summary(cases), "per_field": per_field(cases), "per_trait": per_trait(cases)}
+    repeats = group_repeats(cases)
+    if repeats is not None:   # a run without repeats keeps its bytes
+        out["repeats"] = repeats
     return out
 
 

@@ -17,7 +17,7 @@ CASE_TYPES = (
     "risk.assessed", "reasoning.generated", "answer.parsed", "field.verified", "case.auto_failed",
     "case.judged", "trait.scored", "trait.auto_failed", "claim.scored", "facts.decomposed",
     "facts.checked", "logic.checked", "credit.scored", "stage.failed", "verdict.overridden",
-    "verdict.confirmed", "abstention.detected",
+    "verdict.confirmed", "abstention.detected", "repeat.judged", "case.repeated",
 )
 BENCHMARK_TYPES = ("benchmark.registered", "benchmark.rejected")
 RUN_TYPES = ("run.started", "run.completed")
@@ -50,7 +50,7 @@ def new_case(case_id: str) -> dict[str, Any]:
         "missing_excerpts": {}, "risk": {}, "reasoning": None, "parsed": None, "traits": {},
         "traits_auto_failed": [], "claims": {}, "decomposed": None, "facts_errors": None,
         "logic_errors": None, "credit": None, "calls": {}, "failures": {}, "overrides": [],
-        "confirmations": [], "abstention": None, "judged_at": None,
+        "confirmations": [], "abstention": None, "judged_at": None, "repeats": {},
     }
 
 
@@ -303,6 +303,18 @@ def _stage_failed(case, d, key, version):
     case["failures"][key] = {"stage": d.get("stage"), "reason": d.get("reason"), "v": version}
 
 
+def _repeat(case, d, key, version):
+    """One repeat's results, by repeat index (``repeats.runs``); a later event of the same repeat wins."""
+    runs = case["repeats"].setdefault("runs", {})
+    _set_versioned(runs, str(d.get("repeat")), _without(d, "case_id", "repeat"), version)
+
+
+def _repeated(case, d, key, version):
+    """The rule's decision over a case's repeats (``repeats.decision``)."""
+    if _latest(case["repeats"].get("decision"), version):
+        case["repeats"]["decision"] = {**_without(d, "case_id"), "v": version}
+
+
 def _review(slot: str):
     """An applier keeping every reviewer event of one kind (override or confirmation), in stream order."""
     def apply(case, d, key, version):
@@ -322,6 +334,7 @@ CASE_APPLIERS: dict[str, Callable] = {
     "facts.checked": _checked("facts_errors"), "logic.checked": _checked("logic_errors"),
     "credit.scored": _credit, "stage.failed": _stage_failed, "verdict.overridden": _review("overrides"),
     "verdict.confirmed": _review("confirmations"), "abstention.detected": _abstention,
+    "repeat.judged": _repeat, "case.repeated": _repeated,
 }
 
 

@@ -114,6 +114,39 @@ def attention_section(results: list[dict]) -> list[str]:
     return ["### Cases to look at", ""] + table(["case", "question", "model", "why"], rows)
 
 
+def repeats_section(models: dict[str, dict]) -> list[str]:
+    """Repeated judging: per model the unstable share, Fleiss' kappa and score spread, then the
+    unstable cases (their repeats did not agree). Nothing for a benchmark judged once per case."""
+    judged = {m: s["repeats"] for m, s in models.items() if s.get("repeats")}
+    if not judged:
+        return []
+    lines = ["### Repeated judging", "",
+             "Each case judged K times (seed r on repeat r); unstable = its repeats' verdicts disagree; "
+             "Fleiss' kappa across repeats over the cases judged K times (docs: reports, repeated judging).", ""]
+    lines += table(["model", "cases", "K", "rule", "unstable", "unstable share", "Fleiss' kappa (K, cases)",
+                    "claim score sd (mean), max range"],
+                   [[m, r["cases"], ", ".join(map(str, r["repeat_counts"])), ", ".join(r["rules"]),
+                     r["unstable"], pct(r["unstable_share"]),
+                     f"{fmt(r['fleiss_kappa'])} ({fmt(r['kappa_repeats'])}, {r['kappa_cases']})",
+                     _spread_cell(r.get("claim_spread"))] for m, r in judged.items()])
+    traits = [[m, t, v["scored"], fmt(v["mean_sd"]), fmt(v["max_range"]), v["varying"]]
+              for m, r in judged.items() for t, v in (r.get("trait_spread") or {}).items()]
+    if traits:
+        lines += ["Rubric trait scores across repeats:", ""]
+        lines += table(["model", "trait", "cases", "sd (mean)", "max range", "cases varying"], traits)
+    unstable = [[c["case_id"], c["question_id"], m, " ".join(c["verdicts"]), pct(c["pass_rate"]), c["flips"],
+                 c["verdict"]] for m, r in judged.items() for c in r["unstable_cases"]]
+    if unstable:
+        lines += ["Unstable cases:", ""]
+        lines += table(["case", "question", "model", "repeats", "pass rate", "flips", "verdict"], unstable)
+    return lines
+
+
+def _spread_cell(spread: dict[str, Any] | None) -> str:
+    """``sd, max range`` of the claim scores, or "-" when no claim was scored."""
+    return f"{fmt(spread['mean_sd'])}, {fmt(spread['max_range'])}" if spread else "-"
+
+
 def version_lines(data: dict[str, Any]) -> list[str]:
     """Which version of its name this benchmark is, what changed against the one before, and links
     to the other versions."""
@@ -149,6 +182,7 @@ def render_benchmark(data: dict[str, Any], prov: dict[str, Any], results: list[d
     lines += comparison_section(data["comparisons"])
     lines += side_by_side(results, models)
     lines += field_section(data["models"]) + trait_section(data["models"])
+    lines += repeats_section(data["models"])
     lines += reconstruction_section(data.get("reconstruction", {}))
     if documents:
         lines += ["### Documents", ""] + [f"- [{doc}]({path})" for doc, path in documents.items()] + [""]

@@ -12,6 +12,7 @@ from typing import Any
 from evalledger.projections.audit import expected_score, recorded_zones
 from evalledger.projections.deep_results import deep_judgment_results
 from evalledger.projections.reconstruction import calculated_metrics, scored_claims, unscored_claims
+from evalledger.projections.repeats import case_repeats
 from evalledger.projections.results import (
     call_list,
     case_status,
@@ -62,6 +63,9 @@ def case_result(case: dict) -> dict[str, Any]:
     if case.get("profile"):
         result["profile"] = case["profile"]
     result.update(deep_judgment_results(case))
+    repeats = case_repeats(case)
+    if repeats is not None:   # judged K > 1 times; a case judged once keeps its bytes
+        result["repeats"] = repeats
     if case["kind"] == "reconstruction":
         result["calculated_metrics"] = calculated_metrics(case)
         result["claims"] = scored_claims(case)

@@ -136,7 +136,9 @@ def _summary(row: dict) -> str:
             "verdict.confirmed": ("verdict", "author", "reason"),
             "case.auto_failed": ("reasons",), "judge.called": ("role", "model", "attempt", "error"),
             "case.opened": ("benchmark", "question_id", "model"), "note.added": ("author",),
-            "abstention.detected": ("evidence",)}.get(row["type"], ())
+            "abstention.detected": ("evidence",),
+            "repeat.judged": ("repeat", "sampling", "verdict", "traits", "claims", "credit_score"),
+            "case.repeated": ("rule", "tie", "verdicts", "flips", "verdict")}.get(row["type"], ())
     return " ".join(f"{k}={d.get(k)!r}" for k in keys if k in d)
 
 

@@ -7,7 +7,8 @@ the stage's tracking position, so a case's outputs are in the ledger entirely or
 
 Every output event gets a deterministic id from ``key = "<stage>:<case>:<step>[:<part>]:<attempt>"``:
 doing the case again after a crash appends nothing new (at-least-once processing, exactly-once
-ledger).
+ledger). One repeat of a repeatedly judged case (``stages.repeats``) has its index in the key,
+``...[:<part>]:repeat<r>:<attempt>``, and its sampling (``seed``...) in every judge request.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class CaseWork:
     search_port: Callable[[str], Any] | None = None   # tool name -> search port (the dispatcher's)
     counters: Counters = field(default_factory=Counters)
     outputs: list[NewEvent] = field(default_factory=list)
+    repeat: int | None = None                     # the repeat index when a case is judged K > 1 times
+    sampling: dict[str, Any] | None = None        # that repeat's seed (and temperature), sent with every call
 
     # --- the case's inputs (case.opened, docs/internals.md) -------------------------------------
     @property
@@ -78,9 +81,11 @@ class CaseWork:
         self.counters.judge_calls += 1
         if attempt > 1:
             self.counters.retries += 1
+        # Only a repeat passes sampling: a judge without repeats is called exactly as before.
+        extra = {"sampling": self.sampling} if self.sampling is not None else {}
         try:
             return await self.judge.call(role, request, case_id=self.case_id, attempt=attempt,
-                                         meta=self.meta(stage or self.stage))
+                                         meta=self.meta(stage or self.stage), **extra)
         except BudgetExhausted:
             self.counters.judge_calls -= 1   # refused before anything was asked
             raise
@@ -98,6 +103,7 @@ class CaseWork:
              part: str | None = None, stage: str | None = None) -> None:
         """Collect an output event with its deterministic idempotency key."""
         stage = stage or self.stage
-        key = ":".join([stage, self.case_id, step] + ([part] if part is not None else []) + [str(attempt)])
+        key = ":".join([stage, self.case_id, step] + ([part] if part is not None else [])
+                       + ([f"repeat{self.repeat}"] if self.repeat is not None else []) + [str(attempt)])
         self.outputs.append(NewEvent(self.stream, type, {"case_id": self.case_id, **data}, key=key,
                                      meta=self.meta(stage)))

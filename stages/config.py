@@ -45,6 +45,7 @@ RUN_ONLY_KEYS = ("judge_backend", "judge_model", "judge_response_format", "judge
 MAX_EXCERPTS = 100
 MAX_RETRY_ATTEMPTS = 20
 MAX_AUDIT_COUNT = 100
+MAX_REPEATS = 20   # judge_repeats: every repeat is a full set of judge calls for the case
 
 
 class StrictModel(BaseModel):
@@ -179,6 +180,14 @@ class VerificationConfig(StrictModel):
     claim_bands: ClaimScoreBands = Field(default_factory=ClaimScoreBands)
     audit: AuditStrategy = Field(default_factory=AuditStrategy)
 
+    # Repeated judging (stages.repeats): each case judged K times, repeat r sent with seed r (and
+    # ``repeat_temperature`` when set); the case verdict follows ``repeat_rule``, a majority tie
+    # goes to ``repeat_tie``. At K = 1 nothing changes: no seed is sent and no repeat event written.
+    judge_repeats: int = Field(default=1, ge=1, le=MAX_REPEATS)
+    repeat_rule: Literal["majority", "all"] = "majority"
+    repeat_tie: Literal["pass", "fail"] = "fail"
+    repeat_temperature: Temperature | None = None
+
     # The price table (run-level only): provider model name -> USD per million tokens. A model
     # missing from it is unpriced, and reports say its cost is unknown.
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
@@ -198,18 +207,25 @@ class VerificationConfig(StrictModel):
     def to_json(self) -> dict[str, Any]:
         """The effective config as JSON (spec key names, ``global`` not ``global_``).
 
-        An empty price table is left out, so configs (and their hashes) from before it existed
-        are unchanged.
+        An empty price table, and each repeat key at its default, are left out, so configs (and
+        their hashes) from before they existed are unchanged.
         """
         data = self.model_dump(mode="json", by_alias=True)
         if not data["prices"]:
             del data["prices"]
+        for key, default in REPEAT_DEFAULTS.items():
+            if data[key] == default:
+                del data[key]
         return data
 
     def hash(self) -> str:
         """sha256 of the canonical JSON of the effective config (stamped into every output's meta)."""
         return hashlib.sha256(orjson.dumps(self.to_json(), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
+
+# The repeat keys and their defaults: left out of a config's JSON (and hash) while at them.
+REPEAT_DEFAULTS = {name: VerificationConfig.model_fields[name].default
+                   for name in ("judge_repeats", "repeat_rule", "repeat_tie", "repeat_temperature")}
 
 UNKNOWN_KEY = "unknown key (not a VerificationConfig field; docs/stages.md lists them)"
 

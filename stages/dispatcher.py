@@ -50,6 +50,7 @@ from evalledger.stages.config import VerificationConfig, effective_config
 from evalledger.stages.judge import JudgeCallFailed, JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.judge.budget import Budget, BudgetExhausted
 from evalledger.stages.reconstruction import judge_reconstruction
+from evalledger.stages.repeats import judge_case
 from evalledger.stages.template import judge_template
 
 
@@ -517,7 +518,7 @@ class _Run:
             self.configs[config_hash] = config.to_json()
             work = CaseWork(opened, stage.name, config, config_hash, self.id, self.judge_of(opened),
                             self.search_port, self.counters)
-            await stage.handler(work)
+            await judge_case(stage.handler, work)   # once, or judge_repeats times (stages.repeats)
             if self.budget.refused(opened.data.get("case_id")):
                 # A step swallowed the refusal (reasoning degrades on a failed call): not a result.
                 raise BudgetExhausted(self.budget.stopped)

@@ -129,7 +129,7 @@ class OpenAIBackend:
         while True:
             if self.breaker.is_open:
                 raise JudgeUnavailable(self.settings.resolved_base_url(), self.breaker.reason)
-            outcome, sent, mode, concurrency = await self._send(conversation, schema, call.role)
+            outcome, sent, mode, concurrency = await self._send(conversation, schema, call.role, call.parameters)
             record = Attempt(number, usage=outcome.usage, latency_ms=outcome.latency_ms,
                              http_status=outcome.status, cost=self._cost(outcome.usage),
                              sent=sent if sent != call.messages else None, response_format=mode,
@@ -243,7 +243,8 @@ class OpenAIBackend:
             self._loop = loop
         return self._session
 
-    async def _send(self, conversation, schema, role: str) -> tuple[HttpOutcome, list[dict[str, str]], str, int]:
+    async def _send(self, conversation, schema, role: str,
+                    parameters: dict[str, Any]) -> tuple[HttpOutcome, list[dict[str, str]], str, int]:
         """One POST within the adaptive limit: the outcome, the messages sent, their mode and the limit."""
         limit = self.limit
         round_sent = await limit.acquire()
@@ -254,7 +255,7 @@ class OpenAIBackend:
         mode = self.formats.current   # chosen once a slot is free: a switch while waiting counts
         sent = messages_for(mode, conversation, schema)
         try:
-            outcome = await self._post(sent, schema, role, mode)
+            outcome = await self._post(sent, schema, role, mode, parameters)
         finally:
             limit.release()
         if outcome.kind == "rate_limited":
@@ -266,9 +267,12 @@ class OpenAIBackend:
             self.answered += 1
         return outcome, sent, mode, concurrency
 
-    async def _post(self, messages, schema, role: str, mode: str) -> HttpOutcome:
-        """One POST to /chat/completions in ``mode``, never raising for what the server or network did."""
-        payload: dict[str, Any] = {"model": self.model, "messages": messages, **self.settings.parameters()}
+    async def _post(self, messages, schema, role: str, mode: str, parameters: dict[str, Any]) -> HttpOutcome:
+        """One POST to /chat/completions in ``mode``, never raising for what the server or network did.
+
+        ``parameters`` are the call's (the settings', with a repeat's seed or temperature over them).
+        """
+        payload: dict[str, Any] = {"model": self.model, "messages": messages, **parameters}
         response_format = response_format_field(mode, role, schema)
         if response_format is not None:
             payload["response_format"] = response_format

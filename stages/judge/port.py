@@ -61,17 +61,19 @@ class Judge:
         return list(getattr(self.backend, "misses", []))
 
     async def call(self, role: str, request: Model | dict[str, Any], *, case_id: str, attempt: int = 1,
-                   meta: dict[str, Any] | None = None) -> Model:
+                   meta: dict[str, Any] | None = None, sampling: dict[str, Any] | None = None) -> Model:
         """Answer ``request`` for ``role`` on behalf of case ``case_id``: the role's reply model.
 
         ``attempt`` is the stage's own attempt (an excerpt retry, say); it is recorded as
-        ``step_attempt`` and keys the events, so a redone step appends nothing new.
+        ``step_attempt`` and keys the events, so a redone step appends nothing new. ``sampling``
+        (a repeat's ``seed``, maybe ``temperature``) is laid over the settings' parameters: it is
+        sent, recorded and hashed, so each repeat is a request of its own that replay finds.
         """
         spec = role_spec(role)
         typed = request if isinstance(request, spec.request) else spec.request.model_validate(
             request.model_dump() if isinstance(request, Model) else request)
         messages = spec.build_messages(typed)
-        parameters = self.settings.parameters()
+        parameters = {**self.settings.parameters(), **(sampling or {})}
         hashes = request_hashes(role, self.backend.identities(role), parameters, messages)
         caching = not self.settings.no_cache and self.index is not None
         if caching:
