@@ -125,7 +125,7 @@ def test_refusals_through_the_cli_write_nothing(tmp_path, run_cli):
     done = run_cli("whatif", "--set", "deep_judgment_max_excerpts_per_attribute=1:5:1", home=home)
     assert done.returncode == 2 and "new extract_excerpts calls" in done.stderr
     for bad, reason in (("judge_model=a,b", "not a setting a what-if can sweep"),
-                        ("claim_bands.fully_min=6:9:1", "changes no result"),
+                        ("claim_bands.partially_min=9:10:1", "partially_min must be <= fully_min"),
                         ("deep_judgment_fuzzy_match_threshold=0.9:0.1:0.1", "below START"),
                         ("deep_judgment_fuzzy_match_threshold=0:1:0", "step must be positive"),
                         ("deep_judgment_fuzzy_match_threshold=0.5:1.5:0.5", "less than or equal to 1"),
