@@ -14,7 +14,7 @@ from evalledger.projections.store import ReadModelStore
 from evalledger.projections.whatif import point_metrics
 from evalledger.stages.whatif import SWEEPABLE, replay_points
 from evalledger.stages.whatif_facts import SUBJECT_OF, FactSweep, excerpt_facts
-from stages_scripted import audit_reply, claims_reply, role_of
+from stages_scripted import audit_reply, claims_reply, response_of, role_of, template_judge
 from stages_support import AUDIT_LINES, RESPONSE, reconstruction_file, template_benchmark
 from test_whatif import PARAPHRASE, judged_source, near_copy_judge
 
@@ -40,9 +40,13 @@ POINTS = {
 }
 
 
+RETRIED = "Human somatic cells are diploid, with 46 chromosomes in 23 pairs [2]."
+
+
 def every_kind_judge():
-    """Template (a near copy among the excerpts), rubric, reconstruction and audit replies."""
-    template = near_copy_judge()
+    """Template (a near copy among the excerpts; a paraphrase first for RETRIED, so it is asked
+    again), rubric, reconstruction and audit replies."""
+    template, retried = near_copy_judge(), template_judge(paraphrase_first=True)
 
     def reply(body):
         role = role_of(body)
@@ -50,6 +54,8 @@ def every_kind_judge():
             return claims_reply(body)
         if role in ("decompose", "check_facts", "check_logic"):
             return audit_reply(body, role)
+        if "[2]" in response_of(body):
+            return retried(body, role)
         return template(body)
 
     return reply
@@ -69,7 +75,10 @@ def source(tmp_path_factory):
                                       "deep_judgment_rubric_fuzzy_match_threshold_default": 0.3,
                                       "deep_judgment_rubric_mode": "enable_all"},
                               responses=responses, rubric=rubric)
-    return judged_source(tmp, every_kind_judge(), ("b.json", deep), ("a.jsonl", AUDIT),
+    retrying = template_benchmark(name="retrying", config={
+        "deep_judgment_enabled": True, "deep_judgment_excerpt_retry_attempts": 1,
+        "deep_judgment_fuzzy_match_threshold": 0.3}, responses=[{"question_id": "q1", "model": "retried", "text": RETRIED}])
+    return judged_source(tmp, every_kind_judge(), ("b.json", deep), ("r.json", retrying), ("a.jsonl", AUDIT),
                          ("doc.reconstruction.json", reconstruction_file()))
 
 
@@ -107,14 +116,16 @@ def test_formula_zone_and_band_keys_replay_nothing(source, key):
     facts, _ = facts_of(source, key)
     for value in POINTS[key]:
         decided, to_replay = facts.point(value)
-        assert to_replay == [] and len(decided) == 6
+        assert to_replay == [] and len(decided) == 7
 
 
 def test_a_threshold_replays_only_the_cases_whose_excerpts_change_side(source):
     facts, ids = facts_of(source, "deep_judgment_fuzzy_match_threshold")
-    assert facts.point(0.1)[1] == []                       # the near copy (0.46) still passes: recorded verdicts
+    # The near copy (0.46) still passes at 0.1: recorded verdict. The retried extraction's feedback
+    # states the threshold, so any other threshold asks another retry: replayed.
+    assert facts.point(0.1)[1] == [ids["retried"]]
     assert facts.point(0.3)[1] == []
-    assert facts.point(0.5)[1] == [ids["paraphrase"]]      # it would be rejected: only a replay can say what then
+    assert facts.point(0.5)[1] == sorted([ids["paraphrase"], ids["retried"]])   # the near copy changes side
     rubric, _ = facts_of(source, "deep_judgment_rubric_fuzzy_match_threshold_default")
     assert rubric.point(0.3)[1] == []
     assert rubric.point(0.9)[1] == sorted([ids["exact"], ids["paraphrase"]])
@@ -131,4 +142,4 @@ def test_a_fixed_setting_that_changes_the_config_sends_those_cases_to_a_replay(s
         finally:
             store.close()
     decided, to_replay = facts.point(1)
-    assert decided == [] and len(to_replay) == 6           # judged under another config: never guessed
+    assert decided == [] and len(to_replay) == 7           # judged under another config: never guessed
