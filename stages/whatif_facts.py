@@ -32,7 +32,7 @@ import orjson
 from evalledger import ledger
 from evalledger.stages.audit import credit_fields
 from evalledger.stages.config import ConfigError, VerificationConfig, effective_config, merge_layers
-from evalledger.stages.excerpts import _offered
+from evalledger.stages.excerpts import offered_quotes
 from evalledger.stages.fuzzy import passes, similarity
 from evalledger.stages.judge.registry import role
 from evalledger.stages.judge.roles import ExtractExcerptsRequest
@@ -102,7 +102,7 @@ def excerpt_facts(led: ledger.Ledger, subject: str) -> dict[str, Extraction]:
 
 def first_scores(payload: dict[str, Any], reply: Any) -> list[float] | None:
     """The exact fuzzy score of every quote the stage checked in a first extraction reply (the
-    quotes ``excerpts._offered`` keeps, per attribute asked); None when the reply does not validate."""
+    quotes ``excerpts.offered_quotes`` keeps, per attribute asked); None when the reply does not validate."""
     try:
         request = ExtractExcerptsRequest.model_validate(payload)
         parsed = role("extract_excerpts").validate_reply(request, reply)
@@ -110,7 +110,7 @@ def first_scores(payload: dict[str, Any], reply: Any) -> list[float] | None:
         return None
     return [similarity(quote.text, request.response)
             for attribute in request.attributes
-            for quote in _offered(parsed.excerpts.get(attribute.name, []), request.max_excerpts)]
+            for quote in offered_quotes(parsed.excerpts.get(attribute.name, []), request.max_excerpts)]
 
 
 def point_layer(key: str, value: Any) -> dict[str, Any]:
