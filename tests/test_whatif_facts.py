@@ -77,7 +77,8 @@ def source(tmp_path_factory):
                               responses=responses, rubric=rubric)
     retrying = template_benchmark(name="retrying", config={
         "deep_judgment_enabled": True, "deep_judgment_excerpt_retry_attempts": 1,
-        "deep_judgment_fuzzy_match_threshold": 0.3}, responses=[{"question_id": "q1", "model": "retried", "text": RETRIED}])
+        "deep_judgment_fuzzy_match_threshold": 0.3},
+        responses=[{"question_id": "q1", "model": "retried", "text": RETRIED}])
     return judged_source(tmp, every_kind_judge(), ("b.json", deep), ("r.json", retrying), ("a.jsonl", AUDIT),
                          ("doc.reconstruction.json", reconstruction_file()))
 
