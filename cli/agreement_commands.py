@@ -92,8 +92,9 @@ def cmd_agreement(args) -> int:
 
 def cmd_whatif(args) -> int:
     """Sweep one setting over the recorded judge calls; print the curve per model, write its chart."""
-    from evalledger.projections.whatif import curves, format_curves, line_chart, point_metrics
-    from evalledger.stages.whatif import WhatIfRefused, parse_sweep, replay_points
+    from evalledger.cli.whatif_sweep import sweep
+    from evalledger.projections.whatif import curves, format_curves, line_chart
+    from evalledger.stages.whatif import WhatIfRefused, parse_sweep
 
     try:
         key, values, fixed = parse_sweep(args.sets)
@@ -101,8 +102,7 @@ def cmd_whatif(args) -> int:
         raise UsageError(str(exc)) from None
     progress = None if args.quiet else (lambda i, n: print(f"point {i + 1}/{n}", file=sys.stderr, flush=True))
     with open_existing(args) as led:
-        points = [(p.value, point_metrics(p.led), len(p.missing))
-                  for p in replay_points(led, key, values, fixed, on_point=progress)]
+        points = sweep(led, key, values, fixed, on_point=progress)
         chart = Path(args.chart) if args.chart else reports_dir(led) / f"whatif-{slug(key)}.svg"
     doc = curves(key, points)
     chart.parent.mkdir(parents=True, exist_ok=True)

@@ -156,6 +156,17 @@ def group_cases(cases: Iterable[dict]) -> dict[tuple[str, str], list[dict]]:
     return {key: sorted(groups[key], key=lambda c: c["case_id"]) for key in sorted(groups)}
 
 
+def pass_rate(passed: int, cases: int, with_verdict: int) -> float | None:
+    """The pass rate reports state: passed / all cases, rounded; None while no case has a verdict."""
+    return rnd(ratio(passed, cases)) if with_verdict else None
+
+
+def group_pass_rate(cases: list[dict]) -> float | None:
+    """``group_summary``'s pass rate alone, without the usage sums (the what-if computes it per point)."""
+    verdicts = [effective_verdict(c) for c in cases]
+    return pass_rate(verdicts.count("pass"), len(cases), sum(1 for v in verdicts if v is not None))
+
+
 def group_summary(cases: list[dict]) -> dict[str, Any]:
     """Counts, pass rate with its 95% Wilson interval, auto-fail rate, usage; failed cases stay in
     the denominator (pass rate = passed / all cases)."""
@@ -171,7 +182,7 @@ def group_summary(cases: list[dict]) -> dict[str, Any]:
     return {
         "cases": n, "judged": statuses.count("judged"), "failed": statuses.count("failed"),
         "pending": statuses.count("pending"), "passed": passed, "failed_verdict": verdicts.count("fail"),
-        "pass_rate": rnd(ratio(passed, n)) if with_verdict else None,
+        "pass_rate": pass_rate(passed, n, with_verdict),
         "pass_rate_ci95": [rnd(interval[0]), rnd(interval[1])] if interval else None,
         "auto_failed": auto_failed, "auto_fail_rate": rnd(ratio(auto_failed, n)),
         "abstained": abstained, "abstention_rate": rnd(ratio(abstained, n)),

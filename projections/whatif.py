@@ -1,5 +1,5 @@
-"""The curves of a what-if sweep: each point's headline metric per benchmark and model, folded from
-that point's replayed ledger exactly as ``report`` folds a home, and a line chart of them.
+"""The curves of a what-if sweep: each point's headline metric per benchmark and model, computed
+from that point's case states by the functions ``report`` computes them with, and a line chart.
 
 Per benchmark and model: the pass rate (template cases), the share of claims fully reconstructed
 (reconstruction), the zone accuracy and the exact credit-score match rate (audit), each as
@@ -11,8 +11,10 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from evalledger.projections.aggregate import build_aggregates
+from evalledger.projections.audit import audit_groups
 from evalledger.projections.catch_up import update
+from evalledger.projections.reconstruction import aggregate_stats
+from evalledger.projections.results import group_cases, group_pass_rate
 from evalledger.projections.store import ReadModelStore
 
 COLOURS = ("#4a78b5", "#c0504d", "#9bbb59", "#8064a2", "#f79646", "#4bacc6", "#7f7f7f", "#2c4d75")
@@ -23,26 +25,38 @@ def point_metrics(led) -> dict[str, dict[str, Any]]:
     store = ReadModelStore(led)
     try:
         update(led, store)
-        cases = list(store.iter_cases())
-        agg = build_aggregates(store.position(), cases, store.load_keyed("proj_benchmarks"),
-                               store.load_keyed("proj_runs"))
+        return headline_metrics(list(store.iter_cases()))
     finally:
         store.close()
+
+
+def headline_metrics(cases: list[dict]) -> dict[str, dict[str, Any]]:
+    """Each benchmark / model's headline metric over these case states, by the very functions that
+    write them into ``aggregate-stats.json`` (``build_aggregates``): the pass rate, the share of
+    claims fully reconstructed, the zone accuracy and exact credit-score match rate."""
+    by_benchmark: dict[str, list[dict]] = {}
+    for case in cases:
+        by_benchmark.setdefault(str(case["benchmark"]), []).append(case)
     out: dict[str, dict[str, Any]] = {}
-    for bench, data in sorted(agg["benchmarks"].items()):
-        for model, summary in sorted(data["models"].items()):
-            if summary.get("pass_rate") is not None:
-                out[f"{bench} / {model}"] = {"metric": "pass_rate", "value": summary["pass_rate"],
-                                             "cases": summary["cases"]}
-        for model, recon in sorted((data.get("reconstruction") or {}).items()):
-            out[f"{bench} / {model}"] = {"metric": "pct_fully_reconstructed",
-                                         "value": recon.get("pct_fully_reconstructed"),
-                                         "cases": recon.get("total_documents")}
-        for group, audit in sorted((data.get("audit") or {}).items()):
-            out[f"{bench} / {group}"] = {"metric": "zone_accuracy", "value": audit.get("zone_accuracy"),
-                                         "cases": audit.get("compared")}
-            out[f"{bench} / {group} exact"] = {"metric": "exact_match_rate", "value": audit.get("exact_match_rate"),
-                                               "cases": audit.get("compared")}
+    for bench in sorted(by_benchmark):
+        group = sorted(by_benchmark[bench], key=lambda c: c["case_id"])
+        by_model = {model: members for (_, model), members in group_cases(group).items()}
+        for model, members in sorted(by_model.items()):
+            rate = group_pass_rate(members)
+            if rate is not None:
+                out[f"{bench} / {model}"] = {"metric": "pass_rate", "value": rate, "cases": len(members)}
+        for model, members in sorted(by_model.items()):
+            if any(c["kind"] == "reconstruction" for c in members):
+                recon = aggregate_stats(members)
+                out[f"{bench} / {model}"] = {"metric": "pct_fully_reconstructed",
+                                             "value": recon["overall"]["pct_fully_reconstructed"],
+                                             "cases": recon["total_documents"]}
+        audited = [c for c in group if c["kind"] == "audit"]
+        for name, audit in sorted(audit_groups(audited).items() if audited else ()):
+            out[f"{bench} / {name}"] = {"metric": "zone_accuracy", "value": audit["zone_accuracy"],
+                                        "cases": audit["compared"]}
+            out[f"{bench} / {name} exact"] = {"metric": "exact_match_rate", "value": audit["exact_match_rate"],
+                                              "cases": audit["compared"]}
     return out
 
 

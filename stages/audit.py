@@ -41,6 +41,18 @@ def zone(score: int, strategy: AuditStrategy) -> str:
     return "MID" if score <= strategy.zone_mid_max else "GOOD"
 
 
+def credit_fields(high: int, low: int, expected, strategy: AuditStrategy) -> dict:
+    """The ``credit.scored`` payload from the counted high and low errors: the score by formula, its
+    zone, the expected score's zone (the what-if recomputes recorded counts with this too)."""
+    score = credit_score(high, low, strategy)
+    return {
+        "high": high, "low": low, "credit_score": score, "zone": zone(score, strategy),
+        "formula": strategy.model_dump(mode="json", exclude={"max_facts", "numeric_deviation_threshold"}),
+        "expected_credit_score": expected,
+        "expected_zone": zone(expected, strategy) if isinstance(expected, int) else None,
+    }
+
+
 def phase_findings(reply, max_errors: int) -> dict:
     """A check's findings as the payload of its event: the errors, the reasonable inferences
     (never counted), and which errors count, at most ``max_errors``: high severity before low,
@@ -82,11 +94,5 @@ async def judge_audit(work: CaseWork) -> None:
     every = counted_errors(fact_phase) + counted_errors(logic_phase)
     high = sum(1 for e in every if e["severity"] == "high")
     low = sum(1 for e in every if e["severity"] == "low")
-    score = credit_score(high, low, strategy)
     expected = work.question.get("expected_credit_score")
-    work.emit("credit.scored", {
-        "high": high, "low": low, "credit_score": score, "zone": zone(score, strategy),
-        "formula": strategy.model_dump(mode="json", exclude={"max_facts", "numeric_deviation_threshold"}),
-        "expected_credit_score": expected,
-        "expected_zone": zone(expected, strategy) if isinstance(expected, int) else None,
-    }, step="credit")
+    work.emit("credit.scored", credit_fields(high, low, expected, strategy), step="credit")

@@ -52,8 +52,9 @@ class ExcerptSettings:
     retry_attempts: int
 
 
-def _offered(quotes: list[Any], limit: int) -> list[Any]:
-    """The quotes the judge really offered (empty text or confidence 'none' means 'no excerpt')."""
+def offered_quotes(quotes: list[Any], limit: int) -> list[Any]:
+    """The quotes the judge really offered and the stage checks (empty text or confidence 'none' means
+    'no excerpt'; at most ``limit``); the what-if scores the same ones."""
     return [q for q in quotes if q.text.strip() and q.confidence != "none"][:limit]
 
 
@@ -75,7 +76,7 @@ async def extract_excerpts(work: CaseWork, attributes: list[AttributeSpec], sett
         for attribute in pending:
             # The threshold decides on the exact score; only the recorded figure is rounded.
             checks = [(q, validate(q.text, response_text, settings.threshold))
-                      for q in _offered(reply.excerpts.get(attribute.name, []), settings.max_excerpts)]
+                      for q in offered_quotes(reply.excerpts.get(attribute.name, []), settings.max_excerpts)]
             passed = [(q, round(c.score, 6)) for q, c in checks if c.passed]
             failed = [{"text": q.text, "similarity": round(c.score, 6)} for q, c in checks if not c.passed]
             for index, (quote, score) in enumerate(passed):

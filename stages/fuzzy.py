@@ -69,6 +69,12 @@ def similarity(excerpt: str, response: str) -> float:
     return index_for(response).similarity(excerpt)
 
 
+def passes(score: float, threshold: float) -> bool:
+    """The rule: an excerpt scoring ``score`` passes at ``threshold`` iff score >= threshold
+    (shared by ``validate`` and the what-if, which decides recorded scores at other thresholds)."""
+    return score >= threshold
+
+
 def validate(excerpt: str, response: str, threshold: float) -> ExcerptCheck:
     """Score `excerpt` against `response`; it passes iff the score is >= `threshold`."""
     return index_for(response).validate(excerpt, threshold)
@@ -126,7 +132,7 @@ class ResponseIndex:
                 or math.isnan(threshold) or not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be a number in [0, 1], got {threshold!r}")
         score = self.similarity(excerpt)
-        return ExcerptCheck(score >= threshold, score)
+        return ExcerptCheck(passes(score, threshold), score)
 
     def _scan(self, excerpt: str) -> int:
         """Longest common substring by C-level substring tests (see the module docstring);

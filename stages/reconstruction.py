@@ -38,6 +38,11 @@ def claim_band(score: int, bands: ClaimScoreBands) -> str:
     return "partially" if score >= bands.partially_min else "not"
 
 
+def band_fields(score: int, bands: ClaimScoreBands) -> dict:
+    """The band part of ``claim.scored``: the score's band and the thresholds that decided it."""
+    return {"band": claim_band(score, bands), "bands": bands.model_dump(mode="json")}
+
+
 async def judge_reconstruction(work: CaseWork) -> None:
     """Score the claims and emit one ``claim.scored`` per original claim, in the claims' order."""
     bands = work.config.claim_bands
@@ -50,5 +55,5 @@ async def judge_reconstruction(work: CaseWork) -> None:
             "claim_id": claim.id, "score": evaluation.score, "justification": evaluation.justification,
             "evidence_refs": list(evaluation.evidence_refs), "claim_text": claim.text,
             "claim_type": claim.type, "importance": claim.importance, "doc_id": request.doc_id,
-            "band": claim_band(evaluation.score, bands), "bands": bands.model_dump(mode="json"),
+            **band_fields(evaluation.score, bands),
         }, step="claim", part=claim.id)

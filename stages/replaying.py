@@ -17,7 +17,7 @@ import asyncio
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from evalledger import ledger
 from evalledger.ledger import Event, NewEvent
@@ -51,7 +51,7 @@ class ReplayResult:
 
 def replay_into(source: ledger.Ledger | str | Path, target: ledger.Ledger | str | Path, *,
                 overrides: dict[str, Any] | None = None, live: str | None = None,
-                progress: Any = None) -> ReplayResult:
+                progress: Any = None, cases: Collection[str] | None = None) -> ReplayResult:
     """Re-run the stages of ``source`` into the new, empty home ``target`` from the recorded judge calls.
 
     A ``target`` holding this very replay, interrupted (same source, overrides and live), is
@@ -61,7 +61,9 @@ def replay_into(source: ledger.Ledger | str | Path, target: ledger.Ledger | str 
     ``overrides``: a config layer applied over every case's config (``stages.config.run_layer``).
     ``live``: None (answer from the record only), ``"offline"``, ``"openai"``, or ``"auto"`` (the
     backend the source's runs used) to make the calls the source never recorded. ``progress``:
-    an object with ``update(counters)``, as ``run_until_idle`` takes. Paths are opened here (the
+    an object with ``update(counters)``, as ``run_until_idle`` takes. ``cases``: replay only these
+    case ids (the others' openings are not copied; the what-if replays the cases its recorded
+    facts cannot answer this way, into a temporary ledger). Paths are opened here (the
     source read-only); Ledgers passed in stay open. Raises ReplayRefused before anything is
     written when the target holds anything else, or the live judge cannot be set up.
 
@@ -83,7 +85,7 @@ def replay_into(source: ledger.Ledger | str | Path, target: ledger.Ledger | str 
             check_target(Path(target), label, overrides or {}, live)
         led = ledger.open_ledger(target) if isinstance(target, (str, Path)) else target
         try:
-            return _replay(src, led, label, settings, overrides or {}, progress)
+            return _replay(src, led, label, settings, overrides or {}, progress, cases)
         finally:
             if isinstance(target, (str, Path)):
                 led.close()
@@ -93,10 +95,10 @@ def replay_into(source: ledger.Ledger | str | Path, target: ledger.Ledger | str 
 
 
 def _replay(source: ledger.Ledger, led: ledger.Ledger, label: str, settings: JudgeSettings,
-            overrides: dict[str, Any], progress: Any) -> ReplayResult:
+            overrides: dict[str, Any], progress: Any, cases: Collection[str] | None = None) -> ReplayResult:
     """Seed ``led``, run the stages with the replay judge, collect what the source lacked."""
     resumed = led.head().seq > 0
-    origin, copied = seed_replay(source, led, label, overrides, settings.live)
+    origin, copied = seed_replay(source, led, label, overrides, settings.live, cases)
     judge = make_judge(settings, led, source=source)
     try:
         summary = run_until_idle(led, RunSettings(config_layer=overrides, judge=judge), progress)
@@ -169,12 +171,12 @@ def check_resumable(target: ledger.Ledger, source_label: str, overrides: dict[st
 
 
 def seed_replay(source: ledger.Ledger, target: ledger.Ledger, source_label: str, overrides: dict[str, Any],
-                live: str | None) -> tuple[Event, int]:
+                live: str | None, cases: Collection[str] | None = None) -> tuple[Event, int]:
     """Append the origin event and copy the source's inputs into ``target``; (origin, copied count).
 
     A target where this very replay began (``check_resumable``) is carried on: the copy goes on up
     to the source head the replay began from (ids are deterministic, so nothing is copied twice),
-    provided the source still holds that head.
+    provided the source still holds that head. ``cases``: copy only these cases' openings.
     """
     origin = check_resumable(target, source_label, overrides, live)
     if origin is None:
@@ -192,7 +194,10 @@ def seed_replay(source: ledger.Ledger, target: ledger.Ledger, source_label: str,
     upto = origin.data["source_head_seq"]
     copied = 0
     batch: list[NewEvent] = []
+    wanted = None if cases is None else set(cases)
     for event in source.read(types=COPIED_TYPES, to_seq=upto):
+        if wanted is not None and event.type == "case.opened" and event.data.get("case_id") not in wanted:
+            continue
         # event.data is at the current schema: an old event is copied upcast, and stored as current
         batch.append(NewEvent(event.stream, event.type, event.data, key=f"replay:{event.id}",
                               meta={"stage": "replay", "causation": origin.id, "source_event": event.id,

@@ -1,12 +1,13 @@
-"""What-ifs from the events alone: re-run the stages at each point of a config sweep with the replay
-judge (recorded calls only, no live judge, no new home kept) and hand back each point's ledger.
+"""What-ifs from the events alone: which settings a sweep may change, the sweep's points, and the
+replay of a point (recorded calls only, no live judge, no new home kept).
 
 Only settings whose effect is deterministic given the recorded calls can be swept: they change
 what code computes from the judge's replies (fuzzy thresholds decide from recorded excerpt
-similarities, zone bounds and credit formula parameters from recorded findings). A setting that
-changes what is asked of the judge, or that nothing reads, is refused with the reason before
-anything runs. A point whose replay still meets a request the source never recorded is reported
-with those requests (the replay judge fails such a case, as ``evalledger replay`` does).
+similarities, zone bounds and credit formula parameters from recorded findings, claim bands from
+recorded claim scores). A setting that changes what is asked of the judge, or that nothing reads,
+is refused with the reason before anything runs. ``stages.whatif_facts`` answers each point from
+the recorded facts and names the cases only a replay can answer; ``replay_points`` replays whole
+points (a point meeting a request the source never recorded reports it, as ``evalledger replay`` does).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Callable, Iterator
 from evalledger import ledger
 from evalledger.stages.config import ConfigError, effective_config, merge_layers, parse_set
 from evalledger.stages.replaying import replay_into
+from evalledger.stages.whatif_facts import point_layer
 
 MAX_POINTS = 200
 
@@ -31,6 +33,8 @@ SWEEPABLE = {
     "audit.low_boundary_min": "recorded findings; the credit formula is code",
     "audit.zone_bad_max": "the zone of a credit score is code",
     "audit.zone_mid_max": "the zone of a credit score is code",
+    "claim_bands.fully_min": "claim scores are recorded; the band of a score is code",
+    "claim_bands.partially_min": "claim scores are recorded; the band of a score is code",
 }
 # Settings a sweep refuses, and why (they change the requests, so they need new judge calls).
 NEEDS_CALLS = {
@@ -50,14 +54,8 @@ NEEDS_CALLS = {
     "semantic_embedder": "another embedder is another model: its similarities were never recorded",
 }
 
-
-# Settings no stage or report reads yet: every point would give the same results.
-NO_EFFECT = {
-    "claim_bands.fully_min": "the reconstruction metrics count the spec's fixed bands (>= 8, 4-7, < 4), "
-                             "so this setting changes no result",
-    "claim_bands.partially_min": "the reconstruction metrics count the spec's fixed bands (>= 8, 4-7, < 4), "
-                                 "so this setting changes no result",
-}
+# Settings no stage or report reads: every point would give the same results (none today).
+NO_EFFECT: dict[str, str] = {}
 
 
 class WhatIfRefused(ValueError):
@@ -148,17 +146,6 @@ def parse_sweep(sets: list[str]) -> tuple[str, list[Any], dict[str, Any]]:
     except ConfigError as exc:
         raise WhatIfRefused(str(exc)) from None
     return key, values, layer
-
-
-def point_layer(key: str, value: Any) -> dict[str, Any]:
-    """The config layer that sets dotted ``key`` to ``value``."""
-    layer: dict[str, Any] = {}
-    node = layer
-    parts = key.split(".")
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-    node[parts[-1]] = value
-    return layer
 
 
 def replay_points(source: ledger.Ledger, key: str, values: list[Any], fixed: dict[str, Any] | None = None,

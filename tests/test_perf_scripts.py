@@ -29,6 +29,7 @@ CASES = {
                       ["case-table page (50 rows)", "case page", "over HTTP", "server peak RSS", "target <= 3x"]),
     "whatif_bench.py": (["--cases", "30", "--points", "2"],
                         ["baseline: one report rebuild", "ratio sweep / rebuild", "target <= 2.0x",
+                         "with no read models yet", "same curves: True",
                          "requests sent to the server: 0 (target 0: met)"]),
     "watch_bench.py": (["--ci", "--trials", "2", "--burst", "5", "--idle-seconds", "1"],
                        ["latency rename -> last case.judged", "burst", "idle daemon CPU"]),

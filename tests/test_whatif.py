@@ -12,7 +12,7 @@ from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.whatif import NEEDS_CALLS, WhatIfRefused, parse_sweep, sweep_values
 from evalledger.testing.stand_in import StandIn, StandInThread
 from stages_scripted import every_path_judge, pairs_sentence, response_of, role_of, template_judge
-from stages_support import AUDIT_LINES, RESPONSE, home_with, template_benchmark
+from stages_support import AUDIT_LINES, RESPONSE, home_with, reconstruction_file, template_benchmark
 
 PARAPHRASE = "Human somatic cells hold 23 pairs of chromosomes in all, it is said [1]."
 
@@ -125,7 +125,7 @@ def test_refusals_through_the_cli_write_nothing(tmp_path, run_cli):
     done = run_cli("whatif", "--set", "deep_judgment_max_excerpts_per_attribute=1:5:1", home=home)
     assert done.returncode == 2 and "new extract_excerpts calls" in done.stderr
     for bad, reason in (("judge_model=a,b", "not a setting a what-if can sweep"),
-                        ("claim_bands.fully_min=6:9:1", "changes no result"),
+                        ("claim_bands.partially_min=9:10:1", "partially_min must be <= fully_min"),
                         ("deep_judgment_fuzzy_match_threshold=0.9:0.1:0.1", "below START"),
                         ("deep_judgment_fuzzy_match_threshold=0:1:0", "step must be positive"),
                         ("deep_judgment_fuzzy_match_threshold=0.5:1.5:0.5", "less than or equal to 1"),
@@ -145,3 +145,22 @@ def test_sweep_values_are_exact_decimals():
         sweep_values("0:1000:1")
     with pytest.raises(WhatIfRefused, match="not a number"):
         sweep_values("a:b:c")
+
+
+def test_a_claim_band_point_equals_a_replay_at_that_value(tmp_path, run_cli):
+    source = judged_source(tmp_path / "src", every_path_judge(), ("doc.reconstruction.json", reconstruction_file()))
+    with StandInThread(StandIn(reply_fn=every_path_judge())) as watcher:   # a server nothing may call
+        done = run_cli("whatif", "--set", "claim_bands.fully_min=4,8", "--json", "--quiet", home=source,
+                       env={"OPENAI_BASE_URL": watcher.base_url})
+    assert watcher.requests == [] and done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    [name] = doc["series"]
+    assert doc["series"][name]["metric"] == "pct_fully_reconstructed"
+    bench, model = name.split(" / ", 1)
+    low, high = (p["metrics"][name]["value"] for p in doc["points"])
+    assert low > high                 # a lower bar counts more claims fully reconstructed
+    # (every point of every setting is checked against a replay in tests/test_whatif_facts.py)
+    replayed, code = replayed_metric(
+        run_cli, source, tmp_path / "replay-4", "claim_bands.fully_min", 4,
+        lambda agg: agg["benchmarks"][bench]["reconstruction"][model]["overall"]["pct_fully_reconstructed"])
+    assert code == 0 and low == replayed
