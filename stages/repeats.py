@@ -132,6 +132,21 @@ def _stage_of(event: NewEvent) -> str | None:
     return (event.meta or {}).get("stage")
 
 
+def recorded_repeat_layer(source) -> dict[str, Any]:
+    """The repeat settings ``source``'s cases were judged under, as a config layer (empty when no
+    case was judged more than once): what a what-if must hold fixed to find each repeat's calls."""
+    first = next(iter(source.read(types=["case.repeated"])), None)
+    if first is None:
+        return {}
+    layer = {"judge_repeats": first.data["repeats"], "repeat_rule": first.data["rule"],
+             "repeat_tie": first.data["tie"]}
+    repeat = next(iter(source.read(types=["repeat.judged"])), None)
+    temperature = repeat.data["sampling"].get("temperature") if repeat is not None else None
+    if temperature is not None:
+        layer["repeat_temperature"] = temperature
+    return layer
+
+
 def replay_hint(source, overrides: dict[str, Any]) -> str | None:
     """Why a replay of a home judged with repeats misses its requests, when that is why: the source
     judged K > 1 times and the replay's ``--set`` layer asks for another K (each repeat's seed is in

@@ -54,6 +54,15 @@ NEEDS_CALLS = {
     "semantic_embedder": "another embedder is another model: its similarities were never recorded",
 }
 
+# Settings a what-if holds fixed at the source's values and never sweeps: another value asks other
+# requests (each repeat's seed is in its requests' hashes).
+FIXED_ONLY = {
+    "judge_repeats": "each repeat's requests carry its seed: another count needs new calls",
+    "repeat_rule": "held at the source's rule",
+    "repeat_tie": "held at the source's tie setting",
+    "repeat_temperature": "the temperature is part of every repeat's requests",
+}
+
 # Settings no stage or report reads: every point would give the same results (none today).
 NO_EFFECT: dict[str, str] = {}
 
@@ -128,7 +137,9 @@ def parse_sweep(sets: list[str]) -> tuple[str, list[Any], dict[str, Any]]:
                                 "use 'evalledger replay --live' or a new run")
         if key in NO_EFFECT:
             raise WhatIfRefused(f"--set {key}: nothing to sweep: {NO_EFFECT[key]}")
-        if key not in SWEEPABLE:
+        if key in FIXED_ONLY and (":" in value or "," in value):
+            raise WhatIfRefused(f"--set {key}: cannot be swept: {FIXED_ONLY[key]}")
+        if key not in SWEEPABLE and key not in FIXED_ONLY:
             raise WhatIfRefused(f"--set {key}: not a setting a what-if can sweep; these can: "
                                 + ", ".join(sorted(SWEEPABLE)))
         if ":" in value or "," in value:

@@ -164,3 +164,30 @@ def test_a_claim_band_point_equals_a_replay_at_that_value(tmp_path, run_cli):
         run_cli, source, tmp_path / "replay-4", "claim_bands.fully_min", 4,
         lambda agg: agg["benchmarks"][bench]["reconstruction"][model]["overall"]["pct_fully_reconstructed"])
     assert code == 0 and low == replayed
+
+
+def test_a_home_judged_with_repeats_is_swept_under_its_own_repeat_settings(tmp_path, run_cli):
+    """Each repeat's requests carry its seed: the what-if holds the source's judge_repeats, so every
+    point is answered from the record and equals a replay given the same repeats."""
+    home = home_with(tmp_path / "src", ("a.jsonl", AUDIT_LINES))
+    with StandInThread(StandIn(reply_fn=every_path_judge())) as stand_in, ledger.open_ledger(home) as led:
+        run_until_idle(led, RunSettings(judge_backend="openai", judge_model="m", config_layer={"judge_repeats": 3},
+                                        judge_options={"base_url": stand_in.base_url}))
+    with StandInThread(StandIn(reply_fn=every_path_judge())) as watcher:
+        done = run_cli("whatif", "--set", "audit.high_severe_min=1:2:1", "--json", "--quiet", home=home,
+                       env={"OPENAI_BASE_URL": watcher.base_url})
+    assert watcher.requests == []
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    zones = next(name for name, s in doc["series"].items() if s["metric"] == "zone_accuracy")
+    bench, group = zones.split(" / ", 1)
+    for point in doc["points"]:
+        assert point["unrecorded_requests"] == 0
+        target = tmp_path / f"replay-{point['value']}"
+        replayed = run_cli("replay", "--into", target, "--set", f"audit.high_severe_min={point['value']}",
+                           "--set", "judge_repeats=3", "--quiet", home=home)
+        assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+        audit = json.loads((target / "reports" / "aggregate-stats.json").read_text())["benchmarks"][bench]["audit"][group]
+        assert point["metrics"][zones]["value"] == audit["zone_accuracy"]
+    refused = run_cli("whatif", "--set", "judge_repeats=1:3:1", home=home)
+    assert refused.returncode == 2 and "cannot be swept" in refused.stderr
