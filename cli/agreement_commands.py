@@ -16,7 +16,7 @@ from evalledger import ledger, projections
 from evalledger.cli.errors import UsageError
 from evalledger.cli.ledger_commands import open_existing
 from evalledger.projections.agreement import format_agreement, reviewer_agreement
-from evalledger.projections.judge_agreement import format_judge_agreement, judge_agreement
+from evalledger.projections.judge_agreement import format_judge_agreement, judge_agreement, profile_pairs
 from evalledger.projections.reports import slug
 from evalledger.projections.review_queue import STRATA, queue_bytes, review_queue
 from evalledger.projections.store import ReadModelStore, json_bytes, reports_dir
@@ -69,8 +69,51 @@ def _open_other(path: str):
     return ledger.open_ledger(path)
 
 
+def profile_origins(led) -> dict[str, str]:
+    """Profile case id -> what it judges: the case it was opened from, or, for a response a profile's
+    answering model gave, the question and the response (two profiles answering alike pair up)."""
+    from evalledger.stages.formats.ids import digest16
+
+    origins = {}
+    for event in led.read(types=["case.opened"]):
+        d = event.data
+        if d.get("profile") is None:
+            continue
+        origins[d["case_id"]] = d.get("origin_case") or digest16(
+            ["answered", d.get("benchmark"), str(d.get("question_id")), d.get("model"), d.get("response")])
+    return origins
+
+
+def _agreement_of_profiles(args) -> int:
+    """Print how far the judges of two profiles in this home agree (--profiles A,B)."""
+    names = [n.strip() for n in args.profiles.split(",") if n.strip()]
+    if len(names) != 2 or names[0] == names[1]:
+        raise UsageError(f"--profiles {args.profiles}: give two different profiles, as A,B")
+    with open_existing(args) as led:
+        origins = profile_origins(led)
+        with current_cases(led) as cases:
+            everything = list(cases)
+    found = {c.get("profile") for c in everything}
+    for name in names:
+        if name not in found:
+            known = ", ".join(sorted(p for p in found if p)) or "none"
+            raise UsageError(f"--profiles: no case was opened under profile {name!r} (profiles here: {known})")
+    a, b = profile_pairs(everything, origins, names[0], names[1])
+    doc = judge_agreement(a, b)
+    if args.json:
+        sys.stdout.buffer.write(json_bytes(doc, indent=True) + b"\n")
+    else:
+        sys.stdout.write(format_judge_agreement(doc, f"profile {names[0]}", f"profile {names[1]}"))
+    return 0
+
+
 def cmd_agreement(args) -> int:
-    """Print the judge's agreement with reviewers, or with the judge of another home (--against)."""
+    """Print the judge's agreement with reviewers, or with the judge of another home (--against),
+    or between two profiles' judges in this home (--profiles A,B)."""
+    if args.profiles is not None:
+        if args.against is not None:
+            raise UsageError("--profiles and --against: give one (two profiles here, or another home)")
+        return _agreement_of_profiles(args)
     if args.against is None:
         with open_existing(args) as led, current_cases(led) as cases:
             doc = reviewer_agreement(cases)
@@ -137,6 +180,8 @@ def register(sub) -> None:
     p = sub.add_parser("agreement", help="Cohen's kappa and the disagreements: judge vs reviewers, or vs another judge")
     p.add_argument("--against", default=None, metavar="OTHER_HOME",
                    help="compare this home's judge with the judge of OTHER_HOME on the cases both have")
+    p.add_argument("--profiles", default=None, metavar="A,B",
+                   help="compare the judges of two profiles of this home on the cases both judged")
     p.add_argument("--json", action="store_true", help="the whole document as JSON")
     p.set_defaults(func=cmd_agreement)
 

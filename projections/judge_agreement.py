@@ -1,6 +1,7 @@
-"""How far two judges agree (``evalledger agreement --against OTHER_HOME``): the same cases judged
-in two homes (case ids are derived from content, so a replay or a second judge's run over the same
-files has the same ids).
+"""How far two judges agree (``evalledger agreement --against OTHER_HOME``, or ``--profiles A,B``):
+the same cases judged in two homes (case ids are derived from content, so a replay or a second
+judge's run over the same files has the same ids), or under two profiles in one home (each profile
+case names the case it was opened from).
 
 Verdicts: the 2x2 table, Cohen's kappa with its bootstrap interval, percent agreement and McNemar's
 exact test on the discordant pairs. Fields: agreement on ``passed``. Traits: kappa on boolean
@@ -111,6 +112,18 @@ def judge_agreement(cases_a: Iterable[dict], cases_b: Iterable[dict]) -> dict[st
                    "mean_abs_difference": rnd(math.fsum(claim_diffs) / len(claim_diffs)) if claim_diffs else None},
         "disagreements": disagreements,
     }
+
+
+def profile_pairs(cases: Iterable[dict], origins: dict[str, str], a: str, b: str) -> tuple[list[dict], list[dict]]:
+    """Profile ``a``'s and ``b``'s cases, ``b``'s renamed to the id of ``a``'s case of the same origin
+    (``origins``: profile case id -> what it was judged on), so that ``judge_agreement`` pairs the two
+    judges' verdicts on the same question and response and names ``a``'s case in disagreements."""
+    cases = list(cases)
+    ours = [c for c in cases if c.get("profile") == a and c["case_id"] in origins]
+    id_of = {origins[c["case_id"]]: c["case_id"] for c in ours}
+    theirs = [{**c, "case_id": id_of[origins[c["case_id"]]]} for c in cases
+              if c.get("profile") == b and origins.get(c["case_id"]) in id_of]
+    return ours, theirs
 
 
 def _fmt(value: Any, percent: bool = False) -> str:

@@ -148,3 +148,28 @@ def test_profiles_replay_with_no_server_each_from_its_own_judge(tmp_path, run_cl
     assert verdicts(replayed) == verdicts(home)
     assert ("cross", "case.judged", "fail") in verdicts(home) and ("full", "case.judged", "pass") in verdicts(home)
     assert not read(replayed, "stage.failed")
+
+
+def test_two_profiles_in_one_home_are_compared_judge_against_judge(tmp_path, run_cli):
+    """`agreement --profiles A,B` pairs each profile case with the other profile's case of the same
+    origin: cross's judge misreads the count, so the template verdicts disagree once."""
+    with StandInThread(KeyedStandIn(reply_fn=scripted_judge())) as a, \
+            StandInThread(KeyedStandIn(reply_fn=scripted_judge(pairs_offset=1))) as b:
+        home = profile_home(tmp_path, run_cli, a.base_url, b.base_url)
+        assert run_cli("run", "--quiet", "--profiles", "full,cross", home=home, env=KEYS_ENV).returncode == 0
+    done = run_cli("agreement", "--profiles", "full,cross", "--json", home=home)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    full = {e.data["case_id"] for e in read(home, "case.opened") if e.data.get("profile") == "full"}
+    # Two audit lines (opened from the same original cases) and one question both profiles'
+    # answering model answered alike.
+    assert doc["cases_in_both"] == len(full) == 3
+    assert doc["verdicts"]["n"] == 1 and doc["verdicts"]["confusion"]["a_pass_b_fail"] == 1
+    [disagreement] = doc["disagreements"]
+    assert (disagreement["a"], disagreement["b"]) == ("pass", "fail") and disagreement["case_id"] in full
+    assert doc["fields"]["pair_count"]["n"] == 1 and doc["fields"]["pair_count"]["percent_agreement"] == 0.0
+    text = run_cli("agreement", "--profiles", "full,cross", home=home)
+    assert text.returncode == 0 and "profile full" in text.stdout and "profile cross" in text.stdout
+    unknown = run_cli("agreement", "--profiles", "full,nosuch", home=home)
+    assert unknown.returncode == 2 and "no case was opened under profile 'nosuch'" in unknown.stderr
+    assert "cross, full" in unknown.stderr
