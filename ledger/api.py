@@ -237,6 +237,11 @@ class Ledger:
         (PostgreSQL), else None (one machine: the home's dispatch lock suffices)."""
         return self.recorder.leases(owner, seconds)
 
+    def call_slots(self) -> Any:
+        """This process's slots of the judge endpoints' shared concurrency budgets when many
+        workers share this store (PostgreSQL), else None (the judge's in-process limit suffices)."""
+        return self.recorder.call_slots()
+
     # --- integrity -------------------------------------------------------------------------------
     def verify(self, expect_head: Head | str | None = None) -> VerifyReport:
         """Recompute the hash chain over the stored bytes of the store (and the mirror).

@@ -281,6 +281,15 @@ class Recorder(ABC):
         """
         return None
 
+    def call_slots(self) -> Any:
+        """Slots of the judge endpoints' concurrency budgets shared by many workers
+        (``ledger.call_slots.CallSlots``), or None.
+
+        None for a store that one machine writes (SQLite, JSONL): one process judges at a time,
+        so its own in-process limit is the whole limit.
+        """
+        return None
+
 
 def chain_start(head: Head) -> tuple[int, str]:
     """(next seq, prev_hash) after ``head``."""

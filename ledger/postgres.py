@@ -17,6 +17,8 @@ import zlib
 from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from evalledger.ledger.call_slots import CallSlots
+from evalledger.ledger.call_slots import table_sql as call_slots_sql
 from evalledger.ledger.envelope import GENESIS_HASH, Event
 from evalledger.ledger.leases import Leases
 from evalledger.ledger.persistence import (
@@ -162,6 +164,7 @@ class PostgresRecorder(Recorder):
         with self._lock, self._guard(), self.conn.transaction():
             self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._key))
             self.conn.execute(_schema_sql(self.schema))
+            self.conn.execute(call_slots_sql(self.schema))
 
     def _table_exists(self) -> bool:
         row = self.conn.execute("SELECT to_regclass(%s)", (self._events,)).fetchone()
@@ -415,6 +418,10 @@ class PostgresRecorder(Recorder):
     def leases(self, owner: str, seconds: float) -> Leases:
         """This worker's leases on the store's pending work (a connection of their own)."""
         return Leases(lambda: connect(self.url), self.schema, owner, seconds)
+
+    def call_slots(self) -> CallSlots:
+        """This process's slots of the judge endpoints' shared concurrency budgets (a connection of their own)."""
+        return CallSlots(lambda: connect(self.url), self.schema)
 
     def close(self) -> None:
         """Close the connection."""

@@ -41,11 +41,13 @@ def request_seeded_reply(body: dict) -> object:
     return random_instance(schema, random.Random(seed)) if schema else {}
 
 
-def worker(home: Path, store: str, base_url: str, lease: float = 1.5) -> subprocess.Popen:
-    """One ``evalledger run`` process on its own home bound to ``store``."""
+def worker(home: Path, store: str, base_url: str, lease: float = 1.5, concurrency: int = 4,
+           *extra: str) -> subprocess.Popen:
+    """One ``evalledger run`` process on its own home bound to ``store`` (``extra``: more run options)."""
     env = {"OPENAI_BASE_URL": base_url, "OPENAI_MODEL": "stand-in", "OPENAI_API_KEY": "test-key"}
     return subprocess.Popen([sys.executable, "-m", "evalledger", "--home", str(home), "--store", store, "run",
-                             "--judge", "openai", "--quiet", "--concurrency", "4", "--lease-seconds", str(lease)],
+                             "--judge", "openai", "--quiet", "--concurrency", str(concurrency),
+                             "--lease-seconds", str(lease), *extra],
                             env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
