@@ -281,6 +281,15 @@ class Recorder(ABC):
         """
         return None
 
+    def keep_file(self, sha256: str, raw: bytes) -> None:
+        """Keep an ingested file's bytes in the store, content-addressed, for every machine that
+        shares it (PostgreSQL). A file store keeps nothing here: its home's processed/ folder has them."""
+        return None
+
+    def file_bytes(self, sha256: str) -> bytes | None:
+        """The bytes kept by ``keep_file`` under ``sha256``, or None."""
+        return None
+
     def call_slots(self) -> Any:
         """Slots of the judge endpoints' concurrency budgets shared by many workers
         (``ledger.call_slots.CallSlots``), or None.
