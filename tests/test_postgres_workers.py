@@ -23,9 +23,9 @@ import pytest
 from evalledger import ledger
 from evalledger.ledger.leases import Leases
 from evalledger.ledger.postgres import connect, split_store_url
+from evalledger.stages.intake import ingest_path
 from evalledger.testing.schema_instances import random_instance
 from evalledger.testing.stand_in import StandIn, StandInThread, requested_schema
-from evalledger.stages.intake import ingest_path
 from postgres_support import fresh_store_url, postgres_home
 
 REPO = Path(__file__).resolve().parents[1]
