@@ -18,7 +18,7 @@ import pytest
 from evalledger import ledger
 from evalledger.ledger.call_slots import FULL, NO_BUDGET
 from evalledger.stages.judge import JudgeSettings, make_judge
-from evalledger.stages.judge.shared_limit import endpoint_key
+from evalledger.stages.judge.shared_limit import SharedLimit, endpoint_key
 from evalledger.testing.stand_in import Slow, StandIn, StandInThread
 from postgres_support import fresh_store_url, postgres_home
 from test_postgres_workers import ingested_store, outcomes, request_seeded_reply, worker
@@ -78,7 +78,8 @@ def test_slots_are_taken_up_to_the_budget_given_back_and_freed_with_their_sessio
             a.give("http://judge/v1", 1)
             assert b.take("http://judge/v1") == 1
             a.close()                                        # the session ends: slot 0 is free again
-            assert b.take("http://judge/v1") == 0
+            took: list = []                                  # (once the server has ended it: a moment)
+            wait_for(lambda: took.append(b.take("http://judge/v1")) or took[-1] == 0, 10, "slot 0 to come back")
             b.set_budget("http://judge/v1", 0)               # 0 removes the budget
             assert b.take("http://judge/v1") is NO_BUDGET
         finally:
@@ -131,3 +132,34 @@ def _server_needed(request):
         return
     from postgres_support import pg_url
     pg_url()
+
+
+def test_a_call_cancelled_while_taking_a_slot_gives_it_back(tmp_path):
+    store = fresh_store_url()
+    with ledger.open_ledger(store) as led:
+        slots = led.call_slots()
+        slots.set_budget("http://judge/v1", 1)
+        limit = SharedLimit(slots, "http://judge/v1")
+        original = slots.take
+
+        def slow_take(endpoint):   # the store answers after the call was given up
+            time.sleep(0.3)
+            return original(endpoint)
+        slots.take = slow_take
+
+        async def cancelled_call():
+            async def call():
+                async with limit.slot():
+                    await asyncio.sleep(10)
+            task = asyncio.ensure_future(call())
+            await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await asyncio.sleep(0.6)   # the try ends in its thread, and its slot is given back
+        try:
+            asyncio.run(cancelled_call())
+            assert slots.held("http://judge/v1") == 0
+            assert original("http://judge/v1") == 0
+        finally:
+            limit.close()

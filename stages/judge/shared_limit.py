@@ -81,12 +81,26 @@ class SharedLimit:
         async with self._turn[1]:
             delay = POLL_FIRST
             while True:
-                number = await asyncio.to_thread(self.slots.take, self.endpoint)
+                number = await self._take_once()
                 if number != FULL:
                     self.waited += loop.time() - start
                     return number
                 await asyncio.sleep(delay * (0.5 + self._random.random()))
                 delay = min(POLL_MAX, delay * 2)
+
+    async def _take_once(self) -> int | None:
+        """One try, off the event loop. A call cancelled meanwhile gives back the slot the try got
+        (else a daemon running for days would lose that slot of the budget for good)."""
+        trying = asyncio.ensure_future(asyncio.to_thread(self.slots.take, self.endpoint))
+        try:
+            return await asyncio.shield(trying)
+        except asyncio.CancelledError:
+            trying.add_done_callback(self._give_back)
+            raise
+
+    def _give_back(self, tried: asyncio.Future) -> None:
+        if not tried.cancelled() and tried.exception() is None and tried.result() not in (NO_BUDGET, FULL):
+            self.slots.give(self.endpoint, tried.result())
 
     def close(self) -> None:
         """Close the slots' connection (the server frees any slot still held)."""
