@@ -16,6 +16,7 @@ from evalledger.stages.intake import (
     DEFAULT_MAX_RESPONSE_CHARS,
     MAX_RESPONSE_CHARS_LIMIT,
     IngestResult,
+    case_source,
     ingest_path,
 )
 from evalledger.stages.intake_status import CASE_STATES, status
@@ -214,8 +215,32 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def cmd_source(args) -> int:
+    """``evalledger source``: write the bytes of the file a case came from; exit 1 when they are kept
+    nowhere this home can reach (a home of its own ingested before, its processed/ emptied)."""
+    from evalledger.projections.history import CaseNotFound, resolve_case
+    with open_existing(args, readonly=True) as led:
+        try:
+            name, sha, raw = case_source(led, resolve_case(led, args.case))
+        except (CaseNotFound, LookupError) as exc:
+            raise UsageError(str(exc).strip("'\"")) from None
+    if raw is None:
+        print(f"evalledger source: the bytes of {shown_name(name)} (sha256 {sha}) are neither in the store nor in "
+              "this home's processed/ folder", file=sys.stderr)
+        return 1
+    if args.out is None:
+        sys.stdout.buffer.write(raw)
+        sys.stdout.flush()
+        return 0
+    try:
+        Path(args.out).write_bytes(raw)
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    return 0
+
+
 def register(sub) -> None:
-    """Add the ``ingest`` and ``status`` commands to the parser."""
+    """Add the ``ingest``, ``validate``, ``rebind``, ``source`` and ``status`` commands to the parser."""
     p = sub.add_parser("ingest", help="ingest benchmark, responses, reconstruction, audit or Karenina files")
     p.add_argument("files", nargs="*", metavar="FILE",
                    help="files, or folders (their .json, .jsonl and .jsonld files), to ingest "
@@ -234,6 +259,12 @@ def register(sub) -> None:
     p = sub.add_parser("rebind", help="judge the responses of a benchmark's earlier versions against its latest")
     p.add_argument("name", help="the benchmark's name (or the id of one of its versions)")
     p.set_defaults(func=cmd_rebind)
+
+    p = sub.add_parser("source", help="the bytes of the file a case was ingested from (from the store, or "
+                                      "this home's processed/), on stdout or into --out")
+    p.add_argument("case", help="case id (or a unique prefix)")
+    p.add_argument("--out", metavar="FILE", default=None, help="write the bytes here instead of stdout")
+    p.set_defaults(func=cmd_source)
 
     p = sub.add_parser("status", help="benchmarks, cases by state, pending responses, rejected files, head")
     p.add_argument("--json", action="store_true", help="print the status as JSON")

@@ -43,6 +43,7 @@ EXAMPLES = {
     "import": "evalledger --home ./copy import ledger-export.jsonl",
     "ingest": "evalledger ingest benchmarks/samples/pharmacology.benchmark.json",
     "status": "evalledger status --json",
+    "source": "evalledger source 3f2a --out original.jsonl   # the file case 3f2a came from",
     "validate": "evalledger validate my-benchmark.json responses.jsonl",
     "rebind": "evalledger rebind solar-system-basics   # after fixing a ground truth",
     "run": "evalledger run --judge openai --model gpt-4o-mini --concurrency 8",

@@ -16,6 +16,7 @@ from evalledger.ledger import DiskFull
 from evalledger.stages.config import ConfigError, run_layer
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.judge import JudgeError
+from evalledger.stages.judge.shared_limit import check_shared
 
 # The judge server could not answer (unreachable, credentials refused, failing): the run stopped
 # early with its cases pending. Not a finding (1) nor a usage error (2): running again finishes.
@@ -34,6 +35,9 @@ def add_judge_options(p) -> None:
                    help="one config key (dotted for nested: audit.high_severe_min=4); wins over --config")
     p.add_argument("--no-cache", action="store_true", help="do not reuse recorded judge replies")
     p.add_argument("--concurrency", type=int, default=None, help="judge calls in flight at once")
+    p.add_argument("--shared-concurrency", type=int, default=None, metavar="N",
+                   help="with a PostgreSQL --store: judge calls in flight to this judge server across ALL "
+                        "workers of the store, kept in the store (later workers follow it; 0 removes it)")
     p.add_argument("--response-format", choices=("json_schema", "json_object", "prompt"), default=None,
                    help="how the openai judge sends the reply schema (default: the config's "
                         "judge_response_format, else json_schema; a refusal moves to the next mode)")
@@ -90,6 +94,11 @@ def run_settings(args, **flags) -> RunSettings:
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     options = {"concurrency": args.concurrency} if args.concurrency else {}
+    shared = getattr(args, "shared_concurrency", None)
+    if shared is not None:
+        if shared < 0:
+            raise UsageError("--shared-concurrency must be 0 (remove the budget) or more")
+        options["shared_concurrency"] = shared
     if getattr(args, "response_format", None):
         options["response_format"] = args.response_format
     options.update(provider_options(args))
@@ -257,6 +266,7 @@ def cmd_run(args) -> int:
     progress = None if args.quiet else Progress(sys.stderr)
     with open_existing(args) as led:
         try:
+            check_shared(settings.judge_settings(), led)
             summary = run_until_idle(led, settings, progress)
         except (ConfigError, ValueError, JudgeError) as exc:   # a judge that cannot be set up
             raise UsageError(str(exc)) from None

@@ -118,8 +118,12 @@ def cmd_watch(args) -> int:
     options = WatchOptions(rescan_seconds=args.rescan_seconds, polling=args.polling, once=args.once,
                            grace_seconds=args.grace_seconds, max_response_chars=args.max_response_chars)
     log = Log(args.log_format)
+    settings = run_settings(args)
+    if settings.judge_settings().shared_concurrency and not ledger.store_of(home):
+        raise UsageError("--shared-concurrency needs a home bound to a PostgreSQL store shared by several "
+                         "workers (--store postgresql://...); a home of its own is limited by --concurrency")
     try:
-        outcome = run_daemon(home, run_settings(args), options, log, args)
+        outcome = run_daemon(home, settings, options, log, args)
     except daemon_lock.AlreadyRunning as exc:
         if args.log_format == "json":
             log("already_running", level="error", pid=exc.pid, lock=str(exc.path), message=str(exc))

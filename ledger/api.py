@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 from pathlib import Path
 from typing import IO, Any, Callable, Collection, Iterable, Iterator, Mapping
@@ -236,6 +237,31 @@ class Ledger:
         """Leases on pending cases for worker ``owner`` when many workers share this store
         (PostgreSQL), else None (one machine: the home's dispatch lock suffices)."""
         return self.recorder.leases(owner, seconds)
+
+    # --- ingested files ----------------------------------------------------------------------------
+    def keep_file(self, sha256: str, raw: bytes) -> None:
+        """Keep an ingested file's bytes where every machine sharing the store can open them (a
+        PostgreSQL store's ``files`` table; a home of its own files them in processed/ instead)."""
+        self.recorder.keep_file(sha256, raw)
+
+    def file_bytes(self, sha256: str) -> bytes | None:
+        """The bytes of the file ingested with this sha256: from the store, else from the home's
+        processed/ folder; None when neither has them. Bytes that no longer hash to ``sha256`` are
+        an error, never returned."""
+        raw = self.recorder.file_bytes(sha256)
+        if raw is not None or self.home is None:
+            return raw
+        for path in sorted((self.home / "processed").glob(glob.escape(sha256) + "*")):
+            raw = path.read_bytes()
+            if hashlib.sha256(raw).hexdigest() != sha256:
+                raise LedgerError(f"{path}: the file no longer hashes to {sha256} (changed after it was ingested)")
+            return raw
+        return None
+
+    def call_slots(self) -> Any:
+        """This process's slots of the judge endpoints' shared concurrency budgets when many
+        workers share this store (PostgreSQL), else None (the judge's in-process limit suffices)."""
+        return self.recorder.call_slots()
 
     # --- integrity -------------------------------------------------------------------------------
     def verify(self, expect_head: Head | str | None = None) -> VerifyReport:

@@ -281,6 +281,24 @@ class Recorder(ABC):
         """
         return None
 
+    def keep_file(self, sha256: str, raw: bytes) -> None:
+        """Keep an ingested file's bytes in the store, content-addressed, for every machine that
+        shares it (PostgreSQL). A file store keeps nothing here: its home's processed/ folder has them."""
+        return None
+
+    def file_bytes(self, sha256: str) -> bytes | None:
+        """The bytes kept by ``keep_file`` under ``sha256``, or None."""
+        return None
+
+    def call_slots(self) -> Any:
+        """Slots of the judge endpoints' concurrency budgets shared by many workers
+        (``ledger.call_slots.CallSlots``), or None.
+
+        None for a store that one machine writes (SQLite, JSONL): one process judges at a time,
+        so its own in-process limit is the whole limit.
+        """
+        return None
+
 
 def chain_start(head: Head) -> tuple[int, str]:
     """(next seq, prev_hash) after ``head``."""

@@ -17,6 +17,9 @@ import zlib
 from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from evalledger.ledger import file_bytes
+from evalledger.ledger.call_slots import CallSlots
+from evalledger.ledger.call_slots import table_sql as call_slots_sql
 from evalledger.ledger.envelope import GENESIS_HASH, Event
 from evalledger.ledger.leases import Leases
 from evalledger.ledger.persistence import (
@@ -162,6 +165,8 @@ class PostgresRecorder(Recorder):
         with self._lock, self._guard(), self.conn.transaction():
             self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._key))
             self.conn.execute(_schema_sql(self.schema))
+            self.conn.execute(call_slots_sql(self.schema))
+            self.conn.execute(file_bytes.table_sql(self.schema))
 
     def _table_exists(self) -> bool:
         row = self.conn.execute("SELECT to_regclass(%s)", (self._events,)).fetchone()
@@ -415,6 +420,27 @@ class PostgresRecorder(Recorder):
     def leases(self, owner: str, seconds: float) -> Leases:
         """This worker's leases on the store's pending work (a connection of their own)."""
         return Leases(lambda: connect(self.url), self.schema, owner, seconds)
+
+    def keep_file(self, sha256: str, raw: bytes) -> None:
+        """Store an ingested file's bytes in table ``files`` under their sha256 (once)."""
+        self._check_writable()
+        with self._lock, self._guard():
+            file_bytes.put(self.conn, self.schema, sha256, raw)
+
+    def file_bytes(self, sha256: str) -> bytes | None:
+        """The bytes of the file ingested with this sha256, from table ``files`` (None if absent)."""
+        with self._lock, self._guard():
+            if not self._files_table():
+                return None
+            return file_bytes.get(self.conn, self.schema, sha256, self.location)
+
+    def _files_table(self) -> bool:
+        row = self.conn.execute("SELECT to_regclass(%s)", (f"{self.schema}.files",)).fetchone()
+        return row is not None and row[0] is not None
+
+    def call_slots(self) -> CallSlots:
+        """This process's slots of the judge endpoints' shared concurrency budgets (a connection of their own)."""
+        return CallSlots(lambda: connect(self.url), self.schema)
 
     def close(self) -> None:
         """Close the connection."""

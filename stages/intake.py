@@ -205,6 +205,8 @@ def ingest_bytes(led: Ledger, raw: bytes, name: str, *, sha: str | None = None,
         if collection and parsed.format == "reconstruction" and parsed.benchmark is not None:
             for question in parsed.benchmark.questions:  # a collection named in the file wins
                 question.setdefault("collection", collection)
+        # The bytes go first: once the events commit, any machine sharing the store can open the file.
+        led.keep_file(sha, raw)
         result = _accept(led, parsed, name, sha, len(raw))
     if result.ok:
         resolve_pending(led)
@@ -429,6 +431,16 @@ def resolve_pending(led: Ledger) -> int:
             stored = led.append(_resolution(bench, held))
             opened += sum(1 for e in stored if e.type == "case.opened" and e.seq > before)
     return opened
+
+
+def case_source(led: Ledger, case_id: str) -> tuple[str, str, bytes | None]:
+    """(file name, sha256, bytes) of the file case ``case_id`` was opened from; the bytes are
+    None when neither the store nor this home keeps them (ingested by an evalledger that did not)."""
+    opened = next(led.read(types=["case.opened"], stream=f"case:{case_id}"), None)
+    if opened is None:
+        raise LookupError(f"no case {case_id!r} in this ledger")
+    source = opened.data.get("source") or {}
+    return str(source.get("file")), str(source.get("sha256")), led.file_bytes(str(source.get("sha256")))
 
 
 # --- moving files ----------------------------------------------------------------------------------

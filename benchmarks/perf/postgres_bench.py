@@ -12,6 +12,9 @@ Run:  eval "$(bash .ci/start-postgres)"            # a throwaway server; sets EV
 3. Workers: 1, 2 and 4 ``evalledger run`` processes (own homes, one store) judging the same
    number of cases against a 50 ms stand-in judge at concurrency 4 each. Target: 4 workers at
    least 3.5x one worker's cases/s (on a machine with cores to spare; a 2-core box cannot).
+4. A shared judge budget: the 4 workers of 3. again, under ``--shared-concurrency 8`` (half their
+   16 calls): cases/s against 3.'s 4 workers, and the most requests the judge answered at once.
+   Target: never more than 8 at once.
 
 The server's URL comes from EVALLEDGER_TEST_PG (or --url). Exit 0 when every target is met, else 1.
 """
@@ -38,6 +41,7 @@ from evalledger.testing.stand_in import StandIn, StandInThread
 
 BATCH_TARGET = 0.5
 WORKERS_TARGET = 3.5
+SHARED_BUDGET = 8
 
 
 def fresh(url: str) -> str:
@@ -120,18 +124,19 @@ def benchmark_file(cases: int) -> bytes:
                        "responses": responses}).encode()
 
 
-def bench_workers(url: str, workers: int, cases: int, base_url: str, tmp: Path) -> float:
-    """Cases/s for ``workers`` run processes judging ``cases`` cases from one store."""
+def bench_workers(url: str, workers: int, cases: int, base_url: str, tmp: Path, *extra: str) -> float:
+    """Cases/s for ``workers`` run processes judging ``cases`` cases from one store (``extra``: run options)."""
     store = fresh(url)
-    home = ledger.init_home(tmp / f"ingest-{workers}", store=store)
-    source = tmp / f"bench-{workers}.json"
+    home = ledger.init_home(tmp / f"ingest-{workers}-{len(extra)}", store=store)
+    source = tmp / f"bench-{workers}-{len(extra)}.json"
     source.write_bytes(benchmark_file(cases))
     cli = [sys.executable, "-m", "evalledger"]
     subprocess.run([*cli, "--home", str(home), "ingest", str(source)], check=True, capture_output=True)
     env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_MODEL": "stand-in", "OPENAI_API_KEY": "bench"}
     started = time.perf_counter()
-    procs = [subprocess.Popen([*cli, "--home", str(tmp / f"w{workers}-{n}"), "--store", store, "run", "--judge",
-                               "openai", "--quiet", "--concurrency", "4"], env=env, stdout=subprocess.DEVNULL,
+    procs = [subprocess.Popen([*cli, "--home", str(tmp / f"w{workers}-{len(extra)}-{n}"), "--store", store, "run",
+                               "--judge", "openai", "--quiet", "--concurrency", "4", *extra], env=env,
+                              stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL) for n in range(workers)]
     for p in procs:
         p.wait()
@@ -173,11 +178,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"3. workers, {args.cases} cases, 50 ms judge, concurrency 4 each")
     with StandInThread(StandIn(delay=0.05)) as server, tempfile.TemporaryDirectory() as tmp:
         rates = {n: bench_workers(args.url, n, args.cases, server.base_url, Path(tmp)) for n in (1, 2, 4)}
+        server.max_in_flight = 0
+        shared = bench_workers(args.url, 4, args.cases, server.base_url, Path(tmp),
+                               "--shared-concurrency", str(SHARED_BUDGET))
+        most = server.max_in_flight
     for n, value in rates.items():
         print(f"   {n} worker(s): {value:,.1f} cases/s, ratio {value / rates[1]:.2f}x vs 1 worker")
     met = rates[4] / rates[1] >= WORKERS_TARGET
     print(f"   4 workers vs 1: {rates[4] / rates[1]:.2f}x (target >= {WORKERS_TARGET}x"
           f"{'' if met else f': MISSED on {os.cpu_count()} cores'})")
+    ok &= met
+    met = most <= SHARED_BUDGET
+    print(f"4. shared judge budget of {SHARED_BUDGET} calls, 4 workers at concurrency 4 each: {shared:,.1f} cases/s, "
+          f"ratio {shared / rates[4]:.2f}x vs 4 workers without; most requests at once {most} "
+          f"(target <= {SHARED_BUDGET}: {'met' if met else 'MISSED'})")
     ok &= met
     return 0 if ok else 1
 

@@ -23,6 +23,7 @@ from evalledger.stages.judge.registry import role as role_spec
 from evalledger.stages.judge.reply_caps import cap_payload
 from evalledger.stages.judge.roles import Model
 from evalledger.stages.judge.settings import JudgeSettings
+from evalledger.stages.judge.shared_limit import endpoint_limit
 
 
 class Judge:
@@ -39,6 +40,8 @@ class Judge:
         self.budget = None        # a run's Budget (stages.judge.budget): asked before every model call
         self._budget_gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._sending = 0         # backend calls under way (aclose lets them end and be recorded)
+        # A store shared by many workers may keep one budget for the endpoint: a slot is held per call.
+        self.limit = endpoint_limit(settings, led, backend)
 
     @property
     def index(self) -> CallIndex | None:
@@ -119,7 +122,8 @@ class Judge:
         """The backend's answer (``_ask``), counted while under way."""
         self._sending += 1
         try:
-            return await self._ask(call, meta)
+            async with self.limit.slot():
+                return await self._ask(call, meta)
         finally:
             self._sending -= 1
 
@@ -227,6 +231,7 @@ class Judge:
             await asyncio.sleep(0.01)
         await self.backend.aclose()
         self.records.close()
+        self.limit.close()
 
     async def __aenter__(self) -> "Judge":
         return self

@@ -50,6 +50,9 @@ class JudgeSettings(BaseModel):
     base_url: str | None = None              # default: OPENAI_BASE_URL, else the public API
     api_key_env: str = "OPENAI_API_KEY"      # the NAME of the variable holding the key
     concurrency: int = Field(8, ge=1)        # calls in flight at once (one shared connection pool)
+    # A PostgreSQL store: calls in flight to this endpoint across all its workers, written into the
+    # store (0 removes it); None follows the budget already there (shared_limit.py).
+    shared_concurrency: int | None = Field(None, ge=0, le=10_000)
     max_attempts: int = Field(5, ge=1)       # per call: attempts on 429, 5xx, timeouts, dropped connections
     max_invalid_replies: int = Field(2, ge=0)  # re-asks with the validation error as feedback
     timeout_s: TimeoutSeconds = 60.0         # per request, the whole reply included

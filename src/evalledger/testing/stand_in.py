@@ -165,6 +165,9 @@ class StandIn:
     max_in_flight: int = 0       # the most answered at once
     rate_limit_every: int | None = None   # every Nth request (unscripted) gets a 429 at once
     rate_limit_retry_after: float | None = None   # the Retry-After of those 429s
+    # End a request's handler when its client goes away (a killed worker), so in_flight counts
+    # only requests someone still waits for; by default a handler runs to its end regardless.
+    cancel_on_disconnect: bool = False
 
     def script(self, *behaviours: Behaviour) -> "StandIn":
         """Queue behaviours for the next requests, in order."""
@@ -180,7 +183,8 @@ class StandIn:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/chat/completions", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.2)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.2,
+                                     handler_cancellation=self.cancel_on_disconnect)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
