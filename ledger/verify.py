@@ -14,8 +14,9 @@ from hashlib import sha256
 from typing import Any, Iterable, Iterator
 
 from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, split_line
+from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror import line_seq
-from evalledger.ledger.persistence import Head
+from evalledger.ledger.persistence import Head, TreeState
 
 _SUFFIX = len(b',"prev_hash":"') + 64 + len(b'","hash":"') + 64 + len(b'"}\n')
 
@@ -285,3 +286,24 @@ def _report(main: _Chain, problems: list[Problem], expect_head: Head | None) -> 
                                     f"hash is {main.watched}, but the published head says "
                                     f"{expect_head.hash}: history up to the published head was rewritten"))
     return VerifyReport(Head(main.seq, main.prev), main.seq, problems)
+
+
+def tree_problem(state: TreeState, leaves: Iterable[bytes]) -> Problem | None:
+    """Compare the Merkle tree a store keeps with one recomputed from its event hashes (``leaves``,
+    seq 1..state.size): the first perfect subtree that differs names the seqs it covers."""
+    recomputed = Frontier()
+    recomputed.extend(leaves)
+    if recomputed.size < state.size:
+        return Problem(recomputed.size + 1, state.where,
+                       f"the Merkle tree kept covers {state.size} events, but the ledger holds {recomputed.size}: "
+                       "the tree state was forged, or copied from another ledger")
+    try:
+        kept = Frontier.restore(state.size, state.frontier)
+    except ValueError as exc:
+        return Problem(1, state.where, f"the Merkle tree kept is not a tree of {state.size} events ({exc})")
+    for (first, count, mine), (_, _, theirs) in zip(kept.nodes(), recomputed.nodes()):
+        if mine != theirs:
+            return Problem(first + 1, state.where,
+                           f"the Merkle tree kept for seq {first + 1}..{first + count} does not match the hashes of "
+                           "those events, whose chain verifies: the tree state was edited")
+    return None
