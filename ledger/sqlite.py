@@ -19,8 +19,8 @@ import sqlite_utils
 
 from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
-from evalledger.ledger.mirror import Mirror
 from evalledger.ledger.merkle import Frontier
+from evalledger.ledger.mirror import Mirror
 from evalledger.ledger.persistence import (
     TREE_KEPT,
     ConflictError,
