@@ -273,8 +273,8 @@ class Ledger:
 
     def _check_tree(self, report: VerifyReport) -> None:
         """Recompute the Merkle tree from the event hashes and compare the one the store keeps."""
-        if isinstance(self.recorder, JSONLRecorder):
-            return   # its tree is derived from the very lines just verified: nothing kept to compare
+        if report.tree_checked or isinstance(self.recorder, JSONLRecorder):
+            return   # compared in the chain's own pass; or (JSONL) derived from the very lines verified
         state = self.recorder.tree_state()
         if state is None:
             report.warnings.append(f"{self.location}: no Merkle tree is kept in this store yet (made before "

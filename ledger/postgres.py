@@ -369,10 +369,16 @@ class PostgresRecorder(Recorder):
         try:
             with _Errors(self.location), conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                # the tree as of the same snapshot, recomputed in the chain's pass (when it is kept)
+                tree = None
+                if conn.execute("SELECT to_regclass(%s)", (self._merkle,)).fetchone()[0] is not None:
+                    row = conn.execute(f"SELECT size, frontier, built FROM {self._merkle} WHERE id = 1").fetchone()
+                    tree = None if row is None else TreeState(int(row[0]), bytes(row[1]), self._tree_where(),
+                                                              str(row[2]))
                 with conn.cursor(name="evalledger_verify") as cur:
                     cur.itersize = _PAGE
                     cur.execute(f"SELECT {COLUMNS} FROM {self._events} ORDER BY seq")
-                    report = verify_sqlite(cur, self.location, expect_head=expect_head)
+                    report = verify_sqlite(cur, self.location, expect_head=expect_head, tree=tree)
         finally:
             conn.close()
         missing = self.missing_triggers()
@@ -389,8 +395,11 @@ class PostgresRecorder(Recorder):
             row = self.conn.execute(f"SELECT size, frontier, built FROM {self._merkle} WHERE id = 1").fetchone()
         if row is None:
             return None
-        return TreeState(int(row[0]), bytes(row[1]), f"{self.location.rsplit(' (', 1)[0]} (table {self._merkle})",
-                         str(row[2]))
+        return TreeState(int(row[0]), bytes(row[1]), self._tree_where(), str(row[2]))
+
+    def _tree_where(self) -> str:
+        """How findings name the ``merkle`` table."""
+        return f"{self.location.rsplit(' (', 1)[0]} (table {self._merkle})"
 
     def leaf_hashes(self, to_seq: int) -> Iterator[bytes]:
         """The hash column alone, a page at a time."""

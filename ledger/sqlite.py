@@ -465,15 +465,18 @@ class SQLiteRecorder(Recorder):
     def verify(self, expect_head: Head | None = None) -> VerifyReport:
         """Verify the events table (and the mirror beside it) as of one snapshot taken under the
         lock, so a concurrent writer never looks like damage."""
-        head, mirror_size = self.snapshot()
+        with self._lock.shared():   # the tree is committed with the events: read both at one instant
+            head, mirror_size = self.snapshot()
+            kept = self.tree_state()
+        tree = kept if kept is not None and kept.size == head.seq else None   # else Ledger checks it apart
         mirror = self.mirror
         if mirror is None or mirror_size is None:
             report = verify_sqlite(self.rows(1, head.seq), self.location, iter(()) if mirror else None,
-                                   mirror.path if mirror else "", expect_head)
+                                   mirror.path if mirror else "", expect_head, tree=tree)
         else:
             with open(mirror.path, "rb") as fh:  # iterated in C; lines past the snapshot's size are not extra
                 report = verify_sqlite(self.rows(1, head.seq), self.location, fh, mirror.path, expect_head,
-                                       mirror_size=mirror_size)
+                                       mirror_size=mirror_size, tree=tree)
         if mirror and mirror.problem and report.ok:
             report.problems.append(Problem(0, mirror.path, mirror.problem))
         missing = self.missing_triggers()
