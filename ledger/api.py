@@ -21,7 +21,7 @@ import evalledger.ledger.events  # noqa: F401  (registers the catalog)
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
 from evalledger.ledger.jsonl import JSONLRecorder, tracking_path
 from evalledger.ledger.merkle import Frontier
-from evalledger.ledger.persistence import Head, LedgerError, Recorder, ScanRow, normalise_expected, prepare
+from evalledger.ledger.persistence import TREE_LAG, Head, LedgerError, Recorder, ScanRow, normalise_expected, prepare
 from evalledger.ledger.postgres import PostgresRecorder, is_store_url, redact_url, split_store_url
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
 from evalledger.ledger.sqlite import SQLiteRecorder
@@ -283,7 +283,7 @@ class Ledger:
         problem = tree_problem(state, self.recorder.leaf_hashes(state.size))
         if problem is not None:
             report.problems.append(problem)
-        elif state.size < report.head.seq:
+        elif state.size <= report.head.seq - TREE_LAG:
             report.warnings.append(f"{state.where}: the Merkle tree kept covers seq 1..{state.size} of {report.head.seq} "
                                    "(appended by a writer that does not keep it); opening the store for writing "
                                    "completes it")

@@ -187,6 +187,9 @@ class TreeState(NamedTuple):
 
 
 TREE_KEPT = "kept with every append since the store was made"
+# How far the kept tree may trail the head: SQLite writes its row when an append crosses a
+# multiple of this many events (the root at the head folds in the few events after it).
+TREE_LAG = 64
 
 
 def tree_built_note(size: int) -> str:
@@ -309,9 +312,10 @@ class Recorder(ABC):
 
     @abstractmethod
     def tree_state(self) -> TreeState | None:
-        """The RFC 6962 tree over the event hashes as the store keeps it, advanced in the same
-        transaction as each append (so its size is the head's seq), or None where the store keeps
-        none (a store made before the tree was kept, opened read-only)."""
+        """The RFC 6962 tree over the event hashes as the store keeps it, written in the same
+        transaction as the appends (its size is the head's seq, or fewer than TREE_LAG events
+        behind it), or None where the store keeps none (a store made before the tree was kept,
+        opened read-only)."""
 
     def leaf_hashes(self, to_seq: int) -> Iterator[bytes]:
         """The Merkle leaves of seq 1..``to_seq``: each event's chain hash as 32 raw bytes, in order.

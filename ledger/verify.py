@@ -64,12 +64,22 @@ class _Chain:
         # with a tree to recompute: the verified hashes not yet folded into it (a chunk at a time)
         self.tree: Frontier | None = None
         self.leaves: list[str] | None = None
+        self.snapshot_at = -1                      # the recomputed tree is copied at this size
+        self.snapshot: Frontier | None = None
 
     def fold_leaves(self) -> None:
-        """Fold the verified hashes collected so far into the tree being recomputed."""
-        if self.tree is not None and self.leaves:
-            self.tree.extend(map(bytes.fromhex, self.leaves))
-            self.leaves.clear()
+        """Fold the verified hashes collected so far into the tree being recomputed, keeping a copy
+        of it at ``snapshot_at`` (the size of the tree the store kept) on the way."""
+        if self.tree is None or not self.leaves:
+            return
+        tree, leaves = self.tree, self.leaves
+        cut = self.snapshot_at - tree.size
+        if 0 <= cut <= len(leaves) and self.snapshot is None:
+            tree.extend(map(bytes.fromhex, leaves[:cut]))
+            self.snapshot = tree.copy()
+            leaves = leaves[cut:]
+        tree.extend(map(bytes.fromhex, leaves))
+        self.leaves.clear()
 
     def fail(self, reason: str, seq: int | None = None) -> None:
         if self.problem is None:
@@ -239,7 +249,9 @@ def verify_sqlite(rows: Iterable[tuple[Any, ...]], source: str, mirror_lines: It
     watch = expect_head.seq if expect_head else None
     store = _Chain(source, watch)
     if tree is not None:
-        store.tree, store.leaves = Frontier(), []
+        store.tree, store.leaves, store.snapshot_at = Frontier(), [], tree.size
+        if tree.size == 0:
+            store.snapshot = Frontier()
     mirror = _Chain(mirror_source, None) if mirror_lines is not None else None
     mirror_iter = iter(mirror_lines) if mirror_lines is not None else None
     rows = iter(rows)
@@ -264,9 +276,10 @@ def verify_sqlite(rows: Iterable[tuple[Any, ...]], source: str, mirror_lines: It
                        "cut off the end of the SQLite store (truncated), or lines were added to the mirror")
     problems = [c.problem for c in (store, mirror) if c is not None and c.problem is not None]
     report = _report(store, problems, expect_head)
-    if tree is not None and store.tree is not None and report.ok and tree.size == store.seq:
+    if tree is not None and store.tree is not None and report.ok:
         store.fold_leaves()
-        problem = compare_tree(tree, store.tree)
+    if tree is not None and store.snapshot is not None and report.ok:
+        problem = compare_tree(tree, store.snapshot)
         if problem is not None:
             report.problems.append(problem)
         report.tree_checked = True

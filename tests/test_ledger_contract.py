@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from evalledger import ledger
 from evalledger.ledger import ConflictError, LedgerError, NewEvent, merkle
+from evalledger.ledger.persistence import TREE_LAG
 from evalledger.ledger.envelope import canonical_bytes, line_bytes
 from postgres_support import postgres_home, skipping_postgres
 
@@ -181,7 +182,7 @@ class TestLedgerContract:
                 assert versions == list(range(1, len(versions) + 1))
             assert led.verify().ok
             # the Merkle tree each writer kept in its transactions covers both writers' events
-            assert led.recorder.tree_state().size == len(events)
+            assert 0 <= len(events) - led.recorder.tree_state().size < TREE_LAG
             assert led.merkle_root() == reference_root([bytes.fromhex(e.hash) for e in events])
 
     def test_tracking_is_committed_with_a_batch_and_read_back_after_reopen(self, backend):
@@ -286,13 +287,16 @@ class TestMerkleTreeContract:
             led.append(note("case:a", "x again, same key", key="k1"))   # not appended: the tree stays
             with pytest.raises(ConflictError):
                 led.append(note("case:b", "stale"), expected_version=0)
+            for i in range(8):                    # past TREE_LAG: SQLite's row is written by then
+                led.append([note("case:c", f"{i}.{j}") for j in range(10)])
             leaves = [bytes.fromhex(e.hash) for e in led.read()]
             state = led.recorder.tree_state()
-            assert state.size == led.head().seq == len(leaves) == 7
-            assert merkle.Frontier.restore(state.size, state.frontier).root() == reference_root(leaves)
-            assert [led.merkle_root(n) for n in range(8)] == [reference_root(leaves[:n]) for n in range(8)]
-        with backend.open(readonly=True) as led:   # kept across processes, read without a scan
-            assert led.recorder.tree_state().size == 7 and led.merkle_root() == reference_root(leaves)
+            assert led.head().seq == len(leaves) == 87
+            assert 0 <= len(leaves) - state.size < TREE_LAG and state.size >= TREE_LAG
+            assert merkle.Frontier.restore(state.size, state.frontier).root() == reference_root(leaves[:state.size])
+            assert [led.merkle_root(n) for n in range(88)] == [reference_root(leaves[:n]) for n in range(88)]
+        with backend.open(readonly=True) as led:   # kept across processes, read with at most a short fold
+            assert led.recorder.tree_state() == state and led.merkle_root() == reference_root(leaves)
             assert led.verify().ok
 
     def test_an_edited_tree_fails_verify_naming_the_subtree(self, backend):
@@ -300,16 +304,19 @@ class TestMerkleTreeContract:
             pytest.skip("a JSONL ledger keeps no tree beside its lines: it is derived from them")
         with backend.open() as led:
             seeded(led)
-            for i in range(2):
-                led.append([note("case:c", f"{i}{j}") for j in range(3)])
-            state = led.recorder.tree_state()     # 12 events: subtrees of 8 and 4
-        forged = state.frontier[:32] + bytes(32)
+            for i in range(7):
+                led.append([note("case:c", f"{i}.{j}") for j in range(10)])
+            state = led.recorder.tree_state()     # 66 or 76 events: a subtree of 64, then smaller ones
+            assert led.verify().ok
+        first, count, node = merkle.Frontier.restore(state.size, state.frontier).nodes()[1]
+        forged = state.frontier[:32] + bytes(32) + state.frontier[64:]
         backend.sql(backend.path, "UPDATE {schema}.merkle SET frontier = ? WHERE id = 1", (forged,))
         with backend.open(readonly=True) as led:
             report = led.verify()
         assert not report.ok
         [problem] = report.problems
-        assert problem.seq == 9 and backend.tree_table in problem.source and "seq 9..12" in problem.reason
+        assert problem.seq == first + 1 == 65 and backend.tree_table in problem.source
+        assert f"seq 65..{64 + count}" in problem.reason
 
     def test_a_store_made_before_the_tree_was_kept_opens_and_builds_it(self, backend):
         if backend.sql is None:
