@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from evalledger import ledger
 from evalledger.ledger import ConflictError, LedgerError, NewEvent, merkle
-from evalledger.ledger.persistence import TREE_LAG
 from evalledger.ledger.envelope import canonical_bytes, line_bytes
+from evalledger.ledger.persistence import TREE_LAG
 from postgres_support import postgres_home, skipping_postgres
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
