@@ -118,13 +118,14 @@ class Ledger:
     def merkle_root(self, size: int | None = None) -> bytes:
         """The RFC 6962 root over the hashes of seq 1..``size`` (default: the head).
 
-        The store keeps the tree (its frontier) with its events, advanced in each append's
-        transaction, so the root at the head needs no scan; a size past the kept tree (a store
-        opened read-only that keeps none yet) folds in only the events after it, and an earlier
-        size is computed by one pass from seq 1.
+        The store keeps the tree (its frontier) with its events, written in the appends'
+        transactions (at most TREE_LAG events behind the head), so the root at the head needs no
+        scan: only the events after the kept tree are folded in. A store that keeps none yet (made
+        before the tree was kept, opened read-only) is scanned once, then followed by this object;
+        an earlier size is computed by one pass from seq 1.
         """
         target = self.head().seq if size is None else size
-        tree = self._kept_tree(target)
+        tree = self._kept_tree()
         if tree is None:
             tree = Frontier()
         elif tree.size == target:
@@ -138,8 +139,8 @@ class Ledger:
             self._tree = tree   # kept for the next call (a store that keeps no tree reads only what is new)
         return tree.root()
 
-    def _kept_tree(self, target: int) -> Frontier | None:
-        """The tree the store keeps (or this object followed), when it can serve ``target``."""
+    def _kept_tree(self) -> Frontier | None:
+        """A copy of the tree the store keeps (or else of the one this object followed), if any."""
         state = self.recorder.tree_state()
         if state is not None:
             try:
