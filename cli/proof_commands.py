@@ -135,16 +135,73 @@ def cmd_prove(args) -> int:
     return 0
 
 
-def cmd_check_proof(args) -> int:
-    """Check a bundle offline with the publisher's verifier key; exit 1 with the reason when it fails."""
+def _verifier(path: str):
+    """The verifier key in ``path`` (a signer key file gives its verifier)."""
     from evalledger.ledger import signed_note
-    from evalledger.ledger.proof import ProofFailed, check_proof
     try:
-        verifier = signed_note.load_key(args.pubkey)
+        verifier = signed_note.load_key(path)
     except (OSError, signed_note.NoteError) as exc:
-        raise UsageError(f"{args.pubkey}: {exc}") from None
-    if isinstance(verifier, signed_note.Signer):
-        verifier = verifier.verifier
+        raise UsageError(f"{path}: {exc}") from None
+    return verifier.verifier if isinstance(verifier, signed_note.Signer) else verifier
+
+
+def report_claim(path: str) -> dict | None:
+    """The checkpoint a report file names (markdown provenance lines, or aggregate-stats.json's
+    ``checkpoint`` and ``ledger_head``); None when it names none. UsageError when it is no report."""
+    from evalledger.projections.markdown import parse_checkpoint_line
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    if path.endswith(".json"):
+        try:
+            doc = orjson.loads(raw)
+            checkpoint, head = doc.get("checkpoint", False), doc["ledger_head"]
+        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
+            raise UsageError(f"{path}: not a report's JSON (no ledger_head)") from None
+        if checkpoint is False:
+            raise UsageError(f"{path}: this report states no checkpoint (made before reports named one?)")
+        return None if checkpoint is None else {**checkpoint, "ledger_head": head}
+    try:
+        return parse_checkpoint_line(raw.decode("utf-8", "replace"))
+    except ValueError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def check_report(args) -> int:
+    """``check-proof --report``: the report's checkpoint against a checkpoints file, offline."""
+    from evalledger.ledger import checkpoint as cps
+    if not args.checkpoints:
+        raise UsageError("--report needs --checkpoints FILE (the home's checkpoints.jsonl or a published copy)")
+    verifier = _verifier(args.pubkey)
+    claim = report_claim(args.report)
+    try:
+        rows = cps.read_checkpoints(args.checkpoints)
+    except OSError as exc:
+        raise UsageError(f"{args.checkpoints}: {exc.strerror or exc}") from None
+    except cps.CheckpointError as exc:
+        raise UsageError(str(exc)) from None
+    if claim is None:
+        print(f"FAILED {args.report}: the report was built under no signed checkpoint")
+        return 1
+    try:
+        said = cps.check_report_claim(claim, rows, verifier)
+    except cps.CheckpointError as exc:
+        print(f"FAILED {args.report}: {exc}")
+        return 1
+    print(f"OK {args.report}: {said}")
+    return 0
+
+
+def cmd_check_proof(args) -> int:
+    """Check a bundle (or with --report, a report's checkpoint line) offline with the publisher's
+    verifier key; exit 1 with the reason when it fails."""
+    from evalledger.ledger.proof import ProofFailed, check_proof
+    if args.report:
+        return check_report(args)
+    if not args.bundle:
+        raise UsageError("check-proof needs a BUNDLE (or --report REPORT --checkpoints FILE)")
+    verifier = _verifier(args.pubkey)
     try:
         bundle = orjson.loads(Path(args.bundle).read_bytes())
     except OSError as exc:
@@ -184,7 +241,12 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="the bundle file to write")
     p.set_defaults(func=cmd_prove)
 
-    p = sub.add_parser("check-proof", help="check a proof bundle offline, with no ledger")
-    p.add_argument("bundle")
+    p = sub.add_parser("check-proof", help="check a proof bundle (or a report's checkpoint) offline, with no ledger")
+    p.add_argument("bundle", nargs="?", help="the bundle 'prove' wrote")
     p.add_argument("--pubkey", required=True, help="the publisher's verifier key file (KEY.pub)")
+    p.add_argument("--report", default=None, metavar="REPORT",
+                   help="instead of a bundle: check the checkpoint a report names (any report .md, or "
+                        "aggregate-stats.json) against --checkpoints")
+    p.add_argument("--checkpoints", default=None, metavar="FILE",
+                   help="with --report: checkpoints.jsonl, or a published copy of it")
     p.set_defaults(func=cmd_check_proof)

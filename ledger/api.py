@@ -22,11 +22,11 @@ import evalledger.ledger.events  # noqa: F401  (registers the catalog)
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
 from evalledger.ledger.jsonl import JSONLRecorder, tracking_path
 from evalledger.ledger.merkle import Frontier
-from evalledger.ledger.persistence import Head, LedgerError, Recorder, ScanRow, normalise_expected, prepare
+from evalledger.ledger.persistence import TREE_LAG, Head, LedgerError, Recorder, ScanRow, normalise_expected, prepare
 from evalledger.ledger.postgres import PostgresRecorder, is_store_url, redact_url, split_store_url
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
 from evalledger.ledger.sqlite import SQLiteRecorder
-from evalledger.ledger.verify import Problem, VerifyReport
+from evalledger.ledger.verify import Problem, VerifyReport, tree_problem
 
 HOME_FOLDERS = ("inbox", "processed", "rejected", "reports")
 LEDGER_FILE_SUFFIXES = (".jsonl", ".db", ".sqlite", ".sqlite3")
@@ -119,23 +119,42 @@ class Ledger:
     def merkle_root(self, size: int | None = None) -> bytes:
         """The RFC 6962 root over the hashes of seq 1..``size`` (default: the head).
 
-        The tree is kept incrementally: each call folds in only the events appended since the
-        last (by any writer, since it reads them back), so following the head costs O(new events).
-        A root at an earlier size than the tree has reached is computed by one pass from seq 1.
+        The store keeps the tree (its frontier) with its events, written in the appends'
+        transactions (at most TREE_LAG events behind the head), so the root at the head needs no
+        scan: only the events after the kept tree are folded in. A store that keeps none yet (made
+        before the tree was kept, opened read-only) is scanned once, then followed by this object;
+        an earlier size is computed by one pass from seq 1.
         """
         target = self.head().seq if size is None else size
-        if target < self._tree.size:
+        tree = self._kept_tree()
+        if tree is None:
             tree = Frontier()
-            for event in self.read():
-                if event.seq > target:
-                    break
-                tree.append(bytes.fromhex(event.hash))
+        elif tree.size == target:
             return tree.root()
-        for event in self.read(from_seq=self._tree.size + 1):
-            if event.seq > target:
-                break
-            self._tree.append(bytes.fromhex(event.hash))
-        return self._tree.root()
+        if tree.size > target:
+            tree = Frontier()
+        tree.extend(self._leaves(tree.size + 1, target))
+        if tree.size != target:
+            raise LedgerError(f"{self.location}: no tree of {target} events: the ledger holds {tree.size}")
+        if size is None or target >= self._tree.size:
+            self._tree = tree   # kept for the next call (a store that keeps no tree reads only what is new)
+        return tree.root()
+
+    def _kept_tree(self) -> Frontier | None:
+        """A copy of the tree the store keeps (or else of the one this object followed), if any."""
+        state = self.recorder.tree_state()
+        if state is not None:
+            try:
+                return Frontier.restore(state.size, state.frontier)
+            except ValueError:
+                return None   # verify names it; the events are the truth
+        return self._tree.copy() if self._tree.size else None
+
+    def _leaves(self, from_seq: int, to_seq: int) -> Iterator[bytes]:
+        """The raw hashes of from_seq..to_seq (the whole hash column from seq 1 when from_seq is 1)."""
+        if from_seq == 1:
+            return self.recorder.leaf_hashes(to_seq)
+        return (bytes.fromhex(e.hash) for e in self.read(from_seq=from_seq, to_seq=to_seq))
 
     # --- writing ---------------------------------------------------------------------------------
     def append(self, events: NewEvent | Iterable[NewEvent],
@@ -275,7 +294,26 @@ class Ledger:
             expect_head = parse_head(expect_head)
         report = self.recorder.verify(expect_head)
         self._check_tracking(report)
+        if report.ok:   # the tree means something only over a chain that verifies
+            self._check_tree(report)
         return report
+
+    def _check_tree(self, report: VerifyReport) -> None:
+        """Recompute the Merkle tree from the event hashes and compare the one the store keeps."""
+        if report.tree_checked or isinstance(self.recorder, JSONLRecorder):
+            return   # compared in the chain's own pass; or (JSONL) derived from the very lines verified
+        state = self.recorder.tree_state()
+        if state is None:
+            report.warnings.append(f"{self.location}: no Merkle tree is kept in this store yet (made before "
+                                   "it was); opening it for writing builds it from the events")
+            return
+        problem = tree_problem(state, self.recorder.leaf_hashes(state.size))
+        if problem is not None:
+            report.problems.append(problem)
+        elif state.size <= report.head.seq - TREE_LAG:
+            report.warnings.append(f"{state.where}: the Merkle tree kept covers seq 1..{state.size} of {report.head.seq} "
+                                   "(appended by a writer that does not keep it); opening the store for writing "
+                                   "completes it")
 
     def _check_tracking(self, report: VerifyReport) -> None:
         """Flag every tracking record past the head: a scan trusting it would skip every case after."""

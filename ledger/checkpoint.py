@@ -18,6 +18,7 @@ every one of them.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,10 +80,7 @@ def open_checkpoint(note: str, verifier: signed_note.Verifier) -> Checkpoint:
 
 def leaves(led: Ledger, upto: int | None = None) -> Iterator[bytes]:
     """The Merkle leaves of ``led``: each event's chain hash as 32 raw bytes, in seq order."""
-    for event in led.read():
-        if upto is not None and event.seq > upto:
-            return
-        yield bytes.fromhex(event.hash)
+    yield from led.recorder.leaf_hashes(led.head().seq if upto is None else upto)   # the hash column alone
 
 
 def origin_of(led: Ledger) -> str:
@@ -124,7 +122,7 @@ def checkpoint_line(checkpoint: Checkpoint, note: str) -> bytes:
 def record_checkpoint(led: Ledger, checkpoint: Checkpoint, note: str, verifier: signed_note.Verifier) -> Path | None:
     """Append ``checkpoint.signed`` and a line to ``<home>/checkpoints.jsonl``; the file's path."""
     data = {"size": checkpoint.size, "head": checkpoint.head, "root": checkpoint.root.hex(), "note": note,
-            "key": f"{verifier.name}+{verifier.key_hash.hex()}"}
+            "key": key_id(verifier)}
     led.append([NewEvent("ledger:checkpoints", "checkpoint.signed", data, key=f"{checkpoint.size}:{checkpoint.head}")])
     if led.home is None:
         return None
@@ -150,6 +148,46 @@ def read_checkpoints(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             raise CheckpointError(f"{path}: line {number}: not a checkpoint line") from None
         out.append(row)
     return out
+
+
+def key_id(verifier: signed_note.Verifier) -> str:
+    """How events and reports name a verifier key: ``name+<hex key hash>`` (never the key itself)."""
+    return f"{verifier.name}+{verifier.key_hash.hex()}"
+
+
+def check_report_claim(claim: dict[str, Any], rows: list[dict[str, Any]], verifier: signed_note.Verifier) -> str:
+    """Check what a report says of its checkpoint against a checkpoints file; what holds, as a sentence.
+
+    ``claim``: {seq, root, key, note_sha256, ledger_head: {seq, hash}} as the report states it.
+    The checkpoint is the line of ``rows`` whose note has that sha256; its signature must check
+    with ``verifier``, and its signed size and root must be the report's. When the report's head is
+    the checkpoint's size, its hash must be the signed chain head; a later head is stated (events
+    after the checkpoint, which no signature covers). Raises CheckpointError naming what fails.
+    """
+    want = str(claim.get("note_sha256"))
+    note = next((row["note"] for row in rows
+                 if hashlib.sha256(row["note"].encode("utf-8")).hexdigest() == want), None)
+    if note is None:
+        raise CheckpointError(f"no checkpoint there has a note with sha256 {want}: the report names a "
+                              "checkpoint that was not published there")
+    checkpoint = open_checkpoint(note, verifier)
+    if checkpoint.size != claim.get("seq") or checkpoint.root.hex() != claim.get("root"):
+        raise CheckpointError(f"the report says seq {claim.get('seq')} root {claim.get('root')}, the signed "
+                              f"checkpoint says seq {checkpoint.size} root {checkpoint.root.hex()}")
+    if claim.get("key") != key_id(verifier):
+        raise CheckpointError(f"the report names key {claim.get('key')}, the checkpoint checks with {key_id(verifier)}")
+    head = claim.get("ledger_head") or {}
+    seq = head.get("seq")
+    if not isinstance(seq, int) or seq < checkpoint.size:
+        raise CheckpointError(f"the report's head (seq {seq}) is before its checkpoint (seq {checkpoint.size})")
+    if seq == checkpoint.size and head.get("hash") != checkpoint.head:
+        raise CheckpointError(f"the report's head hash {head.get('hash')} is not the signed chain head "
+                              f"{checkpoint.head} at seq {seq}")
+    what = (f"the report's head is the checkpoint's (seq {seq}, hash {checkpoint.head})" if seq == checkpoint.size
+            else f"the report's head is seq {seq}: {seq - checkpoint.size} event(s) after the checkpoint "
+                 "(its own checkpoint.signed record among them), not covered by it")
+    return (f"checkpoint of ledger {checkpoint.origin} at seq {checkpoint.size} ({checkpoint.time}), signed by "
+            f"{verifier.name}; {what}")
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,18 @@ import orjson
 from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, Event, event_from_line, line_bytes, split_line
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.importer import checked_lines
+from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror import line_seq, lines_upto, read_tail
-from evalledger.ledger.persistence import ConflictError, Head, LedgerError, Prepared, Recorder, chain_start, seal
+from evalledger.ledger.persistence import (
+    ConflictError,
+    Head,
+    LedgerError,
+    Prepared,
+    Recorder,
+    TreeState,
+    chain_start,
+    seal,
+)
 from evalledger.ledger.verify import VerifyReport, verify_lines
 
 
@@ -73,6 +83,7 @@ class JSONLRecorder(Recorder):
         self._offsets: list[int] = []  # byte offset of each seq's line (index seq - 1)
         self._versions: dict[str, int] = {}
         self._head = Head(0, GENESIS_HASH)
+        self._tree = Frontier()  # the Merkle tree over the indexed lines' hashes, folded as they are indexed
         if not readonly:
             with self._lock.exclusive():
                 self._recover()
@@ -133,6 +144,7 @@ class JSONLRecorder(Recorder):
         self._versions[stream] = version
         self._offsets.append(offset)
         self._head = Head(seq, hash)
+        self._tree.append(bytes.fromhex(hash))
 
     # --- appending --------------------------------------------------------------------------------
     def append(self, batch: list[Prepared], expected: dict[str, int],
@@ -274,6 +286,19 @@ class JSONLRecorder(Recorder):
             return verify_lines(lines_upto(self.path, snap.size), self.location, expect_head, pending)
         with open(self.path, "rb") as fh:  # the file itself, iterated in C; verify stops at the snapshot's seq
             return verify_lines(fh, self.location, expect_head, pending, limit=snap.last_seq, torn=snap.torn)
+
+    def tree_state(self) -> TreeState:
+        """The tree derived from the file's lines as the index reads them: a JSONL ledger is a plain
+        file any tool may append to, so nothing beside it is trusted to hold the tree."""
+        with self._thread_lock:
+            self._catch_up()
+            return TreeState(self._tree.size, self._tree.state(), f"{self.path} (derived from its lines)",
+                             "derived from the file's lines each time it is opened and caught up")
+
+    def leaf_hashes(self, to_seq: int) -> Iterator[bytes]:
+        """The hash of each line, sliced from its end (no JSON parse)."""
+        for _, line in self.lines(1, to_seq):
+            yield bytes.fromhex(line[-67:-3].decode("ascii"))
 
     def own_files(self) -> list[str]:
         """The file itself (its pending batch and tracking sidecar sit beside it, same prefix)."""

@@ -17,6 +17,7 @@ and 2.1.4.2 and need nothing but hashlib: an auditor can reimplement them from t
 from __future__ import annotations
 
 import hashlib
+from itertools import islice
 from typing import Iterable, Sequence
 
 EMPTY_ROOT = hashlib.sha256(b"").digest()
@@ -41,25 +42,87 @@ def _split(n: int) -> int:
     return 1 << ((n - 1).bit_length() - 1)
 
 
+# Leaves folded a perfect subtree at a time by ``Frontier.extend``: 2**10 leaves hashed level by level.
+_CHUNK_HEIGHT = 10
+_CHUNK = 1 << _CHUNK_HEIGHT
+
+
 class Frontier:
     """The tree kept incrementally: the roots of the perfect subtrees of the leaves so far.
 
     Appending a leaf costs O(1) amortised hashes and the state is O(log n) hashes, so the root at
-    every size can be followed while events stream past.
+    every size can be followed while events stream past. The subtrees' heights are the set bits
+    of ``size`` (largest first), so ``state()`` (their hashes, concatenated) and the size are the
+    whole tree: what a backend persists beside its events (``restore`` reads it back).
     """
 
     def __init__(self) -> None:
         self.size = 0
         self._stack: list[tuple[int, bytes]] = []   # (height, hash), heights strictly decreasing
 
+    @classmethod
+    def restore(cls, size: int, state: bytes) -> Frontier:
+        """The frontier of ``size`` leaves whose ``state()`` is ``state``; ValueError when they disagree."""
+        heights = [h for h in range(size.bit_length() - 1, -1, -1) if size >> h & 1] if size > 0 else []
+        if size < 0 or len(state) != 32 * len(heights):
+            raise ValueError(f"a tree of {size} leaves has {len(heights)} frontier hashes, not {len(state) / 32:g}")
+        frontier = cls()
+        frontier.size = size
+        frontier._stack = [(h, bytes(state[32 * i:32 * i + 32])) for i, h in enumerate(heights)]
+        return frontier
+
+    def state(self) -> bytes:
+        """The frontier's hashes, largest subtree first, concatenated (32 bytes each)."""
+        return b"".join(node for _, node in self._stack)
+
+    def nodes(self) -> list[tuple[int, int, bytes]]:
+        """(first leaf, leaf count, hash) of each perfect subtree of the frontier, in leaf order."""
+        out, first = [], 0
+        for height, node in self._stack:
+            out.append((first, 1 << height, node))
+            first += 1 << height
+        return out
+
+    def copy(self) -> Frontier:
+        """An independent frontier with the same leaves."""
+        twin = Frontier()
+        twin.size, twin._stack = self.size, list(self._stack)
+        return twin
+
     def append(self, leaf: bytes) -> None:
         """Add the next leaf (raw leaf data, not yet hashed)."""
-        height, node = 0, leaf_hash(leaf)
-        while self._stack and self._stack[-1][0] == height:
-            _, left = self._stack.pop()
-            node, height = node_hash(left, node), height + 1
-        self._stack.append((height, node))
+        self._push(0, leaf_hash(leaf))
         self.size += 1
+
+    def _push(self, height: int, node: bytes) -> None:
+        """Put the root of a perfect subtree of ``height`` on the right edge, merging equal heights."""
+        stack = self._stack
+        while stack and stack[-1][0] == height:
+            _, left = stack.pop()
+            node, height = node_hash(left, node), height + 1
+        stack.append((height, node))
+
+    def extend(self, leaves: Iterable[bytes]) -> None:
+        """Add many leaves: a perfect subtree of 1,024 at a time, hashed level by level in
+        comprehensions (three times the speed of ``append`` for each)."""
+        it = iter(leaves)
+        while self.size % _CHUNK:
+            leaf = next(it, None)
+            if leaf is None:
+                return
+            self.append(leaf)
+        sha = hashlib.sha256
+        while True:
+            chunk = list(islice(it, _CHUNK))
+            if len(chunk) < _CHUNK:
+                for leaf in chunk:
+                    self.append(leaf)
+                return
+            level = [sha(b"\x00" + leaf).digest() for leaf in chunk]
+            while len(level) > 1:
+                level = [sha(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level), 2)]
+            self._push(_CHUNK_HEIGHT, level[0])
+            self.size += _CHUNK
 
     def root(self) -> bytes:
         """The RFC 6962 root of the leaves appended so far."""
@@ -74,8 +137,7 @@ class Frontier:
 def root(leaves: Iterable[bytes]) -> bytes:
     """The root of ``leaves`` (streamed; memory O(log n))."""
     frontier = Frontier()
-    for leaf in leaves:
-        frontier.append(leaf)
+    frontier.extend(leaves)
     return frontier.root()
 
 

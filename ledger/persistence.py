@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator,
 
 from evalledger.ledger.catalog import validate_payload
 from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, Event, NewEvent, canonical_json, event_id, utc_now
+from evalledger.ledger.merkle import Frontier
 
 if TYPE_CHECKING:
     from evalledger.ledger.verify import VerifyReport
@@ -175,6 +176,49 @@ class ScanRow(NamedTuple):
     recorded_at: str | None = None
 
 
+class TreeState(NamedTuple):
+    """The Merkle tree a backend keeps with its events: the leaf count, the frontier's hashes
+    (``merkle.Frontier.state``), where it is kept (for messages) and how it was first built."""
+
+    size: int
+    frontier: bytes
+    where: str
+    built: str
+
+
+TREE_KEPT = "kept with every append since the store was made"
+# How far the kept tree may trail the head: SQLite writes its row when an append crosses a
+# multiple of this many events (the root at the head folds in the few events after it).
+TREE_LAG = 64
+
+
+def tree_built_note(size: int) -> str:
+    """How a tree state came to be when a store made before trees were kept was first opened."""
+    return (f"built from the events (seq 1..{size}) when a store made before the tree was kept was first "
+            f"opened for writing, {utc_now()}; kept with every append since")
+
+
+def advanced_tree(state: tuple[int, bytes] | None, upto: int,
+                  leaves: Callable[[int, int], Iterable[bytes]]) -> Frontier:
+    """The tree of seq 1..``upto`` from a stored ``(size, frontier)`` state.
+
+    The state is followed by the leaves after it (``leaves(from_seq, to_seq)``) when it is behind
+    (a writer that did not keep the tree appended since); it is built from seq 1 when there is
+    none, or when it is not a frontier of at most ``upto`` leaves: the events are the truth.
+    """
+    tree = None
+    if state is not None and isinstance(state[0], int) and state[0] <= upto:
+        try:
+            tree = Frontier.restore(state[0], bytes(state[1] or b""))
+        except (ValueError, TypeError):
+            tree = None
+    if tree is None:
+        tree = Frontier()
+    if tree.size < upto:
+        tree.extend(leaves(tree.size + 1, upto))
+    return tree
+
+
 class Recorder(ABC):
     """A store of sealed events. Appends are atomic batches; nothing is ever updated or deleted.
 
@@ -265,6 +309,19 @@ class Recorder(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release files and connections."""
+
+    @abstractmethod
+    def tree_state(self) -> TreeState | None:
+        """The RFC 6962 tree over the event hashes as the store keeps it, written in the same
+        transaction as the appends (its size is the head's seq, or fewer than TREE_LAG events
+        behind it), or None where the store keeps none (a store made before the tree was kept,
+        opened read-only)."""
+
+    def leaf_hashes(self, to_seq: int) -> Iterator[bytes]:
+        """The Merkle leaves of seq 1..``to_seq``: each event's chain hash as 32 raw bytes, in order.
+        A backend may override this with a query of the hash column alone."""
+        for event in self.read(1, None, None, to_seq):
+            yield bytes.fromhex(event.hash)
 
     def subscribe(self, callback: Callable[[], None]) -> Callable[[], None] | None:
         """Call ``callback()`` (from another thread) whenever any process appends; returns a

@@ -22,14 +22,19 @@ from evalledger.ledger.call_slots import CallSlots
 from evalledger.ledger.call_slots import table_sql as call_slots_sql
 from evalledger.ledger.envelope import GENESIS_HASH, Event
 from evalledger.ledger.leases import Leases
+from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.persistence import (
+    TREE_KEPT,
     ConflictError,
     Head,
     LedgerError,
     Prepared,
     Recorder,
+    TreeState,
+    advanced_tree,
     chain_start,
     seal,
+    tree_built_note,
 )
 from evalledger.ledger.sqlite_schema import COLUMNS, row_event, row_line
 from evalledger.ledger.verify import VerifyReport, verify_sqlite
@@ -105,6 +110,12 @@ CREATE TABLE IF NOT EXISTS {schema}.tracking (
     name TEXT PRIMARY KEY,
     position BIGINT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS {schema}.merkle (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    size BIGINT NOT NULL,
+    frontier BYTEA NOT NULL,
+    built TEXT NOT NULL
+);
 CREATE OR REPLACE FUNCTION {schema}.evalledger_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION 'evalledger events are immutable: % refused', TG_OP;
@@ -153,6 +164,7 @@ class PostgresRecorder(Recorder):
         self._lock = threading.RLock()  # one connection, shared by this process's threads
         self.conn = connect(self.url, readonly)
         self._events = f"{self.schema}.events"
+        self._merkle = f"{self.schema}.merkle"
         if not readonly:
             self._create_schema()
         elif not self._table_exists():
@@ -167,6 +179,29 @@ class PostgresRecorder(Recorder):
             self.conn.execute(_schema_sql(self.schema))
             self.conn.execute(call_slots_sql(self.schema))
             self.conn.execute(file_bytes.table_sql(self.schema))
+            self._complete_tree()
+
+    def _complete_tree(self) -> None:
+        """Under the sequencer lock: make the ``merkle`` row hold the tree at the head, building it
+        from the events for a store made before the tree was kept (its ``built`` column says so)."""
+        row = self.conn.execute(f"SELECT size, frontier FROM {self._merkle} WHERE id = 1").fetchone()
+        last = self.conn.execute(f"SELECT seq FROM {self._events} ORDER BY seq DESC LIMIT 1").fetchone()
+        head = last[0] if last else 0
+        if row is None or row[0] < head:
+            tree = advanced_tree(row, head, self._hashes_between)
+            self._write_tree(tree, TREE_KEPT if head == 0 else tree_built_note(head))
+
+    def _write_tree(self, tree: Frontier, built: str = TREE_KEPT) -> None:
+        """Upsert the ``merkle`` row (inside the caller's transaction)."""
+        self.conn.execute(f"INSERT INTO {self._merkle} (id, size, frontier, built) VALUES (1, %s, %s, %s) "
+                          "ON CONFLICT (id) DO UPDATE SET size = excluded.size, frontier = excluded.frontier",
+                          (tree.size, tree.state(), built))
+
+    def _hashes_between(self, from_seq: int, to_seq: int) -> Iterator[bytes]:
+        """Raw event hashes of from_seq..to_seq, on this connection (inside its transaction)."""
+        rows = self.conn.execute(f"SELECT hash FROM {self._events} WHERE seq >= %s AND seq <= %s ORDER BY seq",
+                                 (from_seq, to_seq)).fetchall()
+        return (bytes.fromhex(h) for (h,) in rows)
 
     def _table_exists(self) -> bool:
         row = self.conn.execute("SELECT to_regclass(%s)", (self._events,)).fetchone()
@@ -188,11 +223,13 @@ class PostgresRecorder(Recorder):
         conn = self.conn
         with self._lock, self._guard():
             try:
-                out, new, single = self._insert(batch, expected)
+                out, new, single, tree = self._insert(batch, expected)
                 with conn.pipeline():
                     if single is not None:
                         conn.execute(f"INSERT INTO {self._events} ({COLUMNS}) VALUES "
                                      "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", single)
+                    if tree is not None:
+                        self._write_tree(tree)
                     if tracking is not None:
                         self._upsert_tracking(*tracking)
                     if new:
@@ -204,9 +241,11 @@ class PostgresRecorder(Recorder):
                 raise
         return out
 
-    def _insert(self, batch: list[Prepared], expected: dict[str, int]) -> tuple[list[Event], list[Event], Any]:
+    def _insert(self, batch: list[Prepared], expected: dict[str, int]) -> tuple[list[Event], list[Event], Any,
+                                                                              Frontier | None]:
         """BEGIN, lock the sequencer, find existing ids, seal the rest; COPY a batch of several new
-        events in, and return a single new event's row for the caller to insert (in its pipeline)."""
+        events in, and return a single new event's row for the caller to insert (in its pipeline),
+        with the Merkle tree advanced over the new events (None when there are none) to write."""
         execute = self.conn.execute
         ids = list({p.id for p in batch})
         streams = list({p.stream for p in batch})
@@ -219,10 +258,12 @@ class PostgresRecorder(Recorder):
             current = execute(f"SELECT stream, MAX(version) FROM {self._events} WHERE stream = ANY(%s) "
                               "GROUP BY stream", (streams,))
             last = execute(f"SELECT seq, hash FROM {self._events} ORDER BY seq DESC LIMIT 1")
+            kept = execute(f"SELECT size, frontier FROM {self._merkle} WHERE id = 1")
         stored = {row[1]: row_event(row) for row in found.fetchall()}
         versions: dict[str, int] = dict.fromkeys(streams, 0)
         versions.update(current.fetchall())
         row = last.fetchone()
+        tree_row = kept.fetchone()
         fresh_streams = {p.stream for p in batch if p.id not in stored}
         for stream in fresh_streams:
             want = expected.get(stream)
@@ -248,7 +289,12 @@ class PostgresRecorder(Recorder):
             seq, prev_hash = seq + 1, event.hash
         if len(rows) > 1:
             self._insert_rows(rows)
-        return out, new, rows[0] if len(rows) == 1 else None
+        tree = None
+        if new:
+            tree = advanced_tree(tree_row, new[0].seq - 1, self._hashes_between)
+            for event in new:
+                tree.append(bytes.fromhex(event.hash))
+        return out, new, rows[0] if len(rows) == 1 else None, tree
 
     def _insert_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """COPY sealed rows in: one round trip for a batch."""
@@ -328,10 +374,16 @@ class PostgresRecorder(Recorder):
         try:
             with _Errors(self.location), conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                # the tree as of the same snapshot, recomputed in the chain's pass (when it is kept)
+                tree = None
+                if conn.execute("SELECT to_regclass(%s)", (self._merkle,)).fetchone()[0] is not None:
+                    row = conn.execute(f"SELECT size, frontier, built FROM {self._merkle} WHERE id = 1").fetchone()
+                    tree = None if row is None else TreeState(int(row[0]), bytes(row[1]), self._tree_where(),
+                                                              str(row[2]))
                 with conn.cursor(name="evalledger_verify") as cur:
                     cur.itersize = _PAGE
                     cur.execute(f"SELECT {COLUMNS} FROM {self._events} ORDER BY seq")
-                    report = verify_sqlite(cur, self.location, expect_head=expect_head)
+                    report = verify_sqlite(cur, self.location, expect_head=expect_head, tree=tree)
         finally:
             conn.close()
         missing = self.missing_triggers()
@@ -339,6 +391,32 @@ class PostgresRecorder(Recorder):
             report.warnings.append(f"{self.location}: the triggers that refuse UPDATE, DELETE and TRUNCATE are "
                                    f"missing ({', '.join(missing)}); opening the store for writing restores them")
         return report
+
+    def tree_state(self) -> TreeState | None:
+        """The ``merkle`` row (None in a store made before it, opened read-only)."""
+        with self._lock, self._guard():
+            if self.conn.execute("SELECT to_regclass(%s)", (self._merkle,)).fetchone()[0] is None:
+                return None
+            row = self.conn.execute(f"SELECT size, frontier, built FROM {self._merkle} WHERE id = 1").fetchone()
+        if row is None:
+            return None
+        return TreeState(int(row[0]), bytes(row[1]), self._tree_where(), str(row[2]))
+
+    def _tree_where(self) -> str:
+        """How findings name the ``merkle`` table."""
+        return f"{self.location.rsplit(' (', 1)[0]} (table {self._merkle})"
+
+    def leaf_hashes(self, to_seq: int) -> Iterator[bytes]:
+        """The hash column alone, a page at a time."""
+        last = 0
+        while True:
+            with self._lock, self._guard():
+                rows = self.conn.execute(f"SELECT seq, hash FROM {self._events} WHERE seq > %s AND seq <= %s "
+                                         f"ORDER BY seq LIMIT {_PAGE * 10}", (last, to_seq)).fetchall()
+            yield from (bytes.fromhex(h) for _, h in rows)
+            if len(rows) < _PAGE * 10:
+                return
+            last = rows[-1][0]
 
     def missing_triggers(self) -> list[str]:
         """The immutability triggers that are not on the events table (someone dropped them)."""
@@ -367,6 +445,7 @@ class PostgresRecorder(Recorder):
                     chunk = []
             if chunk:
                 self._insert_rows(chunk)
+            self._write_tree(advanced_tree(None, count, self._hashes_between))
             if count:
                 self.conn.execute("SELECT pg_notify(%s, %s)", (notify_channel(self.schema), str(count)))
         return count

@@ -1,4 +1,4 @@
-"""The SQLite layout of the ledger: the ``events`` and ``tracking`` tables, how rows map to
+"""The SQLite layout of the ledger: the ``events``, ``tracking`` and ``merkle`` tables, how rows map to
 events and lines, and how a connection is opened (WAL, durability, read-only)."""
 
 from __future__ import annotations
@@ -40,7 +40,17 @@ CREATE TABLE IF NOT EXISTS tracking (
     name TEXT PRIMARY KEY,
     position INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS merkle (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    size INTEGER NOT NULL,
+    frontier BLOB NOT NULL,
+    built TEXT NOT NULL
+);
 """
+# The one row of ``merkle``: the RFC 6962 tree over the event hashes (leaf count, frontier
+# hashes), written in the transaction of every append; ``built`` says how the row came to be.
+UPSERT_TREE = ("INSERT INTO merkle (id, size, frontier, built) VALUES (1, ?, ?, ?) "
+               "ON CONFLICT(id) DO UPDATE SET size = excluded.size, frontier = excluded.frontier")
 TRIGGERS = ("events_refuse_update", "events_refuse_delete")
 
 

@@ -14,8 +14,9 @@ from hashlib import sha256
 from typing import Any, Iterable, Iterator
 
 from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, split_line
+from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror import line_seq
-from evalledger.ledger.persistence import Head
+from evalledger.ledger.persistence import Head, TreeState
 
 _SUFFIX = len(b',"prev_hash":"') + 64 + len(b'","hash":"') + 64 + len(b'"}\n')
 
@@ -42,6 +43,7 @@ class VerifyReport:
     count: int
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    tree_checked: bool = False   # the kept Merkle tree was compared with one recomputed in the same pass
 
     @property
     def ok(self) -> bool:
@@ -59,6 +61,25 @@ class _Chain:
         self.watch = watch  # the seq of a published head, whose hash is kept
         # seq 0 is the empty ledger, whose head (as verify prints it) is the genesis hash
         self.watched: str | None = GENESIS_HASH if watch == 0 else None
+        # with a tree to recompute: the verified hashes not yet folded into it (a chunk at a time)
+        self.tree: Frontier | None = None
+        self.leaves: list[str] | None = None
+        self.snapshot_at = -1                      # the recomputed tree is copied at this size
+        self.snapshot: Frontier | None = None
+
+    def fold_leaves(self) -> None:
+        """Fold the verified hashes collected so far into the tree being recomputed, keeping a copy
+        of it at ``snapshot_at`` (the size of the tree the store kept) on the way."""
+        if self.tree is None or not self.leaves:
+            return
+        tree, leaves = self.tree, self.leaves
+        cut = self.snapshot_at - tree.size
+        if 0 <= cut <= len(leaves) and self.snapshot is None:
+            tree.extend(map(bytes.fromhex, leaves[:cut]))
+            self.snapshot = tree.copy()
+            leaves = leaves[cut:]
+        tree.extend(map(bytes.fromhex, leaves))
+        self.leaves.clear()
 
     def fail(self, reason: str, seq: int | None = None) -> None:
         if self.problem is None:
@@ -85,6 +106,8 @@ class _Chain:
         self.seq, self.prev = seq, hash
         if seq == self.watch:
             self.watched = hash
+        if self.leaves is not None:
+            self.leaves.append(hash)
 
 
 def _check_line(chain: _Chain, line: bytes) -> bool:
@@ -180,6 +203,7 @@ def _fast_rows(rows: Iterator[tuple[Any, ...]], mirror_lines: Iterator[bytes] | 
     """
     seq, prev = store.seq, store.prev
     watch = store.watch
+    leaves = store.leaves
     for row in rows:
         mline = next(mirror_lines, None) if mirror_lines is not None else None
         try:
@@ -202,6 +226,10 @@ def _fast_rows(rows: Iterator[tuple[Any, ...]], mirror_lines: Iterator[bytes] | 
         seq, prev = rseq, hash
         if seq == watch:
             store.watched = hash
+        if leaves is not None:   # the tree is recomputed in this same pass, 1,024 leaves at a time
+            leaves.append(hash)
+            if len(leaves) >= 1024:
+                store.fold_leaves()
     store.seq, store.prev = seq, prev
     if mirror is not None:
         mirror.seq, mirror.prev = seq, prev
@@ -210,14 +238,20 @@ def _fast_rows(rows: Iterator[tuple[Any, ...]], mirror_lines: Iterator[bytes] | 
 
 def verify_sqlite(rows: Iterable[tuple[Any, ...]], source: str, mirror_lines: Iterable[bytes] | None = None,
                   mirror_source: str = "", expect_head: Head | None = None,
-                  mirror_size: int | None = None) -> VerifyReport:
+                  mirror_size: int | None = None, tree: TreeState | None = None) -> VerifyReport:
     """Verify SQLite rows and, when given, the mirror's lines alongside them.
 
     ``mirror_size``: the mirror's size at the snapshot, when ``mirror_lines`` is the open file;
     a line that starts past it was written after the snapshot and is not an extra line.
+    ``tree``: the Merkle tree the store kept at the same snapshot (its size the rows' last seq);
+    it is recomputed from the verified hashes in the same pass and compared (``tree_checked``).
     """
     watch = expect_head.seq if expect_head else None
     store = _Chain(source, watch)
+    if tree is not None:
+        store.tree, store.leaves, store.snapshot_at = Frontier(), [], tree.size
+        if tree.size == 0:
+            store.snapshot = Frontier()
     mirror = _Chain(mirror_source, None) if mirror_lines is not None else None
     mirror_iter = iter(mirror_lines) if mirror_lines is not None else None
     rows = iter(rows)
@@ -241,7 +275,15 @@ def verify_sqlite(rows: Iterable[tuple[Any, ...]], source: str, mirror_lines: It
             store.fail(f"ends at seq {store.seq}, but the mirror {mirror_source} goes on: events were "
                        "cut off the end of the SQLite store (truncated), or lines were added to the mirror")
     problems = [c.problem for c in (store, mirror) if c is not None and c.problem is not None]
-    return _report(store, problems, expect_head)
+    report = _report(store, problems, expect_head)
+    if tree is not None and store.tree is not None and report.ok:
+        store.fold_leaves()
+    if tree is not None and store.snapshot is not None and report.ok:
+        problem = compare_tree(tree, store.snapshot)
+        if problem is not None:
+            report.problems.append(problem)
+        report.tree_checked = True
+    return report
 
 
 def _careful_row(row: tuple[Any, ...], mline: bytes | None, store: _Chain, mirror: _Chain | None) -> bool:
@@ -285,3 +327,29 @@ def _report(main: _Chain, problems: list[Problem], expect_head: Head | None) -> 
                                     f"hash is {main.watched}, but the published head says "
                                     f"{expect_head.hash}: history up to the published head was rewritten"))
     return VerifyReport(Head(main.seq, main.prev), main.seq, problems)
+
+
+def tree_problem(state: TreeState, leaves: Iterable[bytes]) -> Problem | None:
+    """Compare the Merkle tree a store keeps with one recomputed from its event hashes (``leaves``,
+    seq 1..state.size): the first perfect subtree that differs names the seqs it covers."""
+    recomputed = Frontier()
+    recomputed.extend(leaves)
+    return compare_tree(state, recomputed)
+
+
+def compare_tree(state: TreeState, recomputed: Frontier) -> Problem | None:
+    """The kept tree ``state`` against ``recomputed`` from the events (seq 1..its size)."""
+    if recomputed.size < state.size:
+        return Problem(recomputed.size + 1, state.where,
+                       f"the Merkle tree kept covers {state.size} events, but the ledger holds {recomputed.size}: "
+                       "the tree state was forged, or copied from another ledger")
+    try:
+        kept = Frontier.restore(state.size, state.frontier)
+    except ValueError as exc:
+        return Problem(1, state.where, f"the Merkle tree kept is not a tree of {state.size} events ({exc})")
+    for (first, count, mine), (_, _, theirs) in zip(kept.nodes(), recomputed.nodes()):
+        if mine != theirs:
+            return Problem(first + 1, state.where,
+                           f"the Merkle tree kept for seq {first + 1}..{first + count} does not match the hashes of "
+                           "those events, whose chain verifies: the tree state was edited")
+    return None

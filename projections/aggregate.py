@@ -80,10 +80,21 @@ def configs_by_hash(runs: dict[str, dict] | None) -> dict[str, Any]:
     return dict(sorted(out.items()))
 
 
-def provenance(position: tuple[int, str], cases: list[dict], runs: dict | None) -> dict[str, Any]:
-    """What a report was built from: ledger head, judges, config hashes."""
+def provenance(position: tuple[int, str], cases: list[dict], runs: dict | None,
+               checkpoint: dict | None = None) -> dict[str, Any]:
+    """What a report was built from: ledger head, the latest signed checkpoint, judges, config hashes."""
     return {"ledger_head": {"seq": position[0], "hash": position[1]},
+            "checkpoint": checkpoint_provenance(checkpoint, position),
             "judges": judges_of(cases, runs), "config_hashes": config_hashes_of(cases, runs)}
+
+
+def checkpoint_provenance(checkpoint: dict | None, position: tuple[int, str]) -> dict[str, Any] | None:
+    """The latest checkpoint as a report states it (None when none was signed), with how many
+    events the report's head holds beyond it: those no signature covers yet."""
+    if not checkpoint:
+        return None
+    seq = checkpoint.get("seq") if isinstance(checkpoint.get("seq"), int) else 0
+    return {**checkpoint, "events_after": max(0, position[0] - seq)}
 
 
 def benchmark_kind(benchmark: dict | None, cases: list[dict]) -> str | None:
@@ -134,15 +145,15 @@ def judging_totals(cases: list[dict]) -> dict[str, Any]:
 
 
 def build_aggregates(position: tuple[int, str], cases: list[dict], benchmarks: dict[str, dict],
-                     runs: dict[str, dict]) -> dict[str, Any]:
-    """The whole ``aggregate-stats.json`` document."""
+                     runs: dict[str, dict], checkpoint: dict | None = None) -> dict[str, Any]:
+    """The whole ``aggregate-stats.json`` document (``checkpoint``: the latest signed, if any)."""
     by_benchmark: dict[str, list[dict]] = {}
     for case in cases:
         by_benchmark.setdefault(str(case["benchmark"]), []).append(case)
     registered = {k: v for k, v in benchmarks.items() if v.get("benchmark") is not None}
     ids = sorted(set(by_benchmark) | set(registered))
     return {
-        **provenance(position, cases, runs),
+        **provenance(position, cases, runs, checkpoint),
         "configs": configs_by_hash(runs),
         "totals": judging_totals(cases),
         "benchmarks": {b: benchmark_aggregates(b, registered.get(b), sorted(by_benchmark.get(b, []),

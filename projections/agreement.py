@@ -18,6 +18,7 @@ from evalledger.projections.agreement_stats import (
     percent_agreement,
     table_of_2x2,
 )
+from evalledger.projections.markdown import checkpoint_line
 from evalledger.projections.results import original_verdict
 from evalledger.projections.stats import rnd, seed_for
 
@@ -139,10 +140,13 @@ def format_agreement(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_agreement(doc: dict[str, Any], ledger_head: dict[str, Any]) -> str:
-    """``reports/agreement.md``: the judge against its reviewers, built from the named head."""
+def render_agreement(doc: dict[str, Any], ledger_head: dict[str, Any],
+                     checkpoint: dict[str, Any] | None = None) -> str:
+    """``reports/agreement.md``: the judge against its reviewers, built from the named head (and
+    under the named checkpoint)."""
     lines = ["# Agreement of the judge with reviewers", "",
-             f"- Built from ledger head: seq {ledger_head['seq']}, hash `{ledger_head['hash']}`", "",
+             f"- Built from ledger head: seq {ledger_head['seq']}, hash `{ledger_head['hash']}`",
+             checkpoint_line(checkpoint), "",
              "Reviewer labels are the latest `verdict.overridden` or `verdict.confirmed` of each case "
              "(`evalledger override`, `evalledger confirm`); the judge's label is its `case.judged` verdict.",
              ""]

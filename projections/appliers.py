@@ -9,6 +9,7 @@ histories give the same states.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Callable
 
 # Event types the read models fold; anything else is skipped (the history command reads the ledger).
@@ -21,7 +22,10 @@ CASE_TYPES = (
 )
 BENCHMARK_TYPES = ("benchmark.registered", "benchmark.rejected")
 RUN_TYPES = ("run.started", "run.completed")
-FOLDED_TYPES = CASE_TYPES + BENCHMARK_TYPES + RUN_TYPES
+CHECKPOINT_TYPES = ("checkpoint.signed",)
+FOLDED_TYPES = CASE_TYPES + BENCHMARK_TYPES + RUN_TYPES + CHECKPOINT_TYPES
+# The one key of ``proj_checkpoints``: reports name the latest checkpoint only.
+LATEST_CHECKPOINT = "latest"
 
 
 # Keys stored even when empty (ids); every other key is left out of a stored state while it holds
@@ -371,3 +375,29 @@ def apply_run_event(states: dict, etype: str, d: dict) -> None:
     run = str(d.get("run"))
     state = states.setdefault(run, {"run": run, "started": None, "completed": None})
     state["started" if etype == "run.started" else "completed"] = _without(d, "run")
+
+
+def checkpoint_state(d: dict) -> dict[str, Any]:
+    """What a report states of a ``checkpoint.signed``: seq, chain head, root, key id, the note and
+    its sha256 (the note's own bytes, so a copy in ``checkpoints.jsonl`` is found by its hash)."""
+    note = str(d.get("note") or "")
+    return {"seq": d.get("size"), "head": d.get("head"), "root": d.get("root"), "key": d.get("key"),
+            "note": note, "note_sha256": hashlib.sha256(note.encode("utf-8")).hexdigest()}
+
+
+def _checkpoint_rank(state: dict[str, Any]) -> tuple[int, str]:
+    """The order of checkpoints: by size, then by note hash (two signed at one head: either, fixed)."""
+    size = state.get("seq")
+    return (size if isinstance(size, int) else -1, str(state.get("note_sha256")))
+
+
+def apply_checkpoint_event(states: dict, d: dict) -> None:
+    """Fold ``checkpoint.signed``: keep the latest checkpoint (the largest size).
+
+    A maximum, not "the last event wins", so any order of folding (an update, a rebuild, two
+    checkpoint commands racing) keeps the same one.
+    """
+    state = checkpoint_state(d)
+    current = states.get(LATEST_CHECKPOINT)
+    if current is None or _checkpoint_rank(state) > _checkpoint_rank(current):
+        states[LATEST_CHECKPOINT] = state

@@ -19,10 +19,12 @@ from evalledger.ledger.envelope import decode_json
 from evalledger.projections.appliers import (
     BENCHMARK_TYPES,
     CASE_APPLIERS,
+    CHECKPOINT_TYPES,
     FOLDED_TYPES,
     RUN_TYPES,
     apply_benchmark_event,
     apply_case_event,
+    apply_checkpoint_event,
     apply_run_event,
     case_id_of,
     new_case,
@@ -83,6 +85,7 @@ class _Folder:
         self.cases: dict[str, dict] = {}
         self.benchmarks: dict[str, dict] | None = {} if fresh else None
         self.runs: dict[str, dict] | None = {} if fresh else None
+        self.checkpoints: dict[str, dict] | None = {} if fresh else None
         self.touched = 0
 
     def case(self, case_id: str) -> dict:
@@ -122,9 +125,14 @@ class _Folder:
             if self.runs is None:
                 self.runs = self.store.load_keyed("proj_runs")
             apply_run_event(self.runs, etype, data)
+        elif etype in CHECKPOINT_TYPES:
+            if self.checkpoints is None:
+                self.checkpoints = self.store.load_keyed("proj_checkpoints")
+            apply_checkpoint_event(self.checkpoints, data)
 
     def flush(self, position: tuple[int, str] | None, folded_from: int | None = None) -> None:
-        self.store.save(self.cases.values(), self.benchmarks or {}, self.runs or {}, position, folded_from)
+        self.store.save(self.cases.values(), self.benchmarks or {}, self.runs or {}, position, folded_from,
+                        self.checkpoints or {})
         self.flushed.update(self.cases)
         self.cases = {}
 

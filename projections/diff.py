@@ -18,7 +18,7 @@ from evalledger.projections.case_result import case_result
 from evalledger.projections.catch_up import update
 from evalledger.projections.store import ReadModelStore, json_bytes
 
-SKIPPED_METRIC_ROOTS = ("ledger_head", "configs", "judges", "config_hashes")
+SKIPPED_METRIC_ROOTS = ("ledger_head", "checkpoint", "configs", "judges", "config_hashes")
 # Leaves about what judging cost rather than what it found: a replay answers from the record, so
 # its own usage differs even when every result is the same.
 USAGE_LEAVES = ("input_tokens", "output_tokens", "tokens", "cost", "unpriced_calls", "judge_calls",

@@ -6,6 +6,7 @@ computed here, only formatted, so the markdown always says what the JSON says.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 from evalledger.projections.audit import CROSS_BAND_TARGET, ZONES
@@ -60,12 +61,55 @@ def judge_line(judges: list[dict]) -> str:
 
 
 def provenance_lines(prov: dict[str, Any]) -> list[str]:
-    """The header every report carries: ledger head, judge backend and model, config hashes."""
+    """The header every report carries: ledger head, latest checkpoint, judge backend and model,
+    config hashes."""
     head = prov["ledger_head"]
     hashes = ", ".join(f"`{h}`" for h in prov["config_hashes"]) or "none recorded"
     return [f"- Built from ledger head: seq {head['seq']}, hash `{head['hash']}`",
+            checkpoint_line(prov.get("checkpoint")),
             f"- Judge: {judge_line(prov['judges'])}",
             f"- Config hash: {hashes}", ""]
+
+
+CHECKPOINT_PREFIX = "- Latest checkpoint: "
+
+
+def checkpoint_line(checkpoint: dict[str, Any] | None) -> str:
+    """The checkpoint a report was built under, as one line ``parse_checkpoint_line`` reads back:
+    its seq, Merkle root, key id and the sha256 of its signed note, then whether events came after.
+
+    A checkpoint's own ``checkpoint.signed`` event always comes after the seq it signs, so one
+    event after it is that record; more are events no signed checkpoint covers yet.
+    """
+    if not checkpoint:
+        return CHECKPOINT_PREFIX + "none signed ('evalledger checkpoint' signs one)"
+    after = int(checkpoint.get("events_after") or 0)
+    if after <= 1:
+        tail = "no event after it but its own checkpoint.signed record" if after else "the report's head is its"
+    else:
+        tail = (f"{after - 1} event{'s' if after != 2 else ''} came after it besides its own checkpoint.signed "
+                "record: not covered by a signed checkpoint")
+    return (f"{CHECKPOINT_PREFIX}seq {checkpoint['seq']}, root `{checkpoint['root']}`, key `{checkpoint['key']}`, "
+            f"note sha256 `{checkpoint['note_sha256']}`; {tail}")
+
+
+_CHECKPOINT_RE = re.compile(r"seq (\d+), root `([0-9a-f]{64})`, key `([^`]*)`, note sha256 `([0-9a-f]{64})`")
+_HEAD_RE = re.compile(r"^- Built from ledger head: seq (\d+), hash `([0-9a-f]{64})`", re.M)
+
+
+def parse_checkpoint_line(text: str) -> dict[str, Any] | None:
+    """The checkpoint claim of a rendered report (markdown): {seq, root, key, note_sha256,
+    ledger_head: {seq, hash}}; None when the report names no checkpoint. ValueError when the
+    text has no provenance lines at all."""
+    head = _HEAD_RE.search(text)
+    line = next((ln for ln in text.splitlines() if ln.startswith(CHECKPOINT_PREFIX)), None)
+    if head is None or line is None:
+        raise ValueError("no provenance lines ('- Built from ledger head: ...', '- Latest checkpoint: ...')")
+    found = _CHECKPOINT_RE.match(line[len(CHECKPOINT_PREFIX):])
+    if found is None:
+        return None
+    return {"seq": int(found[1]), "root": found[2], "key": found[3], "note_sha256": found[4],
+            "ledger_head": {"seq": int(head[1]), "hash": head[2]}}
 
 
 SUMMARY_HEADER = ["model", "cases", "judged", "failed", "pending", "passed", "pass rate", "95% CI",

@@ -19,6 +19,7 @@ from typing import Any
 from evalledger.projections import svg
 from evalledger.projections.aggregate import build_aggregates, provenance
 from evalledger.projections.agreement import render_agreement, reviewer_agreement
+from evalledger.projections.appliers import LATEST_CHECKPOINT
 from evalledger.projections.audit import ZONES
 from evalledger.projections.benchmark_md import render_benchmark, render_document
 from evalledger.projections.case_result import case_result
@@ -107,7 +108,8 @@ def _benchmark_files(bench: str, folder: str, data: dict, cases: list[dict], res
                      agg: dict, position: tuple[int, str], runs: dict) -> dict[str, bytes]:
     """report.md, pictures and per-document files of one benchmark."""
     files: dict[str, bytes] = {}
-    prov = provenance(position, cases, None)   # this benchmark's own judges and configs
+    prov = {**provenance(position, cases, None),   # this benchmark's own judges and configs
+            "checkpoint": agg["checkpoint"]}
     pictures: list[tuple[str, str]] = []
     model_names = unique_names(list(data["models"]))
     rated = {m: s for m, s in data["models"].items() if s["pass_rate"] is not None}
@@ -155,7 +157,8 @@ def render_files(store: ReadModelStore) -> dict[str, bytes]:
     cases = list(store.iter_cases())
     benchmarks = store.load_keyed("proj_benchmarks")
     runs = store.load_keyed("proj_runs")
-    agg = build_aggregates(position, cases, benchmarks, runs)
+    checkpoint = store.load_keyed("proj_checkpoints").get(LATEST_CHECKPOINT)
+    agg = build_aggregates(position, cases, benchmarks, runs, checkpoint)
     results = [case_result(c) for c in cases]
     files: dict[str, bytes] = {
         "aggregate-stats.json": pretty_json(agg),
@@ -172,7 +175,8 @@ def render_files(store: ReadModelStore) -> dict[str, bytes]:
                                       [cases[i] for i in idx],
                                       [results[i] for i in idx], agg, position, runs))
     files["index.md"] = render_index(agg, folders).encode()
-    files["agreement.md"] = render_agreement(reviewer_agreement(cases), agg["ledger_head"]).encode()
+    files["agreement.md"] = render_agreement(reviewer_agreement(cases), agg["ledger_head"],
+                                             agg["checkpoint"]).encode()
     files["aggregate-report.md"] = render_aggregate_report(agg, folders).encode()
     return dict(sorted(files.items()))
 

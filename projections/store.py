@@ -6,7 +6,7 @@ never interleaves with a stage's append transaction on the ledger's connection.
 
 Tables: ``proj_position`` (name, seq, hash: the ledger event the models were folded up to),
 ``proj_cases`` (one row per case: ids for querying plus the JSON state), ``proj_benchmarks``,
-``proj_runs``. States are stored as canonical JSON (sorted keys), so the tables themselves are
+``proj_runs``, ``proj_checkpoints`` (the latest signed checkpoint, which reports name). States are stored as canonical JSON (sorted keys), so the tables themselves are
 the same bytes after an incremental update and after a rebuild. ``proj_digest`` holds the XOR of
 the sha256 of every row, kept up to date row by row as they are written; ``check_digest`` refuses
 tables changed since (an ``update proj_cases set verdict = 'pass'`` from a shell), so reports are
@@ -28,12 +28,12 @@ from evalledger.projections.appliers import restore_case, sparse_case
 
 # Bump when the shape of a stored state changes: tables folded by another version are dropped and
 # refolded from seq 1 on first use, so an update never mixes states of two fold versions.
-FOLD_VERSION = 7   # 5: verdict.confirmed folded (confirmations); 6: abstention, judged_at; 7: repeats
+FOLD_VERSION = 8   # 5: verdict.confirmed folded (confirmations); 6: abstention, judged_at; 7: repeats; 8: checkpoints
 POSITION_NAME = f"projections/v{FOLD_VERSION}"
-TABLES = ("proj_position", "proj_cases", "proj_benchmarks", "proj_runs", "proj_digest")
+TABLES = ("proj_position", "proj_cases", "proj_benchmarks", "proj_runs", "proj_checkpoints", "proj_digest")
 # Each table and the column it is keyed by, in the order the digest (and a comparison) reads them.
 KEYED_TABLES = (("proj_position", "name"), ("proj_cases", "case_id"), ("proj_benchmarks", "key"),
-                ("proj_runs", "run"))
+                ("proj_runs", "run"), ("proj_checkpoints", "key"))
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS proj_position (name TEXT PRIMARY KEY, seq INTEGER NOT NULL, hash TEXT NOT NULL);
@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS proj_cases (
     verdict TEXT, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS proj_benchmarks (key TEXT PRIMARY KEY, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS proj_runs (run TEXT PRIMARY KEY, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS proj_checkpoints (key TEXT PRIMARY KEY, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS proj_digest (name TEXT PRIMARY KEY, digest TEXT NOT NULL);
 """
 
@@ -121,7 +122,8 @@ class ReadModelStore:
         self.conn.executescript(SCHEMA)
 
     def save(self, cases: Iterable[dict], benchmarks: dict[str, dict], runs: dict[str, dict],
-             position: tuple[int, str] | None, folded_from: int | None = None) -> None:
+             position: tuple[int, str] | None, folded_from: int | None = None,
+             checkpoints: dict[str, dict] | None = None) -> None:
         """Upsert states and (when given) the new position, in one transaction, with the digest.
 
         ``folded_from``: the position the fold started at; when another fold (a daemon's and a
@@ -132,6 +134,7 @@ class ReadModelStore:
                                 case_status(c), effective_verdict(c), dumps(sparse_case(c))) for c in cases],
                 "proj_benchmarks": [(k, dumps(v)) for k, v in benchmarks.items()],
                 "proj_runs": [(k, dumps(v)) for k, v in runs.items()],
+                "proj_checkpoints": [(k, dumps(v)) for k, v in (checkpoints or {}).items()],
                 "proj_position": [] if position is None else [(POSITION_NAME, position[0], position[1])]}
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
@@ -207,7 +210,7 @@ class ReadModelStore:
         return out
 
     def load_keyed(self, table: str) -> dict[str, dict]:
-        """Every state of ``proj_benchmarks`` or ``proj_runs``, by key."""
+        """Every state of ``proj_benchmarks``, ``proj_runs`` or ``proj_checkpoints``, by key."""
         key = "run" if table == "proj_runs" else "key"
         return {k: decode_json(s) for k, s in self.conn.execute(f"SELECT {key}, state FROM {table}")}
 

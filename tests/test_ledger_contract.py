@@ -8,6 +8,7 @@ to the store would; every test below then runs against it unchanged.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import subprocess
 import sys
@@ -20,8 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evalledger import ledger
-from evalledger.ledger import ConflictError, LedgerError, NewEvent
+from evalledger.ledger import ConflictError, LedgerError, NewEvent, merkle
 from evalledger.ledger.envelope import canonical_bytes, line_bytes
+from evalledger.ledger.persistence import TREE_LAG
 from postgres_support import postgres_home, skipping_postgres
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
@@ -35,6 +37,10 @@ class Backend:
     path: Path
     #: rewrite the stored text of event ``seq`` (hash left alone); returns the source verify names
     tamper: Callable[[Path, int, str], str]
+    #: run SQL on the store as its owner could (None for a store that is a plain file)
+    sql: Callable[[Path, str, tuple], None] | None = None
+    #: the name of the table that keeps the Merkle tree, as verify's findings name it
+    tree_table: str | None = None
 
     def open(self, **options) -> ledger.Ledger:
         """Open (creating on first use) this backend's ledger through the public API."""
@@ -72,15 +78,30 @@ def _tamper_postgres(path: Path, seq: int, text: str) -> str:
     return f"(table {schema}.events)"
 
 
+def _sql_sqlite(path: Path, sql: str, params: tuple) -> None:
+    conn = sqlite3.connect(path / "ledger.db", isolation_level=None)
+    conn.execute(sql.replace("{schema}.", ""), params)
+    conn.close()
+
+
+def _sql_postgres(path: Path, sql: str, params: tuple) -> None:
+    import psycopg
+
+    from evalledger.ledger.postgres import split_store_url
+    url, schema = split_store_url(ledger.api.store_of(path))
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.replace("{schema}", schema).replace("?", "%s"), params)
+
+
 def _postgres(tmp: Path) -> Backend:
     home = tmp / "pg-home"
     home.parent.mkdir(parents=True, exist_ok=True)
     postgres_home(home)
-    return Backend("postgres", home, _tamper_postgres)
+    return Backend("postgres", home, _tamper_postgres, _sql_postgres, ".merkle)")
 
 
 BACKENDS = {
-    "sqlite-home": lambda tmp: Backend("sqlite-home", tmp / "home", _tamper_sqlite),
+    "sqlite-home": lambda tmp: Backend("sqlite-home", tmp / "home", _tamper_sqlite, _sql_sqlite, "(table merkle)"),
     "jsonl": lambda tmp: Backend("jsonl", tmp / "events.jsonl", _tamper_jsonl),
     "postgres": _postgres,
 }
@@ -160,6 +181,9 @@ class TestLedgerContract:
                 versions = [e.version for e in events if e.stream == stream]
                 assert versions == list(range(1, len(versions) + 1))
             assert led.verify().ok
+            # the Merkle tree each writer kept in its transactions covers both writers' events
+            assert 0 <= len(events) - led.recorder.tree_state().size < TREE_LAG
+            assert led.merkle_root() == reference_root([bytes.fromhex(e.hash) for e in events])
 
     def test_tracking_is_committed_with_a_batch_and_read_back_after_reopen(self, backend):
         with backend.open() as led:
@@ -240,6 +264,80 @@ class TestLedgerContract:
             assert led.import_file(tmp_path / "out.jsonl") == 6
             led.export(tmp_path / "again.jsonl")
         assert (tmp_path / "again.jsonl").read_bytes() == (tmp_path / "out.jsonl").read_bytes()
+
+
+def reference_root(leaves: list[bytes]) -> bytes:
+    """MTH as RFC 6962 section 2.1 defines it, recursively: the tree the backends must keep."""
+    if not leaves:
+        return hashlib.sha256(b"").digest()
+    if len(leaves) == 1:
+        return hashlib.sha256(b"\x00" + leaves[0]).digest()
+    k = 1 << ((len(leaves) - 1).bit_length() - 1)
+    return hashlib.sha256(b"\x01" + reference_root(leaves[:k]) + reference_root(leaves[k:])).digest()
+
+
+class TestMerkleTreeContract:
+    """Every backend keeps the RFC 6962 tree with its events, and verify checks what it keeps."""
+
+    def test_the_tree_is_kept_with_every_append_and_answers_the_head_and_any_size(self, backend):
+        with backend.open() as led:
+            assert led.recorder.tree_state().size == 0 and led.merkle_root() == reference_root([])
+            seeded(led)
+            led.append(note("case:a", "x", key="k1"))
+            led.append(note("case:a", "x again, same key", key="k1"))   # not appended: the tree stays
+            with pytest.raises(ConflictError):
+                led.append(note("case:b", "stale"), expected_version=0)
+            for i in range(8):                    # past TREE_LAG: SQLite's row is written by then
+                led.append([note("case:c", f"{i}.{j}") for j in range(10)])
+            leaves = [bytes.fromhex(e.hash) for e in led.read()]
+            state = led.recorder.tree_state()
+            assert led.head().seq == len(leaves) == 87
+            assert 0 <= len(leaves) - state.size < TREE_LAG and state.size >= TREE_LAG
+            assert merkle.Frontier.restore(state.size, state.frontier).root() == reference_root(leaves[:state.size])
+            assert [led.merkle_root(n) for n in range(88)] == [reference_root(leaves[:n]) for n in range(88)]
+        with backend.open(readonly=True) as led:   # kept across processes, read with at most a short fold
+            assert led.recorder.tree_state() == state and led.merkle_root() == reference_root(leaves)
+            assert led.verify().ok
+
+    def test_an_edited_tree_fails_verify_naming_the_subtree(self, backend):
+        if backend.sql is None:
+            pytest.skip("a JSONL ledger keeps no tree beside its lines: it is derived from them")
+        with backend.open() as led:
+            seeded(led)
+            for i in range(7):
+                led.append([note("case:c", f"{i}.{j}") for j in range(10)])
+            state = led.recorder.tree_state()     # 66 or 76 events: a subtree of 64, then smaller ones
+            assert led.verify().ok
+        first, count, node = merkle.Frontier.restore(state.size, state.frontier).nodes()[1]
+        forged = state.frontier[:32] + bytes(32) + state.frontier[64:]
+        backend.sql(backend.path, "UPDATE {schema}.merkle SET frontier = ? WHERE id = 1", (forged,))
+        with backend.open(readonly=True) as led:
+            report = led.verify()
+        assert not report.ok
+        [problem] = report.problems
+        assert problem.seq == first + 1 == 65 and backend.tree_table in problem.source
+        assert f"seq 65..{64 + count}" in problem.reason
+
+    def test_a_store_made_before_the_tree_was_kept_opens_and_builds_it(self, backend):
+        if backend.sql is None:
+            pytest.skip("a JSONL ledger keeps no tree beside its lines: it is derived from them")
+        with backend.open() as led:
+            seeded(led)
+            leaves = [bytes.fromhex(e.hash) for e in led.read()]
+        backend.sql(backend.path, "DROP TABLE {schema}.merkle", ())
+        with backend.open(readonly=True) as led:   # read-only: nothing written, the root still answers
+            assert led.recorder.tree_state() is None
+            assert led.merkle_root() == reference_root(leaves)
+            report = led.verify()
+            assert report.ok and any("no Merkle tree is kept" in w for w in report.warnings)
+        with backend.open() as led:                # the first writable open builds it, and says how
+            state = led.recorder.tree_state()
+            assert state.size == 6 and "built from the events (seq 1..6)" in state.built
+            led.append(note("case:a", "after"))
+            leaves.append(bytes.fromhex(led.head().hash))
+            assert led.merkle_root() == reference_root(leaves)
+            report = led.verify()
+            assert report.ok and not report.warnings
 
 
 def test_a_damaged_jsonl_tracking_file_is_named_and_the_events_are_kept(tmp_path):
