@@ -17,6 +17,7 @@ import pytest
 from evalledger import ledger
 from watch_support import (
     BAD_FILE,
+    CLI,
     REPO,
     benchmark_file,
     cli_env,
@@ -174,7 +175,7 @@ SLOW_DAEMON = textwrap.dedent("""
     home, seconds, grace = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
     state = {"head": 0}
 
-    def process(between_cases):
+    def process(between_cases, should_stop):
         if state["head"] == 0:
             print("busy", flush=True)
             time.sleep(seconds)            # a long judge call in flight
@@ -243,3 +244,52 @@ def test_sigterm_in_the_middle_of_a_real_pass_exits_0_and_a_restart_finishes_the
     assert evalledger(home, "watch", "--once", check=False).returncode == 0
     judged = [e["data"]["case_id"] for e in events(home, "case.judged")]
     assert len(judged) == len(set(judged)) == 320
+
+
+def test_sigterm_mid_pass_starts_no_new_case_and_a_restart_finishes_the_rest_once(home, tmp_path):
+    """A real daemon judging 120 cases through a slow stand-in judge gets SIGTERM a few cases in:
+    the cases in flight finish and commit, no new one starts, the daemon exits at once (not at
+    the end of the pass, nor after the grace period), the ledger verifies, and a restart judges
+    each remaining case exactly once."""
+    from evalledger.testing.stand_in import StandIn, StandInThread
+    total = 120
+    evalledger(home, "ingest", str(_write(tmp_path / "bench-7.json", benchmark_file(7, questions=40,
+                                                                                 models=("a", "b", "c")))))
+    log = tmp_path / "watch.log"
+    with StandInThread(StandIn(delay=0.2)) as stand_in:
+        env = {**cli_env(), "OPENAI_API_KEY": "sk-local-placeholder-key", "OPENAI_BASE_URL": stand_in.base_url}
+        judge = ["--judge", "openai", "--model", "stand-in-1", "--concurrency", "4"]
+        with open(log, "ab") as err:
+            proc = subprocess.Popen([*CLI, "--home", str(home), "watch", "--log-format", "json", *judge],
+                                    stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=REPO)
+        try:
+            assert wait_for(lambda: len(stand_in.requests) >= 4, 30), log.read_text()
+            before = len(stand_in.requests)
+            proc.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            assert proc.wait(timeout=30) == 0
+            took = time.monotonic() - signalled
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        # At most the 16 cases in flight (and those a loaded machine started before the signal
+        # landed) were asked for after the signal; the whole pass would be 120.
+        started_after = len(stand_in.requests) - before
+        assert started_after <= 24, started_after
+        assert took < 5, f"the daemon took {took:.1f} s to stop: it went on with the pass"
+        judged_at_stop = judged_count(home)
+        assert judged_at_stop < total // 2
+        assert any(r["event"] == "pass_stopped" for r in log_records(log))
+        assert evalledger(home, "verify").returncode == 0
+        # Restart: the rest is judged, each case once (quickly: the judge need not be slow now).
+        stand_in.delay = 0.0
+        again = evalledger(home, "watch", "--once", *judge, timeout=120, env=env)
+    assert again.returncode == 0, again.stderr
+    judged = [e["data"]["case_id"] for e in events(home, "case.judged")]
+    assert len(judged) == total and len(set(judged)) == total
+    assert evalledger(home, "verify").returncode == 0
+
+
+def _write(path: Path, content: bytes) -> Path:
+    path.write_bytes(content)
+    return path
