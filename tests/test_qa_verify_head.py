@@ -26,7 +26,7 @@ def test_a_head_whose_hash_is_not_hex_is_a_usage_error(home, run_cli):
     assert "SEQ:HASH" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_the_printed_head_line_pastes_into_expect_head_whole_or_as_seq_hash(home, run_cli):
+def test_the_printed_head_line_pastes_into_expect_head_whole_as_seq_hash_or_in_a_file(home, run_cli):
     for text in ("one", "two"):
         run_cli("note", "--new-stream", "case:q1", text, home=home)
     printed = run_cli("verify", home=home)
@@ -37,6 +37,10 @@ def test_the_printed_head_line_pastes_into_expect_head_whole_or_as_seq_hash(home
         later = run_cli("verify", "--expect-head", pasted, home=home)
         assert later.returncode == 0, later.stdout
         assert f"published head {line.split()[1]} is a prefix" in later.stdout
+    listing = home.parent / "heads.txt"   # verify's printed lines, collected over time
+    listing.write_text(line + "\n")
+    collected = run_cli("verify", "--expect-head", listing, home=home)
+    assert collected.returncode == 0 and "all 1 published heads hold" in collected.stdout
 
 
 def test_verify_json_is_one_object_with_the_head_counts_and_no_findings(home, run_cli, tmp_path):
