@@ -18,7 +18,7 @@ from evalledger.cli.ledger_commands import open_existing
 from evalledger.projections.agreement import format_agreement, reviewer_agreement
 from evalledger.projections.judge_agreement import format_judge_agreement, judge_agreement, profile_pairs
 from evalledger.projections.reports import slug
-from evalledger.projections.review_queue import STRATA, queue_bytes, review_queue
+from evalledger.projections.review_queue import queue_bytes, review_queue
 from evalledger.projections.store import ReadModelStore, json_bytes, reports_dir
 
 
@@ -164,33 +164,3 @@ def cmd_whatif(args) -> int:
               "in 'evalledger replay --set'; 'evalledger replay --into DIR --set KEY=VALUE' lists them",
               file=sys.stderr)
     return 1 if unrecorded else 0
-
-
-def register(sub) -> None:
-    """Add sample, agreement and whatif."""
-    p = sub.add_parser("sample", help="a deterministic review queue of judged cases nobody reviewed yet")
-    p.add_argument("--n", type=int, required=True, help="how many cases")
-    p.add_argument("--stratify", choices=STRATA, default=None,
-                   help="share the places among verdicts, models or benchmarks in proportion to their size")
-    p.add_argument("--seed", type=int, default=0, help="another seed draws another queue (default 0)")
-    p.add_argument("--out", default=None, metavar="FILE",
-                   help="write here (.csv: CSV, else JSON lines); default: JSON lines on stdout")
-    p.set_defaults(func=cmd_sample)
-
-    p = sub.add_parser("agreement", help="Cohen's kappa and the disagreements: judge vs reviewers, or vs another judge")
-    p.add_argument("--against", default=None, metavar="OTHER_HOME",
-                   help="compare this home's judge with the judge of OTHER_HOME on the cases both have")
-    p.add_argument("--profiles", default=None, metavar="A,B",
-                   help="compare the judges of two profiles of this home on the cases both judged")
-    p.add_argument("--json", action="store_true", help="the whole document as JSON")
-    p.set_defaults(func=cmd_agreement)
-
-    p = sub.add_parser("whatif", help="verdicts at every point of a config sweep, from recorded judge calls only")
-    p.add_argument("--set", dest="sets", action="append", default=[], required=True,
-                   metavar="KEY=START:STOP:STEP",
-                   help="the setting to sweep (or KEY=V1,V2,...); more --set KEY=VALUE hold other keys fixed")
-    p.add_argument("--chart", default=None, metavar="FILE",
-                   help="where the SVG chart goes (default: <reports>/whatif-<key>.svg)")
-    p.add_argument("--json", action="store_true", help="every point and curve as JSON")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    p.set_defaults(func=cmd_whatif)

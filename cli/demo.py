@@ -154,14 +154,3 @@ def cmd_demo(args) -> int:
         return run_demo(args.samples, args.dir, args.log_format)
     except FileNotFoundError as exc:
         raise UsageError(str(exc)) from None
-
-
-def register(sub) -> None:
-    """Add the ``demo`` command to the parser."""
-    p = sub.add_parser("demo", help="a temporary home with the sample benchmarks, judged offline end to end")
-    p.add_argument("--samples", default=None, metavar="DIR", help="the benchmark files to use "
-                   "(default: benchmarks/samples)")
-    p.add_argument("--dir", default=None, metavar="DIR", help="create the demo home under DIR "
-                   "(default: the system's temporary folder)")
-    p.add_argument("--log-format", choices=("text", "json"), default="text", help="log lines on stderr")
-    p.set_defaults(func=cmd_demo)

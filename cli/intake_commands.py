@@ -12,8 +12,6 @@ from evalledger.cli.errors import UsageError
 from evalledger.cli.ledger_commands import open_existing
 from evalledger.cli.watch_inbox import is_ignored, scan_inbox
 from evalledger.stages.intake import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_RESPONSE_CHARS,
     MAX_RESPONSE_CHARS_LIMIT,
     IngestResult,
     case_source,
@@ -132,13 +130,6 @@ def check_max_response_chars(value: int) -> None:
         raise UsageError(f"--max-response-chars must be between 1 and {MAX_RESPONSE_CHARS_LIMIT}, got {value}")
 
 
-def add_max_response_chars(p) -> None:
-    """The --max-response-chars option (ingest and watch)."""
-    p.add_argument("--max-response-chars", type=int, default=DEFAULT_MAX_RESPONSE_CHARS, metavar="N",
-                   help=f"reject a file with a response longer than N characters (default "
-                        f"{DEFAULT_MAX_RESPONSE_CHARS:,}, at most {MAX_RESPONSE_CHARS_LIMIT:,})")
-
-
 def cmd_rebind(args) -> int:
     """Open the responses of a benchmark's earlier versions as cases of its latest version."""
     from evalledger.cli.errors import UsageError
@@ -238,34 +229,3 @@ def cmd_source(args) -> int:
         raise UsageError(f"cannot write {args.out}: {exc.strerror or exc}") from None
     return 0
 
-
-def register(sub) -> None:
-    """Add the ``ingest``, ``validate``, ``rebind``, ``source`` and ``status`` commands to the parser."""
-    p = sub.add_parser("ingest", help="ingest benchmark, responses, reconstruction, audit or Karenina files")
-    p.add_argument("files", nargs="*", metavar="FILE",
-                   help="files, or folders (their .json, .jsonl and .jsonld files), to ingest "
-                        "(default: every file in the home's inbox/)")
-    p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
-                   help=f"reject files larger than this (default {DEFAULT_MAX_BYTES} = 50 MB)")
-    add_max_response_chars(p)
-    p.set_defaults(func=cmd_ingest)
-
-    p = sub.add_parser("validate", help="check files as ingest would, writing nothing to the ledger")
-    p.add_argument("files", nargs="+", metavar="FILE", help="files, or folders (their .json, .jsonl and .jsonld files)")
-    p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
-                   help=f"the size limit ingest would apply (default {DEFAULT_MAX_BYTES} = 50 MB)")
-    p.set_defaults(func=cmd_validate)
-
-    p = sub.add_parser("rebind", help="judge the responses of a benchmark's earlier versions against its latest")
-    p.add_argument("name", help="the benchmark's name (or the id of one of its versions)")
-    p.set_defaults(func=cmd_rebind)
-
-    p = sub.add_parser("source", help="the bytes of the file a case was ingested from (from the store, or "
-                                      "this home's processed/), on stdout or into --out")
-    p.add_argument("case", help="case id (or a unique prefix)")
-    p.add_argument("--out", metavar="FILE", default=None, help="write the bytes here instead of stdout")
-    p.set_defaults(func=cmd_source)
-
-    p = sub.add_parser("status", help="benchmarks, cases by state, pending responses, rejected files, head")
-    p.add_argument("--json", action="store_true", help="print the status as JSON")
-    p.set_defaults(func=cmd_status)

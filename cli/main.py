@@ -1,36 +1,21 @@
 """Entry point of ``evalledger``: global options, then one sub-command per public operation.
 
-Each command module under ``cli/`` has ``register(subparsers)`` that adds its commands with
-``set_defaults(func=handler)``; a handler takes the parsed args and returns the exit code:
-0 ok, 1 findings (failed verify, rejected input), 2 usage error.
+``cli.commands`` declares every command (its arguments and help) with ``set_defaults(func=...)``
+naming its handler, which is imported only when the command runs: ``--help`` imports no ledger,
+judge or report code. A handler takes the parsed args and returns the exit code: 0 ok,
+1 findings (failed verify, rejected input), 2 usage error.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
-import importlib
 import os
 import re
-import sqlite3
 import sys
 
+from evalledger.cli import commands
 from evalledger.cli.errors import UsageError  # one class however this module is loaded (script or -m)
-from evalledger.ledger import DiskFull, EnvelopeError, LedgerError
-from evalledger.ledger.persistence import is_disk_full
-
-# Command modules, in the order their commands appear in --help.
-COMMAND_MODULES = [
-    "evalledger.cli.ledger_commands",
-    "evalledger.cli.intake_commands",
-    "evalledger.cli.run_commands",
-    "evalledger.cli.watch_commands",
-    "evalledger.cli.demo",
-    "evalledger.cli.report_commands",
-    "evalledger.cli.agreement_commands",
-    "evalledger.cli.proof_commands",
-    "evalledger.cli.view_commands",
-]
 
 # One example a command, shown at the end of its --help (tests/test_cli_forgiving.py checks each
 # command has one).
@@ -108,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--home", default=None, help=HOME_HELP)
     parser.add_argument("--store", default=None, metavar="URL", help=STORE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for register in commands.REGISTER:
+        register(sub)
     helps = {action.dest: action.help for action in sub._choices_actions}
     for name, command in sub.choices.items():
         if "--home" not in option_strings(command):
@@ -158,6 +143,16 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    return run_command(args)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the parsed command, turning the errors every command may meet into messages and exit codes."""
+    import sqlite3
+
+    # Imported here, not at the top: parsing and --help need none of the ledger.
+    from evalledger.ledger import DiskFull, EnvelopeError, LedgerError
+    from evalledger.ledger.persistence import is_disk_full
     try:
         bind_home_to_store(args)
         return int(args.func(args) or 0)

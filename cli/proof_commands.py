@@ -219,34 +219,3 @@ def cmd_check_proof(args) -> int:
     for event in events:
         print(f"  seq {event.seq} {event.type} {event.stream} {event.hash}")
     return 0
-
-
-def register(sub) -> None:
-    """Add keygen, checkpoint, prove and check-proof."""
-    p = sub.add_parser("keygen", help="make an Ed25519 key for signing checkpoints (kept outside the home)")
-    p.add_argument("--out", required=True, help="the signer key file to write; the verifier key goes to OUT.pub")
-    p.add_argument("--name", default="evalledger", help="the key's name in signatures (default evalledger)")
-    p.set_defaults(func=cmd_keygen)
-
-    p = sub.add_parser("checkpoint", help="sign the ledger's head and Merkle root; append and publish it")
-    p.add_argument("--key", required=True, help="the signer key file keygen wrote")
-    p.add_argument("--publish", action="append", metavar="URL|FILE",
-                   help="also POST the note to URL, or append the line to FILE (repeatable)")
-    p.set_defaults(func=cmd_checkpoint)
-
-    p = sub.add_parser("prove", help="write a bundle proving a case's events against a signed checkpoint")
-    p.add_argument("case", help="case id (or a unique prefix)")
-    p.add_argument("--checkpoint", type=int, default=None, metavar="SEQ",
-                   help="the checkpoint to prove against (default: the latest)")
-    p.add_argument("--out", required=True, help="the bundle file to write")
-    p.set_defaults(func=cmd_prove)
-
-    p = sub.add_parser("check-proof", help="check a proof bundle (or a report's checkpoint) offline, with no ledger")
-    p.add_argument("bundle", nargs="?", help="the bundle 'prove' wrote")
-    p.add_argument("--pubkey", required=True, help="the publisher's verifier key file (KEY.pub)")
-    p.add_argument("--report", default=None, metavar="REPORT",
-                   help="instead of a bundle: check the checkpoint a report names (any report .md, or "
-                        "aggregate-stats.json) against --checkpoints")
-    p.add_argument("--checkpoints", default=None, metavar="FILE",
-                   help="with --report: checkpoints.jsonl, or a published copy of it")
-    p.set_defaults(func=cmd_check_proof)

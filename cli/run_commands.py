@@ -1,7 +1,7 @@
 """``evalledger run``: process everything pending until idle, then exit (no domain logic here).
 
-``add_judge_options`` and ``run_settings`` are the judge and config options any command that runs
-the stages takes (``run``; the watch daemon can share them).
+``run_settings`` turns the judge and config options (``cli.commands.add_judge_options``) into the
+dispatcher's settings for any command that runs the stages (``run``, the watch daemon).
 """
 
 from __future__ import annotations
@@ -23,47 +23,10 @@ from evalledger.stages.judge.shared_limit import check_shared
 EXIT_STOPPED = 3
 
 
-def add_judge_options(p) -> None:
-    """--judge, --model, --config, --set, --no-cache, --concurrency, --response-format and the provider settings."""
-    p.add_argument("--judge", choices=("offline", "openai", "replay"), default=None,
-                   help="judge backend (default: the config's judge_backend, else offline); "
-                        "'replay' is refused here: use 'evalledger replay --into DIR'")
-    p.add_argument("--model", default=None, help="judge model (openai: required unless OPENAI_MODEL is set)")
-    p.add_argument("--config", dest="config_file", default=None, metavar="FILE",
-                   help="a TOML or JSON file of VerificationConfig keys (wins over a benchmark's config)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="one config key (dotted for nested: audit.high_severe_min=4); wins over --config")
-    p.add_argument("--no-cache", action="store_true", help="do not reuse recorded judge replies")
-    p.add_argument("--concurrency", type=int, default=None, help="judge calls in flight at once")
-    p.add_argument("--shared-concurrency", type=int, default=None, metavar="N",
-                   help="with a PostgreSQL --store: judge calls in flight to this judge server across ALL "
-                        "workers of the store, kept in the store (later workers follow it; 0 removes it)")
-    p.add_argument("--response-format", choices=("json_schema", "json_object", "prompt"), default=None,
-                   help="how the openai judge sends the reply schema (default: the config's "
-                        "judge_response_format, else json_schema; a refusal moves to the next mode)")
-    add_provider_options(p)
-
-
 # --flag -> the judge_options key it sets (docs/judge.md gives the bounds).
 PROVIDER_FLAGS = {"temperature": "--temperature", "max_tokens": "--max-tokens",
                   "max_completion_tokens": "--max-completion-tokens", "timeout_s": "--timeout",
                   "max_reply_bytes": "--max-reply-bytes", "breaker_failures": "--breaker-failures"}
-
-
-def add_provider_options(p) -> None:
-    """The judge server's provider settings; each wins over the config's ``judge_options``."""
-    g = p.add_argument_group("judge server settings (openai judge; bounds in docs/judge.md)")
-    g.add_argument("--temperature", default=None, metavar="T|omit",
-                   help="sampling temperature 0-2 (default 0); 'omit' sends none, for reasoning models")
-    g.add_argument("--max-tokens", type=int, default=None, metavar="N", help="max_tokens of a reply")
-    g.add_argument("--max-completion-tokens", type=int, default=None, metavar="N",
-                   help="max_completion_tokens of a reply (reasoning models)")
-    g.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="seconds a request may take, reply included (default 60)")
-    g.add_argument("--max-reply-bytes", type=int, default=None, metavar="N",
-                   help="a longer reply body is an invalid reply (default 1048576)")
-    g.add_argument("--breaker-failures", type=int, default=None, metavar="N",
-                   help="consecutive server failures that stop the run, cases left pending (default 8)")
 
 
 def provider_options(args) -> dict:
@@ -86,7 +49,7 @@ def provider_options(args) -> dict:
 
 
 def run_settings(args, **flags) -> RunSettings:
-    """The dispatcher's settings from ``add_judge_options``' arguments; a bad key is a usage error."""
+    """The dispatcher's settings from ``cli.commands.add_judge_options``' arguments; a bad key is a usage error."""
     try:
         layer = run_layer(args.config_file, args.sets + repeats_set(args))
     except ConfigError as exc:
@@ -146,22 +109,9 @@ def committed_account(led) -> str:
             f"{states.count('failed')} failed, {states.count('opened')} still pending (a rerun takes them up)")
 
 
-def add_profile_options(p) -> None:
-    """--models, --profile, --profiles, --max-calls, --max-cost (``run`` only)."""
-    p.add_argument("--models", dest="models_file", default=None, metavar="FILE",
-                   help="the models file: named models and profiles (default: <home>/models.toml)")
-    p.add_argument("--profile", dest="profile_names", action="append", default=[], metavar="NAME",
-                   help="judge under this profile of the models file (repeatable)")
-    p.add_argument("--profiles", dest="profile_list", default=None, metavar="A,B",
-                   help="judge under each of these profiles (comma-separated)")
-    p.add_argument("--max-calls", type=int, default=None, metavar="N",
-                   help="stop after N model calls; the cases not judged stay pending")
-    p.add_argument("--max-cost", type=float, default=None, metavar="USD",
-                   help="stop once the calls cost USD (needs a price for every model); cases stay pending")
-
-
 def run_limits(args, layer) -> dict:
-    """The ``profiles``, ``max_calls`` and ``max_cost`` RunSettings of ``add_profile_options``' arguments."""
+    """The ``profiles``, ``max_calls`` and ``max_cost`` RunSettings of ``cli.commands.add_profile_options``'
+    arguments."""
     from evalledger.cli.errors import UsageError
     from evalledger.cli.ledger_commands import home_of
     from evalledger.stages.models_file import default_models_path
@@ -221,34 +171,6 @@ def _priced(plan, limits: dict, layer):
             raise UsageError(f"--max-cost needs a price for every model, and the price table has none for "
                              f"{', '.join(unpriced)} (set prices.<model> in --config)")
     return plan
-
-
-def register(sub) -> None:
-    """Add the ``run`` command."""
-    p = sub.add_parser("run", help="judge every pending case until idle, then exit",
-                       description="Process everything pending until idle, then exit. The judge defaults "
-                                   "to the configuration's judge_backend, which defaults to offline. Exit "
-                                   "codes: 0 all judged (also when --max-calls/--max-cost stopped the run, "
-                                   "cases left pending), 1 a case failed, 2 usage error, 3 stopped early "
-                                   "because the judge server could not answer (cases left pending).",
-                       # the first example comes from cli/main.py's EXAMPLES, put before these
-                       epilog="a reasoning model:\n  evalledger run --judge openai --model o3-mini --temperature omit "
-                              "--max-completion-tokens 4000 --timeout 180\n"
-                              "with profiles and a budget:\n  evalledger run --profiles kimi-full,cross-verify "
-                              "--config prices.toml --max-cost 2.50\n"
-                              "each case judged 3 times, the verdict by majority:\n  evalledger run --judge openai "
-                              "--model gpt-4o-mini --repeats 3 --temperature 0.7")
-    add_judge_options(p)
-    add_profile_options(p)
-    p.add_argument("--repeats", type=int, default=None, metavar="K",
-                   help="judge each case K times (seed r on repeat r), the verdict by repeat_rule "
-                        "(majority or all); the same as --set judge_repeats=K")
-    p.add_argument("--retry-failed", action="store_true", help="try the cases with stage.failed again")
-    p.add_argument("--quiet", action="store_true", help="no progress display")
-    p.add_argument("--lease-seconds", type=float, default=None, metavar="S",
-                   help="with a PostgreSQL --store shared by several workers: how long a claimed case stays "
-                        "this worker's without a heartbeat (default 30); a dead worker's cases go to another")
-    p.set_defaults(func=cmd_run)
 
 
 def cmd_run(args) -> int:

@@ -44,16 +44,3 @@ def cmd_view(args) -> int:
     except KeyboardInterrupt:
         print("evalledger view: stopped", file=sys.stderr)
     return 0
-
-
-def register(sub) -> None:
-    """Add view."""
-    p = sub.add_parser("view", help="a local web viewer of the home: overview, cases, compare, live, review")
-    p.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0 picks a free one)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    p.add_argument("--open", action="store_true", help="open the viewer in the default browser")
-    p.add_argument("--review", action="store_true",
-                   help="allow overrides and notes from case pages (needs the token URL printed at start)")
-    p.add_argument("--compare", default=None, metavar="OTHER_HOME", help="compare with another home (a replay)")
-    p.add_argument("--export", default=None, metavar="DIR", help="write a static site of the pages and exit")
-    p.set_defaults(func=cmd_view)

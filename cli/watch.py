@@ -50,8 +50,10 @@ class Callbacks:
     """What the daemon does; each may raise, the daemon logs it and carries on."""
 
     ingest: Callable[[Path], Any]    # one ready inbox file -> a result with ``.status``
-    process: Callable[[Callable[[], None]], Any]   # run every pending step until idle -> a summary;
-                                     # calls its argument between cases (the daemon ingests then)
+    # process(between_cases, should_stop): run every pending step until idle -> a summary; calls
+    # between_cases() as cases finish (the daemon ingests then) and asks should_stop() before each
+    # case starts (True once a stop was requested: the pass starts no new case).
+    process: Callable[[Callable[[], None], Callable[[], bool]], Any]
     refresh: Callable[[], list]      # rewrite the reports -> their paths
     head: Callable[[], Any]          # the ledger head, compared to notice new events
     # subscribe(wake) -> stop: calls wake() when a server store announces appends (None: files tell)
@@ -227,7 +229,7 @@ class Daemon:
         started = time.monotonic()
         seen = self.callbacks.head()
         try:
-            summary = self._call(self.callbacks.process, self.between_cases)
+            summary = self._call(self.callbacks.process, self.between_cases, self.stopping.is_set)
             current = self.callbacks.head()
             reports = []
             if current != self._reported_head:   # even when stopping: the reports match the ledger at exit
@@ -240,6 +242,11 @@ class Daemon:
             self._retry_batch = True
             return
         self._done_head = seen
+        if getattr(summary, "stop", None) == "requested":
+            # Our own stop (SIGTERM/SIGINT): not a failure to report; the cases not started stay
+            # pending and the next start takes them.
+            self.log("pass_stopped", reason="stop requested", pending=getattr(summary, "pending", None))
+            summary.stopped = None
         self.outcome.stopped = getattr(summary, "stopped", None)
         if self.outcome.stopped:
             # The judge could not answer: its cases stay pending. Try again at the next rescan,

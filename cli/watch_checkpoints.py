@@ -47,18 +47,6 @@ class Checkpointer:
                 self.log("publish_failed", level="warning", target=target, seq=checkpoint.size, error=str(exc))
 
 
-def add_checkpoint_options(p) -> None:
-    """The daemon's checkpoint options."""
-    p.add_argument("--checkpoint-key", default=None, metavar="FILE",
-                   help="sign a checkpoint with this key (keygen) every N new events or M minutes")
-    p.add_argument("--checkpoint-events", type=int, default=None, metavar="N",
-                   help="with --checkpoint-key: every N new events (default 1000 unless --checkpoint-minutes)")
-    p.add_argument("--checkpoint-minutes", type=float, default=None, metavar="M",
-                   help="with --checkpoint-key: every M minutes, when there are new events")
-    p.add_argument("--publish", action="append", default=None, metavar="URL|FILE",
-                   help="with --checkpoint-key: also POST each checkpoint to URL or append it to FILE")
-
-
 def checkpointer_for(args, led, log) -> Checkpointer | None:
     """The daemon's Checkpointer when --checkpoint-key was given, else None."""
     if not getattr(args, "checkpoint_key", None):

@@ -17,11 +17,11 @@ from pathlib import Path
 from evalledger import ledger
 from evalledger.cli import daemon_lock
 from evalledger.cli.errors import UsageError
-from evalledger.cli.intake_commands import add_max_response_chars, check_max_response_chars
+from evalledger.cli.intake_commands import check_max_response_chars
 from evalledger.cli.ledger_commands import home_of
-from evalledger.cli.run_commands import EXIT_STOPPED, add_judge_options, run_settings
+from evalledger.cli.run_commands import EXIT_STOPPED, run_settings
 from evalledger.cli.watch import Callbacks, Daemon, Outcome, WatchOptions
-from evalledger.cli.watch_log import FORMATS, Log
+from evalledger.cli.watch_log import Log
 from evalledger.ledger.api import HOME_FOLDERS
 
 
@@ -67,7 +67,8 @@ def real_callbacks(led: ledger.Ledger, settings, log: Log, options: WatchOptions
 
     return Callbacks(
         ingest=lambda path: ingest_path(led, path, from_inbox=True, max_response_chars=options.max_response_chars),
-        process=lambda between_cases: run_until_idle(led, settings, LogProgress(log, between_cases)),
+        process=lambda between_cases, should_stop: run_until_idle(led, settings, LogProgress(log, between_cases),
+                                                                   should_stop),
         refresh=refresh_and_checkpoint,
         head=led.head,
         subscribe=led.subscribe,
@@ -135,28 +136,3 @@ def cmd_watch(args) -> int:
     if args.once and (outcome.errors or outcome.ingested.get("rejected")):
         return 1
     return 0
-
-
-def add_watch_options(p) -> None:
-    """The daemon's options, then the judge and config options a run takes."""
-    p.add_argument("--once", action="store_true",
-                   help="process the inbox and all pending work, then exit (for scripts and tests)")
-    p.add_argument("--rescan-seconds", type=float, default=30.0, metavar="S",
-                   help="rescan the inbox every S seconds as a safety net for lost events (default 30)")
-    p.add_argument("--polling", action="store_true",
-                   help="poll the folders instead of kernel notifications (network filesystems)")
-    p.add_argument("--log-format", choices=FORMATS, default="text",
-                   help="log lines on stderr: text (default) or json, one object a line")
-    add_judge_options(p)  # the same judge and config options as `evalledger run`
-    from evalledger.cli.watch_checkpoints import add_checkpoint_options
-    add_checkpoint_options(p)
-    p.add_argument("--grace-seconds", type=float, default=10.0, metavar="S",
-                   help="after SIGTERM/SIGINT, let in-flight work finish for S seconds before abandoning it")
-    add_max_response_chars(p)
-
-
-def register(sub) -> None:
-    """Add the ``watch`` command to the parser."""
-    p = sub.add_parser("watch", help="daemon: ingest files dropped into the inbox, judge them, refresh reports")
-    add_watch_options(p)
-    p.set_defaults(func=cmd_watch)

@@ -198,6 +198,7 @@ class Consistency:
     holds: list[int]                 # sizes of the checkpoints the ledger extends
     broken: int | None               # size of the first checkpoint it no longer extends
     reason: str | None
+    root: str | None = None          # the Merkle root (hex) of the whole ledger, once computed
 
 
 def check_consistency(led: Ledger, rows: list[dict[str, Any]], verifier: signed_note.Verifier | None = None) -> Consistency:
@@ -230,4 +231,4 @@ def check_consistency(led: Ledger, rows: list[dict[str, Any]], verifier: signed_
             return Consistency(len(checkpoints), holds, cp.size, f"the event at seq {cp.size} is not the "
                                f"checkpoint's chain head")
         holds.append(cp.size)
-    return Consistency(len(checkpoints), holds, None, None)
+    return Consistency(len(checkpoints), holds, None, None, new_root.hex())

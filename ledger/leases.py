@@ -20,7 +20,8 @@ from evalledger.ledger.persistence import LedgerError
 DEFAULT_LEASE_SECONDS = 30.0
 
 
-def _table_sql(schema: str) -> str:
+def table_sql(schema: str) -> str:
+    """The claims table (created by the store under its sequencer lock: CREATE IF NOT EXISTS races)."""
     return f"""
 CREATE TABLE IF NOT EXISTS {schema}.claims (
     work TEXT PRIMARY KEY,
@@ -42,7 +43,7 @@ class Leases:
         self.held: set[str] = set()
         self._lock = threading.Lock()
         self._conn = connect()
-        self._conn.execute(_table_sql(schema))
+        self._conn.execute(table_sql(schema))
         self._stop = threading.Event()
         self._beat = threading.Thread(target=self._heartbeat, name=f"lease-heartbeat-{owner}", daemon=True)
         self._beat.start()

@@ -22,6 +22,7 @@ from evalledger.ledger.call_slots import CallSlots
 from evalledger.ledger.call_slots import table_sql as call_slots_sql
 from evalledger.ledger.envelope import GENESIS_HASH, Event
 from evalledger.ledger.leases import Leases
+from evalledger.ledger.leases import table_sql as claims_sql
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.persistence import (
     TREE_KEPT,
@@ -179,6 +180,7 @@ class PostgresRecorder(Recorder):
             self.conn.execute(_schema_sql(self.schema))
             self.conn.execute(call_slots_sql(self.schema))
             self.conn.execute(file_bytes.table_sql(self.schema))
+            self.conn.execute(claims_sql(self.schema))   # here, under the lock: two workers opening at once raced
             self._complete_tree()
 
     def _complete_tree(self) -> None:

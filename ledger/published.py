@@ -55,8 +55,9 @@ def read_heads(path: str | Path) -> list[PublishedHead]:
                     raise LedgerError('a checkpoint line needs {"seq": N, "hash": "..."}')
                 head = parse_head(f"{data['seq']}:{data.get('hash')}")
             else:
+                # SEQ:HASH, the line verify prints (head SEQ:HASH), or the older form seq SEQ HASH
                 head = parse_head(line.removeprefix("seq ").replace(" ", ":", 1) if line.startswith("seq ")
-                                  else line)
+                                  else line.removeprefix("head ").strip())
         except (LedgerError, ValueError) as exc:
             raise LedgerError(f"{where}: {exc}") from None
         heads.append(PublishedHead(head, where))

@@ -148,8 +148,10 @@ class RunSummary:
     busy: bool = False                       # another run_until_idle of this process was running
     # A run stops early for one of two reasons, told apart by ``stop``: "judge_unavailable" (the
     # judge server cannot answer: exit 3) or "budget" (a --max-calls/--max-cost cap: a clean stop).
+    # A third, "requested": the caller asked the run to stop (the watch daemon on SIGTERM); the
+    # cases in flight finish and commit, no new case starts.
     stopped: str | None = None               # why the run stopped early; its cases are left pending
-    stop: str | None = None                  # "judge_unavailable" or "budget" when it stopped
+    stop: str | None = None                  # "judge_unavailable", "budget" or "requested" when it stopped
     pending: int = 0                         # cases left pending by a stopped run
     left_pending: int = 0                    # the same number (the budget's name for it)
     model_calls: int = 0                     # calls sent to a model (reused and replayed answers are free)
@@ -254,8 +256,9 @@ class _Watermarks:
 class _Run:
     """One run: its id, judge, counters and progress; processes scans until nothing is pending."""
 
-    def __init__(self, led, settings: RunSettings, progress):
+    def __init__(self, led, settings: RunSettings, progress, should_stop: Callable[[], bool] | None = None):
         self.led = led
+        self.should_stop = should_stop or (lambda: False)   # asked before each new case starts
         self.settings = settings
         self.progress = progress
         self.run_config = settings.run_config()
@@ -333,6 +336,8 @@ class _Run:
 
         ``full``: the first scan ignores the tracking positions (a full reconcile).
         """
+        if self.should_stop():   # asked to stop before the pass began: start nothing, write nothing
+            return self.summary
         if self.plan is not None:
             try:
                 failures = await self.plan.open_cases(self.led, self.id, self.run_config,
@@ -561,19 +566,23 @@ class _Run:
             self.progress.update(self.counters)
 
     def _stopped(self) -> bool:
-        """True once the run must start no new case: the judge cannot answer, or the budget is spent."""
-        return self.stopped is not None or self.budget.stopped is not None
+        """True once the run must start no new case: the judge cannot answer, the budget is spent,
+        or the caller asked it to stop."""
+        return self.stopped is not None or self.budget.stopped is not None or self.should_stop()
 
     def _record_stop(self) -> None:
         """Put why the run stopped, and how many cases it left pending, in the summary.
 
-        An unavailable judge outranks a spent budget: it is the stop the user must act on.
+        An unavailable judge outranks a spent budget, which outranks a requested stop: the first is
+        the stop the user must act on.
         """
         s = self.summary
         if self.stopped is not None:
             s.stopped, s.stop = self.stopped, "judge_unavailable"
-        else:
+        elif self.budget.stopped is not None:
             s.stopped, s.stop = self.budget.stopped, "budget"
+        else:
+            s.stopped, s.stop = "a stop was requested; the cases in flight finished", "requested"
         s.pending = s.left_pending = len(find_pending(self.led, select=self._select()).cases)
 
     async def _close_plan(self) -> None:
@@ -620,7 +629,8 @@ def _process_lock(led) -> threading.Lock:
         return _LOCKS.setdefault(name, threading.Lock())
 
 
-async def run_until_idle_async(led, settings: RunSettings | None = None, progress=None) -> RunSummary:
+async def run_until_idle_async(led, settings: RunSettings | None = None, progress=None,
+                               should_stop: Callable[[], bool] | None = None) -> RunSummary:
     """``run_until_idle`` for callers that already run an event loop."""
     lock = _process_lock(led)
     if not lock.acquire(blocking=False):
@@ -628,7 +638,7 @@ async def run_until_idle_async(led, settings: RunSettings | None = None, progres
     try:
         with _home_lock(led):
             full = _next_pass_is_full(led)
-            return await _Run(led, settings or RunSettings(), progress).execute(full)
+            return await _Run(led, settings or RunSettings(), progress, should_stop).execute(full)
     finally:
         lock.release()
 
@@ -644,15 +654,20 @@ def _next_pass_is_full(led) -> bool:
     return count % RECONCILE_EVERY == 0
 
 
-def run_until_idle(led, settings: RunSettings | None = None, progress=None) -> RunSummary:
+def run_until_idle(led, settings: RunSettings | None = None, progress=None,
+                   should_stop: Callable[[], bool] | None = None) -> RunSummary:
     """Process everything pending until idle, then return what was done (see module docstring).
+
+    ``should_stop`` (thread-safe, e.g. ``threading.Event.is_set``) is asked before each case
+    starts: once it returns True no new case starts, the cases in flight finish and commit, and
+    the summary says ``stop = "requested"``; the cases not started stay pending for the next run.
 
     Reentrant-safe: a call while another runs in this process returns at once with ``busy``;
     across processes, runs on one home take turns (a lock file beside the ledger). Cheap when
     nothing is pending: one scan from each stage's tracking position, except for a process's
     first pass on a ledger and every ``RECONCILE_EVERY``-th, which scan it whole.
     """
-    coroutine = run_until_idle_async(led, settings, progress)
+    coroutine = run_until_idle_async(led, settings, progress, should_stop)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -22,14 +22,12 @@ from typing import Iterator
 from evalledger.ledger import Event, Ledger, NewEvent, event_id
 from evalledger.stages import intake_events as ev
 from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
+from evalledger.stages.limits import (  # noqa: F401 (the limit is re-exported: callers import it from here)
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_RESPONSE_CHARS,
+    MAX_RESPONSE_CHARS_LIMIT,
+)
 from evalledger.stages.printable import escape_unprintable, shown_name
-
-DEFAULT_MAX_BYTES = 50 * 2**20
-# Per response, in characters. Deep judgment sends the response in several judge requests and
-# each is recorded, so one huge response multiplies into the ledger (two 1 MB responses made a
-# 171 MB home); 200,000 characters is far beyond a usual answer. The formats allow 1,000,000.
-DEFAULT_MAX_RESPONSE_CHARS = 200_000
-MAX_RESPONSE_CHARS_LIMIT = 1_000_000
 
 
 @dataclass

@@ -246,3 +246,31 @@ def test_a_case_that_ends_without_its_terminal_event_fails_instead_of_staying_pe
         [failed] = data(home, "stage.failed")
         assert "no claim.scored" in failed["reason"]
         assert run_until_idle(led).cases == 0
+
+
+def test_should_stop_is_asked_before_each_case_and_the_rest_stays_pending(tmp_path):
+    six = [{"question_id": "q1", "model": f"model-{i}", "text": RESPONSE} for i in range(6)]
+    home = home_with(tmp_path, ("b.json", template_benchmark(responses=six)))
+
+    class Counting:   # counts the cases that finished, as the daemon's progress does
+        done = 0
+
+        def start(self, *args): pass
+
+        def update(self, counters): Counting.done = counters.cases_done
+
+        def finish(self, counters): pass
+
+    one_at_a_time = RunSettings(max_cases_in_flight=1)
+    with ledger.open_ledger(home) as led:
+        head = led.head()
+        nothing = run_until_idle(led, one_at_a_time, should_stop=lambda: True)
+        assert (nothing.cases, led.head()) == (0, head)   # asked before the pass: not even run.started
+        stopped = run_until_idle(led, one_at_a_time, Counting(), should_stop=lambda: Counting.done >= 2)
+        assert (stopped.cases, stopped.judged, stopped.stop, stopped.pending) == (2, 2, "requested", 4)
+        [completed] = [e.data for e in led.read(types=["run.completed"])]
+        assert completed["stop"] == "requested" and completed["left_pending"] == 4
+        rest = run_until_idle(led)
+        assert (rest.cases, rest.judged, rest.stop) == (4, 4, None)
+        judged = [e.data["case_id"] for e in led.read(types=["case.judged"])]
+        assert len(judged) == len(set(judged)) == 6

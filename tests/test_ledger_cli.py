@@ -23,7 +23,7 @@ def test_init_note_log_verify_as_subprocesses(tmp_path, run_cli):
     assert '"author":"ana"' in log.stdout and "note.added" in log.stdout
     verify = run_cli("verify", home=home)
     head = ledger.open_ledger(home, readonly=True).head()
-    assert verify.returncode == 0 and verify.stdout.strip() == f"seq 2 {head.hash}"
+    assert verify.returncode == 0 and verify.stdout.strip() == f"head 2:{head.hash}"
 
 
 def test_log_filters_and_json_lines(home, capsys):

@@ -30,7 +30,7 @@ def build(path: Path) -> ledger.Head:
 def failures(result) -> list[tuple[int, str, str]]:
     """(seq, source, reason) of each FAILED line verify printed."""
     found = []
-    for line in result.stderr.splitlines():
+    for line in result.stdout.splitlines():
         match = FAILED.match(line)
         if match:
             found.append((int(match.group(1)), match.group(2), match.group(3)))
@@ -41,7 +41,7 @@ def assert_fails(result, seq: int, source: str, reason: str) -> None:
     """verify exited 1 and printed a problem at ``seq`` in ``source`` whose reason matches."""
     assert result.returncode == 1, result.stdout + result.stderr
     hits = [f for f in failures(result) if f[0] == seq and source in f[1] and re.search(reason, f[2])]
-    assert hits, f"no problem at seq {seq} in {source} matching {reason!r}:\n{result.stderr}"
+    assert hits, f"no problem at seq {seq} in {source} matching {reason!r}:\n{result.stdout}"
 
 
 def forged_line(seq: int, prev_hash: str, text: str, stream: str = "case:a", version: int = 1) -> bytes:
@@ -72,7 +72,7 @@ def test_sqlite_edit(home, run_cli):
     result = run_cli("verify", home=home)
     assert_fails(result, 3, STORE, "hash does not match the stored bytes")
     assert failures(result)[0][:2] == (3, str(home / "ledger.db") + " (table events)")
-    assert "triggers that refuse UPDATE and DELETE are missing" in result.stderr
+    assert "triggers that refuse UPDATE and DELETE are missing" in result.stdout
 
 
 def test_sqlite_deletion(home, run_cli):
@@ -230,7 +230,7 @@ def test_jsonl_truncation_is_caught_by_the_published_head(jsonl, run_cli):
     path, head = jsonl
     rewrite(path, lambda ls: ls[:4])
     plain = run_cli("verify", home=path)
-    assert plain.returncode == 0 and plain.stdout.startswith("seq 4 ")  # a shorter chain is still a chain
+    assert plain.returncode == 0 and plain.stdout.startswith("head 4:")  # a shorter chain is still a chain
     result = run_cli("verify", "--expect-head", f"{head.seq}:{head.hash}", home=path)
     assert_fails(result, 5, "ledger.jsonl", "ends at seq 4, but head 6 was published.*truncated")
 

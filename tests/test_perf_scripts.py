@@ -17,6 +17,8 @@ import pytest
 PERF = Path(__file__).resolve().parents[1] / "benchmarks" / "perf"
 
 CASES = {
+    "cli_startup_bench.py": (["--rounds", "2"], ["baseline python -c pass", "evalledger --help", "ratio",
+                                                "heavy modules imported by --help: 0"]),
     "fuzzy_bench.py": (["--small"], ["speed-up vs difflib", "ExactMatch", "NumericTolerance", "checks/s"]),
     "judge_bench.py": (["--calls", "60", "--concurrency", "8", "--latency", "0.01"],
                        ["ideal", "ratio", "recording", "target < 1.0 ms", "answered 429 and retried",

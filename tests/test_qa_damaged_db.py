@@ -16,7 +16,7 @@ def test_verify_of_an_unreadable_store_is_a_finding_not_a_traceback(home, run_cl
     mirror = _damage(home)
     done = run_cli("verify", home=home)
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert done.stderr.startswith("FAILED ") and "ledger.db: cannot be read as an SQLite database" in done.stderr
+    assert done.stdout.startswith("FAILED ") and "ledger.db: cannot be read as an SQLite database" in done.stdout
     assert (home / "events.jsonl").read_bytes() == mirror
 
 

@@ -53,7 +53,7 @@ def test_a_forged_verdict_is_refused_by_report_and_named_by_verify_projections(r
     verify = run_cli("verify", "--projections", home=home)
     assert verify.returncode == 1
     assert (f"proj_cases row case_id='{case_id}': column verdict is 'pass' in the stored read models, "
-            "'fail' folded from the events") in verify.stderr
+            "'fail' folded from the events") in verify.stdout
 
     assert run_cli("rebuild", home=home).returncode == 0
     assert run_cli("verify", "--projections", home=home).returncode == 0
@@ -76,7 +76,7 @@ def test_a_forgery_that_also_rewrites_the_digest_is_still_found_by_verify_projec
     assert run_cli("report", home=home).returncode == 0   # the digest alone cannot tell
     verify = run_cli("verify", "--projections", home=home)
     assert verify.returncode == 1
-    assert f"proj_cases row case_id='{case_id}': column state is" in verify.stderr
+    assert f"proj_cases row case_id='{case_id}': column state is" in verify.stdout
 
 
 def test_read_models_behind_the_head_are_not_a_finding(reported, run_cli):
@@ -91,7 +91,7 @@ def test_verify_finds_a_tracking_position_past_the_head(reported, run_cli):
     forge(home, "insert or replace into tracking values ('stage:template', 999999)")
     verify = run_cli("verify", home=home)
     assert verify.returncode == 1
-    assert "tracking record 'stage:template' is at seq 999999, past the head" in verify.stderr
+    assert "tracking record 'stage:template' is at seq 999999, past the head" in verify.stdout
     (home.parent / "late.json").write_bytes(benchmark_file(5, questions=2))
     assert run_cli("ingest", home.parent / "late.json", home=home).returncode == 0
     run = run_cli("run", "--quiet", home=home)
@@ -153,8 +153,8 @@ def test_a_list_of_published_heads_names_the_latest_that_holds_and_the_first_tha
         assert done.returncode == 1
         assert f"latest published head that still holds: seq {heads[2].replace(':', ' ')} ({published}:" in done.stdout
         assert f"first published head that does not hold: seq {heads[3].replace(':', ' ')}" in done.stdout
-        assert "FAILED first published head that does not hold" in done.stderr
-        assert "the ledger holds" in done.stderr
+        assert "FAILED first published head that does not hold" in done.stdout
+        assert "the ledger holds" in done.stdout
 
 
 def test_a_cut_ledger_and_bad_published_lists(home, run_cli, tmp_path):
@@ -167,7 +167,7 @@ def test_a_cut_ledger_and_bad_published_lists(home, run_cli, tmp_path):
     done = run_cli("verify", "--expect-head", listing, home=cut)
     assert done.returncode == 1
     assert f"first published head that does not hold: seq {heads[1].replace(':', ' ')}" in done.stdout
-    assert "the ledger ends at seq 1" in done.stderr
+    assert "the ledger ends at seq 1" in done.stdout
 
     bad = tmp_path / "bad.txt"
     bad.write_text(heads[0] + "\nnot a head\n")

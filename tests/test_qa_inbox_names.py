@@ -25,4 +25,4 @@ def test_a_symlink_in_the_inbox_is_left_alone_by_both(home, tmp_path, run_cli, c
     done = run_cli(*command, home=home)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (home / "inbox" / "link.json").is_symlink()
-    assert run_cli("verify", home=home).stdout.startswith("seq 0 ")
+    assert run_cli("verify", home=home).stdout.startswith("head 0:")

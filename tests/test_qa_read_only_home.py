@@ -61,7 +61,7 @@ def test_reading_commands_work_on_a_read_only_home_and_writing_ones_say_why_not(
     history = evalledger(ro, "history", case_id)
     assert "credit.scored" in history.stdout
     verify = evalledger(ro, "verify")
-    assert "FAILED" not in verify.stderr and verify.stdout.strip() == f"seq {head.seq} {head.hash}"
+    assert "FAILED" not in verify.stdout and verify.stdout.strip() == f"head {head.seq}:{head.hash}"
 
     for command in (["report"], ["run"], ["note", "--new-stream", "case:x", "hello"]):
         done = evalledger(ro, *command, check=False)

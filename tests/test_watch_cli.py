@@ -17,6 +17,7 @@ import pytest
 from evalledger import ledger
 from watch_support import (
     BAD_FILE,
+    CLI,
     REPO,
     benchmark_file,
     cli_env,
@@ -116,7 +117,7 @@ def test_events_appended_by_another_process_wake_the_daemon_within_a_second(home
         judged_at = max(_recorded_at(e) for e in events(home, "case.judged"))
         assert judged_at - ingested_at < 1.0             # woken by the ledger files, not by a rescan
         evalledger(home, "note", "--new-stream", "case:x", "a note from a shell")
-        head = evalledger(home, "verify").stdout.split()[1]
+        head = evalledger(home, "verify").stdout.split()[1].split(":")[0]
         assert wait_for(lambda: f"seq {head}," in (home / "reports" / "index.md").read_text(), 2)
     finally:
         assert stop(proc) == 0
@@ -174,7 +175,7 @@ SLOW_DAEMON = textwrap.dedent("""
     home, seconds, grace = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
     state = {"head": 0}
 
-    def process(between_cases):
+    def process(between_cases, should_stop):
         if state["head"] == 0:
             print("busy", flush=True)
             time.sleep(seconds)            # a long judge call in flight
@@ -243,3 +244,51 @@ def test_sigterm_in_the_middle_of_a_real_pass_exits_0_and_a_restart_finishes_the
     assert evalledger(home, "watch", "--once", check=False).returncode == 0
     judged = [e["data"]["case_id"] for e in events(home, "case.judged")]
     assert len(judged) == len(set(judged)) == 320
+
+
+def test_sigterm_mid_pass_starts_no_new_case_and_a_restart_finishes_the_rest_once(home, tmp_path):
+    """A real daemon judging 60 cases through a slow stand-in judge gets SIGTERM a few cases in:
+    the cases in flight finish and commit, no new one starts, the daemon exits at once (not at
+    the end of the pass, nor after the grace period), the ledger verifies, and a restart judges
+    each remaining case exactly once."""
+    from evalledger.stages.intake import ingest_path
+    from evalledger.testing.stand_in import StandIn, StandInThread
+    total = 60
+    bench = tmp_path / "bench-7.json"
+    bench.write_bytes(benchmark_file(7, questions=20, models=("a", "b", "c")))
+    with ledger.open_ledger(home) as led:
+        assert ingest_path(led, bench).status == "accepted"
+    log = tmp_path / "watch.log"
+    with StandInThread(StandIn(delay=0.25)) as stand_in:
+        env = {**cli_env(), "OPENAI_API_KEY": "sk-local-placeholder-key", "OPENAI_BASE_URL": stand_in.base_url}
+        judge = ["--judge", "openai", "--model", "stand-in-1", "--concurrency", "4"]
+        with open(log, "ab") as err:
+            proc = subprocess.Popen([*CLI, "--home", str(home), "watch", "--log-format", "json", *judge],
+                                    stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=REPO)
+        try:
+            assert wait_for(lambda: len(stand_in.requests) >= 4, 30), log.read_text()
+            before = len(stand_in.requests)
+            proc.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            assert proc.wait(timeout=30) == 0
+            took = time.monotonic() - signalled
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        # At most the 16 cases in flight (and those a loaded machine started before the signal
+        # landed) were asked for after the signal; finishing the pass would ask for about 55.
+        started_after = len(stand_in.requests) - before
+        assert started_after <= 20, started_after
+        assert took < 5, f"the daemon took {took:.1f} s to stop: it went on with the pass"
+        judged_at_stop = judged_count(home)
+        assert judged_at_stop < total // 2
+        assert any(r["event"] == "pass_stopped" for r in log_records(log))
+        with ledger.open_ledger(home, readonly=True) as led:
+            assert led.verify().ok
+        # Restart: the rest is judged, each case once (quickly: the judge need not be slow now).
+        stand_in.delay = 0.0
+        again = evalledger(home, "watch", "--once", *judge, timeout=120, env=env)
+    assert again.returncode == 0, again.stderr
+    with ledger.open_ledger(home, readonly=True) as led:
+        judged = [e.data["case_id"] for e in led.read(types=["case.judged"])]
+    assert len(judged) == total and len(set(judged)) == total

@@ -50,7 +50,7 @@ class StandIn:
         path.rename(self.home / "processed" / path.name)
         return "accepted"
 
-    def process(self, between_cases):
+    def process(self, between_cases, should_stop=lambda: False):
         self.process_calls += 1
         if self.fail_process:
             raise RuntimeError("stand-in dispatcher failed")

@@ -24,10 +24,11 @@ def cli_env() -> dict[str, str]:
 CLI = [sys.executable, "-m", "evalledger"]
 
 
-def evalledger(home: Path, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run ``evalledger --home HOME ARGS`` to completion."""
+def evalledger(home: Path, *args: str, check: bool = True, timeout: float = 60,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``evalledger --home HOME ARGS`` to completion (in ``env``, default ``cli_env()``)."""
     proc = subprocess.run([*CLI, "--home", str(home), *args], capture_output=True,
-                          text=True, env=cli_env(), cwd=REPO, timeout=timeout)
+                          text=True, env=env or cli_env(), cwd=REPO, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"evalledger {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc

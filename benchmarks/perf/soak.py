@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cases judged exactly once: {found['judged_once']} of {found['cases']}")
     print(f"stuck cases: {found['stuck']} (target 0)")
     print(f"hung daemons: {len(run['hung'])} (target 0)")
-    verdict = "ok" if verify.returncode == 0 else "FAILED " + (verify.stderr.strip().splitlines() or ["?"])[0]
+    verdict = "ok" if verify.returncode == 0 else (verify.stdout.strip().splitlines() or ["FAILED ?"])[0]
     print(f"verify: {verdict}")
     good = (found["ingested_once"] == found["files"] and found["judged_once"] == found["cases"]
             and found["stuck"] == 0 and not run["hung"] and verify.returncode == 0)
