@@ -59,11 +59,12 @@ class HomeView:
 
     # --- pages' data --------------------------------------------------------------------------------
     def overview(self) -> tuple[dict, dict]:
-        """The aggregates (as in aggregate-stats.json) and the runs, cached per head."""
+        """The aggregates (as in aggregate-stats.json) and the runs, each with its judge ``usage``
+        (calls, tokens, cost: ``index.run_usage``), cached per head."""
         if self._overview is None or self._overview[0] != self.seen_head:
             store = ReadModelStore(self.led)
             try:
-                runs = store.load_keyed("proj_runs")
+                runs = with_usage(store.load_keyed("proj_runs"), index.run_usage(self.index))
                 aggregates = self._written_aggregates(store.position())
                 if aggregates is None:
                     aggregates = build_aggregates(store.position(), list(store.iter_cases()),
@@ -134,3 +135,13 @@ class HomeView:
     def all_case_ids(self) -> list[str]:
         """Every indexed case id, sorted (the export walks them)."""
         return [r[0] for r in self.index.execute("SELECT case_id FROM view_cases ORDER BY case_id")]
+
+
+def with_usage(runs: dict[str, dict], usage: dict[str, dict]) -> dict[str, dict]:
+    """``runs`` (proj_runs states) each with its ``usage`` (zero calls when it made none); a run
+    known only by its judge calls (calls recorded outside any run: ``index.NO_RUN``) gets a row too."""
+    none = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "tokens": 0, "cost": 0.0, "unpriced_calls": 0}
+    out = {run_id: {**run, "usage": usage.get(run_id, none)} for run_id, run in runs.items()}
+    for run_id, sums in usage.items():
+        out.setdefault(run_id, {"run": run_id, "started": None, "completed": None, "usage": sums})
+    return out
