@@ -121,9 +121,8 @@ def costed_home(tmp: Path, run_cli) -> Path:
     """A home judged by two real runs against a stand-in OpenAI server that reports usage tokens:
     the first without a price for its model (capped at 7 calls: its cost is unknown), the second
     with one (it finishes the cases: its cost is known)."""
-    from profiles_support import scripted_judge, write
-
     from evalledger.testing.stand_in import StandIn, StandInThread
+    from profiles_support import scripted_judge, write
     home = tmp / "home"
     assert run_cli("init", home=home).returncode == 0
     assert run_cli("ingest", write(tmp / "lines.audit.jsonl", AUDIT_LINES), home=home).returncode == 0

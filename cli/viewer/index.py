@@ -259,14 +259,22 @@ def _where(filters: dict[str, str]) -> tuple[str, list]:
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
+def count_cases(conn: sqlite3.Connection, filters: dict[str, str]) -> int:
+    """How many cases match ``filters``."""
+    where, params = _where(filters)
+    return conn.execute(f"SELECT COUNT(*) FROM view_cases{where}", params).fetchone()[0]
+
+
 def query_cases(conn: sqlite3.Connection, filters: dict[str, str], sort: str = "case", descending: bool = False,
-                page: int = 1, page_size: int = PAGE_SIZE) -> dict[str, Any]:
-    """One page of cases matching ``filters`` (verdict, benchmark, model, q, changed), and the total."""
+                page: int = 1, page_size: int = PAGE_SIZE, total: int | None = None) -> dict[str, Any]:
+    """One page of cases matching ``filters`` (verdict, benchmark, model, q, changed), and the total
+    (counted here unless the caller knows it: ``count_cases`` at the same index position)."""
     where, params = _where(filters)
     column = SORTS.get(sort, "case_id")
     order = "DESC" if descending else "ASC"
     tie = "" if column == "case_id" else f", case_id {order}"   # a repeated key would make SQLite sort
-    total = conn.execute(f"SELECT COUNT(*) FROM view_cases{where}", params).fetchone()[0]
+    if total is None:
+        total = count_cases(conn, filters)
     pages = max(1, -(-total // page_size))
     page = min(max(1, page), pages)
     # Two steps: the page's ids from the sort column's index alone (skipping OFFSET entries of a

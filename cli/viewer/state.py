@@ -21,6 +21,8 @@ from evalledger.projections.case_result import case_result
 from evalledger.projections.history import CaseNotFound, case_history
 from evalledger.projections.store import ReadModelStore, reports_dir, store_path
 
+COUNTS_KEPT = 256            # filter combinations whose case count is kept (per ledger head)
+
 
 class HomeView:
     """The viewer's handle on one home (read-only except for review writes, which open their own)."""
@@ -35,6 +37,7 @@ class HomeView:
         self._overview: tuple[int, Any] | None = None
         self._diff: tuple[tuple[int, int], dict] | None = None
         self._choices: tuple[int, dict] | None = None
+        self._counts: dict[tuple, int] = {}
         self.refresh()
 
     def close(self) -> None:
@@ -95,9 +98,23 @@ class HomeView:
 
     def cases(self, filters: dict, sort: str, descending: bool, page: int) -> dict:
         """One page of the case table."""
-        if filters.get("changed") and self.compare_home:
-            self.diff()                                     # keeps view_changed current
-        return index.query_cases(self.index, filters, sort, descending, page)
+        if filters.get("changed"):
+            if self.compare_home:
+                self.diff()                                 # keeps view_changed current
+            return index.query_cases(self.index, filters, sort, descending, page)
+        return index.query_cases(self.index, filters, sort, descending, page, total=self._count(filters))
+
+    def _count(self, filters: dict) -> int:
+        """The number of cases matching ``filters``, counted once per ledger head: paging through a
+        table (or sorting it) asks the same count again, and at 100,000 cases counting costs more
+        than fetching a page."""
+        key = (self.seen_head, tuple(sorted(filters.items())))
+        total = self._counts.get(key)
+        if total is None:
+            if len(self._counts) >= COUNTS_KEPT or any(k[0] != self.seen_head for k in self._counts):
+                self._counts.clear()
+            total = self._counts[key] = index.count_cases(self.index, filters)
+        return total
 
     def case(self, case_id: str) -> tuple[dict, dict | None]:
         """The case's history (from the ledger) and its result (from the read models)."""
