@@ -119,10 +119,12 @@ def case_history(led, case_id: str) -> dict[str, Any]:
             row["judge_calls"] = [_call_row(c) for c in calls if call_backs_step(c, event)]
             row["computed"] = event.type in COMPUTED
         rows.append(row)
-    head = opened.payload() if opened else None
+    # The opening's payload was validated when it was appended: read its fields as stored rather
+    # than validating it again (a pydantic model per case page).
+    head = opened.data if opened is not None and isinstance(opened.data, dict) else {}
     return {**_deep_fields(case_id, events),
-            "case_id": case_id, "benchmark": head.benchmark if head else None, "model": head.model if head else None,
-            "question_id": head.question_id if head else None, "kind": head.kind if head else None,
+            "case_id": case_id, "benchmark": head.get("benchmark"), "model": head.get("model"),
+            "question_id": head.get("question_id"), "kind": head.get("kind"),
             "events": rows}
 
 
