@@ -336,3 +336,23 @@ def test_case_counts_are_kept_per_head_and_follow_new_cases(failing):
         assert after["total"] == first["total"] + 1 and len(view._counts) == 1
     finally:
         view.close()
+
+
+def test_case_pages_read_deep_judgment_from_the_read_models_as_the_fold_gives_it(failing, tmp_path):
+    """The case page takes the deep-judgment fields from the case's read-model state; they equal
+    those of folding the case's events again (``history``), case by case."""
+    from evalledger.cli.viewer.state import HomeView
+    from evalledger.projections.history import case_history
+    home, _ = failing
+    xss_ids = xss_home(tmp_path / "xss")
+    for path in (home, tmp_path / "xss"):
+        view = HomeView(path)
+        try:
+            ids = view.all_case_ids()
+            assert len(ids) >= len(xss_ids)
+            for case_id in ids:
+                shown, _ = view.case(case_id)
+                assert shown == case_history(view.led, case_id)
+            assert any(view.case(i)[0].get("deep_judgment") for i in ids)
+        finally:
+            view.close()

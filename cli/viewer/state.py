@@ -120,10 +120,16 @@ class HomeView:
         """The case's history (from the ledger) and its result (from the read models)."""
         if not case_id.isalnum() or len(case_id) > 128:
             raise CaseNotFound(f"no case {case_id!r} in this ledger")
-        history = case_history(self.led, case_id)
         row = self.store.execute("SELECT state FROM proj_cases WHERE case_id = ?", (case_id,)).fetchone()
-        result = case_result(restore_case(decode_json(row[0]))) if row else None
-        return history, result
+        state = restore_case(decode_json(row[0])) if row else None
+        # The read models are folded up to the head this view has seen: their state gives the
+        # deep-judgment fields, so the history does not fold the case's events again.
+        history = case_history(self.led, case_id, state if self._folded_to_head() else None)
+        return history, case_result(state) if state is not None else None
+
+    def _folded_to_head(self) -> bool:
+        """True when the read models are at the ledger's head (no append since the last refresh)."""
+        return self.seen_head == self.head_seq()
 
     def verify(self):
         """``led.verify()`` now (on demand: it reads every event)."""
