@@ -103,9 +103,9 @@ def test_overview_of_the_demo_home(page, demo, viewer):
     assert not page.dialogs
 
 
-def test_overview_shows_each_runs_judge_tokens_and_cost(page, tmp_path, viewer, run_cli):
+def test_overview_shows_each_runs_judge_tokens_and_cost(page, tmp_path_factory, viewer, run_cli):
     """Two runs against a stand-in that reports usage: the unpriced one's cost reads "unknown"."""
-    home = costed_home(tmp_path, run_cli)
+    home = costed_home(tmp_path_factory.mktemp("costed"), run_cli)
     expected = usage_by_run(home)
     page.goto(viewer(home))
     rows = page.locator("table.runs tbody tr")

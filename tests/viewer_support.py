@@ -117,10 +117,15 @@ AUDIT_LINES = [{"id": i, "tag": "clean" if i % 2 else "major_factual", "difficul
 PRICES = "[prices.judge-1]\ninput_per_million = 1000.0\noutput_per_million = 1000.0\n"
 
 
+_COSTED: list[Path] = []        # built once per test session (four CLI processes): tests only read it
+
+
 def costed_home(tmp: Path, run_cli) -> Path:
     """A home judged by two real runs against a stand-in OpenAI server that reports usage tokens:
     the first without a price for its model (capped at 7 calls: its cost is unknown), the second
-    with one (it finishes the cases: its cost is known)."""
+    with one (it finishes the cases: its cost is known). Built in ``tmp`` by the first caller."""
+    if _COSTED and _COSTED[0].exists():
+        return _COSTED[0]
     from evalledger.testing.stand_in import StandIn, StandInThread
     from profiles_support import scripted_judge, write
     home = tmp / "home"
@@ -132,6 +137,7 @@ def costed_home(tmp: Path, run_cli) -> Path:
         unpriced = run_cli("run", "--quiet", "--judge", "openai", "--max-calls", "7", home=home, env=env)
         priced = run_cli("run", "--quiet", "--judge", "openai", "--config", tmp / "prices.toml", home=home, env=env)
     assert unpriced.returncode == 0 and priced.returncode == 0, unpriced.stderr + priced.stderr
+    _COSTED[:] = [home]
     return home
 
 
