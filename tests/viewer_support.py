@@ -128,8 +128,7 @@ def costed_home(tmp: Path, run_cli) -> Path:
         return _COSTED[0]
     from evalledger.testing.stand_in import StandIn, StandInThread
     from profiles_support import scripted_judge, write
-    home = tmp / "home"
-    assert run_cli("init", home=home).returncode == 0
+    home = ledger.init_home(tmp / "home")
     assert run_cli("ingest", write(tmp / "lines.audit.jsonl", AUDIT_LINES), home=home).returncode == 0
     write(tmp / "prices.toml", PRICES)
     with StandInThread(StandIn(reply_fn=scripted_judge())) as server:
