@@ -97,8 +97,18 @@ def _deep_fields(case_id: str, events: list) -> dict[str, Any]:
     return deep_judgment_results(case)
 
 
-def case_history(led, case_id: str) -> dict[str, Any]:
-    """The case's events in seq order, each with its judge calls (JSON-ready)."""
+def _deep_results(state: dict[str, Any]) -> dict[str, Any]:
+    from evalledger.projections.deep_results import deep_judgment_results
+    return deep_judgment_results(state)
+
+
+def case_history(led, case_id: str, state: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The case's events in seq order, each with its judge calls (JSON-ready).
+
+    ``state``: the case's read-model state (``restore_case``) when the caller has it at the
+    ledger's position; the deep-judgment fields are then read from it instead of folding the
+    case's events a second time.
+    """
     events = list(led.read(stream=f"case:{case_id}"))
     if not events:
         raise CaseNotFound(f"no case {case_id!r} in this ledger")
@@ -119,10 +129,13 @@ def case_history(led, case_id: str) -> dict[str, Any]:
             row["judge_calls"] = [_call_row(c) for c in calls if call_backs_step(c, event)]
             row["computed"] = event.type in COMPUTED
         rows.append(row)
-    head = opened.payload() if opened else None
-    return {**_deep_fields(case_id, events),
-            "case_id": case_id, "benchmark": head.benchmark if head else None, "model": head.model if head else None,
-            "question_id": head.question_id if head else None, "kind": head.kind if head else None,
+    # The opening's payload was validated when it was appended: read its fields as stored rather
+    # than validating it again (a pydantic model per case page).
+    head = opened.data if opened is not None and isinstance(opened.data, dict) else {}
+    deep = _deep_fields(case_id, events) if state is None else _deep_results(state)
+    return {**deep,
+            "case_id": case_id, "benchmark": head.get("benchmark"), "model": head.get("model"),
+            "question_id": head.get("question_id"), "kind": head.get("kind"),
             "events": rows}
 
 

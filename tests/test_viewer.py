@@ -313,3 +313,46 @@ def test_table_queries_agree_with_a_brute_force_filter_and_sort(failing):
         check()
     finally:
         view.close()
+
+
+def test_case_counts_are_kept_per_head_and_follow_new_cases(failing):
+    """Paging reuses the count of a filter (asked once per ledger head); a new case moves the head
+    and every count with it."""
+    from evalledger.cli.viewer import index
+    from evalledger.cli.viewer.state import HomeView
+    from evalledger.testing import synthetic as syn
+    home, _ = failing
+    view = HomeView(home)
+    try:
+        first = view.cases({"verdict": "fail"}, "case", False, 1)
+        assert view._counts == {(view.seen_head, (("verdict", "fail"),)): first["total"]}
+        assert view.cases({"verdict": "fail"}, "case", False, 2)["total"] == first["total"]
+        assert first["total"] == index.count_cases(view.index, {"verdict": "fail"})
+        with ledger.open_ledger(home) as led:
+            _, events = syn.template_case("b1", "late", "model-x", "fail", {"f": False})
+            led.append(events)
+        assert view.refresh()
+        after = view.cases({"verdict": "fail"}, "case", False, 1)
+        assert after["total"] == first["total"] + 1 and len(view._counts) == 1
+    finally:
+        view.close()
+
+
+def test_case_pages_read_deep_judgment_from_the_read_models_as_the_fold_gives_it(failing, tmp_path):
+    """The case page takes the deep-judgment fields from the case's read-model state; they equal
+    those of folding the case's events again (``history``), case by case."""
+    from evalledger.cli.viewer.state import HomeView
+    from evalledger.projections.history import case_history
+    home, _ = failing
+    xss_ids = xss_home(tmp_path / "xss")
+    for path in (home, tmp_path / "xss"):
+        view = HomeView(path)
+        try:
+            ids = view.all_case_ids()
+            assert len(ids) >= len(xss_ids)
+            for case_id in ids:
+                shown, _ = view.case(case_id)
+                assert shown == case_history(view.led, case_id)
+            assert any(view.case(i)[0].get("deep_judgment") for i in ids)
+        finally:
+            view.close()

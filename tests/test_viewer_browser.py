@@ -22,10 +22,12 @@ except ImportError:                              # reported by the browser fixtu
 
 from viewer_support import (
     XSS,
+    costed_home,
     demo_home,
     failing_home,
     start_viewer,
     stop_viewer,
+    usage_by_run,
     xss_home,
 )
 
@@ -99,6 +101,23 @@ def test_overview_of_the_demo_home(page, demo, viewer):
     page.click("#verify")
     assert page.locator("#verify-status").inner_text().startswith("ok")
     assert not page.dialogs
+
+
+def test_overview_shows_each_runs_judge_tokens_and_cost(page, tmp_path_factory, viewer, run_cli):
+    """Two runs against a stand-in that reports usage: the unpriced one's cost reads "unknown"."""
+    home = costed_home(tmp_path_factory.mktemp("costed"), run_cli)
+    expected = usage_by_run(home)
+    page.goto(viewer(home))
+    rows = page.locator("table.runs tbody tr")
+    assert rows.count() == 2
+    for i in range(2):
+        cells = rows.nth(i).locator("td").all_inner_texts()
+        want = expected[cells[0]]
+        assert cells[1:3] == ["openai", "judge-1"]
+        assert cells[8] == str(want["tokens"]) and int(cells[7]) == want["calls"]
+        assert cells[9] == ("unknown" if want["cost"] is None else f'{want["cost"]:.6f}')
+    assert sorted(page.locator("table.runs .cost").all_inner_texts())[-1] == "unknown"
+    assert page.locator("#totals").inner_text().endswith("cost unknown USD")
 
 
 def test_filtering_to_failures(page, demo, viewer):

@@ -107,3 +107,50 @@ def stop_viewer(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# Six audit lines; each case takes three judge calls (decompose, check facts, check logic).
+AUDIT_LINES = [{"id": i, "tag": "clean" if i % 2 else "major_factual", "difficulty": "easy", "description": f"line {i}",
+                "context_input": f"Revenue rose {i}% to $5.6 billion in 2023.",
+                "model_output": f"Revenue rose {i}% in 2023." if i % 2 else f"Revenue fell {i}% in 2023, so it shrank.",
+                "expected_credit_score": 5 if i % 2 else 2} for i in range(1, 7)]
+PRICES = "[prices.judge-1]\ninput_per_million = 1000.0\noutput_per_million = 1000.0\n"
+
+
+_COSTED: list[Path] = []        # built once per test session (four CLI processes): tests only read it
+
+
+def costed_home(tmp: Path, run_cli) -> Path:
+    """A home judged by two real runs against a stand-in OpenAI server that reports usage tokens:
+    the first without a price for its model (capped at 7 calls: its cost is unknown), the second
+    with one (it finishes the cases: its cost is known). Built in ``tmp`` by the first caller."""
+    if _COSTED and _COSTED[0].exists():
+        return _COSTED[0]
+    from evalledger.testing.stand_in import StandIn, StandInThread
+    from profiles_support import scripted_judge, write
+    home = ledger.init_home(tmp / "home")
+    assert run_cli("ingest", write(tmp / "lines.audit.jsonl", AUDIT_LINES), home=home).returncode == 0
+    write(tmp / "prices.toml", PRICES)
+    with StandInThread(StandIn(reply_fn=scripted_judge())) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": "judge-1"}
+        unpriced = run_cli("run", "--quiet", "--judge", "openai", "--max-calls", "7", home=home, env=env)
+        priced = run_cli("run", "--quiet", "--judge", "openai", "--config", tmp / "prices.toml", home=home, env=env)
+    assert unpriced.returncode == 0 and priced.returncode == 0, unpriced.stderr + priced.stderr
+    _COSTED[:] = [home]
+    return home
+
+
+def usage_by_run(home: Path) -> dict[str, dict]:
+    """Run id -> calls, total tokens and cost (None when a call had no price) of its judge.called
+    events, summed straight from the ledger: what the viewer's per-run figures must equal."""
+    out: dict[str, dict] = {}
+    with ledger.open_ledger(home, readonly=True) as led:
+        for event in led.read(types=["judge.called"]):
+            sums = out.setdefault(event.meta["run"], {"calls": 0, "tokens": 0, "costs": []})
+            sums["calls"] += 1
+            sums["tokens"] += event.data["usage"]["total_tokens"]
+            sums["costs"].append(event.data.get("cost_usd"))
+    for sums in out.values():
+        costs = sums.pop("costs")
+        sums["cost"] = None if None in costs else round(sum(costs), 6)
+    return out

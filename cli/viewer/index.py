@@ -1,10 +1,11 @@
 """The viewer's case index: a side SQLite file with one row per case, for paging, sorting and search.
 
-The read models (``proj_cases``) belong to the fold and do not hold the response text; the
-viewer keeps its own table in ``<home>/view-index.db`` (beside a bare ledger file:
+The read models (``proj_cases``) belong to the fold and hold neither the response text nor which
+run made each judge call; the viewer keeps its own tables (cases, and judge usage per run) in ``<home>/view-index.db`` (beside a bare ledger file:
 ``<name>.view-index.db``), never altering the projection tables. It is derived data: deleting
 the file only costs a rebuild. ``sync`` brings it up to the read models' position, touching only
-the cases whose streams got events since the last sync.
+the cases whose streams got events since the last sync, and adding the judge calls recorded
+since then to their runs' sums.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from evalledger.ledger.envelope import decode_json
-from evalledger.projections.appliers import restore_case
+from evalledger.projections.appliers import _call_cost, _usage_tokens, restore_case
 from evalledger.projections.results import (
     effective_verdict,
     is_auto_failed,
     original_verdict,
 )
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 PAGE_SIZE = 50
 SORTS = {"case": "case_id", "benchmark": "benchmark_name", "model": "model", "question": "question_id",
          "status": "status", "verdict": "verdict", "seq": "opened_seq"}
@@ -45,6 +46,9 @@ CREATE INDEX IF NOT EXISTS view_cases_status ON view_cases (status, case_id);
 CREATE INDEX IF NOT EXISTS view_cases_question ON view_cases (question_id, case_id);
 CREATE INDEX IF NOT EXISTS view_cases_seq ON view_cases (opened_seq);
 CREATE TABLE IF NOT EXISTS view_changed (case_id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS view_runs (
+    run TEXT PRIMARY KEY, calls INTEGER NOT NULL, input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
+    tokens INTEGER NOT NULL, cost_nano INTEGER NOT NULL, unpriced INTEGER NOT NULL);
 INSERT OR IGNORE INTO view_meta VALUES ('version', '{INDEX_VERSION}');
 """
 
@@ -69,7 +73,7 @@ def connect(path: Path) -> sqlite3.Connection:
         pass
     if row is not None and row[0] != str(INDEX_VERSION):
         conn.executescript("DROP TABLE IF EXISTS view_meta; DROP TABLE IF EXISTS view_cases; "
-                           "DROP TABLE IF EXISTS view_changed;")
+                           "DROP TABLE IF EXISTS view_changed; DROP TABLE IF EXISTS view_runs;")
     conn.executescript(SCHEMA)
     return conn
 
@@ -84,15 +88,44 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ("" if value is None else str(value))
 
 
-def _event_batches(led, from_seq: int, to_seq: int, size: int = 2000) -> Iterator[tuple[dict[str, dict], set[str]]]:
-    """Per ``size`` events of the range: case id -> its case.opened facts, and the case ids touched.
+# A judge call's cost is summed in whole nano-USD: integer sums are the same whatever the batches
+# and syncs they were added in, so the figure is a function of the ledger alone.
+NANO = 1_000_000_000
+NO_RUN = ""                     # judge calls recorded outside any run (meta without ``run``)
+
+
+def _add_usage(usage: dict[str, list[int]], event) -> None:
+    """Add one ``judge.called`` to its run's sums: calls, input/output/total tokens, cost, unpriced."""
+    data = event.data if isinstance(event.data, dict) else {}
+    meta = event.meta if isinstance(event.meta, dict) else {}
+    run = meta.get("run")
+    sums = usage.setdefault(run if isinstance(run, str) else NO_RUN, [0, 0, 0, 0, 0, 0])
+    inp, out, total = _usage_tokens(data.get("usage"))
+    cost = _call_cost(data)
+    sums[0] += 1
+    sums[1] += inp
+    sums[2] += out
+    sums[3] += total
+    if cost is None:
+        sums[5] += 1
+    else:
+        sums[4] += round(cost * NANO)
+
+
+def _event_batches(led, from_seq: int, to_seq: int, size: int = 2000) -> Iterator[tuple[dict, set[str], dict]]:
+    """Per ``size`` events of the range: case id -> its case.opened facts, the case ids touched,
+    and run -> the judge usage sums of the batch's calls (``_add_usage``).
 
     Batches keep a first build of 100,000 cases in bounded memory.
     """
     opened: dict[str, dict] = {}
     touched: set[str] = set()
-    types = ["case.opened"] if from_seq == 1 else None     # a first build needs the openings only
+    usage: dict[str, list[int]] = {}
+    # a first build needs the openings and the judge calls only
+    types = ["case.opened", "judge.called"] if from_seq == 1 else None
     for count, event in enumerate(led.read(from_seq=from_seq, to_seq=to_seq, types=types), 1):
+        if event.type == "judge.called":
+            _add_usage(usage, event)
         if event.stream.startswith("case:"):
             case_id = event.stream[5:]
             touched.add(case_id)
@@ -103,9 +136,9 @@ def _event_batches(led, from_seq: int, to_seq: int, size: int = 2000) -> Iterato
                                    "question": _text(question.get("question") or question.get("text")),
                                    "response": _text(data.get("response")), "seq": event.seq}
         if count % size == 0:
-            yield opened, touched
-            opened, touched = {}, set()
-    yield opened, touched
+            yield opened, touched, usage
+            opened, touched, usage = {}, set(), {}
+    yield opened, touched, usage
 
 
 def benchmark_names(store_conn: sqlite3.Connection) -> dict[str, str]:
@@ -132,6 +165,12 @@ def _case_row(case_id: str, stored: tuple, opened: dict | None, old: tuple | Non
             opened["question"], opened["response"])
 
 
+RUN_UPSERT = """INSERT INTO view_runs VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run) DO UPDATE SET
+    calls = calls + excluded.calls, input_tokens = input_tokens + excluded.input_tokens,
+    output_tokens = output_tokens + excluded.output_tokens, tokens = tokens + excluded.tokens,
+    cost_nano = cost_nano + excluded.cost_nano, unpriced = unpriced + excluded.unpriced"""
+
+
 def sync(led, conn: sqlite3.Connection, store_conn: sqlite3.Connection) -> int:
     """Bring the index up to the read models' position; returns the number of cases (re)indexed.
 
@@ -145,15 +184,17 @@ def sync(led, conn: sqlite3.Connection, store_conn: sqlite3.Connection) -> int:
         return 0
     if target < done:                                      # read models rebuilt: index from scratch
         conn.execute("DELETE FROM view_cases")
+        conn.execute("DELETE FROM view_runs")
         done = 0
     names = benchmark_names(store_conn)
     written = 0
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for opened, touched in _event_batches(led, done + 1, target):
+        for opened, touched, usage in _event_batches(led, done + 1, target):
             rows = _rows_for(conn, store_conn, sorted(touched), opened, names)
             conn.executemany("INSERT OR REPLACE INTO view_cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              rows)
+            conn.executemany(RUN_UPSERT, [(run, *sums) for run, sums in usage.items()])
             written += len(rows)
         conn.execute("INSERT OR REPLACE INTO view_meta VALUES ('seq', ?)", (str(target),))
         conn.execute("COMMIT")
@@ -177,6 +218,17 @@ def _rows_for(conn, store_conn, ids: list[str], opened: dict, names: dict) -> li
                 f"WHERE case_id IN ({marks})", chunk):
             rows.append(_case_row(case_id, tuple(stored), opened.get(case_id), old.get(case_id), names))
     return rows
+
+
+def run_usage(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+    """Run id -> its judge calls, tokens (input, output, total) and cost in USD; the cost is None
+    (unknown) when one of its calls was unpriced. Calls made outside any run are under ``NO_RUN``."""
+    out = {}
+    for run, calls, inp, outp, tokens, cost_nano, unpriced in conn.execute(
+            "SELECT run, calls, input_tokens, output_tokens, tokens, cost_nano, unpriced FROM view_runs ORDER BY run"):
+        out[run] = {"calls": calls, "input_tokens": inp, "output_tokens": outp, "tokens": tokens,
+                    "cost": None if unpriced else cost_nano / NANO, "unpriced_calls": unpriced}
+    return out
 
 
 def set_changed(conn: sqlite3.Connection, case_ids: list[str]) -> None:
@@ -207,14 +259,22 @@ def _where(filters: dict[str, str]) -> tuple[str, list]:
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
+def count_cases(conn: sqlite3.Connection, filters: dict[str, str]) -> int:
+    """How many cases match ``filters``."""
+    where, params = _where(filters)
+    return conn.execute(f"SELECT COUNT(*) FROM view_cases{where}", params).fetchone()[0]
+
+
 def query_cases(conn: sqlite3.Connection, filters: dict[str, str], sort: str = "case", descending: bool = False,
-                page: int = 1, page_size: int = PAGE_SIZE) -> dict[str, Any]:
-    """One page of cases matching ``filters`` (verdict, benchmark, model, q, changed), and the total."""
+                page: int = 1, page_size: int = PAGE_SIZE, total: int | None = None) -> dict[str, Any]:
+    """One page of cases matching ``filters`` (verdict, benchmark, model, q, changed), and the total
+    (counted here unless the caller knows it: ``count_cases`` at the same index position)."""
     where, params = _where(filters)
     column = SORTS.get(sort, "case_id")
     order = "DESC" if descending else "ASC"
     tie = "" if column == "case_id" else f", case_id {order}"   # a repeated key would make SQLite sort
-    total = conn.execute(f"SELECT COUNT(*) FROM view_cases{where}", params).fetchone()[0]
+    if total is None:
+        total = count_cases(conn, filters)
     pages = max(1, -(-total // page_size))
     page = min(max(1, page), pages)
     # Two steps: the page's ids from the sort column's index alone (skipping OFFSET entries of a

@@ -1,5 +1,7 @@
-"""Live pages: the ledger files are watched (watchdog, as the watch daemon does); each wake-up
-folds the new events and tells every open page the new head through server-sent events.
+"""Live pages: the ledger files are watched (watchdog, as the watch daemon does), and a home on a
+PostgreSQL store is listened to (``Ledger.subscribe``: LISTEN/NOTIFY, as ``watch`` does), since
+other machines' appends change no local file; each wake-up folds the new events and tells every
+open page the new head through server-sent events.
 
 Wake-ups are coalesced: after one, the next fold waits at least ``MIN_INTERVAL`` seconds, so a
 run appending thousands of events costs a fold every half second, not one per commit. A slow
@@ -31,12 +33,16 @@ class LiveUpdates:
         self.wake: asyncio.Event | None = None
         self.task: asyncio.Task | None = None
         self.observer = None
+        self.unsubscribe = None
 
     async def start(self) -> None:
-        """Start watching the home's ledger files and the fold loop."""
+        """Start watching the home's ledger files (or listening to its server store) and the fold loop."""
         loop = asyncio.get_running_loop()
         self.wake = asyncio.Event()
-        if self.watch and self.view.led.home is not None:
+        if self.watch:
+            # PostgreSQL: called from the listener thread on each NOTIFY; None for a file store
+            self.unsubscribe = self.view.led.subscribe(lambda: loop.call_soon_threadsafe(self.wake.set))
+        if self.watch and self.view.led.home is not None and self.unsubscribe is None:
             observer = native_observer()
             observer.schedule(LedgerHandler(lambda: loop.call_soon_threadsafe(self.wake.set)),
                               str(self.view.led.home), recursive=False, event_filter=WATCHED_EVENTS)
@@ -49,6 +55,8 @@ class LiveUpdates:
         if self.observer is not None:
             self.observer.stop()
             self.observer.join(timeout=5)
+        if self.unsubscribe is not None:
+            await asyncio.to_thread(self.unsubscribe)      # joins the listener (up to a second)
         if self.task is not None:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

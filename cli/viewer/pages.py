@@ -6,8 +6,11 @@ reads a file or calls a judge. Every value from a benchmark or a judge is escape
 
 from __future__ import annotations
 
+import math
+
 from evalledger.cli.viewer.html import Links, as_json, esc, page, table, verdict_badge
-from evalledger.cli.viewer.index import VERDICT_FILTERS
+from evalledger.cli.viewer.index import NO_RUN, VERDICT_FILTERS
+from evalledger.projections.markdown import usd
 
 
 def _rate(summary: dict) -> str:
@@ -23,12 +26,12 @@ def _benchmark_section(bench: dict, links: Links) -> str:
     name = bench.get("name") or bench["benchmark"]
     rows = [[f'<a href="{esc(links.cases(benchmark=bench["benchmark"], model=_model_filter(model)))}">{esc(model)}</a>',
              esc(s["cases"]), esc(s["judged"]), esc(s["failed"]), esc(_rate(s)),
-             esc(s["auto_failed"]), esc(s["overridden"]), esc(s["tokens"]), esc(s["cost"])]
+             esc(s["auto_failed"]), esc(s["overridden"]), esc(s["tokens"]), esc(usd(s.get("cost")))]
             for model, s in sorted(bench["models"].items())]
     out = [f'<section class="benchmark"><h3>{esc(name)} <small>{esc(bench.get("kind"))} · '
            f'{esc(bench["benchmark"])}</small></h3>',
            table(["model", "cases", "judged", "failed stage", "pass rate [95% CI]", "auto-failed",
-                  "overridden", "tokens", "cost"], rows, "summary")]
+                  "overridden", "tokens", "cost (USD)"], rows, "summary")]
     for model, stats in sorted((bench.get("reconstruction") or {}).items()):
         docs = stats.get("by_document") or []
         claims = sum(d.get("claim_count", 0) for d in docs)
@@ -56,18 +59,37 @@ def _model_filter(model: str) -> str | None:
     return None if model == NO_MODEL else model
 
 
+def _run_label(run_id: str) -> str:
+    """A run's id, or what its calls were when they were recorded outside any run."""
+    return "(outside any run)" if run_id == NO_RUN else run_id
+
+
 def _runs_section(runs: dict[str, dict]) -> str:
+    """Each run: its judge backend and model, config hashes, counts, and the tokens and cost of its
+    judge calls (cost "unknown" when a call was unpriced, never 0)."""
     rows = []
     for run_id, run in sorted(runs.items()):
         started, completed = run.get("started") or {}, run.get("completed") or {}
         judge = completed.get("judge") or started.get("judge") or {}
         hashes = sorted(set(started.get("configs") or {}) | set(completed.get("configs") or {}))
-        rows.append([esc(run_id), esc(judge.get("backend")), esc(judge.get("model")),
+        usage = run.get("usage") or {}
+        state = "completed" if completed else ("running or stopped" if started else "-")
+        rows.append([esc(_run_label(run_id)), esc(judge.get("backend")), esc(judge.get("model")),
                      esc(", ".join(h[:12] for h in hashes)), esc(completed.get("cases", started.get("pending"))),
-                     esc(completed.get("judged")), esc(completed.get("failed")), esc(completed.get("judge_calls")),
-                     "completed" if completed else "running or stopped"])
+                     esc(completed.get("judged")), esc(completed.get("failed")), esc(usage.get("calls", 0)),
+                     f'<span class="tokens">{esc(usage.get("tokens", 0))}</span>',
+                     f'<span class="cost">{esc(usd(usage.get("cost")))}</span>', esc(state)])
     return "<h2>Runs</h2>" + table(["run", "judge backend", "judge model", "config hashes", "cases", "judged",
-                                    "failed", "judge calls", "state"], rows, "runs")
+                                    "failed", "judge calls", "tokens", "cost (USD)", "state"], rows, "runs")
+
+
+def _totals(aggregates: dict) -> str:
+    """Tokens and cost over every benchmark and model; the cost is "unknown" when any is."""
+    summaries = [m for b in aggregates["benchmarks"].values() for m in b["models"].values()]
+    costs = [m.get("cost") for m in summaries]
+    cost = None if any(c is None for c in costs) else math.fsum(costs)
+    return (f'<p id="totals">tokens {esc(sum(m.get("tokens") or 0 for m in summaries))}, cost '
+            f'{esc(usd(cost))} USD</p>')
 
 
 def overview_page(aggregates: dict, runs: dict, links: Links, verify_note: str = "") -> str:
@@ -76,15 +98,12 @@ def overview_page(aggregates: dict, runs: dict, links: Links, verify_note: str =
     judges = table(["backend", "model", "calls", "note"],
                    [[esc(j["backend"]), esc(j["model"]), esc(j["calls"]), esc(j.get("note") or "")]
                     for j in aggregates["judges"]], "judges")
-    totals = [(m.get("tokens") or 0, m.get("cost") or 0.0) for b in aggregates["benchmarks"].values()
-              for m in b["models"].values()]
     benches = "".join(_benchmark_section(b, links) for _, b in sorted(aggregates["benchmarks"].items()))
     body = (f'<h1>Overview</h1><p class="head">ledger head <span id="head-seq">seq {esc(head["seq"])}</span> '
             f'<code>{esc(head["hash"])}</code> · <a class="button" id="verify" href="{esc(links.verify())}">'
             f'verify</a> {verify_note}</p>'
             f'<p>config hashes: {esc(", ".join(aggregates["config_hashes"]) or "-")}</p>'
-            f'<h2>Judges</h2>{judges}<p>tokens {esc(sum(t for t, _ in totals))}, cost '
-            f'{esc(round(sum(c for _, c in totals), 6))}</p><h2>Benchmarks</h2>{benches}'
+            f'<h2>Judges</h2>{judges}{_totals(aggregates)}<h2>Benchmarks</h2>{benches}'
             + _runs_section(runs))
     return page("overview", body, links)
 

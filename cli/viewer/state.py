@@ -21,6 +21,8 @@ from evalledger.projections.case_result import case_result
 from evalledger.projections.history import CaseNotFound, case_history
 from evalledger.projections.store import ReadModelStore, reports_dir, store_path
 
+COUNTS_KEPT = 256            # filter combinations whose case count is kept (per ledger head)
+
 
 class HomeView:
     """The viewer's handle on one home (read-only except for review writes, which open their own)."""
@@ -35,6 +37,7 @@ class HomeView:
         self._overview: tuple[int, Any] | None = None
         self._diff: tuple[tuple[int, int], dict] | None = None
         self._choices: tuple[int, dict] | None = None
+        self._counts: dict[tuple, int] = {}
         self.refresh()
 
     def close(self) -> None:
@@ -59,11 +62,12 @@ class HomeView:
 
     # --- pages' data --------------------------------------------------------------------------------
     def overview(self) -> tuple[dict, dict]:
-        """The aggregates (as in aggregate-stats.json) and the runs, cached per head."""
+        """The aggregates (as in aggregate-stats.json) and the runs, each with its judge ``usage``
+        (calls, tokens, cost: ``index.run_usage``), cached per head."""
         if self._overview is None or self._overview[0] != self.seen_head:
             store = ReadModelStore(self.led)
             try:
-                runs = store.load_keyed("proj_runs")
+                runs = with_usage(store.load_keyed("proj_runs"), index.run_usage(self.index))
                 aggregates = self._written_aggregates(store.position())
                 if aggregates is None:
                     aggregates = build_aggregates(store.position(), list(store.iter_cases()),
@@ -94,18 +98,38 @@ class HomeView:
 
     def cases(self, filters: dict, sort: str, descending: bool, page: int) -> dict:
         """One page of the case table."""
-        if filters.get("changed") and self.compare_home:
-            self.diff()                                     # keeps view_changed current
-        return index.query_cases(self.index, filters, sort, descending, page)
+        if filters.get("changed"):
+            if self.compare_home:
+                self.diff()                                 # keeps view_changed current
+            return index.query_cases(self.index, filters, sort, descending, page)
+        return index.query_cases(self.index, filters, sort, descending, page, total=self._count(filters))
+
+    def _count(self, filters: dict) -> int:
+        """The number of cases matching ``filters``, counted once per ledger head: paging through a
+        table (or sorting it) asks the same count again, and at 100,000 cases counting costs more
+        than fetching a page."""
+        key = (self.seen_head, tuple(sorted(filters.items())))
+        total = self._counts.get(key)
+        if total is None:
+            if len(self._counts) >= COUNTS_KEPT or any(k[0] != self.seen_head for k in self._counts):
+                self._counts.clear()
+            total = self._counts[key] = index.count_cases(self.index, filters)
+        return total
 
     def case(self, case_id: str) -> tuple[dict, dict | None]:
         """The case's history (from the ledger) and its result (from the read models)."""
         if not case_id.isalnum() or len(case_id) > 128:
             raise CaseNotFound(f"no case {case_id!r} in this ledger")
-        history = case_history(self.led, case_id)
         row = self.store.execute("SELECT state FROM proj_cases WHERE case_id = ?", (case_id,)).fetchone()
-        result = case_result(restore_case(decode_json(row[0]))) if row else None
-        return history, result
+        state = restore_case(decode_json(row[0])) if row else None
+        # The read models are folded up to the head this view has seen: their state gives the
+        # deep-judgment fields, so the history does not fold the case's events again.
+        history = case_history(self.led, case_id, state if self._folded_to_head() else None)
+        return history, case_result(state) if state is not None else None
+
+    def _folded_to_head(self) -> bool:
+        """True when the read models are at the ledger's head (no append since the last refresh)."""
+        return self.seen_head == self.head_seq()
 
     def verify(self):
         """``led.verify()`` now (on demand: it reads every event)."""
@@ -134,3 +158,13 @@ class HomeView:
     def all_case_ids(self) -> list[str]:
         """Every indexed case id, sorted (the export walks them)."""
         return [r[0] for r in self.index.execute("SELECT case_id FROM view_cases ORDER BY case_id")]
+
+
+def with_usage(runs: dict[str, dict], usage: dict[str, dict]) -> dict[str, dict]:
+    """``runs`` (proj_runs states) each with its ``usage`` (zero calls when it made none); a run
+    known only by its judge calls (calls recorded outside any run: ``index.NO_RUN``) gets a row too."""
+    none = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "tokens": 0, "cost": 0.0, "unpriced_calls": 0}
+    out = {run_id: {**run, "usage": usage.get(run_id, none)} for run_id, run in runs.items()}
+    for run_id, sums in usage.items():
+        out.setdefault(run_id, {"run": run_id, "started": None, "completed": None, "usage": sums})
+    return out
