@@ -29,8 +29,8 @@ def pct(value: float | None, digits: int = 1) -> str:
 
 
 def interval(ci: list[float] | None) -> str:
-    """A 95% interval as percentages, or ``n/a``."""
-    return "n/a" if not ci else f"[{ci[0] * 100:.1f}%, {ci[1] * 100:.1f}%]"
+    """A 95% interval as percentages, or ``n/a`` (numbers only: table-safe as it is)."""
+    return "n/a" if not ci else Markdown(f"[{ci[0] * 100:.1f}%, {ci[1] * 100:.1f}%]")
 
 
 class Markdown(str):
@@ -52,7 +52,8 @@ def text(value: Any, line_start: bool = False) -> str:
     backslash-escaped; ``line_start`` (the text begins a line) escapes a heading, list or quote
     marker at its start too (inside a table cell such a marker is plain text: "-92.9%")."""
     flat = " ".join(fmt(value).split())
-    escaped = _SPECIAL.sub(lambda m: "\\" + m.group(), flat)
+    # "\://" still shows "://" but is no longer a bare URL that GFM would make a link of.
+    escaped = _SPECIAL.sub(lambda m: "\\" + m.group(), flat).replace("://", "\\://")
     if line_start:
         escaped = _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), escaped, count=1)
     return escaped
