@@ -14,6 +14,7 @@ from evalledger.projections.markdown import (
     cell,
     comparison_section,
     fmt,
+    label_text,
     link,
     pct,
     provenance_lines,
@@ -165,7 +166,7 @@ def render_benchmark(data: dict[str, Any], prov: dict[str, Any], results: list[d
     audit_groups = data.get("audit", {})
     for title, name in pictures:
         if title not in audit_groups:           # zone matrices are drawn inside their section
-            lines += [f"![{text(title)}]({name})", ""]
+            lines += [f"![{label_text(title)}]({name})", ""]
     lines += comparison_section(data["comparisons"])
     lines += side_by_side(results, models, links)
     lines += field_section(data["models"]) + trait_section(data["models"])

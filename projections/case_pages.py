@@ -79,7 +79,8 @@ def response_lines(case: dict, result: dict) -> list[str]:
     total = case.get("response_chars") or len(response)
     start, end = excerpt_window(response, evidence_texts(case, result))
     cut_before, cut_after = start > 0, end < total
-    body = ("…" if cut_before else "") + text(response[start:end]) + ("…" if cut_after else "")
+    body = ("…" if cut_before else "") + text(response[start:end], line_start=not cut_before) \
+        + ("…" if cut_after else "")
     where = "the whole response" if not (cut_before or cut_after) else \
         f"characters {start + 1}-{end} of {total}, around the evidence"
     return [f"Response ({where}):", "", "> " + body, ""]
@@ -111,7 +112,7 @@ def field_rows(result: dict) -> list[list[Any]]:
 
 def reason_lines(result: dict) -> list[str]:
     """Why the case got its verdict: the reasons, stage failures, abstention, the judge's reasoning."""
-    lines = [f"- {text(clip(r, REASON_CHARS))}" for r in result["auto_fail_reasons"]]
+    lines = [f"- {text(clip(r, REASON_CHARS), line_start=True)}" for r in result["auto_fail_reasons"]]
     lines += [f"- {text(f['stage'])} failed: {text(clip(f['reason'], REASON_CHARS))}" for f in result["failures"]]
     if result.get("abstained"):
         lines.append("- abstained: " + text(clip((result.get("abstention") or {}).get("evidence"), REASON_CHARS)))

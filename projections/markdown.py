@@ -39,10 +39,12 @@ class Markdown(str):
     Any other value is text from a file or a judge and is escaped (``text``)."""
 
 
-# What could make text from a file or a judge into markup: links and images ([ ]), HTML and
+# What could make text from a file or a judge into markup: a link or an image (a "]" right before
+# "(" or "[": with it escaped, no link can close; a bare "[cross]" stays as it is), HTML and
 # autolinks (< > &), code spans, emphasis, table cells (|) and the escape character itself.
 # An underscore inside a word is no emphasis in CommonMark, so "model_a" stays readable.
-_SPECIAL = re.compile(r"[\\`*\[\]<>|&]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_SPECIAL = re.compile(r"[\\`*<>|&]|\](?=[(\[])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_PLAIN = re.compile(r"(?:[^\\\\`*\]<>|&_:\s]| (?! ))*")   # nothing to escape, single spaces only
 _LINE_START = re.compile(r"^(\s*)([#+=>-]|\d+[.)])")
 
 
@@ -51,7 +53,10 @@ def text(value: Any, line_start: bool = False) -> str:
     character that could start a link, an image, HTML, a code span, emphasis or a table cell is
     backslash-escaped; ``line_start`` (the text begins a line) escapes a heading, list or quote
     marker at its start too (inside a table cell such a marker is plain text: "-92.9%")."""
-    flat = " ".join(fmt(value).split())
+    raw = fmt(value)
+    if _PLAIN.fullmatch(raw) and not line_start:      # most cells: numbers, names, verdicts
+        return raw
+    flat = " ".join(raw.split())
     # "\://" still shows "://" but is no longer a bare URL that GFM would make a link of.
     escaped = _SPECIAL.sub(lambda m: "\\" + m.group(), flat).replace("://", "\\://")
     if line_start:
@@ -68,7 +73,13 @@ def cell(value: Any) -> str:
 
 def link(label: Any, target: str) -> Markdown:
     """A link the report builds: the label escaped, the target (a path the report chose) as it is."""
-    return Markdown(f"[{text(label)}]({target})")
+    return Markdown(f"[{label_text(label)}]({target})")
+
+
+def label_text(label: Any) -> str:
+    """``text`` for a link's label or an image's alt text: its brackets escaped too, so an
+    unbalanced one cannot end the label early."""
+    return re.sub(r"(?<!\\)([\[\]])", r"\\\1", text(label))
 
 
 def table(header: list[str], rows: Iterable[list[Any]]) -> list[str]:
@@ -181,7 +192,7 @@ def audit_section(groups: dict[str, dict], level: str = "###", svg_names: dict[s
         met = {True: "met", False: "NOT met", None: "n/a (nothing compared)"}[g["target_met"]]
         lines += [f"{level} Audit zones: {text(key)}", ""]
         if svg_names and key in svg_names:
-            lines += [f"![zone confusion matrix, {text(key)}]({svg_names[key]})", ""]
+            lines += [f"![zone confusion matrix, {label_text(key)}]({svg_names[key]})", ""]
         lines += matrix_table(g["matrix"])
         lines += table(["metric", "value"], [
             ["cases", g["cases"]], ["compared (expected and scored)", g["compared"]],
