@@ -20,6 +20,7 @@ from evalledger.projections.markdown import text
 from evalledger.projections.wording import count_of, with_article
 from watch_support import CLI, cli_env
 
+SVG = "{http://www.w3.org/2000/svg}"
 LINK = re.compile(r"\[([^\]\\]+)\]\((cases/[^)#]+)#(case-[0-9a-f]+)\)")
 
 
@@ -78,7 +79,7 @@ def test_side_by_side_cells_link_to_the_case_sections(demo):
     table = report.split("### Side by side", 1)[1].split("###", 1)[0]
     links = LINK.findall(table)
     assert len(links) == len([r for r in evaluations(demo) if r["kind"] == "template"])
-    for label, page, anchor in links:
+    for _label, page, anchor in links:
         assert f'<a id="{anchor}"></a>' in (demo / "pharmacology-essentials" / page).read_text()
 
 
@@ -121,18 +122,22 @@ def test_missing_terms_are_the_words_the_claim_used(demo):
     assert "missing: declared, potent" in page
 
 
+def band(label: ET.Element) -> tuple[int, int]:
+    """The y-range a text's glyphs take: a font size above its baseline to a quarter of it below."""
+    y, size = int(label.get("y")), int(label.get("font-size"))
+    return y - size, y + size // 4
+
+
 def test_the_claim_histogram_title_clears_the_count_labels(demo):
     drawn = [(demo / "1955-francis-report-summary" / "claim-scores-model-alpha.svg").read_text(),
              svg.histogram([str(i) for i in range(11)], [0, 7, 1, 0, 0, 0, 0, 0, 0, 0, 7], "Claim scores, m", "score")]
     for picture in drawn:
         root = ET.fromstring(picture)
-        texts = [t for t in root.iter("{http://www.w3.org/2000/svg}text")]
-        size = lambda t: int(t.get("font-size"))                       # noqa: E731
-        band = lambda t: (int(t.get("y")) - size(t), int(t.get("y")) + size(t) // 4)   # noqa: E731
+        texts = list(root.iter(f"{SVG}text"))
         title = next(t for t in texts if t.get("font-weight") == "bold")
-        counts = [t for t in texts if t is not title and t.text and t.text.isdigit()
-                  and int(t.get("y")) < int(title.get("y")) + 200 and int(t.get("y")) < 200]
-        assert counts
+        axis = int(next(root.iter(f"{SVG}line")).get("y1"))            # the bars stand on it
+        counts = [t for t in texts if t is not title and int(t.get("y")) < axis]   # written over the bars
+        assert len(counts) == 11 and all(t.text.isdigit() for t in counts)
         top, bottom = band(title)
         for label in counts:
             low, high = band(label)
