@@ -9,6 +9,7 @@ file or a judge is escaped (``markdown.text``): a hostile id or response shows a
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 from evalledger.projections.benchmark_md import verdict_text
@@ -16,6 +17,7 @@ from evalledger.projections.markdown import fmt, provenance_lines, table, text
 from evalledger.projections.results import group_label
 from evalledger.projections.wording import count_of
 
+PAGES = "cases"           # the case pages' folder inside a benchmark's folder
 CASES_PER_PAGE = 500
 EXCERPT_CHARS = 320       # the response excerpt shown per case, at most
 CONTEXT_BEFORE = 100      # how much of it comes before the evidence
@@ -172,6 +174,11 @@ def case_section(case: dict, result: dict, document: str | None) -> list[str]:
     return lines + (["Reasons:", "", *reasons, ""] if reasons else [])
 
 
+def relative(path: str, page: str) -> str:
+    """A link from ``page`` to ``path``, both relative to the benchmark folder."""
+    return posixpath.relpath(path, posixpath.dirname(page))
+
+
 def page_groups(results: list[dict]) -> dict[str, list[int]]:
     """The indexes of ``results`` per group (model, or model and profile), in case-id order."""
     groups: dict[str, list[int]] = {}
@@ -181,13 +188,15 @@ def page_groups(results: list[dict]) -> dict[str, list[int]]:
 
 
 def page_names(base: str, count: int) -> list[str]:
-    """The files of a group's ``count`` pages: ``<base>.md``, then ``<base>-2.md`` ..."""
-    return [f"{base}.md" if k == 0 else f"{base}-{k + 1}.md" for k in range(count)]
+    """The files of a group's ``count`` pages, relative to the benchmark folder:
+    ``cases/<base>.md``, then ``cases/<base>/2.md`` ... (a file-safe name has no "/", so no two
+    groups' pages can meet)."""
+    return [f"{PAGES}/{base}.md" if k == 0 else f"{PAGES}/{base}/{k + 1}.md" for k in range(count)]
 
 
 def render_case_pages(title: str, prov: dict[str, Any], cases: list[dict], results: list[dict],
                       group_names: dict[str, str], documents: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """Every case page of one benchmark: (``cases/<page>.md`` -> markdown, case id -> its link
+    """Every case page of one benchmark: (page path -> markdown, case id -> its link; both
     relative to the benchmark folder). ``group_names`` gives each group's file-safe name and
     ``documents`` each reconstruction case's document page (relative to the benchmark folder)."""
     pages: dict[str, str] = {}
@@ -198,14 +207,14 @@ def render_case_pages(title: str, prov: dict[str, Any], cases: list[dict], resul
         for number, (name, chunk) in enumerate(zip(names, chunks), start=1):
             lines = [f"# Cases: {text(title)}, {text(group)}", ""] + provenance_lines(prov)
             lines += [f"Page {number} of {len(chunks)} ({count_of(len(chunk), 'case')}, in case-id order). "
-                      "Back to [the benchmark's report](../report.md)."
+                      f"Back to [the benchmark's report]({relative('report.md', name)})."
                       + ("" if len(chunks) == 1 else " Pages: " + ", ".join(
-                          f"[{k}]({n})" for k, n in enumerate(names, start=1)) + "."), ""]
+                          f"[{k}]({relative(n, name)})" for k, n in enumerate(names, start=1)) + "."), ""]
             for i in chunk:
                 doc = documents.get(results[i]["case_id"])
-                lines += case_section(cases[i], results[i], f"../{doc}" if doc else None)
-                links[results[i]["case_id"]] = f"cases/{name}#{anchor(results[i]['case_id'])}"
-            pages[f"cases/{name}"] = "\n".join(lines)
+                lines += case_section(cases[i], results[i], relative(doc, name) if doc else None)
+                links[results[i]["case_id"]] = f"{name}#{anchor(results[i]['case_id'])}"
+            pages[name] = "\n".join(lines)
     return pages, links
 
 

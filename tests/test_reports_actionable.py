@@ -202,7 +202,10 @@ def test_case_pages_are_bounded_in_size_and_each_case_keeps_its_link():
         cases.append({"case_id": case_id, "question": {"question": "?"}, "response": "yes " * 2000})
     prov = {"ledger_head": {"seq": 1, "hash": "h"}, "judges": [], "config_hashes": []}
     pages, links = render_case_pages("b", prov, cases, results, {"m": "m"}, {})
-    assert sorted(pages) == ["cases/m-2.md", "cases/m.md"]
-    assert pages["cases/m-2.md"].count('<a id="case-') == 3
-    assert links[f"{CASES_PER_PAGE:016x}"] == f"cases/m-2.md#case-{CASES_PER_PAGE:016x}"
+    assert sorted(pages) == ["cases/m.md", "cases/m/2.md"]
+    assert pages["cases/m.md"].count('<a id="case-') == CASES_PER_PAGE
+    assert pages["cases/m/2.md"].count('<a id="case-') == 3
+    assert "Back to [the benchmark's report](../../report.md). Pages: [1](../m.md), [2](2.md)." in pages["cases/m/2.md"]
+    assert links[f"{CASES_PER_PAGE:016x}"] == f"cases/m/2.md#case-{CASES_PER_PAGE:016x}"
+    assert links[f"{0:016x}"] == f"cases/m.md#case-{0:016x}"
     assert max(len(line) for page in pages.values() for line in page.splitlines()) < EXCERPT_CHARS + 200
