@@ -171,7 +171,14 @@ def test_hostile_ids_and_responses_show_as_text_and_the_excerpt_is_bounded(tmp_p
     (samples / "hostile.json").write_text(json.dumps(bench))
     done = run_cli("demo", "--samples", samples, "--dir", tmp_path)       # ingest, judge offline, report
     assert done.returncode == 0, done.stderr
-    reports = Path(re.search(r"^demo home: (.+)$", done.stdout, re.M).group(1)) / "reports"
+    home = Path(re.search(r"^demo home: (.+)$", done.stdout, re.M).group(1))
+    case_id = json.loads((home / "reports" / "evaluations.jsonl").read_text())["case_id"]
+    done = run_cli("override", case_id, "--verdict", "pass", "--reason", "see [proof](http://evil.example)",
+                   "--author", "<b>rev</b>", home=home)
+    assert done.returncode == 0, done.stderr
+    assert run_cli("report", home=home).returncode == 0
+    reports = home / "reports"
+    assert "see [proof\\](http\\://evil.example)" in (reports / "agreement.md").read_text()
     pages = list(reports.rglob("*.md"))
     assert any("/cases/" in str(p) for p in pages)
     for page in pages:
@@ -189,6 +196,7 @@ def test_hostile_ids_and_responses_show_as_text_and_the_excerpt_is_bounded(tmp_p
     assert shown.startswith("…") and shown.endswith("…") and len(shown) <= EXCERPT_CHARS + 2
     assert f"of {len(RESPONSE)}, around the evidence" in body
     assert "| pair_count | 24 | 23 | NumericExact | failed |" in body
+    assert "Verdict: **pass (overridden by \\<b\\>rev\\</b\\>: see [proof\\](http\\://evil.example); original fail)**" in body
 
 
 def test_case_pages_are_bounded_in_size_and_each_case_keeps_its_link():
