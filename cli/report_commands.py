@@ -13,6 +13,7 @@ from evalledger.ledger import NewEvent
 from evalledger.projections.history import CaseNotFound, case_history, format_history, resolve_case
 from evalledger.projections.replay import finish_replay
 from evalledger.projections.store import ReadModelStore, json_bytes, reports_dir
+from evalledger.projections.wording import with_article
 
 UNRECORDED_SHOWN = 20   # unrecorded requests printed by replay; the rest are in the listing file
 
@@ -100,7 +101,7 @@ def _check_overridable(led, case_id: str) -> None:
         raise _usage(f"no case {case_id!r} in this ledger (its stream has no case.opened)")
     kind = opened.data.get("kind")
     if kind != "template":
-        raise _usage(f"case {case_id} is a {kind} case, which has no pass/fail verdict; "
+        raise _usage(f"case {case_id} is {with_article(str(kind))} case, which has no pass/fail verdict; "
                      "override applies to the verdicts of template cases")
 
 

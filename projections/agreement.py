@@ -9,6 +9,7 @@ label and is only counted. Pure functions of case states (sorted by id): same ev
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 from evalledger.projections.agreement_stats import (
@@ -104,9 +105,11 @@ def _interval(summary: dict) -> str:
 
 def _cell(text: Any) -> str:
     """A value from a file or a reviewer as one table cell of plain text: printable characters only,
-    pipes escaped, and '<' '>' '&' as entities so a viewer never renders them as HTML."""
+    pipes escaped, '<' '>' '&' as entities so a viewer never renders them as HTML, and no link."""
     value = "".join(c if c.isprintable() else " " for c in str(text))[:200]
     value = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    # An escaped "]" before "(" or "[" closes no link; "\://" is no bare URL a viewer links.
+    value = re.sub(r"\](?=[(\[])", r"\\]", value).replace("://", "\\://")
     return value.replace("|", "\\|")
 
 

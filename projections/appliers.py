@@ -54,7 +54,8 @@ def new_case(case_id: str) -> dict[str, Any]:
         "missing_excerpts": {}, "risk": {}, "reasoning": None, "parsed": None, "traits": {},
         "traits_auto_failed": [], "claims": {}, "decomposed": None, "facts_errors": None,
         "logic_errors": None, "credit": None, "calls": {}, "failures": {}, "overrides": [],
-        "confirmations": [], "abstention": None, "judged_at": None, "repeats": {},
+        "confirmations": [], "abstention": None, "judged_at": None, "repeats": {}, "response": None,
+        "response_chars": 0,
     }
 
 
@@ -130,11 +131,19 @@ def _call_cost(data: dict) -> float | None:
 
 # --- per-type appliers ------------------------------------------------------------------------------
 
+# How much of a text response a case state keeps for its case page (the excerpt shown there is
+# cut from it): bounded, so a 1 MB response does not make a 1 MB state.
+RESPONSE_KEPT = 4000
+
+
 def _opened(case, d, key, version):
     case.update(opened=True, benchmark=d.get("benchmark"), kind=d.get("kind"),
                 question_id=str(d.get("question_id")), model=d.get("model"),
                 question=_question_summary(d.get("kind"), d.get("question")), profile=d.get("profile"),
                 config=d.get("config") if isinstance(d.get("config"), dict) else {})
+    response = d.get("response")
+    if isinstance(response, str) and response:   # a reconstruction's answers are shown on its document page
+        case.update(response=response[:RESPONSE_KEPT], response_chars=len(response))
 
 
 # A judge call is stored as a list in this field order (a third of a case's state otherwise);

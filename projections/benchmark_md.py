@@ -9,20 +9,25 @@ import re
 from typing import Any
 
 from evalledger.projections.markdown import (
-    SUMMARY_HEADER,
+    Markdown,
     audit_section,
     cell,
     comparison_section,
     fmt,
+    label_text,
+    link,
     pct,
     provenance_lines,
     reconstruction_section,
+    summary_header,
     summary_rows,
     table,
+    text,
     usd,
 )
 from evalledger.projections.reconstruction import band_labels
 from evalledger.projections.results import group_label
+from evalledger.projections.wording import count_of
 
 
 def natural_key(text: str) -> list:
@@ -50,8 +55,9 @@ def _original_state(result: dict[str, Any]) -> str:
     return f"{result['status']}, not judged"
 
 
-def side_by_side(results: list[dict], models: list[str]) -> list[str]:
-    """One row per question, one column per model: the verdict (or score) each model got."""
+def side_by_side(results: list[dict], models: list[str], links: dict[str, str]) -> list[str]:
+    """One row per question, one column per model: the verdict (or score) each model got, linked
+    to the case's section."""
     by_question: dict[str, dict[str, list[dict]]] = {}
     for r in results:
         by_question.setdefault(str(r["question_id"]), {}).setdefault(group_label(r), []).append(r)
@@ -59,9 +65,16 @@ def side_by_side(results: list[dict], models: list[str]) -> list[str]:
     for question in sorted(by_question, key=natural_key):
         row: list[Any] = [question]
         for model in models:
-            row.append("; ".join(_outcome(r) for r in by_question[question].get(model, [])) or "-")
+            outcomes = [case_link(_outcome(r), r["case_id"], links) for r in by_question[question].get(model, [])]
+            row.append(Markdown("; ".join(outcomes)) if outcomes else "-")
         rows.append(row)
-    return ["### Side by side", ""] + table(["question", *models], rows)
+    return ["### Side by side", ""] + table(["question", *(text(m) for m in models)], rows)
+
+
+def case_link(label: Any, case_id: str, links: dict[str, str]) -> Markdown:
+    """``label`` linked to the case's section on its case page (escaped text when it has none)."""
+    target = links.get(case_id)
+    return link(label, target) if target else Markdown(text(label))
 
 
 def _outcome(result: dict) -> str:
@@ -93,11 +106,14 @@ def trait_section(models: dict[str, dict]) -> list[str]:
                                                  "auto-failed"], rows)
 
 
-def attention_section(results: list[dict]) -> list[str]:
-    """Cases a reader must see: failed or pending (still in every denominator), overridden, auto-failed."""
+def attention_section(results: list[dict], links: dict[str, str]) -> list[str]:
+    """Cases a reader must see, each linked to its section: every failed verdict, failed or
+    pending (still in every denominator), overridden, auto-failed, abstained."""
     rows = []
     for r in results:
         why = []
+        if r["verdict"] == "fail" and not r["auto_failed"] and not r["override"]:
+            why.append("failed: " + ("; ".join(r["auto_fail_reasons"]) or "the judge's verdict"))
         if r["status"] != "judged":
             why.append(r["status"] + ": " + ("; ".join(f"{f['stage']}: {f['reason']}" for f in r["failures"])
                                              or "no final event yet"))
@@ -108,7 +124,8 @@ def attention_section(results: list[dict]) -> list[str]:
         if r.get("abstained"):
             why.append("abstained: " + str((r.get("abstention") or {}).get("evidence")))
         if why:
-            rows.append([r["case_id"], r["question_id"], group_label(r), " / ".join(why)])
+            rows.append([case_link(r["case_id"], r["case_id"], links), r["question_id"], group_label(r),
+                         " / ".join(why)])
     if not rows:
         return []
     return ["### Cases to look at", ""] + table(["case", "question", "model", "why"], rows)
@@ -154,8 +171,9 @@ def version_lines(data: dict[str, Any]) -> list[str]:
     if data.get("version"):
         changes = data.get("changes") or {}
         parts = [f"{k}: {', '.join(changes[k])}" for k in ("changed", "added", "removed") if changes.get(k)]
-        lines.append(f"Version {data['version']} of {data['name']}; against version {data['version'] - 1} "
-                     f"({data.get('previous')}): " + ("; ".join(parts) if parts else "the same questions") + ".")
+        lines.append(f"Version {data['version']} of {text(data['name'])}; against version {data['version'] - 1} "
+                     f"({text(data.get('previous'))}): " + (text("; ".join(parts)) if parts else "the same questions")
+                     + ".")
     links = data.get("version_links") or []
     if links:
         lines.append("Other versions: " + ", ".join(f"[{label}]({path})" for label, path in links) + ".")
@@ -163,31 +181,34 @@ def version_lines(data: dict[str, Any]) -> list[str]:
 
 
 def render_benchmark(data: dict[str, Any], prov: dict[str, Any], results: list[dict],
-                     pictures: list[tuple[str, str]], documents: dict[str, str]) -> str:
-    """``<benchmark>/report.md``."""
+                     pictures: list[tuple[str, str]], documents: dict[str, str],
+                     case_links: dict[str, str] | None = None) -> str:
+    """``<benchmark>/report.md``; ``case_links`` gives each case's section (case id -> link)."""
     models = list(data["models"])
-    lines = [f"# Benchmark {data['benchmark']}" + (f": {data['name']}" if data["name"] else ""), ""]
+    links = case_links or {}
+    lines = [f"# Benchmark {text(data['benchmark'])}" + (f": {text(data['name'])}" if data["name"] else ""), ""]
     lines += provenance_lines(prov)
     lines += version_lines(data)
-    lines += [f"Kind: {data['kind']}. Questions registered: {fmt(data['question_count'])}. "
-              "Pass rate = passed / all cases: failed and pending cases stay in the denominator.", ""]
+    lines += [f"Kind: {text(data['kind'])}. Questions registered: {fmt(data['question_count'])}."
+              + (" Pass rate = passed / all cases: failed and pending cases stay in the denominator."
+                 if data["kind"] == "template" else ""), ""]
     if data["rejected_questions"]:
-        lines += ["Questions not registered: " + "; ".join(f"{q.get('where')}: {q.get('reason')}"
-                                                           for q in data["rejected_questions"]), ""]
-    lines += ["## Summary", ""] + table(SUMMARY_HEADER, summary_rows(data["models"]))
+        lines += ["Questions not registered: " + text("; ".join(f"{q.get('where')}: {q.get('reason')}"
+                                                                for q in data["rejected_questions"])), ""]
+    lines += ["## Summary", ""] + table(summary_header(data["kind"]), summary_rows(data["models"], data["kind"]))
     audit_groups = data.get("audit", {})
     for title, name in pictures:
         if title not in audit_groups:           # zone matrices are drawn inside their section
-            lines += [f"![{title}]({name})", ""]
+            lines += [f"![{label_text(title)}]({name})", ""]
     lines += comparison_section(data["comparisons"])
-    lines += side_by_side(results, models)
+    lines += side_by_side(results, models, links)
     lines += field_section(data["models"]) + trait_section(data["models"])
     lines += repeats_section(data["models"])
     lines += reconstruction_section(data.get("reconstruction", {}))
     if documents:
-        lines += ["### Documents", ""] + [f"- [{doc}]({path})" for doc, path in documents.items()] + [""]
+        lines += ["### Documents", ""] + [f"- {link(doc, path)}" for doc, path in documents.items()] + [""]
     lines += audit_section(data.get("audit", {}), svg_names={k: v for k, v in pictures if k in data.get("audit", {})})
-    lines += attention_section(results)
+    lines += attention_section(results, links)
     return "\n".join(lines)
 
 
@@ -195,12 +216,13 @@ def render_document(doc: dict[str, Any], prov: dict[str, Any]) -> str:
     """``{doc_id}.md``: one reconstruction document, claim by claim, then its metrics."""
     m = doc["calculated_metrics"]
     fully, partially, not_ = band_labels(doc.get("claim_bands") or [])
-    lines = [f"# Reconstruction {doc['doc_id']}", ""] + provenance_lines(prov)
+    lines = [f"# Reconstruction {text(doc['doc_id'])}", ""] + provenance_lines(prov)
     meta = doc["metadata"]
-    lines += [f"Case `{doc['case_id']}`, benchmark {doc['benchmark']}, collection {doc.get('collection')}, "
-              f"reconstruction by {meta.get('reconstruction_model') or '(no model)'}, judged by "
-              f"{meta['model'] or '(no judge call)'} at {doc.get('timestamp') or '(not judged)'}, "
-              f"status {doc['status']}; {meta['total_tokens']} tokens, "
+    lines += [f"Case `{text(doc['case_id'])}`, benchmark {text(doc['benchmark'])}, "
+              f"collection {text(doc.get('collection'))}, "
+              f"reconstruction by {text(meta.get('reconstruction_model') or '(no model)')}, judged by "
+              f"{text(meta['model'] or '(no judge call)')} at {doc.get('timestamp') or '(not judged)'}, "
+              f"status {doc['status']}; {count_of(meta['total_tokens'], 'token')}, "
               f"{usd(meta['cost_usd'])} USD.", ""]
     lines += table(["metric", "value"], [
         ["total claims scored", m["total_claims"]], ["average score", m["average_score"]],

@@ -11,6 +11,7 @@ from typing import Any, Iterable
 
 from evalledger.projections.audit import CROSS_BAND_TARGET, ZONES
 from evalledger.projections.reconstruction import band_labels
+from evalledger.projections.wording import count_of
 
 
 def fmt(value: Any) -> str:
@@ -28,13 +29,57 @@ def pct(value: float | None, digits: int = 1) -> str:
 
 
 def interval(ci: list[float] | None) -> str:
-    """A 95% interval as percentages, or ``n/a``."""
-    return "n/a" if not ci else f"[{ci[0] * 100:.1f}%, {ci[1] * 100:.1f}%]"
+    """A 95% interval as percentages, or ``n/a`` (numbers only: table-safe as it is)."""
+    return "n/a" if not ci else Markdown(f"[{ci[0] * 100:.1f}%, {ci[1] * 100:.1f}%]")
 
 
-def cell(text: Any) -> str:
-    """Table-safe text: pipes escaped, newlines flattened."""
-    return fmt(text).replace("|", "\\|").replace("\n", " ")
+class Markdown(str):
+    """Markdown the reports built themselves (a link, an image): put into a table as it is.
+
+    Any other value is text from a file or a judge and is escaped (``text``)."""
+
+
+# What could make text from a file or a judge into markup: a link or an image (a "]" right before
+# "(" or "[": with it escaped, no link can close; a bare "[cross]" stays as it is), HTML and
+# autolinks (< > &), code spans, emphasis, table cells (|) and the escape character itself.
+# An underscore inside a word is no emphasis in CommonMark, so "model_a" stays readable.
+_SPECIAL = re.compile(r"[\\`*<>|&]|\](?=[(\[])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_PLAIN = re.compile(r"(?:[^\\\\`*\]<>|&_:\s]| (?! ))*")   # nothing to escape, single spaces only
+_LINE_START = re.compile(r"^(\s*)([#+=>-]|\d+[.)])")
+
+
+def text(value: Any, line_start: bool = False) -> str:
+    """``value`` (from a file or a judge) as markdown that shows it literally, on one line: every
+    character that could start a link, an image, HTML, a code span, emphasis or a table cell is
+    backslash-escaped; ``line_start`` (the text begins a line) escapes a heading, list or quote
+    marker at its start too (inside a table cell such a marker is plain text: "-92.9%")."""
+    raw = fmt(value)
+    if _PLAIN.fullmatch(raw) and not line_start:      # most cells: numbers, names, verdicts
+        return raw
+    flat = " ".join(raw.split())
+    # "\://" still shows "://" but is no longer a bare URL that GFM would make a link of.
+    escaped = _SPECIAL.sub(lambda m: "\\" + m.group(), flat).replace("://", "\\://")
+    if line_start:
+        escaped = _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), escaped, count=1)
+    return escaped
+
+
+def cell(value: Any) -> str:
+    """A table cell: text escaped (``text``), report-built ``Markdown`` as it is; one line."""
+    if isinstance(value, Markdown):
+        return value.replace("\n", " ")
+    return text(value)
+
+
+def link(label: Any, target: str) -> Markdown:
+    """A link the report builds: the label escaped, the target (a path the report chose) as it is."""
+    return Markdown(f"[{label_text(label)}]({target})")
+
+
+def label_text(label: Any) -> str:
+    """``text`` for a link's label or an image's alt text: its brackets escaped too, so an
+    unbalanced one cannot end the label early."""
+    return re.sub(r"(?<!\\)([\[\]])", r"\\\1", text(label))
 
 
 def table(header: list[str], rows: Iterable[list[Any]]) -> list[str]:
@@ -55,8 +100,8 @@ def judge_line(judges: list[dict]) -> str:
         return "none recorded"
     parts = []
     for j in judges:
-        note = f" ({j['note']})" if j.get("note") else ""
-        parts.append(f"{j['backend']} / {j['model']}{note}: {j['calls']} calls")
+        note = f" ({text(j['note'])})" if j.get("note") else ""
+        parts.append(f"{text(j['backend'])} / {text(j['model'])}{note}: {count_of(j['calls'], 'call')}")
     return "; ".join(parts)
 
 
@@ -115,14 +160,26 @@ def parse_checkpoint_line(text: str) -> dict[str, Any] | None:
 SUMMARY_HEADER = ["model", "cases", "judged", "failed", "pending", "passed", "pass rate", "95% CI",
                   "auto-failed", "abstained", "overridden", "excerpt retries", "judge calls", "judge retries",
                   "tokens", "cost (USD)"]
+# Reconstruction and audit cases have no pass/fail verdict (claim scores, credit scores): their
+# summary keeps only what applies to them, never a "passed 0" and "pass rate n/a".
+SCORED_SUMMARY_HEADER = ["model", "cases", "judged", "failed", "pending", "judge calls", "judge retries",
+                         "tokens", "cost (USD)"]
 
 
-def summary_rows(models: dict[str, dict]) -> list[list[Any]]:
-    """The summary table's rows, one per model."""
+def summary_header(kind: str | None) -> list[str]:
+    """The summary table's columns for a benchmark of ``kind``."""
+    return SUMMARY_HEADER if kind == "template" else SCORED_SUMMARY_HEADER
+
+
+def summary_rows(models: dict[str, dict], kind: str | None = "template") -> list[list[Any]]:
+    """The summary table's rows, one per model, with the columns of ``summary_header(kind)``."""
+    if kind != "template":
+        return [[m, s["cases"], s["judged"], s["failed"], s["pending"], s["judge_calls"], s["judge_retries"],
+                 s["tokens"], usd(s["cost"])] for m, s in models.items()]
     return [[m, s["cases"], s["judged"], s["failed"], s["pending"], s["passed"], pct(s["pass_rate"]),
              interval(s["pass_rate_ci95"]), f"{s['auto_failed']} ({pct(s['auto_fail_rate'])})",
-             f"{s.get('abstained', 0)} ({pct(s.get('abstention_rate'))})", s["overridden"], s["excerpt_retries"], s["judge_calls"], s["judge_retries"], s["tokens"],
-             usd(s["cost"])] for m, s in models.items()]
+             f"{s.get('abstained', 0)} ({pct(s.get('abstention_rate'))})", s["overridden"], s["excerpt_retries"],
+             s["judge_calls"], s["judge_retries"], s["tokens"], usd(s["cost"])] for m, s in models.items()]
 
 
 COMPARISON_HEADER = ["A", "B", "pairs", "both pass", "A only", "B only", "neither", "A rate",
@@ -142,7 +199,7 @@ def comparison_section(comparisons: list[dict]) -> list[str]:
         return []
     lines = ["### Model comparison (paired, same questions)", ""]
     lines += table(COMPARISON_HEADER, comparison_rows(comparisons))
-    lines += [f"- {c['verdict']}" for c in comparisons] + [""]
+    lines += [f"- {text(c['verdict'])}" for c in comparisons] + [""]
     return lines
 
 
@@ -152,8 +209,8 @@ def reconstruction_section(stats: dict[str, dict], level: str = "###") -> list[s
     for model, agg in stats.items():
         o = agg["overall"]
         fully, partially, not_ = band_labels(agg.get("claim_bands") or [])
-        lines += [f"{level} Reconstruction: {model}", "",
-                  f"{agg['total_documents']} documents, {agg['total_claims']} scored claims; "
+        lines += [f"{level} Reconstruction: {text(model)}", "",
+                  f"{count_of(agg['total_documents'], 'document')}, {count_of(agg['total_claims'], 'scored claim')}; "
                   f"average {fmt(o['average_score'])}, importance-weighted {fmt(o['weighted_average_score'])}; "
                   f"fully ({fully}) {fmt(o['pct_fully_reconstructed'])}%, partially ({partially}) "
                   f"{fmt(o['pct_partially_reconstructed'])}%, not ({not_}) {fmt(o['pct_not_reconstructed'])}%.", ""]
@@ -176,9 +233,9 @@ def audit_section(groups: dict[str, dict], level: str = "###", svg_names: dict[s
     lines = []
     for key, g in groups.items():
         met = {True: "met", False: "NOT met", None: "n/a (nothing compared)"}[g["target_met"]]
-        lines += [f"{level} Audit zones: {key}", ""]
+        lines += [f"{level} Audit zones: {text(key)}", ""]
         if svg_names and key in svg_names:
-            lines += [f"![zone confusion matrix, {key}]({svg_names[key]})", ""]
+            lines += [f"![zone confusion matrix, {label_text(key)}]({svg_names[key]})", ""]
         lines += matrix_table(g["matrix"])
         lines += table(["metric", "value"], [
             ["cases", g["cases"]], ["compared (expected and scored)", g["compared"]],
@@ -204,9 +261,9 @@ def audit_section(groups: dict[str, dict], level: str = "###", svg_names: dict[s
     return lines
 
 
-def bench_link(benchmark: str, folder: str) -> str:
+def bench_link(benchmark: str, folder: str) -> Markdown:
     """A link to a benchmark's report."""
-    return f"[{benchmark}]({folder}/report.md)"
+    return link(benchmark, f"{folder}/report.md")
 
 
 def render_index(agg: dict[str, Any], folders: dict[str, str]) -> str:
@@ -237,9 +294,10 @@ def render_index(agg: dict[str, Any], folders: dict[str, str]) -> str:
 
 def total_line(totals: dict[str, Any]) -> str:
     """The judging of every case in one sentence: calls, tokens and cost ("unknown" when unpriced)."""
-    unpriced = (f" ({totals['unpriced_calls']} call(s) to a model with no price)"
+    unpriced = (f" ({count_of(totals['unpriced_calls'], 'call')} to a model with no price)"
                 if totals["unpriced_calls"] else "")
-    return (f"Judging, all cases: {totals['judge_calls']} judge call(s), {totals['tokens']} tokens, "
+    return (f"Judging, all cases: {count_of(totals['judge_calls'], 'judge call')}, "
+            f"{count_of(totals['tokens'], 'token')}, "
             f"cost {usd(totals['cost'])} USD{unpriced}.")
 
 
@@ -247,15 +305,15 @@ def render_aggregate_report(agg: dict[str, Any], folders: dict[str, str]) -> str
     """``aggregate-report.md``: every aggregate of aggregate-stats.json, as tables."""
     lines = ["# Aggregate report", ""] + provenance_lines(agg) + [total_line(agg["totals"]), ""]
     for b, data in agg["benchmarks"].items():
-        lines += [f"## {data['name'] or b} ({data['kind']}, id {b})", "",
-                  f"Cases and pictures: [{folders[b]}/report.md]({folders[b]}/report.md)", ""]
+        lines += [f"## {text(data['name'] or b)} ({text(data['kind'])}, id {text(b)})", "",
+                  f"Cases and pictures: {link(folders[b] + '/report.md', folders[b] + '/report.md')}", ""]
         if data["models"]:
-            lines += table(SUMMARY_HEADER, summary_rows(data["models"]))
+            lines += table(summary_header(data["kind"]), summary_rows(data["models"], data["kind"]))
         lines += comparison_section(data["comparisons"])
         lines += reconstruction_section(data.get("reconstruction", {}))
         lines += audit_section(data.get("audit", {}))
     for name, collection in (agg.get("reconstruction_collections") or {}).items():
-        lines += [f"## Reconstruction collection {name}", "",
-                  f"Every document of the collection, from {len(collection['benchmarks'])} benchmark(s).", ""]
+        lines += [f"## Reconstruction collection {text(name)}", "",
+                  f"Every document of the collection, from {count_of(len(collection['benchmarks']), 'benchmark')}.", ""]
         lines += reconstruction_section(collection["models"])
     return "\n".join(lines)

@@ -22,6 +22,7 @@ from evalledger.projections.agreement import render_agreement, reviewer_agreemen
 from evalledger.projections.appliers import LATEST_CHECKPOINT
 from evalledger.projections.audit import ZONES
 from evalledger.projections.benchmark_md import render_benchmark, render_document
+from evalledger.projections.case_pages import page_groups, render_case_pages
 from evalledger.projections.case_result import case_result
 from evalledger.projections.markdown import render_aggregate_report, render_index
 from evalledger.projections.reconstruction import document_report, score_histogram
@@ -132,6 +133,7 @@ def _benchmark_files(bench: str, folder: str, data: dict, cases: list[dict], res
                                                          _titled("Zone confusion matrix", key)).encode()
         pictures.append((key, name))
     documents: dict[str, str] = {}
+    document_of: dict[str, str] = {}
     recon = [c for c in cases if c["kind"] == "reconstruction"]
     per_doc: dict[str, int] = {}
     for case in recon:
@@ -143,10 +145,15 @@ def _benchmark_files(bench: str, folder: str, data: dict, cases: list[dict], res
         files[f"{folder}/documents/{base}.json"] = pretty_json({"built_from": prov["ledger_head"], **doc})
         files[f"{folder}/documents/{base}.md"] = render_document(doc, prov).encode()
         documents[label] = f"documents/{base}.md"
+        document_of[case["case_id"]] = f"documents/{base}.md"
     audit_pictures = [(t, n) for t, n in pictures if t in audit]
     other_pictures = [(t, n) for t, n in pictures if t not in audit]
+    group_names = unique_names(list(page_groups(results)))
+    pages, case_links = render_case_pages(str(data.get("name") or bench), prov, cases, results, group_names,
+                                          document_of)
+    files.update({f"{folder}/{rel}": body.encode() for rel, body in pages.items()})
     text = render_benchmark(data, prov, results, other_pictures + audit_pictures,
-                            dict(sorted(documents.items())))
+                            dict(sorted(documents.items())), case_links)
     files[f"{folder}/report.md"] = text.encode()
     return files
 

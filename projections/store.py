@@ -28,7 +28,7 @@ from evalledger.projections.appliers import restore_case, sparse_case
 
 # Bump when the shape of a stored state changes: tables folded by another version are dropped and
 # refolded from seq 1 on first use, so an update never mixes states of two fold versions.
-FOLD_VERSION = 8   # 5: verdict.confirmed folded (confirmations); 6: abstention, judged_at; 7: repeats; 8: checkpoints
+FOLD_VERSION = 8   # 5: verdict.confirmed folded (confirmations); 6: abstention, judged_at; 7: repeats; 8: checkpoints, responses
 POSITION_NAME = f"projections/v{FOLD_VERSION}"
 TABLES = ("proj_position", "proj_cases", "proj_benchmarks", "proj_runs", "proj_checkpoints", "proj_digest")
 # Each table and the column it is keyed by, in the order the digest (and a comparison) reads them.

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from html import escape
 
-FONT = 'font-family="sans-serif" font-size="12"'
+FONT_SIZE = 12
+FONT = f'font-family="sans-serif" font-size="{FONT_SIZE}"'
+TITLE_Y = 18          # the title's baseline; its glyphs reach FONT_SIZE above it
 
 
 def _svg(width: int, height: int, body: list[str], title: str) -> str:
@@ -16,13 +18,17 @@ def _svg(width: int, height: int, body: list[str], title: str) -> str:
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">',
         f"<title>{escape(title)}</title>",
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
-        f'<text x="{width // 2}" y="18" text-anchor="middle" {FONT} font-weight="bold">{escape(title)}</text>',
+        f'<text x="{width // 2}" y="{TITLE_Y}" text-anchor="middle" {FONT} font-weight="bold">{escape(title)}</text>',
         *body, "</svg>", ""])
 
 
 def histogram(labels: list[str], counts: list[int], title: str, x_label: str) -> str:
-    """A vertical bar chart: one bar per label, its count written above it."""
-    bar, gap, left, top, plot_h = 36, 8, 40, 30, 160
+    """A vertical bar chart: one bar per label, its count written above it.
+
+    The plot starts low enough that the count over the tallest bar (baseline 4 above the bar, glyphs
+    FONT_SIZE above that) stays clear of the title's line."""
+    bar, gap, left, plot_h = 36, 8, 40, 160
+    top = TITLE_Y + 8 + 4 + FONT_SIZE
     width = left + len(labels) * (bar + gap) + 20
     height = top + plot_h + 50
     peak = max(counts) if counts and max(counts) > 0 else 1

@@ -28,7 +28,8 @@ def test_override_refuses_reconstruction_and_audit_cases(tmp_path, run_cli):
         done = run_cli("override", cases[kind], "--verdict", "pass", "--reason", "r", "--author", "a", home=home)
         assert done.returncode == 2, done.stdout
         [line] = done.stderr.strip().splitlines()
-        assert f"case {cases[kind]} is a {kind} case, which has no pass/fail verdict" in line
+        article = "an" if kind == "audit" else "a"
+        assert f"case {cases[kind]} is {article} {kind} case, which has no pass/fail verdict" in line
         assert "override applies to the verdicts of template cases" in line
     assert overrides_in(home) == 0
     done = run_cli("override", cases["template"], "--verdict", "pass", "--reason", "r", "--author", "a", home=home)

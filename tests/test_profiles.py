@@ -105,7 +105,9 @@ def test_two_profiles_on_two_servers_judge_each_case_under_each_profile(tmp_path
     cross_row = next(line for line in aggregate.splitlines() if line.startswith("| (no model) [cross] |"))
     assert cross_row.rstrip(" |").endswith("unknown") and "0.000000" not in cross_row
     index = (home / "reports" / "index.md").read_text()
-    assert "cost unknown USD (" in index and "call(s) to a model with no price)" in index
+    unpriced = len(beta.requests) - 1
+    assert "cost unknown USD (" in index
+    assert f"({unpriced} {'call' if unpriced == 1 else 'calls'} to a model with no price)" in index
     assert stats["totals"]["cost"] is None and stats["totals"]["unpriced_calls"] == len(beta.requests) - 1
     assert "cost of this run: " in ran.stdout and "model call(s), unknown (a model with no price" in ran.stdout
     del report

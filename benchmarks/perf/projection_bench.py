@@ -14,7 +14,8 @@ claims). Then, in the same run:
 3. Incremental update: 1,000 more events appended, then folded (``projections.update``).
    Target: under 1% of the rebuild time (checked at 1,000,000 events, where it is defined;
    printed for information on smaller ledgers, whose rebuild is too short to compare with).
-4. Rendering every report file from the read models (for information, no target).
+4. Rendering every report file from the read models (for information), and the share of it the case
+   pages take (their sections rendered again alone). Target: at most 25% of the whole rendering.
 
 The scan and the rebuild run in turns, ``--repeat`` times each; the best of each counts. Targets
 are checked on CPU time (user + system) of this process, the work each step does; wall-clock
@@ -38,13 +39,17 @@ import orjson
 
 from evalledger import ledger, projections
 from evalledger.projections import catch_up as folding
-from evalledger.projections.reports import render_files
+from evalledger.projections.case_pages import page_groups, render_case_pages
+from evalledger.projections.case_result import case_result
+from evalledger.projections.reports import render_files, unique_names
 from evalledger.projections.store import ReadModelStore
 from evalledger.testing import synthetic as syn
 
 REBUILD_TARGET = 3.0
 INCREMENTAL_TARGET = 0.01
+CASE_PAGES_TARGET = 0.25       # the per-case sections may add at most a quarter to report rendering
 FULL_SIZE = 1_000_000          # the incremental target is defined on a ledger this large
+FILLER = "Chromosomes come in pairs, one from each parent, and carry the genes of the cell. " * 3
 PROMPT = ("You are a careful grader. Quote the exact sentences of the response that support each "
           "attribute; never paraphrase. ") * 10
 
@@ -63,10 +68,12 @@ def judge_call(case_id: str, role: str, step: int) -> ledger.NewEvent:
 
 
 def template_case(i: int) -> list[ledger.NewEvent]:
-    """The events of the i-th synthetic template case."""
+    """The events of the i-th synthetic template case (its response ~600 characters, the evidence
+    in the middle, as the case pages cut an excerpt around it)."""
+    response = f"{FILLER}Case {i}: a somatic cell has 23 pairs; it is diploid. {FILLER}"
     case_id, events = syn.template_case("bench-template", f"q{i // 3}", f"model-{i % 3}",
                                         "pass" if i % 4 else "fail", fields={"n": bool(i % 4), "m": True},
-                                        calls=0)
+                                        calls=0, response=response)
     calls = [judge_call(case_id, role, k) for k, role in enumerate(("extract_excerpts", "reason", "parse"))]
     extra = [syn.excerpt(case_id, "n", "23 pairs", 1.0), syn.excerpt(case_id, "m", "diploid", 0.91)]
     return events[:1] + calls + extra + events[1:]
@@ -113,6 +120,23 @@ def fill(led, count: int, start_case: int = 0) -> int:
     if batch:
         led.append(batch)
     return number
+
+
+def case_pages_cpu(store: ReadModelStore) -> float:
+    """CPU seconds to render the case pages of every benchmark again, alone (they are part of
+    ``render_files``): what the per-case sections add to a report."""
+    cases = list(store.iter_cases())
+    results = [case_result(c) for c in cases]
+    by_bench: dict[str, list[int]] = {}
+    for i, case in enumerate(cases):
+        by_bench.setdefault(str(case["benchmark"]), []).append(i)
+    prov = {"ledger_head": {"seq": 0, "hash": ""}, "judges": [], "config_hashes": []}
+    start = time.process_time()
+    for idx in by_bench.values():
+        bench_results = [results[i] for i in idx]
+        names = unique_names(list(page_groups(bench_results)))
+        render_case_pages("bench", prov, [cases[i] for i in idx], bench_results, names, {})
+    return time.process_time() - start
 
 
 def raw_scan(led) -> float:
@@ -194,10 +218,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"incremental / rebuild: {incremental / rebuild:.4f}x (target <= {INCREMENTAL_TARGET}x "
                   f"applies at {FULL_SIZE:,} events; information at this size)")
         if not args.no_render:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             files = render_files(store)
+            render_cpu = time.process_time() - cpu
             print(f"render reports: {time.perf_counter() - start:.2f} s, {len(files)} files, "
                   f"{sum(map(len, files.values())) / 1e6:.1f} MB (information, no target)")
+            ok &= report("case pages / all report rendering, CPU time", case_pages_cpu(store) / render_cpu,
+                         CASE_PAGES_TARGET, render_cpu)
         store.close()
         led.close()
     print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")

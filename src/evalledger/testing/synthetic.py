@@ -134,11 +134,13 @@ def overridden(case_id: str, verdict: str, reason: str, author: str, key: str | 
 
 
 def template_case(bench: str, question_id: str, model: str, verdict: str | None,
-                  fields: dict[str, bool] | None = None, calls: int = 2) -> tuple[str, list[NewEvent]]:
-    """A whole template case history: opened, judge calls, field checks, verdict (None: unfinished)."""
+                  fields: dict[str, bool] | None = None, calls: int = 2,
+                  response: str = "") -> tuple[str, list[NewEvent]]:
+    """A whole template case history: opened (with ``response``), judge calls, field checks,
+    verdict (None: unfinished)."""
     case_id, first = opened(bench, "template", question_id, model,
                             {"id": question_id, "question": f"question {question_id}",
-                             "template": {"fields": [{"name": n} for n in (fields or {})]}})
+                             "template": {"fields": [{"name": n} for n in (fields or {})]}}, response=response)
     events = [first] + [judge_call(case_id, "parse", step=str(i)) for i in range(calls)]
     events += [field(case_id, name, ok, extracted=1 if ok else 2, expected=1) for name, ok in (fields or {}).items()]
     if verdict is not None:

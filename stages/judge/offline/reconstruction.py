@@ -70,10 +70,14 @@ def _score(claim, sources: list[tuple[str, str]], weights: dict[str, float]) -> 
         score = min(score, 3)  # none of the words only this claim has: "vaguely related" (2-3)
     if names:
         score = max(0, score - 1)
-    missing_terms = sorted(wanted - have)[:4]
-    why = f"{len(found_terms)} of {len(wanted)} key terms found in {', '.join(refs)}"
+    # Terms are matched as stems; the reader is shown the words the claim used ('modules', not 'modul').
+    as_written = tx.term_words(claim.text)
+    missing_terms = [as_written.get(t, t) for t in sorted(wanted - have)[:4]]
+    why = (f"{len(found_terms)} of {len(wanted)} key {'term' if len(wanted) == 1 else 'terms'} "
+           f"found in {', '.join(refs)}")
     if missing_numbers:
-        why += "; number(s) " + ", ".join(f"{n:g}" for n in missing_numbers) + " missing"
+        why += ("; number " if len(missing_numbers) == 1 else "; numbers ") \
+            + ", ".join(f"{n:g}" for n in missing_numbers) + " missing"
     if missing_terms:
         why += "; missing: " + ", ".join(missing_terms)
     return {"claim_id": claim.id, "score": int(score), "justification": why + ".", "evidence_refs": refs}

@@ -140,14 +140,29 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
-def terms(text: str) -> list[str]:
-    """The content words of ``text``, stemmed, in order (stopwords and numbers dropped; the parts of
-    a hyphenated word count as words: 'placebo-controlled' meets 'placebo' and 'controls')."""
+def _content_words(text: str) -> list[str]:
+    """The content words of ``text``, lowercased, in order (stopwords and numbers dropped; the parts
+    of a hyphenated word count as words: 'placebo-controlled' gives 'placebo' and 'controlled')."""
     out = []
     for w in words(text.replace("_", " ")):
         for part in w.split("-") if "-" in w else (w,):
             if part and part not in STOPWORDS and not part[0].isdigit() and len(part) > 1:
-                out.append(stem(part))
+                out.append(part)
+    return out
+
+
+def terms(text: str) -> list[str]:
+    """The content words of ``text``, stemmed, in order: 'placebo-controlled' meets 'placebo' and
+    'controls'."""
+    return [stem(w) for w in _content_words(text)]
+
+
+def term_words(text: str) -> dict[str, str]:
+    """Each term of ``text`` with the first word of the text it stems from, so a term can be shown
+    to a reader as the text wrote it ('modul' -> 'modules')."""
+    out: dict[str, str] = {}
+    for w in _content_words(text):
+        out.setdefault(stem(w), w)
     return out
 
 
