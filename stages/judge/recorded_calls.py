@@ -179,6 +179,7 @@ class RecordedCalls:
         self.source_index: CallIndex | None = index_for(source) if source is not None else None
         self.misses: list[dict[str, Any]] = []
         self._writer: GroupCommitter | None = None
+        self._identities: dict[tuple[Any, ...], list[tuple[str, str | None]]] = {}
 
     # --- finding ------------------------------------------------------------------------------------
     def reusable(self, hashes: list[str], accept: Callable[[Event], Any]) -> Found | None:
@@ -202,12 +203,23 @@ class RecordedCalls:
     def replay_identities(self, role: str, live: tuple[str, str | None] | None = None,
                           model: str | None = None) -> list[tuple[str, str | None]]:
         """Every (backend, model) that answered ``role`` in the source (only ``model``'s when given),
-        then the live backend's own; ``[("replay", model)]`` when there is none."""
+        then the live backend's own; ``[("replay", model)]`` when there is none.
+
+        A source other than the ledger recorded into is read once per role: a replay answers
+        from the source as it was when the replay began, and every call asks this.
+        """
+        key = (role, live, model)
+        known = self._identities.get(key)
+        if known is not None:
+            return known
         seen = [i for i in self.source_index.seen_identities(role)
                 if i[0] != REPLAY and (model is None or i[1] == model)] if self.source_index else []
         if live is not None:
             seen = [i for i in seen if i != live] + [live]
-        return seen or [(REPLAY, model)]
+        identities = seen or [(REPLAY, model)]
+        if self.source is not None and self.source is not self.led:
+            self._identities[key] = identities
+        return identities
 
     def miss(self, role: str, case_id: str, hash: str) -> None:
         """Note a request the replay source never recorded (``misses``, listed after a replay)."""
