@@ -517,7 +517,7 @@ class _Run:
                 # Without its terminal event the case would stay pending for ever.
                 raise RuntimeError(f"the {stage.name} stage produced no {stage.terminal} for this case")
             held = calls.take()
-            stored = await self.commits.commit(stage, opened.seq, held + work.outputs)
+            stored = await self._commit(stage, opened.seq, held + work.outputs)
             self.summary.judged += 1
             return stored
         except LedgerError:
@@ -546,15 +546,20 @@ class _Run:
                                     "stage_version": STAGE_VERSIONS[stage.name], "config_hash": config_hash})
             held += calls.take()
             try:   # the calls the case made are kept with its failure ...
-                stored = await self.commits.commit(stage, opened.seq, held + [failed])
+                stored = await self._commit(stage, opened.seq, held + [failed])
             except LedgerError:
                 raise
             except Exception:   # ... unless one of them is what the ledger refused
-                stored = await self.commits.commit(stage, opened.seq, [failed])
+                stored = await self._commit(stage, opened.seq, [failed])
             self.summary.failed += 1
             self.counters.failures += 1
             self.summary.failures.append({"case_id": case_id, "stage": stage.name, "reason": reason})
             return stored
+
+    async def _commit(self, stage: Stage, seq: int, events: list[NewEvent]) -> list[Event]:
+        """Commit one case's events through the scan's group commit (``_process`` sets it up)."""
+        assert self.commits is not None, "a case is committed only inside _process"
+        return await self.commits.commit(stage, seq, events)
 
     def _keep_calls(self, calls: CaseCalls) -> None:
         """Commit the judge calls a case left pending had made (free ones, held for its commit):

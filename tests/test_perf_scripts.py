@@ -22,6 +22,7 @@ CASES = {
                        ["ideal", "ratio", "recording", "target < 1.0 ms", "answered 429 and retried",
                         "lowest adaptive concurrency"]),
     "replay_bench.py": (["40"], ["judged in the run", "replay/run"]),
+    "run_bench.py": (["40"], ["ms a case", "per-case CPU at 40 vs 4 cases", "target <= 1.25", "a case)"]),
     "merkle_bench.py": (["3000"], ["merkle root", "chain verify", "append keeping the tree", "inclusion proof"]),
     "schema_bench.py": (["--repeat", "5"], ["request shapes", "built", "cached", "target < 0.2 ms"]),
     "ledger_bench.py": (["1000"], ["append", "1 event a transaction", "read", "peak RSS", "verify"]),

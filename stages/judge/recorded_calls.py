@@ -78,9 +78,13 @@ def open_source(source, led) -> tuple[Any, bool]:
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """A recorded success: its event, the hash it was found under, and what ``accept`` made of it."""
+    """A recorded success: its event, the hash it was found under, and what ``accept`` made of it.
 
-    event: Event
+    The event is a stored one, or one held for its case's commit (``CaseCalls``): both have the
+    stream and data a reuse reads.
+    """
+
+    event: Event | NewEvent
     request_hash: str
     value: Any = None
 
@@ -119,9 +123,9 @@ class CaseCalls:
             if event is None:
                 continue
             if accept is None:
-                return Found(event, hash)   # type: ignore[arg-type] - has the stream and data a reuse reads
+                return Found(event, hash)
             try:
-                return Found(event, hash, accept(event))   # type: ignore[arg-type]
+                return Found(event, hash, accept(event))
             except ValueError:
                 continue
         return None
