@@ -21,7 +21,7 @@ CASES = {
     "judge_bench.py": (["--calls", "60", "--concurrency", "8", "--latency", "0.01"],
                        ["ideal", "ratio", "recording", "target < 1.0 ms", "answered 429 and retried",
                         "lowest adaptive concurrency"]),
-    "replay_bench.py": (["40"], ["judged in the run", "replay/run"]),
+    "replay_bench.py": (["40"], ["judged in the run", "replay/run", "copying the inputs"]),
     "run_bench.py": (["40"], ["ms a case", "per-case CPU at 40 vs 4 cases", "target <= 1.25", "a case)"]),
     "merkle_bench.py": (["3000"], ["merkle root", "chain verify", "append keeping the tree", "inclusion proof"]),
     "schema_bench.py": (["--repeat", "5"], ["request shapes", "built", "cached", "target < 0.2 ms"]),
