@@ -7,10 +7,12 @@ not (``case.judged``, ``claim.scored``, ``credit.scored``), nor a ``stage.failed
 finds the same pending cases whatever was in flight when it died.
 
 A case's steps run in order inside its handler; cases run concurrently (the judge port bounds
-the calls in flight). A handler's outputs are committed in ONE append together with the stage's
-tracking position; their ids are deterministic (``stages.casework``), so redoing a case after a
-crash appends nothing twice, and the port reuses every recorded judge reply, so nothing is paid
-twice. The tracking position only lets a scan start late; it is a low watermark (every case at or
+the calls in flight). A handler's outputs, with the free judge calls it made (offline, replayed:
+held by the port for this commit), are committed in ONE append together with the stage's
+tracking position; the cases that finish together share that append (``stages.case_commits``).
+Ids are deterministic (``stages.casework``), so redoing a case after a crash appends nothing
+twice, and the port records paid calls the moment they end and reuses every recorded judge
+reply, so nothing is paid twice. The tracking position only lets a scan start late; it is a low watermark (every case at or
 below it is finished), so correctness never depends on it: a case leaves the watermark's open set
 only once its commit has returned, so a run abandoned mid-append (a signal raised inside it) never
 moves the position past an unfinished case. And a full reconcile that ignores tracking runs at a
@@ -45,10 +47,12 @@ from evalledger.ledger import Event, LedgerError, NewEvent
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.leases import DEFAULT_LEASE_SECONDS
 from evalledger.stages.audit import judge_audit
+from evalledger.stages.case_commits import CaseCommits, Watermarks
 from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
 from evalledger.stages.config import VerificationConfig, effective_config
 from evalledger.stages.judge import JudgeCallFailed, JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.judge.budget import Budget, BudgetExhausted
+from evalledger.stages.judge.recorded_calls import CaseCalls, collecting, note_appended
 from evalledger.stages.reconstruction import judge_reconstruction
 from evalledger.stages.repeats import judge_case
 from evalledger.stages.template import judge_template
@@ -219,38 +223,10 @@ def below_tracking(led, pending: _Pending) -> dict[str, list[Event]]:
     return stuck
 
 
-class _Watermarks:
-    """Per stage, the highest seq below which every scanned case is finished."""
-
-    def __init__(self, led, pending: _Pending):
-        self.led = led
-        self.upto = pending.upto
-        self.open: dict[str, set[int]] = {s.name: set() for s in STAGES}
-        for stage, opened, _ in pending.cases + pending.held:
-            self.open[stage.name].add(opened.seq)
-
-    def after(self, stage: Stage, seq: int) -> tuple[str, int] | None:
-        """The tracking record to commit with case ``seq``'s outputs (None when it would not advance).
-
-        Changes nothing: the case stays open until ``committed`` says its append returned. Were it
-        dropped here, an append interrupted by a signal (the watch daemon raises ``Abandoned`` in
-        the middle of whatever runs) would leave it dropped, and the next case to commit would
-        carry the position past it: a case stuck for ever with its judge calls and no outcome.
-        """
-        still = self.open[stage.name]
-        lower = min((s for s in still if s != seq), default=None)
-        position = (lower - 1) if lower is not None else self.upto
-        return (stage.tracking, position) if position > self.led.tracking_position(stage.tracking) else None
-
-    def committed(self, stage: Stage, seq: int) -> None:
-        """Case ``seq``'s outputs (or its ``stage.failed``) are in the ledger: it no longer holds the mark."""
-        self.open[stage.name].discard(seq)
-
-    def settle(self) -> None:
-        """Advance the stages that had nothing pending up to the scan's bound (cheap next time)."""
-        for stage in STAGES:
-            if not self.open[stage.name] and self.led.tracking_position(stage.tracking) < self.upto:
-                self.led.append([], tracking=(stage.tracking, self.upto))
+def _watermarks(led, pending: _Pending) -> Watermarks:
+    """The watermarks of one scan: every case it found (held ones too) is open until committed."""
+    return Watermarks(led, pending.upto, ((stage, opened.seq) for stage, opened, _ in pending.cases + pending.held),
+                      STAGES)
 
 
 class _Run:
@@ -278,6 +254,7 @@ class _Run:
         # Always kept: without caps it only counts the run's model calls and what they cost.
         self.budget = Budget(settings.max_calls, settings.max_cost)
         self.replay_judges: dict[str, Any] = {}
+        self.commits: CaseCommits | None = None   # set per scan by _process
 
     def _select(self):
         """Which cases this run judges: its profiles', all of them under replay, else those without one."""
@@ -352,7 +329,7 @@ class _Run:
         if full:
             self._reconcile(pending)
         if not pending.cases and not self._stopped():
-            _Watermarks(self.led, pending).settle()
+            _watermarks(self.led, pending).settle()
             await self._close_plan()
             return self.summary
         if self.judge is None and (self.plan is None or not self.plan.profiles):
@@ -378,7 +355,7 @@ class _Run:
             if self._stopped():
                 self._record_stop()
             else:
-                _Watermarks(self.led, pending).settle()
+                _watermarks(self.led, pending).settle()
         finally:
             if self.leases is not None:
                 self.leases.close()
@@ -426,9 +403,10 @@ class _Run:
                 tracking=(stage.tracking, lowered))
 
     async def _process(self, pending: _Pending) -> int:
-        """Run every pending case of one scan, concurrently, each committed on its own; returns
+        """Run every pending case of one scan, concurrently, committed as they finish; returns
         how many this run processed (with leases: only the cases it could claim)."""
-        marks = _Watermarks(self.led, pending)
+        marks = _watermarks(self.led, pending)
+        self.commits = CaseCommits(self.led, marks, self._fold)
         if self.leases is not None:
             return await self._process_leased(pending, marks)
         self.total += len(pending.cases)
@@ -450,7 +428,7 @@ class _Run:
         marks.settle()
         return len(pending.cases)
 
-    async def _process_leased(self, pending: _Pending, marks: _Watermarks) -> int:
+    async def _process_leased(self, pending: _Pending, marks: Watermarks) -> int:
         """Claim pending cases a few at a time (as many as may be in flight), run each, release its
         lease once its outputs are committed, claim more; stop when nothing more can be claimed.
 
@@ -513,10 +491,24 @@ class _Run:
             if task is not current:
                 task.cancel()
 
-    async def _case(self, stage: Stage, opened: Event, failures: int, marks: _Watermarks) -> None:
-        """Process one case; commit its outputs with the tracking record, or ``stage.failed``."""
+    async def _case(self, stage: Stage, opened: Event, failures: int, marks: Watermarks) -> None:
+        """Process one case; commit its outputs (with its held judge calls and the tracking record),
+        or ``stage.failed``, through the run's group commit."""
+        with collecting(opened.data.get("case_id")) as calls:
+            stored = await self._judge_case(stage, opened, failures, calls)
+            if stored is None:   # left pending
+                return
+            self.counters.retries += calls.retries(stored, self.id)
+        self.counters.cases_done += 1
+        if self.progress is not None:
+            self.progress.update(self.counters)
+
+    async def _judge_case(self, stage: Stage, opened: Event, failures: int, calls: CaseCalls) -> list[Event] | None:
+        """Run the stage's handler on one case and commit what it did; the stored events, or None
+        when the case stays pending (a stop, a spent budget)."""
         self.summary.cases += 1
         config_hash = self.run_config.hash()
+        held: list[NewEvent] = []
         try:
             config = effective_config(opened.payload().config, self.settings.config_layer)
             config_hash = config.hash()
@@ -530,40 +522,61 @@ class _Run:
             if not any(e.type == stage.terminal for e in work.outputs):
                 # Without its terminal event the case would stay pending for ever.
                 raise RuntimeError(f"the {stage.name} stage produced no {stage.terminal} for this case")
-            self.led.append(work.outputs, tracking=marks.after(stage, opened.seq))
-            marks.committed(stage, opened.seq)
+            held = calls.take()
+            stored = await self._commit(stage, opened.seq, held + work.outputs)
             self.summary.judged += 1
+            return stored
         except LedgerError:
             raise   # the store refused (a full disk): not this case's fault, so no stage.failed; it stays pending
         except JudgeUnavailable as exc:   # not a verdict: the case stays pending, the run stops
             self.summary.cases -= 1
+            self._keep_calls(calls)
             self._stop(exc)
-            return
+            return None
         except asyncio.CancelledError:    # another case stopped the run: this one stays pending
             self.summary.cases -= 1
+            self._keep_calls(calls)
             raise
         except BudgetExhausted:           # a spent budget: the case stays pending for the next run
             self.summary.cases -= 1
-            return
+            self._keep_calls(calls)
+            return None
         except Exception as exc:  # isolate the case: record why, let every other case go on
             reason = f"{type(exc).__name__}: {exc}"
             case_id = opened.data.get("case_id")
-            self.led.append(NewEvent(f"case:{case_id}", "stage.failed",
-                                     {"case_id": case_id, "stage": stage.name, "reason": reason,
-                                      "failure": failures + 1, **judge_cause(exc)},
-                                     key=f"{stage.name}:{case_id}:failed:{failures + 1}",
-                                     meta={"run": self.id, "causation": opened.id, "stage": stage.name,
-                                           "stage_version": STAGE_VERSIONS[stage.name],
-                                           "config_hash": config_hash}),
-                            tracking=marks.after(stage, opened.seq))
-            marks.committed(stage, opened.seq)
+            failed = NewEvent(f"case:{case_id}", "stage.failed",
+                              {"case_id": case_id, "stage": stage.name, "reason": reason,
+                               "failure": failures + 1, **judge_cause(exc)},
+                              key=f"{stage.name}:{case_id}:failed:{failures + 1}",
+                              meta={"run": self.id, "causation": opened.id, "stage": stage.name,
+                                    "stage_version": STAGE_VERSIONS[stage.name], "config_hash": config_hash})
+            held += calls.take()
+            try:   # the calls the case made are kept with its failure ...
+                stored = await self._commit(stage, opened.seq, held + [failed])
+            except LedgerError:
+                raise
+            except Exception:   # ... unless one of them is what the ledger refused
+                stored = await self._commit(stage, opened.seq, [failed])
             self.summary.failed += 1
             self.counters.failures += 1
             self.summary.failures.append({"case_id": case_id, "stage": stage.name, "reason": reason})
-        self.counters.retries += self._port_retries(opened.stream)
-        self.counters.cases_done += 1
-        if self.progress is not None:
-            self.progress.update(self.counters)
+            return stored
+
+    async def _commit(self, stage: Stage, seq: int, events: list[NewEvent]) -> list[Event]:
+        """Commit one case's events through the scan's group commit (``_process`` sets it up)."""
+        assert self.commits is not None, "a case is committed only inside _process"
+        return await self.commits.commit(stage, seq, events)
+
+    def _keep_calls(self, calls: CaseCalls) -> None:
+        """Commit the judge calls a case left pending had made (free ones, held for its commit):
+        the next run reuses them, as it would have had they been committed one by one."""
+        held = calls.take()
+        if held:
+            self._fold(self.led.append(held))
+
+    def _fold(self, stored: list[Event]) -> None:
+        """Tell the ledger's call index what the run appended (it then need not read it back)."""
+        note_appended(self.led, stored)
 
     def _stopped(self) -> bool:
         """True once the run must start no new case: the judge cannot answer, the budget is spent,
@@ -588,14 +601,6 @@ class _Run:
     async def _close_plan(self) -> None:
         if self.plan is not None:
             await self.plan.aclose()
-
-    def _port_retries(self, stream: str) -> int:
-        """The judge port's own retries for this case in this run (429/5xx, timeouts, invalid replies)."""
-        # By stream only: SQLite then uses the (stream, version) index; adding a type filter
-        # makes it walk every judge.called of the ledger for each case.
-        return sum(1 for e in self.led.read(stream=stream)
-                   if e.type == "judge.called" and e.meta.get("run") == self.id
-                   and isinstance(e.data.get("attempt"), int) and e.data["attempt"] > 1)
 
 
 def _configs_of(pending: _Pending, layer: dict[str, Any]) -> dict[str, Any]:

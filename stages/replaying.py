@@ -105,7 +105,9 @@ def _replay(source: ledger.Ledger, led: ledger.Ledger, label: str, settings: Jud
     finally:
         asyncio.run(judge.aclose())
     missing = merge_misses(judge.unrecorded, unrecorded_requests(led))
-    return ReplayResult(origin, copied, summary, missing, live_calls(led), resumed)
+    # Without a live backend nothing can be asked live (a resumed replay had none either: same --live).
+    live = live_calls(led) if settings.live is not None else 0
+    return ReplayResult(origin, copied, summary, missing, live, resumed)
 
 
 def check_target(target: Path, source_label: str, overrides: dict[str, Any], live: str | None) -> None:

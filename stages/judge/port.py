@@ -181,9 +181,10 @@ class Judge:
         }
         try:
             payload, refused = cap_payload(payload)   # measuring a reply encodes it: it may refuse too
-            # Network calls commit off the event loop, batched with the calls ending together.
+            # Network calls commit off the event loop, batched with the calls ending together; a
+            # local backend's (offline, replay) cost nothing and go with the case's outputs.
             await self.records.record(call.case_id, payload, call.step_attempt, attempt.number, meta,
-                                      batched=self.backend.network)
+                                      batched=self.backend.network, free=not self.backend.network)
         except EnvelopeError as exc:   # a reply the ledger cannot hold: the backend asks again
             if attempt.reply is None:
                 raise
@@ -216,7 +217,7 @@ class Judge:
         if event.stream != case_stream(case_id) and self.settings.record:
             payload = {**_copy_of(event.data), "source_event": event.id, "usage": None, "cost": None,
                        "latency_ms": None, "attempt": 1}
-            await self.records.record(case_id, payload, step_attempt, "reused", meta)
+            await self.records.record(case_id, payload, step_attempt, "reused", meta, free=True)
         self.reused += 1
         return found.value
 

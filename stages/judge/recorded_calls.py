@@ -8,7 +8,10 @@ A port asks a question (a role, its messages and parameters) on behalf of a case
 - finds a recorded success of it, in the recording ledger (``reusable``) or in the replay source
   (``replayed``), through the per-ledger ``CallIndex``;
 - numbers and appends each attempt as a ``judge.called`` event on the case's stream (``record``),
-  committed in batches off the event loop for network backends;
+  committed in batches off the event loop for network backends; a free attempt (one no model
+  was paid for: offline, replayed, reused) made while the dispatcher runs the case
+  (``collecting``) is held in the case's ``CaseCalls`` instead, and committed with the case's
+  outputs in the same transaction;
 - keeps the requests a replay could not answer (``misses``);
 - and blots a secret out of any text before it is recorded or logged (``redact``).
 
@@ -19,18 +22,22 @@ Nothing in a backend records or calls back into a port.
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from evalledger import ledger
 from evalledger.ledger import Event, NewEvent
 from evalledger.stages.judge.group_commit import GroupCommitter
 from evalledger.stages.judge.recording import (
+    CALL_EVENT,
     CallIndex,
     call_event,
     case_stream,
     index_for,
+    known_index,
     record_events,
     request_hash,
 )
@@ -71,11 +78,99 @@ def open_source(source, led) -> tuple[Any, bool]:
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """A recorded success: its event, the hash it was found under, and what ``accept`` made of it."""
+    """A recorded success: its event, the hash it was found under, and what ``accept`` made of it.
 
-    event: Event
+    The event is a stored one, or one held for its case's commit (``CaseCalls``): both have the
+    stream and data a reuse reads.
+    """
+
+    event: Event | NewEvent
     request_hash: str
     value: Any = None
+
+
+class CaseCalls:
+    """The calls recorded for one case while the dispatcher runs it (``collecting``).
+
+    Free attempts are held here rather than appended one transaction each: the dispatcher takes
+    them (``take``) and commits them with the case's outputs, all or nothing. Their ids are
+    deterministic, so a case redone after a crash holds the very same events again; nothing was
+    paid for them, so losing them with the case costs nothing. Attempts committed at once (paid
+    calls) are noted (``stored``) so the run can count the case's retries without reading them back.
+    """
+
+    def __init__(self, case_id: str):
+        self.case_id = case_id
+        self.held: list[NewEvent] = []
+        self.stored: list[Event] = []
+        self._keys: set[str | None] = set()
+        self._successes: dict[str, NewEvent] = {}
+
+    def hold(self, event: NewEvent) -> None:
+        """Keep ``event`` for the case's commit (an attempt already held under its id is kept once)."""
+        if event.key in self._keys:
+            return
+        self._keys.add(event.key)
+        self.held.append(event)
+        data = event.data
+        if data.get("error") is None and not data.get("degraded"):
+            self._successes.setdefault(data.get("request_hash"), event)
+
+    def success(self, hashes: list[str], accept: Callable[[Any], Any] | None) -> Found | None:
+        """The first success held under one of ``hashes`` that ``accept`` takes (as ``_first``)."""
+        for hash in hashes:
+            event = self._successes.get(hash)
+            if event is None:
+                continue
+            if accept is None:
+                return Found(event, hash)
+            try:
+                return Found(event, hash, accept(event))
+            except ValueError:
+                continue
+        return None
+
+    def take(self) -> list[NewEvent]:
+        """The held attempts, in the order they were made; the case holds none after this."""
+        held, self.held = self.held, []
+        self._successes = {}
+        return held
+
+    def retries(self, committed: list[Event], run: str) -> int:
+        """The port's own retries for this case in run ``run`` (429/5xx, timeouts, invalid replies),
+        counted over the attempts committed at once and ``committed`` (the case's commit)."""
+        return sum(1 for e in self.stored + committed
+                   if e.type == CALL_EVENT and (e.meta or {}).get("run") == run
+                   and isinstance(e.data.get("attempt"), int) and e.data["attempt"] > 1)
+
+
+_CASE: ContextVar[CaseCalls | None] = ContextVar("evalledger_case_calls", default=None)
+
+
+@contextmanager
+def collecting(case_id: str) -> Iterator[CaseCalls]:
+    """Hold the free attempts recorded for ``case_id`` in this context (the case's task and the
+    tasks it starts) in a ``CaseCalls``, for the caller to commit with the case's outputs."""
+    calls = CaseCalls(case_id)
+    token = _CASE.set(calls)
+    try:
+        yield calls
+    finally:
+        _CASE.reset(token)
+
+
+def _collector(case_id: str) -> CaseCalls | None:
+    """The ``CaseCalls`` collecting for ``case_id`` in this context, if any."""
+    calls = _CASE.get()
+    return calls if calls is not None and calls.case_id == case_id else None
+
+
+def note_appended(led, stored: list[Event]) -> None:
+    """Tell ``led``'s call index about events this process appended outside a port (a case's
+    commit, with the calls it held), so it folds them without reading them back."""
+    index = known_index(led)
+    if index is not None:   # no index yet: the first port to build one reads the ledger anyway
+        index.fold_appended(stored)
 
 
 class RecordedCalls:
@@ -88,6 +183,7 @@ class RecordedCalls:
         self.source_index: CallIndex | None = index_for(source) if source is not None else None
         self.misses: list[dict[str, Any]] = []
         self._writer: GroupCommitter | None = None
+        self._identities: dict[tuple[Any, ...], list[tuple[str, str | None]]] = {}
 
     # --- finding ------------------------------------------------------------------------------------
     def reusable(self, hashes: list[str], accept: Callable[[Event], Any]) -> Found | None:
@@ -98,7 +194,9 @@ class RecordedCalls:
         """
         if self.index is None:
             return None
-        return _first(self.led, self.index, hashes, accept)
+        calls = _CASE.get()
+        held = calls.success(hashes, accept) if calls is not None else None
+        return held or _first(self.led, self.index, hashes, accept)
 
     def replayed(self, hashes: list[str]) -> Found | None:
         """The first success recorded in the replay source under one of ``hashes``."""
@@ -109,12 +207,23 @@ class RecordedCalls:
     def replay_identities(self, role: str, live: tuple[str, str | None] | None = None,
                           model: str | None = None) -> list[tuple[str, str | None]]:
         """Every (backend, model) that answered ``role`` in the source (only ``model``'s when given),
-        then the live backend's own; ``[("replay", model)]`` when there is none."""
+        then the live backend's own; ``[("replay", model)]`` when there is none.
+
+        A source other than the ledger recorded into is read once per role: a replay answers
+        from the source as it was when the replay began, and every call asks this.
+        """
+        key = (role, live, model)
+        known = self._identities.get(key)
+        if known is not None:
+            return known
         seen = [i for i in self.source_index.seen_identities(role)
                 if i[0] != REPLAY and (model is None or i[1] == model)] if self.source_index else []
         if live is not None:
             seen = [i for i in seen if i != live] + [live]
-        return seen or [(REPLAY, model)]
+        identities = seen or [(REPLAY, model)]
+        if self.source is not None and self.source is not self.led:
+            self._identities[key] = identities
+        return identities
 
     def miss(self, role: str, case_id: str, hash: str) -> None:
         """Note a request the replay source never recorded (``misses``, listed after a replay)."""
@@ -126,18 +235,28 @@ class RecordedCalls:
         return self.index.next_attempt(case_stream(case_id), role, hash, step_attempt) if self.index else 1
 
     async def record(self, case_id: str, payload: dict[str, Any], step_attempt: int, attempt: int | str,
-                     meta: dict[str, Any] | None = None, batched: bool = False) -> Event | None:
+                     meta: dict[str, Any] | None = None, batched: bool = False,
+                     free: bool = False) -> Event | None:
         """Append one attempt as a ``judge.called`` event on the case's stream and index it.
 
         ``batched``: hand it to the group committer (network calls end together; committing off
         the event loop in one transaction keeps the loop free). Returns once it is committed.
+        ``free``: nothing was paid for it; while the dispatcher collects the case's calls
+        (``collecting``) it is held for the case's commit instead, and None is returned.
         """
         if self.led is None:
             return None
         event = call_event(case_id, payload, step_attempt, attempt, meta)
-        if batched:
-            return await self._committer().record(event)
-        return self.append([event])[0]
+        calls = _collector(case_id)
+        if free and calls is not None and self.index is not None:
+            calls.hold(event)
+            with self.index.lock:   # the next attempt of this call is numbered after it
+                self.index.count_attempt(event.stream, event.data)
+            return None
+        stored = await self._committer().record(event) if batched else self.append([event])[0]
+        if calls is not None:
+            calls.stored.append(stored)
+        return stored
 
     def append(self, events: list[NewEvent]) -> list[Event]:
         """Append recorded attempts in one transaction and fold them into the index."""

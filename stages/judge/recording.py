@@ -89,10 +89,7 @@ class CallIndex:
         data = event.data
         role, hash = data.get("role"), data.get("request_hash")
         backend = data.get("source_backend") or data.get("backend")
-        key = (event.stream, role, hash, data.get("step_attempt") or 1)
-        number = data.get("attempt") or 0
-        if number > self.attempts.get(key, 0):
-            self.attempts[key] = number
+        self.count_attempt(event.stream, data)
         if data.get("error") is None and not data.get("degraded") and hash not in self.successes:
             self.successes[hash] = Recorded(event.id, event.stream, data.get("backend"), data.get("model"))
         self.identities.setdefault(role, set()).add((backend, data.get("model")))
@@ -100,6 +97,26 @@ class CallIndex:
             self.last_seq = max(self.last_seq, event.seq)
         elif event.seq > self.last_seq:
             self.own_seqs.add(event.seq)
+
+    def count_attempt(self, stream: str, data: dict[str, Any]) -> None:
+        """Note an attempt's number for its call (so the next attempt of that call is numbered after it)."""
+        key = (stream, data.get("role"), data.get("request_hash"), data.get("step_attempt") or 1)
+        number = data.get("attempt") or 0
+        if isinstance(number, int) and number > self.attempts.get(key, 0):
+            self.attempts[key] = number
+
+    def fold_appended(self, events: list[Event]) -> None:
+        """Fold events this process just appended (of any type) without reading them back.
+
+        ``judge.called`` events go into the index; the others only count as seen, so the next
+        ``catch_up`` knows from the head alone that nobody else appended.
+        """
+        with self.lock:
+            for event in events:
+                if event.type == CALL_EVENT:
+                    self.add(event, advance=False)
+                elif event.seq > self.last_seq:
+                    self.own_seqs.add(event.seq)
 
     def success(self, hash: str) -> Recorded | None:
         """The first recorded success of this request, looking at new events on a miss."""
@@ -131,6 +148,12 @@ def index_for(led) -> CallIndex:
             index = _INDEXES[led] = CallIndex(led)
     index.catch_up()
     return index
+
+
+def known_index(led) -> CallIndex | None:
+    """The CallIndex of a ledger if one was built (no catch-up), else None."""
+    with _INDEXES_LOCK:
+        return _INDEXES.get(led)
 
 
 def call_event(case_id: str, payload: dict[str, Any], step_attempt: int, attempt: int | str,
