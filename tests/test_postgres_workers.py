@@ -143,11 +143,18 @@ def judged_count(home: Path) -> int:
         return sum(1 for _ in led.read(types=list(TERMINAL)))
 
 
+def add_generated(home: Path, folder: Path, i: int) -> None:
+    """Ingest generated benchmark ``i`` into the store through ``home`` (more work for the workers)."""
+    path = folder / f"more-generated-{i}.json"
+    path.write_bytes(generated_benchmark(i))
+    with ledger.open_ledger(home) as led:
+        assert ingest_path(led, path).status == "accepted", path
+
+
 def test_four_workers_with_random_sigkills_judge_every_case_exactly_once(tmp_path):
     with StandInThread(StandIn(delay=0.05, reply_fn=request_seeded_reply)) as server:
         store, home = ingested_store(tmp_path, "team", GENERATED_BENCHMARKS)
-        with ledger.open_ledger(home, readonly=True) as led:
-            opened = {e.data["case_id"] for e in led.read(types=["case.opened"])}
+        generated = GENERATED_BENCHMARKS
         rng = random.Random(18)
         homes = [tmp_path / f"machine{n}" for n in range(4)]
         running = {n: worker(homes[n], store, server.base_url) for n in range(4)}
@@ -160,6 +167,13 @@ def test_four_workers_with_random_sigkills_judge_every_case_exactly_once(tmp_pat
                     output = proc.stdout.read()
                     assert proc.returncode in (0, 1, -signal.SIGKILL), output
                     del running[n]
+                    if kills < KILLS:   # kills are still owed: the machine starts another run
+                        running[n] = worker(homes[n], store, server.base_url)
+            # Faster workers could finish before every kill landed: while kills are owed and little
+            # work is left, another benchmark arrives (the single-worker run below gets it too).
+            if kills < KILLS and judged_count(home) > 42 + generated * GENERATED_CASES - 40:
+                add_generated(home, tmp_path, generated)
+                generated += 1
             # The victim holds leases and has committed outcomes in this run: it is in the middle
             # of judging (killing a worker still starting up tests little).
             holders, productive = lease_holders(store), runs_with_outcomes(home)
@@ -173,12 +187,14 @@ def test_four_workers_with_random_sigkills_judge_every_case_exactly_once(tmp_pat
                 running[victim] = worker(homes[victim], store, server.base_url)   # the machine restarts it
         for proc in running.values():
             proc.wait(timeout=120)
+        with ledger.open_ledger(home, readonly=True) as led:
+            opened = {e.data["case_id"] for e in led.read(types=["case.opened"])}
         assert kills == KILLS
         assert judged_at_kills[-1] < len(opened)   # every kill hit workers with cases left to judge
         with ledger.open_ledger(home, readonly=True) as led:
             runs = {e.meta.get("run") for e in led.read(types=list(TERMINAL))}
             report = led.verify()
-        assert len(opened) == 42 + GENERATED_BENCHMARKS * GENERATED_CASES
+        assert len(opened) == 42 + generated * GENERATED_CASES
         assert len(runs) >= KILLS + 1   # every killed run committed outcomes, and so did others
         assert report.ok, report.problems
         judged = outcomes(home)
@@ -188,7 +204,7 @@ def test_four_workers_with_random_sigkills_judge_every_case_exactly_once(tmp_pat
         # in a store of their own (replies depend on the request only, so this judge needs no delay).
         with StandInThread(StandIn(reply_fn=request_seeded_reply)) as quick:
             final = worker(homes[0], store, server.base_url)
-            single_store, single_home = ingested_store(tmp_path, "alone", GENERATED_BENCHMARKS)
+            single_store, single_home = ingested_store(tmp_path, "alone", generated)
             alone = worker(tmp_path / "alone-machine", single_store, quick.base_url, 30, 8)
             assert alone.wait(timeout=180) in (0, 1), alone.stdout.read()
             assert final.wait(timeout=120) == 0, final.stdout.read()
