@@ -40,12 +40,23 @@ from evalledger.ledger.persistence import (
 from evalledger.ledger.sqlite_schema import COLUMNS, row_event, row_line
 from evalledger.ledger.verify import VerifyReport, verify_sqlite
 
-try:
-    import psycopg
-    from psycopg import errors as pg_errors
-except ImportError:  # the optional extra is not installed: say so when a store needs it
-    psycopg = None  # type: ignore[assignment]
-    pg_errors = None  # type: ignore[assignment]
+# psycopg is imported on first connection (``_psycopg``), not with this module: the ledger imports
+# this module for its URL helpers, and psycopg costs every command ~0.1 s at start-up.
+psycopg: Any = None
+pg_errors: Any = None
+
+
+def _psycopg() -> Any:
+    """The psycopg module, imported on first use; None when the optional extra is not installed."""
+    global psycopg, pg_errors
+    if psycopg is None:
+        try:
+            import psycopg as module
+            from psycopg import errors
+        except ImportError:  # the optional extra is not installed: say so when a store needs it
+            return None
+        psycopg, pg_errors = module, errors
+    return psycopg
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_SCHEMA = "public"
@@ -132,7 +143,7 @@ CREATE OR REPLACE TRIGGER events_refuse_truncate BEFORE TRUNCATE ON {schema}.eve
 
 def connect(url: str, readonly: bool = False) -> Any:
     """An autocommit psycopg connection to ``url`` (no schema parameter), with clear errors."""
-    if psycopg is None:
+    if _psycopg() is None:
         raise LedgerError("a PostgreSQL store needs psycopg 3: pip install 'evalledger[postgres]'")
     try:
         conn = psycopg.connect(url, autocommit=True, connect_timeout=10)

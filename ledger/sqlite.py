@@ -15,8 +15,6 @@ from contextlib import AbstractContextManager
 from itertools import chain, starmap
 from typing import Any, Collection, Iterable, Iterator
 
-import sqlite_utils
-
 from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.merkle import Frontier
@@ -69,7 +67,6 @@ class SQLiteRecorder(Recorder):
         self.location = f"{path} (table events)"
         self.readonly = readonly
         self.conn = connect(path, durability, readonly)
-        self.db = sqlite_utils.Database(self.conn)
         self._lock = FileLock(lock_path or path + ".lock", create=not readonly)
         self._thread_lock = self._lock.thread_lock
         self._head: Head | None = None  # cached head and stream versions: see _insert
