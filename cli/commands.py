@@ -365,6 +365,8 @@ def register_view(sub) -> None:
     p.add_argument("--review", action="store_true",
                    help="allow overrides and notes from case pages (needs the token URL printed at start)")
     p.add_argument("--compare", default=None, metavar="OTHER_HOME", help="compare with another home (a replay)")
+    p.add_argument("--queue", default=None, metavar="FILE",
+                   help="a review queue 'evalledger sample --out FILE' wrote: the case table can show just its cases")
     p.add_argument("--export", default=None, metavar="DIR", help="write a static site of the pages and exit")
     p.set_defaults(func=Handler("view_commands", "cmd_view"))
 

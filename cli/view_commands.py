@@ -6,9 +6,23 @@ import asyncio
 import secrets
 import sys
 import webbrowser
+from pathlib import Path
 
 from evalledger.cli.errors import UsageError
 from evalledger.cli.ledger_commands import home_of
+
+
+def _queue(path: str | None) -> list[str] | None:
+    """The case ids of the ``--queue`` file, refused with a usage error naming the line when unreadable."""
+    if path is None:
+        return None
+    from evalledger.projections.review_queue import QueueFileError, read_queue
+    try:
+        return read_queue(path, Path(path).read_bytes())
+    except OSError as exc:
+        raise UsageError(f"--queue {path}: {exc.strerror or exc}") from None
+    except QueueFileError as exc:
+        raise UsageError(f"--queue {exc}") from None
 
 
 def cmd_view(args) -> int:
@@ -23,7 +37,7 @@ def cmd_view(args) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: not a port number (0-65535)")
     token = secrets.token_urlsafe(24)
-    app = make_app(home, review=args.review, compare=args.compare, token=token)
+    app = make_app(home, review=args.review, compare=args.compare, token=token, queue=_queue(args.queue))
 
     def ready(port: int) -> None:
         shown = f"[{args.host}]" if ":" in args.host else args.host

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 from typing import Any, Iterable
 
 from evalledger.projections.agreement import reviewer_label
@@ -65,6 +66,37 @@ def review_queue(cases: Iterable[dict], n: int, stratify: str | None = None, see
     return [{"case_id": case["case_id"], "benchmark": case["benchmark"], "model": case["model"],
              "question_id": case["question_id"], "judge_verdict": original_verdict(case), "stratum": group,
              "history": f"evalledger history {case['case_id']}"} for _, group, case in chosen]
+
+
+class QueueFileError(ValueError):
+    """A review-queue file that cannot be read: the message names the file, the line and why."""
+
+
+def read_queue(path: str, raw: bytes) -> list[str]:
+    """The case ids of a queue ``sample`` wrote (JSON lines, or CSV with a ``case_id`` column), in order."""
+    text = raw.decode("utf-8", errors="replace")
+    lines = text.splitlines()
+    ids: list[str] = []
+    if lines and lines[0].lstrip().startswith("{"):
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as exc:
+                raise QueueFileError(f"{path}: line {number}: not JSON ({exc})") from None
+            if not isinstance(row, dict) or not isinstance(row.get("case_id"), str):
+                raise QueueFileError(f"{path}: line {number}: no case_id (a queue line is an object with one)")
+            ids.append(row["case_id"])
+        return list(dict.fromkeys(ids))
+    reader = csv.DictReader(io.StringIO(text))
+    if "case_id" not in (reader.fieldnames or []):
+        raise QueueFileError(f"{path}: line 1: neither a JSON line nor a CSV header with a case_id column")
+    for number, row in enumerate(reader, 2):
+        if not row.get("case_id"):
+            raise QueueFileError(f"{path}: line {number}: empty case_id")
+        ids.append(row["case_id"])
+    return list(dict.fromkeys(ids))
 
 
 def queue_bytes(rows: list[dict[str, Any]], as_csv: bool) -> bytes:

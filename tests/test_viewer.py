@@ -4,6 +4,7 @@ refusals, paging, filters, export, live events), and ``evalledger view`` from th
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sqlite3
 from html.parser import HTMLParser
@@ -356,3 +357,32 @@ def test_case_pages_read_deep_judgment_from_the_read_models_as_the_fold_gives_it
             assert any(view.case(i)[0].get("deep_judgment") for i in ids)
         finally:
             view.close()
+
+
+def test_the_review_queue_sample_wrote_is_a_filter_of_the_case_table(failing, run_cli, tmp_path):
+    """`sample --out FILE` then `view --queue FILE`: the table's queue filter shows exactly those cases."""
+    import urllib.request
+
+    from viewer_support import start_viewer, stop_viewer
+    home, _ = failing
+    for name in ("queue.jsonl", "queue.csv"):
+        done = run_cli("sample", "--n", "7", "--seed", "3", "--out", tmp_path / name, home=home)
+        assert done.returncode == 0, done.stderr
+    queue = [json.loads(line)["case_id"] for line in (tmp_path / "queue.jsonl").read_text().splitlines()]
+    assert len(queue) == 7
+    proc, url = start_viewer(home, "--queue", str(tmp_path / "queue.csv"))
+    try:
+        base = url.split("?")[0].rstrip("/")
+        with urllib.request.urlopen(f"{base}/cases?queue=1") as reply:
+            page = reply.read().decode()
+        with urllib.request.urlopen(f"{base}/cases") as reply:
+            everything = reply.read().decode()
+    finally:
+        stop_viewer(proc)
+    assert sorted(re.findall(r'class="case-link" href="/case/(\w+)"', page)) == sorted(queue)
+    assert "in the review queue (7)" in page and 'name="queue" value="1" checked' in page
+    assert len(re.findall(r'class="case-link" href="/case/(\w+)"', everything)) == 50   # unfiltered: a full page
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"case_id": queue[0]}) + "\n{not json\n")
+    refused = run_cli("view", "--queue", bad, "--port", "0", home=home)
+    assert refused.returncode == 2 and f"--queue {bad}: line 2: not JSON" in refused.stderr

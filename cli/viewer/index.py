@@ -231,6 +231,15 @@ def run_usage(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     return out
 
 
+def set_queue(conn: sqlite3.Connection, case_ids: list[str]) -> None:
+    """Hold a review queue (``view --queue``) for the table's "review queue" filter: a temporary
+    table of this connection, so viewers of one home with other queues never share it."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS view_queue (case_id TEXT PRIMARY KEY)")
+    conn.execute("DELETE FROM temp.view_queue")
+    conn.executemany("INSERT OR IGNORE INTO temp.view_queue VALUES (?)", [(c,) for c in case_ids])
+    conn.commit()
+
+
 def set_changed(conn: sqlite3.Connection, case_ids: list[str]) -> None:
     """Record the cases that differ from the compared home (the table's "changed" filter)."""
     conn.execute("BEGIN IMMEDIATE")
@@ -256,6 +265,8 @@ def _where(filters: dict[str, str]) -> tuple[str, list]:
         params += [needle, needle, needle]
     if filters.get("changed"):
         clauses.append("case_id IN (SELECT case_id FROM view_changed)")
+    if filters.get("queue"):                               # the --queue file (a temporary table)
+        clauses.append("case_id IN (SELECT case_id FROM temp.view_queue)")
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 

@@ -118,7 +118,7 @@ def verify_page(report, links: Links) -> str:
     return page("verify", body, links, live=False)
 
 
-def _filter_form(filters: dict, sort: str, descending: bool, options: dict, compare: bool) -> str:
+def _filter_form(filters: dict, sort: str, descending: bool, options: dict, compare: bool, queue: int = 0) -> str:
     def select(name: str, values: list[str], labels: dict | None = None) -> str:
         opts = '<option value="">all</option>' + "".join(
             f'<option value="{esc(v)}"{" selected" if filters.get(name) == v else ""}>'
@@ -126,6 +126,8 @@ def _filter_form(filters: dict, sort: str, descending: bool, options: dict, comp
         return f'<label>{esc(name)} <select name="{esc(name)}">{opts}</select></label>'
     changed = (f'<label><input type="checkbox" name="changed" value="1"{" checked" if filters.get("changed") else ""}>'
                f' changed vs compared home</label>') if compare else ""
+    changed += (f'<label><input type="checkbox" name="queue" value="1"{" checked" if filters.get("queue") else ""}>'
+                f' in the review queue ({queue})</label>') if queue else ""
     return ('<form class="filters" method="get" action="/cases">'
             + select("verdict", list(VERDICT_FILTERS), {"failed-stage": "failed stage"})
             + select("benchmark", options["benchmarks"]) + select("model", options["models"])
@@ -137,7 +139,7 @@ def _filter_form(filters: dict, sort: str, descending: bool, options: dict, comp
 
 
 def cases_page(result: dict, filters: dict, sort: str, descending: bool, options: dict, links: Links,
-               compare: bool = False) -> str:
+               compare: bool = False, queue: int = 0) -> str:
     """The case table: one page of rows, sortable headers, the filter form, page links."""
     params = {k: v for k, v in filters.items() if k != "token"}
 
@@ -168,7 +170,7 @@ def cases_page(result: dict, filters: dict, sort: str, descending: bool, options
     if page_no < pages:
         nav.append(f'<a rel="next" href="{esc(links.cases(**params, sort=sort, desc=int(descending), page=page_no + 1))}">'
                    "next</a>")
-    form = "" if links.static else _filter_form(filters, sort, descending, options, compare)
+    form = "" if links.static else _filter_form(filters, sort, descending, options, compare, queue)
     body = f'<h1>Cases</h1>{form}<p class="pager">{" ".join(nav)}</p>{grid}'
     return page("cases", body, links)
 

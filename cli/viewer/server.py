@@ -96,14 +96,15 @@ async def cases(request: web.Request) -> web.Response:
     view = request.app[VIEW_KEY]
     view.refresh()
     q = request.query
-    filters = {k: q.get(k, "").strip() for k in ("verdict", "benchmark", "model", "q", "changed") if q.get(k)}
+    filters = {k: q.get(k, "").strip() for k in ("verdict", "benchmark", "model", "q", "changed", "queue")
+               if q.get(k)}
     sort, descending, page_no = q.get("sort", "case"), q.get("desc") in ("1", "true"), _int(q.get("page"), 1)
     result = view.cases(filters, sort, descending, page_no)
     links = _links(request)
     if links.token:
         filters["token"] = links.token
     return _html(pages.cases_page(result, filters, sort, descending, view.choices(), links,
-                                  compare=bool(view.compare_home)))
+                                  compare=bool(view.compare_home), queue=len(view.queue)))
 
 
 async def case(request: web.Request) -> web.Response:
@@ -198,11 +199,13 @@ def check_homes(home: str | Path, compare: str | Path | None) -> None:
 
 
 def make_app(home: str | Path, review: bool = False, compare: str | Path | None = None,
-             hosts: set[str] | None = None, token: str | None = None, live: bool = True) -> web.Application:
-    """The viewer of ``home`` as an aiohttp application (``hosts``: the Host values accepted)."""
+             hosts: set[str] | None = None, token: str | None = None, live: bool = True,
+             queue: list[str] | None = None) -> web.Application:
+    """The viewer of ``home`` as an aiohttp application (``hosts``: the Host values accepted;
+    ``queue``: the case ids of a review queue ``sample`` wrote, for the table's queue filter)."""
     check_homes(home, compare)
     app = web.Application(middlewares=[guard])
-    view = HomeView(home, compare)
+    view = HomeView(home, compare, queue)
     app[VIEW_KEY] = view
     app[CONFIG_KEY] = {"review": review, "token": token or secrets.token_urlsafe(24), "hosts": hosts or set()}
     app[LIVE_KEY] = LiveUpdates(view, watch=live)

@@ -27,11 +27,13 @@ COUNTS_KEPT = 256            # filter combinations whose case count is kept (per
 class HomeView:
     """The viewer's handle on one home (read-only except for review writes, which open their own)."""
 
-    def __init__(self, home: str | Path, compare: str | Path | None = None):
+    def __init__(self, home: str | Path, compare: str | Path | None = None, queue: list[str] | None = None):
         self.home = str(home)
         self.compare_home = str(compare) if compare else None
+        self.queue = list(queue or [])      # case ids of a review queue (``view --queue``), in order
         self.led = ledger.open_ledger(self.home, readonly=True)
         self.index = index.connect(index.index_path(self.led))
+        index.set_queue(self.index, self.queue)
         self.store = sqlite3.connect(store_path(self.led), timeout=30, check_same_thread=False)
         self.seen_head = -1
         self._overview: tuple[int, Any] | None = None
