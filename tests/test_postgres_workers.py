@@ -33,9 +33,9 @@ SAMPLES = [REPO / "benchmarks" / "samples" / name
            for name in ("pharmacology.benchmark.json", "pharmacology.gamma.responses.jsonl")]
 TERMINAL = ("case.judged", "claim.scored", "credit.scored")
 GENERATED_CASES = 80   # a generated benchmark: 40 questions, answered by two models
-# The issue asks 2,000 cases and >= 10 kills; on a 2-core machine shared by several test runs the
-# workers judge ~25 cases/s together, so the test takes what fits its ~60 s (docs/scale.md).
-GENERATED_BENCHMARKS = 1   # + the 42 sample cases: 122 cases
+# The issue asks 2,000 cases and >= 10 kills: with the group commit 4 workers judge them in about
+# 20 s on a quiet 2-core machine (the whole test, single-worker comparison included, ~55 s).
+GENERATED_BENCHMARKS = 25   # + the 42 sample cases: 2,042 cases (the issue asks 2,000)
 KILLS = 10
 
 
