@@ -248,3 +248,36 @@ def test_a_sqlite_home_has_no_leases(tmp_path):
 def _server_needed():
     from postgres_support import pg_url
     pg_url()
+
+
+def test_a_judge_call_one_worker_recorded_is_reused_by_another(tmp_path):
+    """Machine A judges a response; machine B, another home on the same store, judges another
+    model's identical response: the request is the same, so B answers it from A's recorded call
+    (a ``judge.called`` naming A's event) and the judge server hears nothing more."""
+    with StandInThread(StandIn(reply_fn=request_seeded_reply)) as server:
+        store = fresh_store_url()
+        first = tmp_path / "first.json"
+        first.write_bytes(generated_benchmark(7))
+        home = postgres_home(tmp_path / "shell", store)
+        with ledger.open_ledger(home) as led:
+            assert ingest_path(led, first).status == "accepted"
+        a = worker(tmp_path / "machine-a", store, server.base_url)
+        assert a.wait(timeout=120) in (0, 1), a.stdout.read()
+        asked = len(server.requests)
+        assert asked > 0
+        doc = json.loads(generated_benchmark(7))
+        again = tmp_path / "again.jsonl"   # model-c says exactly what model-a said, question by question
+        again.write_text("".join(json.dumps({"benchmark": doc["name"], "question_id": r["question_id"],
+                                             "model": "model-c", "text": r["text"]})
+                                 + "\n" for r in doc["responses"] if r["model"] == "model-a"))
+        with ledger.open_ledger(home) as led:
+            assert ingest_path(led, again).status == "accepted"
+        b = worker(tmp_path / "machine-b", store, server.base_url)
+        assert b.wait(timeout=120) in (0, 1), b.stdout.read()
+    with ledger.open_ledger(home, readonly=True) as led:
+        opened = {e.data["case_id"]: e.data["model"] for e in led.read(types=["case.opened"])}
+        calls = [e for e in led.read(types=["judge.called"]) if opened.get(e.stream[5:]) == "model-c"]
+        judged = [e for e in led.read(types=["case.judged"]) if opened.get(e.data["case_id"]) == "model-c"]
+    assert len(judged) == len(doc["questions"])
+    assert calls and all(e.data.get("source_event") for e in calls)
+    assert len(server.requests) == asked       # machine B sent nothing: every call was A's, reused
