@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from evalledger import ledger
 from evalledger.ledger import Event, NewEvent
@@ -118,17 +118,7 @@ class CaseCalls:
 
     def success(self, hashes: list[str], accept: Callable[[Any], Any] | None) -> Found | None:
         """The first success held under one of ``hashes`` that ``accept`` takes (as ``_first``)."""
-        for hash in hashes:
-            event = self._successes.get(hash)
-            if event is None:
-                continue
-            if accept is None:
-                return Found(event, hash)
-            try:
-                return Found(event, hash, accept(event))
-            except ValueError:
-                continue
-        return None
+        return _first_accepted(((self._successes[h], h) for h in hashes if h in self._successes), accept)
 
     def take(self) -> list[NewEvent]:
         """The held attempts, in the order they were made; the case holds none after this."""
@@ -276,13 +266,20 @@ class RecordedCalls:
 
 def _first(led, index: CallIndex, hashes: list[str], accept: Callable[[Event], Any] | None) -> Found | None:
     """The first recorded success under ``hashes`` (in order) that ``accept`` takes."""
-    for hash in hashes:
-        found = index.success(hash)
-        if found is None:
-            continue
-        event = led.get(found.id)
-        if event is None:
-            continue
+    def recorded() -> Iterator[tuple[Event, str]]:
+        for hash in hashes:
+            found = index.success(hash)
+            event = led.get(found.id) if found is not None else None
+            if event is not None:
+                yield event, hash
+    return _first_accepted(recorded(), accept)
+
+
+def _first_accepted(candidates: Iterable[tuple[Any, str]], accept: Callable[[Any], Any] | None) -> Found | None:
+    """The first (event, hash) of ``candidates`` that ``accept`` turns into an answer (a ValueError
+    from it skips that record: the request is asked again rather than a record trusted that this
+    version cannot read); without ``accept``, the first."""
+    for event, hash in candidates:
         if accept is None:
             return Found(event, hash)
         try:
