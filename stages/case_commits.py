@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from evalledger.ledger import Event, LedgerError, NewEvent
+from evalledger.stages.judge.group_commit import settle
 
 
 class Watermarks:
@@ -136,11 +137,11 @@ class CaseCommits:
                     self._append([item])
                 return
             for item in items:
-                _settle(item.done, exc)
+                settle(item.done, exc)
             return
         except BaseException as exc:   # a signal (the daemon's Abandoned): nothing committed, hand it on
             for item in items:
-                _settle(item.done, exc)
+                settle(item.done, exc)
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             return
@@ -148,17 +149,9 @@ class CaseCommits:
         self.batches += 1
         start = 0
         for item in items:
-            _settle(item.done, stored[start:start + len(item.events)])
+            settle(item.done, stored[start:start + len(item.events)])
             start += len(item.events)
         if self.appended is not None:
             self.appended(stored)
 
 
-def _settle(done: asyncio.Future, outcome: Any) -> None:
-    """Give a waiting case its stored events, or the exception its append raised."""
-    if done.cancelled():
-        return
-    if isinstance(outcome, BaseException):
-        done.set_exception(outcome)
-    else:
-        done.set_result(outcome)

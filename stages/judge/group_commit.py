@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from evalledger.ledger import Event, NewEvent
 from evalledger.stages.judge.recording import CallIndex, record_events
@@ -49,7 +50,7 @@ class GroupCommitter:
                     return
             self.batches += 1
             for (loop, done, _), outcome in zip(batch, self._append(batch)):
-                loop.call_soon_threadsafe(_settle, done, outcome)
+                loop.call_soon_threadsafe(settle, done, outcome)
 
     def _append(self, batch) -> list[Event | BaseException]:
         try:
@@ -67,7 +68,9 @@ class GroupCommitter:
         self._thread.shutdown(wait=True)
 
 
-def _settle(done: asyncio.Future, outcome) -> None:
+def settle(done: asyncio.Future, outcome: Any) -> None:
+    """Give a waiting caller its outcome: a result, or the exception its append raised (a caller
+    that gave up waiting, cancelled, gets nothing)."""
     if done.cancelled():
         return
     if isinstance(outcome, BaseException):
