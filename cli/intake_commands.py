@@ -9,7 +9,7 @@ import orjson
 
 from evalledger import ledger
 from evalledger.cli.errors import UsageError
-from evalledger.cli.ledger_commands import open_existing
+from evalledger.cli.ledger_commands import case_or_usage_error, open_existing
 from evalledger.cli.watch_inbox import is_ignored, scan_inbox
 from evalledger.stages.intake import (
     MAX_RESPONSE_CHARS_LIMIT,
@@ -209,11 +209,11 @@ def _count(n: int, noun: str) -> str:
 def cmd_source(args) -> int:
     """``evalledger source``: write the bytes of the file a case came from; exit 1 when they are kept
     nowhere this home can reach (a home of its own ingested before, its processed/ emptied)."""
-    from evalledger.projections.history import CaseNotFound, resolve_case
     with open_existing(args, readonly=True) as led:
+        case_id = case_or_usage_error(led, args.case)
         try:
-            name, sha, raw = case_source(led, resolve_case(led, args.case))
-        except (CaseNotFound, LookupError) as exc:
+            name, sha, raw = case_source(led, case_id)
+        except LookupError as exc:
             raise UsageError(str(exc).strip("'\"")) from None
     if raw is None:
         print(f"evalledger source: the bytes of {shown_name(name)} (sha256 {sha}) are neither in the store nor in "

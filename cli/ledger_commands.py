@@ -18,6 +18,14 @@ def home_of(args) -> str:
     return args.home or ledger.default_home()
 
 
+def case_or_usage_error(led: ledger.Ledger, wanted: str) -> str:
+    """The case id ``wanted`` names (a whole id or a unique prefix), or a usage error saying why not."""
+    try:
+        return resolve_case(led, wanted)
+    except CaseNotFound as exc:
+        raise UsageError(str(exc)) from None
+
+
 def open_existing(args, readonly: bool = False) -> ledger.Ledger:
     """Open the ledger named by --home, refusing to create one where none exists."""
     path = home_of(args)

@@ -98,15 +98,11 @@ def cmd_checkpoint(args) -> int:
 
 def cmd_prove(args) -> int:
     """Write a bundle proving one case's events against a signed checkpoint."""
-    from evalledger.cli.ledger_commands import open_existing
+    from evalledger.cli.ledger_commands import case_or_usage_error, open_existing
     from evalledger.ledger import checkpoint as cps
     from evalledger.ledger.proof import build_bundle
-    from evalledger.projections.history import CaseNotFound, resolve_case
     with open_existing(args, readonly=True) as led:
-        try:
-            case_id = resolve_case(led, args.case)
-        except CaseNotFound as exc:
-            raise UsageError(str(exc)) from None
+        case_id = case_or_usage_error(led, args.case)
         stored = [e for e in led.read(types=["checkpoint.signed"])]
         if not stored:
             raise UsageError("no checkpoint in this ledger yet: run 'evalledger checkpoint --key KEY' first")

@@ -7,10 +7,10 @@ from collections import Counter
 from pathlib import Path
 
 from evalledger import projections
-from evalledger.cli.ledger_commands import open_existing
+from evalledger.cli.ledger_commands import case_or_usage_error, open_existing
 from evalledger.cli.progress import Progress
 from evalledger.ledger import NewEvent
-from evalledger.projections.history import CaseNotFound, case_history, format_history, resolve_case
+from evalledger.projections.history import case_history, format_history
 from evalledger.projections.replay import finish_replay
 from evalledger.projections.store import ReadModelStore, json_bytes, reports_dir
 from evalledger.projections.wording import with_article
@@ -58,10 +58,7 @@ def cmd_rebuild(args) -> int:
 def cmd_history(args) -> int:
     """``evalledger history``: print one case's events in order."""
     with open_existing(args, readonly=True) as led:
-        try:
-            history = case_history(led, resolve_case(led, args.case))
-        except CaseNotFound as exc:
-            raise _usage(str(exc)) from None
+        history = case_history(led, case_or_usage_error(led, args.case))
     if args.json:
         _print_json(history)
     else:
@@ -74,10 +71,7 @@ def cmd_override(args) -> int:
     if not args.reason.strip() or not args.author.strip():
         raise _usage("--reason and --author must not be empty")
     with open_existing(args) as led:
-        try:
-            case_id = resolve_case(led, args.case)
-        except CaseNotFound as exc:
-            raise _usage(str(exc)) from None
+        case_id = case_or_usage_error(led, args.case)
         event = record_override(led, case_id, args.verdict, args.reason, args.author)
     print(f"seq {event.seq} verdict.overridden case {case_id} -> {args.verdict} by {args.author} {event.hash}")
     print("run 'evalledger report' to update the reports")
@@ -110,10 +104,7 @@ def cmd_confirm(args) -> int:
     if not args.author.strip():
         raise _usage("--author must not be empty")
     with open_existing(args) as led:
-        try:
-            case_id = resolve_case(led, args.case)
-        except CaseNotFound as exc:
-            raise _usage(str(exc)) from None
+        case_id = case_or_usage_error(led, args.case)
         _check_overridable(led, case_id)
         judged = list(led.read(stream=f"case:{case_id}", types=["case.judged"]))
         if not judged:
