@@ -105,3 +105,22 @@ def outputs(home: Path) -> list[tuple[str, str, str]]:
     skip = {"judge.called", "run.started", "run.completed", "file.received", "benchmark.registered",
             "responses.registered", "case.opened"}
     return [(e.stream, e.type, ledger.canonical_json(e.data).decode()) for e in events(home) if e.type not in skip]
+
+
+class InterruptedOnce(ledger.Ledger):
+    """A real ledger whose ``nth`` append holding a ``case.judged`` raises ``error`` (as a signal
+    handler would) before it commits."""
+
+    def __init__(self, led: ledger.Ledger, nth: int, error: type[BaseException] = KeyboardInterrupt):
+        super().__init__(led.recorder, led.home)
+        self.countdown = nth
+        self.error = error
+
+    def append(self, events, expected_version=None, tracking=None):
+        """Append, except that the ``nth`` batch holding a verdict raises instead of committing."""
+        batch = list(events) if isinstance(events, list) else [events]
+        if any(e.type == "case.judged" for e in batch):
+            self.countdown -= 1
+            if self.countdown == 0:
+                raise self.error()
+        return super().append(events, expected_version, tracking)

@@ -16,11 +16,12 @@ import random
 from dataclasses import dataclass
 
 from evalledger import ledger
-from evalledger.ledger import EnvelopeError, Ledger, NewEvent
+from evalledger.ledger import EnvelopeError, NewEvent
 from evalledger.stages.case_commits import CaseCommits, Watermarks
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.intake import ingest_path
 from evalledger.stages.replaying import replay_into
+from stages_support import InterruptedOnce
 
 
 @dataclass(frozen=True)
@@ -99,22 +100,6 @@ def test_a_run_commits_each_case_with_its_calls_and_several_cases_a_transaction(
         led.append([], tracking=("stage:template", 0))
         assert run_until_idle(led, RunSettings(judge_backend="offline")).cases == 0
         assert led.head() == head
-
-
-class InterruptedOnce(Ledger):
-    """A real ledger whose ``nth`` append of a ``case.judged`` raises (a signal) before committing."""
-
-    def __init__(self, led: Ledger, nth: int):
-        super().__init__(led.recorder, led.home)
-        self.countdown = nth
-
-    def append(self, events, expected_version=None, tracking=None):
-        batch = list(events) if isinstance(events, list) else [events]
-        if any(e.type == "case.judged" for e in batch):
-            self.countdown -= 1
-            if self.countdown == 0:
-                raise KeyboardInterrupt()
-        return super().append(events, expected_version, tracking)
 
 
 def opened_cases(led, count: int) -> list[int]:

@@ -22,28 +22,12 @@ from evalledger.ledger import Ledger
 from evalledger.stages.dispatcher import STAGES, RunSettings, find_pending, run_until_idle
 from evalledger.stages.intake import ingest_path
 from evalledger.stages.intake_status import case_states
+from stages_support import InterruptedOnce
 from watch_support import benchmark_file, drop_by_rename, evalledger, start_watch, wait_for
 
 
 class Interrupted(BaseException):
     """What a signal handler raises in the middle of an append (as the daemon's ``Abandoned``)."""
-
-
-class LedgerInterruptedOnce(Ledger):
-    """A real ledger whose ``nth`` append of a ``case.judged`` is interrupted before it commits."""
-
-    def __init__(self, led: Ledger, nth: int):
-        super().__init__(led.recorder, led.home)
-        self.countdown = nth
-
-    def append(self, events, expected_version=None, tracking=None):
-        """Append, except that the ``nth`` batch holding a verdict raises instead of committing."""
-        batch = list(events) if isinstance(events, list) else [events]
-        if any(e.type == "case.judged" for e in batch):
-            self.countdown -= 1
-            if self.countdown == 0:
-                raise Interrupted()
-        return super().append(events, expected_version, tracking)
 
 
 def passed_over(led: Ledger) -> list[tuple[str, int, str]]:
@@ -66,7 +50,7 @@ def test_an_append_interrupted_by_a_signal_never_lets_tracking_pass_the_case(tmp
     with ledger.open_ledger(home) as led:
         for i in range(3):
             assert ingest_path(led, tmp_path / f"bench-{i}.json").status == "accepted"
-        faulty = LedgerInterruptedOnce(led, nth)
+        faulty = InterruptedOnce(led, nth, Interrupted)
         with pytest.raises(Interrupted):
             run_until_idle(faulty, RunSettings(max_cases_in_flight=4))
         states = case_states(led)
