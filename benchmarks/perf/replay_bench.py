@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from evalledger import ledger
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
@@ -42,6 +43,18 @@ def benchmark(cases: int) -> dict:
             "config": {"deep_judgment_enabled": True}}
 
 
+def judged_home(cases: int, folder: Path) -> tuple[Path, Any, float]:
+    """(the home, the run's summary, its CPU seconds): ``benchmark(cases)`` ingested into a new home
+    in ``folder`` and judged there by the offline judge (``run_until_idle``; ingest not timed)."""
+    source = folder / "benchmark.json"
+    source.write_text(json.dumps(benchmark(cases)))
+    with ledger.open_ledger(folder / "run") as led:
+        ingest_path(led, source)
+        start = time.process_time()
+        summary = run_until_idle(led, RunSettings(judge_backend="offline"))
+        return folder / "run", summary, time.process_time() - start
+
+
 def copy_cost(source: Path, target: Path) -> float:
     """CPU seconds a replay spends copying the source's inputs (``seed_replay``) into a new home."""
     with ledger.open_ledger(source, readonly=True) as src, ledger.open_ledger(target) as led:
@@ -54,13 +67,7 @@ def main(argv: list[str]) -> int:
     """Print run and replay CPU seconds and their ratio; exit 1 when the replay costs more."""
     cases = int(argv[0]) if argv else 640
     with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "benchmark.json"
-        source.write_text(json.dumps(benchmark(cases)))
-        with ledger.open_ledger(Path(tmp) / "run") as led:
-            ingest_path(led, source)
-            start = time.process_time()
-            summary = run_until_idle(led, RunSettings(judge_backend="offline"))
-            run_s = time.process_time() - start
+        _, summary, run_s = judged_home(cases, Path(tmp))
         start = time.process_time()
         result = replay_into(Path(tmp) / "run", Path(tmp) / "replayed")
         replay_s = time.process_time() - start

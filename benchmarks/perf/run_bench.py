@@ -12,30 +12,21 @@ together, and cases finishing together share a transaction). Exit 0 when flat, 1
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from replay_bench import benchmark
+from replay_bench import judged_home
 
 from evalledger import ledger
-from evalledger.stages.dispatcher import RunSettings, run_until_idle
-from evalledger.stages.intake import ingest_path
 
 TARGET = 1.25
 
 
 def measure(cases: int, folder: Path) -> tuple[int, float, int]:
     """(cases judged, run CPU seconds, transactions holding judging events) for a new home."""
-    source = folder / "benchmark.json"
-    source.write_text(json.dumps(benchmark(cases)))
-    with ledger.open_ledger(folder / "home") as led:
-        ingest_path(led, source)
-        start = time.process_time()
-        summary = run_until_idle(led, RunSettings(judge_backend="offline"))
-        cpu = time.process_time() - start
+    home, summary, cpu = judged_home(cases, folder)
+    with ledger.open_ledger(home, readonly=True) as led:
         instants = {e.meta.get("recorded_at") for e in led.read(types=["judge.called", "case.judged"])}
     return summary.judged, cpu, len(instants)
 
