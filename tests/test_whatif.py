@@ -49,6 +49,15 @@ def replayed_metric(run_cli, source, target, key, value, bench_metric):
     return bench_metric(agg), done.returncode
 
 
+def replayed_audit(run_cli, source, target, bench, group, *sets):
+    """The audit group's figures a real `replay --set ...` (each of ``sets``) writes in its
+    aggregate-stats.json; the replay must succeed."""
+    args = [a for s in sets for a in ("--set", s)]
+    done = run_cli("replay", "--into", target, *args, "--quiet", home=source)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads((target / "reports" / "aggregate-stats.json").read_text())["benchmarks"][bench]["audit"][group]
+
+
 def test_each_audit_zone_point_equals_a_replay_at_that_value(tmp_path, run_cli):
     source = judged_source(tmp_path / "src", every_path_judge(), ("a.jsonl", AUDIT_LINES))
     with StandInThread(StandIn(reply_fn=every_path_judge())) as watcher:   # a server nothing may call
@@ -63,11 +72,8 @@ def test_each_audit_zone_point_equals_a_replay_at_that_value(tmp_path, run_cli):
     bench, group = zones.split(" / ", 1)
     seen = []
     for point in doc["points"]:
-        target = tmp_path / f"replay-{point['value']}"
-        done = run_cli("replay", "--into", target, "--set", f"audit.high_severe_min={point['value']}",
-                       "--set", "audit.zone_mid_max=3", "--quiet", home=source)
-        assert done.returncode == 0, done.stdout + done.stderr
-        audit = json.loads((target / "reports" / "aggregate-stats.json").read_text())["benchmarks"][bench]["audit"][group]
+        audit = replayed_audit(run_cli, source, tmp_path / f"replay-{point['value']}", bench, group,
+                               f"audit.high_severe_min={point['value']}", "audit.zone_mid_max=3")
         assert point["metrics"][zones]["value"] == audit["zone_accuracy"]
         assert point["metrics"][exact]["value"] == audit["exact_match_rate"]
         assert point["unrecorded_requests"] == 0
@@ -183,11 +189,8 @@ def test_a_home_judged_with_repeats_is_swept_under_its_own_repeat_settings(tmp_p
     bench, group = zones.split(" / ", 1)
     for point in doc["points"]:
         assert point["unrecorded_requests"] == 0
-        target = tmp_path / f"replay-{point['value']}"
-        replayed = run_cli("replay", "--into", target, "--set", f"audit.high_severe_min={point['value']}",
-                           "--set", "judge_repeats=3", "--quiet", home=home)
-        assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-        audit = json.loads((target / "reports" / "aggregate-stats.json").read_text())["benchmarks"][bench]["audit"][group]
+        audit = replayed_audit(run_cli, home, tmp_path / f"replay-{point['value']}", bench, group,
+                               f"audit.high_severe_min={point['value']}", "judge_repeats=3")
         assert point["metrics"][zones]["value"] == audit["zone_accuracy"]
     refused = run_cli("whatif", "--set", "judge_repeats=1:3:1", home=home)
     assert refused.returncode == 2 and "cannot be swept" in refused.stderr
