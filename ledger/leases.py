@@ -42,8 +42,7 @@ class Leases:
         self.seconds = float(seconds)
         self.held: set[str] = set()
         self._lock = threading.Lock()
-        self._conn = connect()
-        self._conn.execute(table_sql(schema))
+        self._conn = connect()   # the claims table exists: the store creates it when opened for writing
         self._stop = threading.Event()
         self._beat = threading.Thread(target=self._heartbeat, name=f"lease-heartbeat-{owner}", daemon=True)
         self._beat.start()
