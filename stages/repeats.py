@@ -151,11 +151,8 @@ def replay_hint(source, overrides: dict[str, Any]) -> str | None:
     """Why a replay of a home judged with repeats misses its requests, when that is why: the source
     judged K > 1 times and the replay's ``--set`` layer asks for another K (each repeat's seed is in
     its requests' hashes, so only the same K finds them)."""
-    first = next(iter(source.read(types=["case.repeated"])), None)
-    if first is None:
-        return None
-    k = first.data.get("repeats")
-    if overrides.get("judge_repeats") == k:
+    k = recorded_repeat_layer(source).get("judge_repeats")
+    if k is None or overrides.get("judge_repeats") == k:
         return None
     return (f"the source judged its cases {k} times (judge_repeats = {k}); each repeat's requests carry its seed, "
             f"so replay them with --set judge_repeats={k}")
