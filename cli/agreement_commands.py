@@ -137,7 +137,6 @@ def cmd_whatif(args) -> int:
     """Sweep one setting over the recorded judge calls; print the curve per model, write its chart."""
     from evalledger.cli.whatif_sweep import sweep
     from evalledger.projections.whatif import curves, format_curves, line_chart
-    from evalledger.stages.repeats import recorded_repeat_layer
     from evalledger.stages.whatif import WhatIfRefused, parse_sweep
 
     try:
@@ -146,8 +145,6 @@ def cmd_whatif(args) -> int:
         raise UsageError(str(exc)) from None
     progress = None if args.quiet else (lambda i, n: print(f"point {i + 1}/{n}", file=sys.stderr, flush=True))
     with open_existing(args) as led:
-        # Judged with repeats: the sweep holds the source's repeat settings (its calls carry them).
-        fixed = {**recorded_repeat_layer(led), **fixed}
         points = sweep(led, key, values, fixed, on_point=progress)
         chart = Path(args.chart) if args.chart else reports_dir(led) / f"whatif-{slug(key)}.svg"
     doc = curves(key, points)

@@ -19,6 +19,7 @@ from evalledger.projections.results import is_finished
 from evalledger.projections.store import ReadModelStore
 from evalledger.projections.whatif import headline_metrics
 from evalledger.stages.config import merge_layers
+from evalledger.stages.repeats import recorded_repeat_layer
 from evalledger.stages.replaying import replay_into
 from evalledger.stages.whatif import point_layer
 from evalledger.stages.whatif_facts import SUBJECT_OF, FactSweep, excerpt_facts
@@ -28,8 +29,12 @@ Point = tuple[Any, dict[str, dict[str, Any]], int]
 
 def sweep(led: ledger.Ledger, key: str, values: list[Any], fixed: dict[str, Any] | None = None,
           on_point: Callable[[int, int], None] | None = None) -> list[Point]:
-    """(value, headline metrics, requests never recorded) at every point of ``key``; no judge call."""
-    fixed = fixed or {}
+    """(value, headline metrics, requests never recorded) at every point of ``key``; no judge call.
+
+    A home judged with repeats is swept under its own repeat settings (each repeat's requests
+    carry its seed); ``fixed`` wins over them.
+    """
+    fixed = {**recorded_repeat_layer(led), **(fixed or {})}
     projections.update(led)
     store = ReadModelStore(led)
     try:
