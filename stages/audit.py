@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-import asyncio
+from typing import Any, Awaitable, Callable
 
 from evalledger.stages.casework import CaseWork
 from evalledger.stages.config import AuditStrategy
@@ -71,6 +71,13 @@ def counted_errors(phase: dict) -> list[dict]:
     return [phase["errors"][i] for i in phase["counted"]]
 
 
+def _asking(role: str, request: Any) -> Callable[[CaseWork], Awaitable[Any]]:
+    """The step asking the judge one ``role`` call on behalf of the case."""
+    async def step(work: CaseWork) -> Any:
+        return await work.ask(role, request)
+    return step
+
+
 async def judge_audit(work: CaseWork) -> None:
     """Run the three phases and the deterministic scoring for one audit case."""
     strategy = work.config.audit
@@ -82,12 +89,14 @@ async def judge_audit(work: CaseWork) -> None:
     work.emit("facts.decomposed", {"facts": facts, "reasoning_chains": [c.model_dump(mode="json") for c in chains],
                                    "facts_offered": len(decomposed.facts)}, step="decompose")
     limit = strategy.max_errors_per_phase
-    fact_reply, logic_reply = await asyncio.gather(
-        work.ask("check_facts", CheckFactsRequest(context_input=context, model_output=output, facts=facts,
-                                                  numeric_deviation_threshold=strategy.numeric_deviation_threshold,
-                                                  max_errors=limit)),
-        work.ask("check_logic", CheckLogicRequest(context_input=context, model_output=output,
-                                                  reasoning_chains=chains, max_errors=limit)))
+    facts_request = CheckFactsRequest(context_input=context, model_output=output, facts=facts,
+                                      numeric_deviation_threshold=strategy.numeric_deviation_threshold,
+                                      max_errors=limit)
+    logic_request = CheckLogicRequest(context_input=context, model_output=output, reasoning_chains=chains,
+                                      max_errors=limit)
+    # The two checks do not depend on each other: both calls go out at once (CaseWork.together).
+    fact_reply, logic_reply = await work.together([_asking("check_facts", facts_request),
+                                                   _asking("check_logic", logic_request)])
     fact_phase, logic_phase = phase_findings(fact_reply, limit), phase_findings(logic_reply, limit)
     work.emit("facts.checked", fact_phase, step="check_facts")
     work.emit("logic.checked", logic_phase, step="check_logic")

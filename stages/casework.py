@@ -9,16 +9,26 @@ Every output event gets a deterministic id from ``key = "<stage>:<case>:<step>[:
 doing the case again after a crash appends nothing new (at-least-once processing, exactly-once
 ledger). One repeat of a repeatedly judged case (``stages.repeats``) has its index in the key,
 ``...[:<part>]:repeat<r>:<attempt>``, and its sampling (``seed``...) in every judge request.
+
+Steps that do not depend on each other (a rubric's traits, an audit's two checks, the searches
+of a risk assessment) run at once through ``together``: each emits into a branch of its own, and
+the branches' outputs are appended in the order the steps were given, so the case's outputs are
+the same events in the same order whatever finished first.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
-from evalledger.ledger import Event, NewEvent
+from evalledger.ledger import Event, LedgerError, NewEvent
 from evalledger.stages.config import VerificationConfig
 from evalledger.stages.judge.budget import BudgetExhausted
+from evalledger.stages.judge.calls import JudgeUnavailable
+
+T = TypeVar("T")
 
 STAGE_VERSIONS = {"template": "1", "rubric": "1", "reconstruction": "1", "audit": "1"}
 
@@ -107,3 +117,39 @@ class CaseWork:
                        + ([f"repeat{self.repeat}"] if self.repeat is not None else []) + [str(attempt)])
         self.outputs.append(NewEvent(self.stream, type, {"case_id": self.case_id, **data}, key=key,
                                      meta=self.meta(stage)))
+
+    # --- independent steps ----------------------------------------------------------------------
+    async def together(self, steps: Sequence[Callable[["CaseWork"], Awaitable[T]]]) -> list[T]:
+        """Run independent ``steps`` at once (their judge calls go out together); their results in order.
+
+        Each step gets a branch of this case (the same inputs, judge and counters, outputs of its
+        own); once every step has ended, the branches' outputs are appended in the order of
+        ``steps``, so the events do not depend on which call came back first. A step that raises
+        does not cut the others short (their calls may be paid for and are recorded); then the
+        error raised is ``together_error``'s pick, the same one whatever the timing.
+        """
+        if len(steps) <= 1:   # nothing to overlap: no branch, no task
+            return [await step(self) for step in steps]
+        branches = [dataclasses.replace(self, outputs=[]) for _ in steps]
+        results = await asyncio.gather(*(step(branch) for step, branch in zip(steps, branches)),
+                                       return_exceptions=True)
+        error = together_error(results)
+        if error is not None:
+            raise error
+        for branch in branches:
+            self.outputs.extend(branch.outputs)
+        return list(results)   # type: ignore[arg-type]
+
+
+def together_error(results: Sequence[object]) -> BaseException | None:
+    """The error a set of steps run together raises: one that stops the run or leaves the case
+    pending (not an exception of the case: cancelled, judge unavailable, budget spent, ledger
+    refused) before a failure of the case itself, then the first in the steps' order."""
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if not errors:
+        return None
+    stopping = (JudgeUnavailable, BudgetExhausted, LedgerError)
+    for error in errors:
+        if not isinstance(error, Exception) or isinstance(error, stopping):
+            return error
+    return errors[0]

@@ -6,8 +6,11 @@ not (``case.judged``, ``claim.scored``, ``credit.scored``), nor a ``stage.failed
 ``retry_failed``). Work is derived from the ledger, never from memory, so a restarted dispatcher
 finds the same pending cases whatever was in flight when it died.
 
-A case's steps run in order inside its handler; cases run concurrently (the judge port bounds
-the calls in flight). A handler's outputs, with the free judge calls it made (offline, replayed:
+A case's steps run in order inside its handler, except steps that do not depend on each other,
+which run at once (``CaseWork.together``); cases run concurrently. The judge's ``--concurrency``
+bounds the judge calls in flight (the openai backend's limit); the dispatcher keeps enough cases
+in flight to keep those calls busy (``_Run.cases_in_flight``: twice the concurrency, at least 16),
+each case a task only while it runs, so memory does not grow with the number of pending cases. A handler's outputs, with the free judge calls it made (offline, replayed:
 held by the port for this commit), are committed in ONE append together with the stage's
 tracking position; the cases that finish together share that append (``stages.case_commits``).
 Ids are deterministic (``stages.casework``), so redoing a case after a crash appends nothing
@@ -96,7 +99,8 @@ class RunSettings(BaseModel):
     judge_options: dict[str, Any] = Field(default_factory=dict)   # more JudgeSettings keys
     retry_failed: bool = False
     no_cache: bool = False
-    max_cases_in_flight: int = Field(16, ge=1)
+    # None: enough cases to keep the judge's --concurrency calls busy (_Run.cases_in_flight)
+    max_cases_in_flight: int | None = Field(None, ge=1)
     lease_seconds: float = Field(DEFAULT_LEASE_SECONDS, gt=0)   # a shared store's case leases
     judge: Any = None
     search: Any = None
@@ -171,6 +175,10 @@ class _Pending:
     cases: list[tuple[Stage, Event, int]]   # (stage, case.opened, prior stage.failed count)
     held: list[tuple[Stage, Event, int]] = field(default_factory=list)   # pending, not this run's
 
+
+MIN_CASES_IN_FLIGHT = 16   # cases in flight at the least (the offline judge: CPU bound, 16 is plenty)
+CASES_PER_CALL = 2         # cases in flight per judge call allowed in flight (see _Run.cases_in_flight)
+DEFAULT_CONCURRENCY = 8    # a judge without settings (a test's object): JudgeSettings' default
 
 RECONCILE_EVERY = 20   # passes between full reconciles of a long-lived process (the watch daemon)
 
@@ -402,6 +410,23 @@ class _Run:
                 meta={"run": self.id, "stage": "dispatcher", "config_hash": self.run_config.hash()}),
                 tracking=(stage.tracking, lowered))
 
+    def cases_in_flight(self) -> int:
+        """How many cases run at once: ``max_cases_in_flight`` when set, else enough to keep the
+        judge's calls in flight busy (``CASES_PER_CALL`` per call ``--concurrency`` allows, at least
+        ``MIN_CASES_IN_FLIGHT``): a case has one call out in its sequential steps and spends some
+        time committing, so fewer cases than calls would leave the judge's slots idle."""
+        if self.settings.max_cases_in_flight is not None:
+            return self.settings.max_cases_in_flight
+        return max(MIN_CASES_IN_FLIGHT, CASES_PER_CALL * self._call_concurrency())
+
+    def _call_concurrency(self) -> int:
+        """The judge calls this run may have in flight: its judge's ``concurrency`` (the profiles'
+        judges' together under profiles)."""
+        if self.plan is not None and getattr(self.plan, "profiles", None):
+            return self.plan.call_concurrency(self.run_config)
+        concurrency = getattr(getattr(self.judge, "settings", None), "concurrency", None)
+        return concurrency if isinstance(concurrency, int) and concurrency >= 1 else DEFAULT_CONCURRENCY
+
     async def _process(self, pending: _Pending) -> int:
         """Run every pending case of one scan, concurrently, committed as they finish; returns
         how many this run processed (with leases: only the cases it could claim)."""
@@ -412,14 +437,18 @@ class _Run:
         self.total += len(pending.cases)
         if self.progress is not None:
             self.progress.start(self.total, self.counters)
-        gate = asyncio.Semaphore(self.settings.max_cases_in_flight)
+        todo = iter(pending.cases)
 
-        async def one(stage: Stage, opened: Event, failures: int) -> None:
-            async with gate:
-                if not self._stopped():   # a stopped run starts no new case: it stays pending
-                    await self._case(stage, opened, failures, marks)
+        async def worker() -> None:
+            # One case after another, in seq order across the workers; a task per case in flight
+            # only, so a scan of a million cases holds as many tasks as there are workers.
+            for stage, opened, failures in todo:
+                if self._stopped():   # a stopped run starts no new case: it stays pending
+                    return
+                await self._case(stage, opened, failures, marks)
 
-        self._tasks = [asyncio.create_task(one(*item)) for item in pending.cases]
+        width = min(self.cases_in_flight(), len(pending.cases))
+        self._tasks = [asyncio.create_task(worker()) for _ in range(width)]
         results = await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
         for result in results:   # a stop cancels cases in flight; anything else is a real error
@@ -450,7 +479,7 @@ class _Run:
                 self.leases.release(work)
 
         while True:
-            room = self.settings.max_cases_in_flight - len(running)
+            room = self.cases_in_flight() - len(running)
             if self._stopped():   # the judge server cannot answer or the budget is spent: claim nothing more
                 waiting = []
             claimed = self.leases.claim(waiting, room) if room > 0 and waiting else []

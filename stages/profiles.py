@@ -112,6 +112,11 @@ class ProfilePlan:
         models = {m.model for p in self.profiles.values() for m in (p.verify, p.run) if m is not None}
         return sorted(m for m in models if m not in run_config.prices)
 
+    def call_concurrency(self, run_config: VerificationConfig) -> int:
+        """The judge calls this plan's profiles may have in flight together (each verify model's
+        ``concurrency``, summed: each profile's judge has a limit of its own)."""
+        return sum(judge_settings_for(p.verify, run_config).concurrency for p in self.profiles.values())
+
     def judge_for(self, profile_name: str, led, run_config: VerificationConfig, no_cache: bool, budget):
         """The judge port of a profile (its verify model), built on first use."""
         if profile_name not in self.judges:

@@ -1,7 +1,8 @@
 """Search-backed hallucination risk for the excerpts of one subject of a case (optional step).
 
 For every valid excerpt a search query is generated from the excerpt (``search_query``: its
-content words, without filler) and searched; the search port records the call and degrades to
+content words, without filler) and searched (every excerpt's search at once, their results
+kept in excerpt order); the search port records the call and degrades to
 no results on failure. Excerpts whose search failed or found nothing get no risk, with the
 reason recorded: there is nothing to judge them against. The others go to the judge in **one**
 ``assess_risk`` call for the subject (the template's fields together; the rubric's searching
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Awaitable, Callable
 
 from evalledger.stages.casework import CaseWork
 from evalledger.stages.judge.roles import RISK_ORDER, AssessRiskRequest, ExcerptEvidence, SearchHit
@@ -56,6 +58,13 @@ async def _search(port, query: str, case_id: str) -> tuple[list[SearchHit], str 
     return [SearchHit.model_validate(h) for h in hits or []], error
 
 
+def _search_step(port, query: str) -> Callable[[CaseWork], Awaitable[tuple[list[SearchHit], str | None]]]:
+    """The step searching one excerpt's query on behalf of a case."""
+    async def step(work: CaseWork) -> tuple[list[SearchHit], str | None]:
+        return await _search(port, query, work.case_id)
+    return step
+
+
 async def assess_risks(work: CaseWork, items: list[RiskItem], *, stage: str, subject: str,
                        tool: str) -> dict[str, str | None]:
     """Search every excerpt of ``items``, ask the judge once for the searched ones, emit one
@@ -63,15 +72,15 @@ async def assess_risks(work: CaseWork, items: list[RiskItem], *, stage: str, sub
     port = work.search_port(tool) if work.search_port is not None else None
     searched: dict[str, list[dict]] = {}
     evidence: list[ExcerptEvidence] = []
-    for item in items:
-        for text in item.excerpts:
-            query = search_query(text)
-            hits, error = await _search(port, query, work.case_id)
-            reason = (f"search failed: {error}" if error else "search found nothing") if not hits else None
-            searched.setdefault(item.attribute, []).append(
-                {"excerpt": text, "query": query, "results": len(hits), "error": error, "reason": reason})
-            if hits:
-                evidence.append(ExcerptEvidence(excerpt=text, results=hits, attribute=item.attribute, query=query))
+    queries = [(item, text, search_query(text)) for item in items for text in item.excerpts]
+    # The searches do not depend on each other: they go out at once, their results kept in order.
+    found = await work.together([_search_step(port, query) for _, _, query in queries])
+    for (item, text, query), (hits, error) in zip(queries, found):
+        reason = (f"search failed: {error}" if error else "search found nothing") if not hits else None
+        searched.setdefault(item.attribute, []).append(
+            {"excerpt": text, "query": query, "results": len(hits), "error": error, "reason": reason})
+        if hits:
+            evidence.append(ExcerptEvidence(excerpt=text, results=hits, attribute=item.attribute, query=query))
     rated: dict[str, list[dict]] = {}
     if evidence:
         single = items[0] if len(items) == 1 else None

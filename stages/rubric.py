@@ -20,7 +20,7 @@ plus the excerpt and risk events of deep traits.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from evalledger.stages.casework import CaseWork
 from evalledger.stages.excerpts import extract_excerpts
@@ -52,17 +52,24 @@ class TraitEvidence:
 
 
 async def judge_rubric(work: CaseWork, rubric: dict[str, Any] | None) -> list[str]:
-    """Score every trait of ``rubric`` in order; returns the names of the auto-failed traits.
+    """Score every trait of ``rubric``; returns the names of the auto-failed traits, in rubric order.
 
-    The deep traits' excerpts are extracted first, so that their search risk takes one judge
-    call for the whole rubric; then every trait is scored in order.
+    The deep traits' excerpts are extracted first (every trait's at once), so that their search
+    risk takes one judge call for the whole rubric; then the traits are scored at once, their
+    events appended in rubric order (``CaseWork.together``).
     """
     traits = (rubric or {}).get("traits", [])
     plans = {t["name"]: resolve_trait(work.config, work.question_id, t)
              for t in traits if t.get("kind", "llm") not in ("regex", "metric")}
     evidence = await _deep_evidence(work, traits, plans)
-    auto_failed = []
-    for trait in traits:
+    scored = await work.together([_trait_step(trait, plans, evidence) for trait in traits])
+    return [trait["name"] for trait, ok in zip(traits, scored) if not ok]
+
+
+def _trait_step(trait: dict[str, Any], plans: dict[str, TraitPlan | None],
+                evidence: dict[str, TraitEvidence]) -> Callable[[CaseWork], Awaitable[bool]]:
+    """The step scoring one trait on a branch of the case: True unless the trait auto-failed."""
+    async def step(work: CaseWork) -> bool:
         kind = trait.get("kind", "llm")
         if kind == "regex":
             _regex_trait(work, trait)
@@ -70,23 +77,21 @@ async def judge_rubric(work: CaseWork, rubric: dict[str, Any] | None) -> list[st
             await _metric_trait(work, trait)
         elif plans[trait["name"]] is None:
             await _standard_trait(work, trait)
-        elif not await _deep_trait(work, trait, plans[trait["name"]], evidence.get(trait["name"], TraitEvidence())):
-            auto_failed.append(trait["name"])
-    return auto_failed
+        else:
+            plan = plans[trait["name"]]
+            assert plan is not None
+            return await _deep_trait(work, trait, plan, evidence.get(trait["name"], TraitEvidence()))
+        return True
+    return step
 
 
 async def _deep_evidence(work: CaseWork, traits: list[dict[str, Any]],
                          plans: dict[str, TraitPlan | None]) -> dict[str, TraitEvidence]:
-    """Excerpts of every deep trait that wants them, then one risk call for those that search."""
-    out: dict[str, TraitEvidence] = {}
-    for trait in traits:
-        plan = plans.get(trait["name"])
-        if plan is None or not plan.excerpt_enabled:
-            continue
-        spec = trait_spec(trait)
-        outcome = await extract_excerpts(work, [AttributeSpec(name=spec.name, description=spec.description)],
-                                         plan.excerpts, subject="rubric", stage=STAGE, response_text=str(work.response))
-        out[spec.name] = TraitEvidence(outcome.texts().get(spec.name, []), bool(outcome.missing), outcome.retries)
+    """Excerpts of every deep trait that wants them (extracted at once), then one risk call for
+    those that search."""
+    wanting = [t for t in traits if (plan := plans.get(t["name"])) is not None and plan.excerpt_enabled]
+    found = await work.together([_excerpt_step(trait, plans[trait["name"]]) for trait in wanting])
+    out = {trait["name"]: evidence for trait, evidence in zip(wanting, found)}
     searched = [RiskItem(t["name"], t.get("description", ""), out[t["name"]].excerpts) for t in traits
                 if t["name"] in out and out[t["name"]].excerpts and plans[t["name"]].search_enabled]
     if searched:
@@ -95,6 +100,18 @@ async def _deep_evidence(work: CaseWork, traits: list[dict[str, Any]],
         for name, risk in risks.items():
             out[name].risk = risk
     return out
+
+
+def _excerpt_step(trait: dict[str, Any], plan: TraitPlan | None) -> Callable[[CaseWork], Awaitable[TraitEvidence]]:
+    """The step extracting one deep trait's excerpts, with its retries, on a branch of the case."""
+    assert plan is not None
+    spec = trait_spec(trait)
+
+    async def step(work: CaseWork) -> TraitEvidence:
+        outcome = await extract_excerpts(work, [AttributeSpec(name=spec.name, description=spec.description)],
+                                         plan.excerpts, subject="rubric", stage=STAGE, response_text=str(work.response))
+        return TraitEvidence(outcome.texts().get(spec.name, []), bool(outcome.missing), outcome.retries)
+    return step
 
 
 async def _ask(work: CaseWork, role: str, request) -> object:
@@ -169,17 +186,17 @@ async def _deep_trait(work: CaseWork, trait: dict[str, Any], plan: TraitPlan, ev
 
 
 async def _metric_trait(work: CaseWork, trait: dict[str, Any]) -> None:
-    """Per-instruction booleans from the judge, the metrics from the counts (code does the math)."""
+    """Per-instruction booleans from the judge (asked at once), the metrics from the counts (code
+    does the math)."""
     question = work.question_text
-    verdicts: dict[str, list[bool]] = {}
-    for group in ("tp_instructions", "tn_instructions"):
-        verdicts[group] = []
-        for index, instruction in enumerate(trait.get(group) or []):
-            spec = TraitSpec(name=f"{trait['name']}[{group}:{index}]", kind="boolean",
-                             description=f"The response satisfies: {instruction}")
-            reply = await _ask(work, "score_trait", ScoreTraitRequest(question=question, response=str(work.response),
-                                                                    trait=spec))
-            verdicts[group].append(bool(reply.score))
+    groups = [(group, index, instruction) for group in ("tp_instructions", "tn_instructions")
+              for index, instruction in enumerate(trait.get(group) or [])]
+    answers = await work.together([_instruction_step(question, TraitSpec(
+        name=f"{trait['name']}[{group}:{index}]", kind="boolean", description=f"The response satisfies: {instruction}"))
+        for group, index, instruction in groups])
+    verdicts: dict[str, list[bool]] = {"tp_instructions": [], "tn_instructions": []}
+    for (group, _, _), answer in zip(groups, answers):
+        verdicts[group].append(answer)
     tp = sum(verdicts["tp_instructions"])
     fn = len(verdicts["tp_instructions"]) - tp
     fp = sum(verdicts["tn_instructions"])
@@ -189,6 +206,15 @@ async def _metric_trait(work: CaseWork, trait: dict[str, Any]) -> None:
     chosen = {name: metrics.get(name) for name in wanted}
     _scored(work, trait, "standard", chosen.get(wanted[0]) if wanted else None,
             counts={"tp": tp, "fn": fn, "fp": fp, "tn": tn}, metrics=chosen, instructions=verdicts)
+
+
+def _instruction_step(question: str, spec: TraitSpec) -> Callable[[CaseWork], Awaitable[bool]]:
+    """The step asking whether the response satisfies one metric instruction."""
+    async def step(work: CaseWork) -> bool:
+        reply = await _ask(work, "score_trait", ScoreTraitRequest(question=question, response=str(work.response),
+                                                                trait=spec))
+        return bool(reply.score)
+    return step
 
 
 def confusion_metrics(tp: int, fn: int, fp: int, tn: int) -> dict[str, float | None]:
