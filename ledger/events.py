@@ -114,6 +114,7 @@ class JudgeCalled(DomainPayload):
     source_backend: str | None = None      # the backend that originally answered (replay)
     stored_cut: list[str] | None = None    # what the stored-size caps cut from raw_reply/sent (stages/judge/reply_caps.py)
     concurrency: int | None = None         # openai: calls allowed in flight when sent (falls on 429 storms)
+    order: list[int] | None = None         # a call made at once with others of its case: its place among them
 
 
 # --- Template deep judgment ----------------------------------------------------------------------

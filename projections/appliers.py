@@ -149,7 +149,7 @@ def _opened(case, d, key, version):
 # A judge call is stored as a list in this field order (a third of a case's state otherwise);
 # ``call_fields`` gives it back as a dict.
 CALL_FIELDS = ("role", "backend", "model", "attempt", "error", "source_backend", "input_tokens",
-               "output_tokens", "tokens", "cost", "subject", "targets")
+               "output_tokens", "tokens", "cost", "subject", "targets", "order")
 
 
 def call_fields(stored: list) -> dict[str, Any]:
@@ -189,7 +189,8 @@ def _judge_called(case, d, key, version):
     subject, targets = call_target(d.get("role"), d.get("request"))
     case["calls"][key] = [d.get("role"), d.get("backend"), d.get("model"), d.get("attempt"), d.get("error"),
                           d.get("source_backend"), inp, out, total,
-                          float(cost) if cost.__class__ in (int, float) else _call_cost(d), subject, targets]
+                          float(cost) if cost.__class__ in (int, float) else _call_cost(d), subject, targets,
+                          d.get("order")]
 
 
 def subject_of(d: dict) -> str:

@@ -80,9 +80,18 @@ def is_abstained(case: dict) -> bool:
 
 
 def call_list(case: dict) -> list[dict]:
-    """The case's judge calls as dicts, sorted by (role, attempt, event id)."""
+    """The case's judge calls as dicts, sorted by (role, attempt, place, event id).
+
+    The place (``order``) is recorded for calls a case made at once (a rubric's traits): they are
+    recorded as they end, so without it their order would follow the server's timing.
+    """
     calls = [{**call_fields(stored), "id": cid} for cid, stored in case["calls"].items()]
-    return sorted(calls, key=lambda c: (str(c["role"]), c["attempt"] or 0, c["id"]))
+    return sorted(calls, key=lambda c: (str(c["role"]), c["attempt"] or 0, _place(c.get("order")), c["id"]))
+
+
+def _place(order: Any) -> list[int]:
+    """A recorded call's place among calls made at once ([] for a call made alone, or unreadable)."""
+    return order if isinstance(order, list) and all(type(i) is int for i in order) else []
 
 
 def usage_of(case: dict) -> dict[str, Any]:

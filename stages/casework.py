@@ -13,7 +13,9 @@ ledger). One repeat of a repeatedly judged case (``stages.repeats``) has its ind
 Steps that do not depend on each other (a rubric's traits, an audit's two checks, the searches
 of a risk assessment) run at once through ``together``: each emits into a branch of its own, and
 the branches' outputs are appended in the order the steps were given, so the case's outputs are
-the same events in the same order whatever finished first.
+the same events in the same order whatever finished first. The calls themselves are recorded as
+they end (a paid call is never held back); each carries its place (``order``: the block and step
+it came from, its count in that step), by which the reports order a case's calls.
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ class CaseWork:
     outputs: list[NewEvent] = field(default_factory=list)
     repeat: int | None = None                     # the repeat index when a case is judged K > 1 times
     sampling: dict[str, Any] | None = None        # that repeat's seed (and temperature), sent with every call
+    # Inside ``together``: this branch's place, (the parent's count, the step's index) per level.
+    branch: tuple[int, ...] = ()
+    asked: list[int] = field(default_factory=lambda: [0])   # calls and together blocks so far (a shared cell)
 
     # --- the case's inputs (case.opened, docs/internals.md) -------------------------------------
     @property
@@ -93,12 +98,22 @@ class CaseWork:
             self.counters.retries += 1
         # Only a repeat passes sampling: a judge without repeats is called exactly as before.
         extra = {"sampling": self.sampling} if self.sampling is not None else {}
+        meta = self.meta(stage or self.stage)
+        place = self._next_place()
+        if self.branch:   # a call made at once with others: its place orders it among them (recorded)
+            meta["order"] = [*self.branch, place]
         try:
             return await self.judge.call(role, request, case_id=self.case_id, attempt=attempt,
-                                         meta=self.meta(stage or self.stage), **extra)
+                                         meta=meta, **extra)
         except BudgetExhausted:
             self.counters.judge_calls -= 1   # refused before anything was asked
             raise
+
+    def _next_place(self) -> int:
+        """This branch's next place: a call or a together block takes one, in the order asked."""
+        place = self.asked[0]
+        self.asked[0] += 1
+        return place
 
     # --- outputs --------------------------------------------------------------------------------
     def meta(self, stage: str) -> dict[str, Any]:
@@ -130,7 +145,9 @@ class CaseWork:
         """
         if len(steps) <= 1:   # nothing to overlap: no branch, no task
             return [await step(self) for step in steps]
-        branches = [dataclasses.replace(self, outputs=[]) for _ in steps]
+        block = self._next_place()
+        branches = [dataclasses.replace(self, outputs=[], branch=(*self.branch, block, index), asked=[0])
+                    for index in range(len(steps))]
         results = await asyncio.gather(*(step(branch) for step, branch in zip(steps, branches)),
                                        return_exceptions=True)
         error = together_error(results)

@@ -162,8 +162,12 @@ def call_event(case_id: str, payload: dict[str, Any], step_attempt: int, attempt
     data = {k: v for k, v in payload.items() if v is not None or k in ("error", "model")}
     data["case_id"] = case_id
     data["step_attempt"] = step_attempt
+    meta = dict(meta or {})
+    order = meta.pop("order", None)   # a call made at once with others (CaseWork.together): its place
+    if order is not None:
+        data["order"] = order
     key = call_key(payload["role"], payload["request_hash"], step_attempt, attempt)
-    return NewEvent(case_stream(case_id), CALL_EVENT, data, key=key, meta={"stage": "judge", **(meta or {})})
+    return NewEvent(case_stream(case_id), CALL_EVENT, data, key=key, meta={"stage": "judge", **meta})
 
 
 def record_events(led, index: CallIndex | None, events: list[NewEvent]) -> list[Event]:

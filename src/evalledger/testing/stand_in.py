@@ -17,7 +17,9 @@ schema is read from whichever response-format mode the request used (``requested
 after the usual delay (so calls are in flight when the refusals land). ``rate_limit_every=N``
 answers every Nth unscripted request 429 at once (with ``rate_limit_retry_after``). ``StandInThread`` runs one in a
 background thread for synchronous code; ``python -m evalledger.testing.stand_in --port N`` serves one.
-Every request body and whether it carried an Authorization header are kept in ``requests``.
+Every request body and whether it carried an Authorization header are kept in ``requests``;
+``in_flight`` and ``max_in_flight`` count the requests being answered now and the most at once
+(``GET /stand-in/stats`` gives them to another process; ``?reset=1`` restarts the peak).
 """
 
 from __future__ import annotations
@@ -183,6 +185,7 @@ class StandIn:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/chat/completions", self._handle)
+        app.router.add_get("/stand-in/stats", self._stats)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.2,
                                      handler_cancellation=self.cancel_on_disconnect)
         await self._runner.setup()
@@ -203,6 +206,14 @@ class StandIn:
             return await self._answer(request)
         finally:
             self.in_flight -= 1
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        """What a client in another process cannot see: requests answered and the most at once;
+        ``?reset=1`` starts the peak again (a benchmark measures each round on its own)."""
+        stats = {"requests": len(self.requests), "in_flight": self.in_flight, "max_in_flight": self.max_in_flight}
+        if request.query.get("reset"):
+            self.max_in_flight = self.in_flight
+        return web.json_response(stats)
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
