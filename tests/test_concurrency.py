@@ -121,6 +121,9 @@ def test_audit_checks_of_one_case_go_out_together(run_cli, home, tmp_path):
         assert stand_in.max_in_flight == 2   # check_facts and check_logic
     types = [e.type for e in events(home, "facts.checked") + events(home, "logic.checked")]
     assert types == ["facts.checked", "logic.checked"]
+    # each check's call records its place: after decompose (place 0), block 1, steps 0 and 1
+    places = {e.data["role"]: e.data.get("order") for e in events(home, "judge.called")}
+    assert places == {"decompose": None, "check_facts": [1, 0, 0], "check_logic": [1, 1, 0]}
 
 
 def test_the_same_home_judged_at_concurrency_1_and_32_gives_identical_outputs_and_reports(run_cli, tmp_path):
@@ -143,6 +146,9 @@ def test_the_same_home_judged_at_concurrency_1_and_32_gives_identical_outputs_an
     # cases commit as they finish, so only each case's own events keep their order
     assert by_case(outputs(homes[1])) == by_case(outputs(homes[32]))
     assert len(events(homes[1], "trait.scored")) > 6 and events(homes[1], "credit.scored")
+    # the traits' calls went out together, and each says where it came from
+    placed = [e.data["order"] for e in events(homes[32], "judge.called") if e.data["role"] == "score_trait"]
+    assert len(placed) > 6 and all(placed)
     reports = {}
     for concurrency, home in homes.items():
         assert run_cli("report", home=home).returncode == 0
