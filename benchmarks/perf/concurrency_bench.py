@@ -11,6 +11,8 @@ same ideal wall time. Printed per level:
 
 - the run's wall time against the ideal (calls x latency / concurrency): the ratio ideal / wall,
   target at least 0.9 at the highest level;
+- the run's CPU a call: to keep N calls of L seconds busy, the process may spend at most L / N
+  a call (0.78 ms at 64 x 50 ms), whatever else the machine runs;
 - the most requests the server answered at once (the calls really in flight; the stand-in
   gives it at ``GET /stand-in/stats``);
 - the baseline measured in the same run: the same number of bare aiohttp POSTs to the same
@@ -64,17 +66,18 @@ def home_with_cases(folder: Path, cases: int, tag: str) -> Path:
     return home
 
 
-def timed_run(home: Path, url: str, concurrency: int, cases_in_flight: int | None = None) -> tuple[float, int]:
-    """(wall seconds, judge calls made) of one run of ``home`` at ``concurrency``."""
+def timed_run(home: Path, url: str, concurrency: int,
+              cases_in_flight: int | None = None) -> tuple[float, int, float]:
+    """(wall seconds, judge calls made, CPU seconds of this process) of one run of ``home``."""
     settings = RunSettings(judge_backend="openai", judge_model="bench", max_cases_in_flight=cases_in_flight,
                            judge_options={"base_url": url, "concurrency": concurrency, "timeout_s": 30})
     with ledger.open_ledger(home) as led:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         summary = run_until_idle(led, settings)
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     if summary.failed or summary.stopped:
         raise SystemExit(f"the run did not judge every case: {summary}")
-    return wall, summary.model_calls
+    return wall, summary.model_calls, cpu
 
 
 async def bare_posts(url: str, calls: int, concurrency: int) -> float:
@@ -130,15 +133,17 @@ def main(argv: list[str] | None = None) -> int:
                 cases = max(1, math.ceil(args.calls * concurrency / levels[0] / CALLS_PER_CASE))
                 home = home_with_cases(folder, cases, f"c{concurrency}")
                 server_peak(url, reset=True)
-                wall, calls = timed_run(home, url, concurrency)
+                wall, calls, cpu = timed_run(home, url, concurrency)
                 peak = server_peak(url, reset=True)
                 baseline = asyncio.run(bare_posts(url, calls, concurrency))
                 line, ratios[concurrency] = level_line(concurrency, calls, args.latency, wall, baseline)
                 print(f"{line}; requests in flight at the server at most {peak}", flush=True)
+                print(f"  run CPU {1000 * cpu / calls:.2f} ms a call (to keep up it must stay under "
+                      f"latency / concurrency = {1000 * args.latency / concurrency:.2f} ms)", flush=True)
             top = levels[0]
             cases = max(1, math.ceil(args.calls / CALLS_PER_CASE))
             home = home_with_cases(folder, cases, "capped")
-            wall, calls = timed_run(home, url, top, cases_in_flight=16)
+            wall, calls, _ = timed_run(home, url, top, cases_in_flight=16)
             ideal = calls * args.latency / top
             print(f"concurrency {top} with cases in flight capped at 16 (as before): ratio {ideal / wall:.2f} of ideal")
     finally:
