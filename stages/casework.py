@@ -98,16 +98,20 @@ class CaseWork:
             self.counters.retries += 1
         # Only a repeat passes sampling: a judge without repeats is called exactly as before.
         extra = {"sampling": self.sampling} if self.sampling is not None else {}
-        meta = self.meta(stage or self.stage)
-        place = self._next_place()
-        if self.branch:   # a call made at once with others: its place orders it among them (recorded)
-            meta["order"] = [*self.branch, place]
+        meta = {**self.meta(stage or self.stage), **self.place()}
         try:
             return await self.judge.call(role, request, case_id=self.case_id, attempt=attempt,
                                          meta=meta, **extra)
         except BudgetExhausted:
             self.counters.judge_calls -= 1   # refused before anything was asked
             raise
+
+    def place(self) -> dict[str, list[int]]:
+        """The next call's place, as the meta that records it: ``{"order": [...]}`` inside a
+        ``together`` step (a call made at once with others: its place orders it among them in
+        the reports), else ``{}`` (a call made alone is ordered by when it was recorded)."""
+        place = self._next_place()
+        return {"order": [*self.branch, place]} if self.branch else {}
 
     def _next_place(self) -> int:
         """This branch's next place: a call or a together block takes one, in the order asked."""

@@ -46,13 +46,15 @@ def search_query(excerpt: str) -> str:
     return " ".join(kept[:MAX_QUERY_WORDS]) or excerpt.strip()
 
 
-async def _search(port, query: str, case_id: str) -> tuple[list[SearchHit], str | None]:
-    """The hits for ``query`` and why the search failed (None when it did not)."""
+async def _search(port, query: str, case_id: str, place: dict[str, list[int]] | None = None
+                  ) -> tuple[list[SearchHit], str | None]:
+    """The hits for ``query`` and why the search failed (None when it did not); ``place``: the
+    search's place among those made at once (``CaseWork.place``), recorded with it."""
     if port is None:
         return [], "no search port"
     lookup = getattr(port, "lookup", None)
     if lookup is not None:
-        hits, error = await lookup(query, case_id=case_id)
+        hits, error = await (lookup(query, case_id=case_id, meta=place) if place else lookup(query, case_id=case_id))
     else:  # a custom port with search() only
         hits, error = await port.search(query, case_id=case_id), None
     return [SearchHit.model_validate(h) for h in hits or []], error
@@ -61,7 +63,7 @@ async def _search(port, query: str, case_id: str) -> tuple[list[SearchHit], str 
 def _search_step(port, query: str) -> Callable[[CaseWork], Awaitable[tuple[list[SearchHit], str | None]]]:
     """The step searching one excerpt's query on behalf of a case."""
     async def step(work: CaseWork) -> tuple[list[SearchHit], str | None]:
-        return await _search(port, query, work.case_id)
+        return await _search(port, query, work.case_id, work.place())
     return step
 
 
