@@ -242,7 +242,7 @@ def measure(home: Path, port: int, pid: int, ids: list[str], samples: int, rng: 
              "ORDER BY case_id LIMIT ? OFFSET ?", (PAGE_SIZE, (page - 1) * PAGE_SIZE))]))
     case = {"http page": [], "viewer": [], "raw SQLite": []}
     for case_id in [rng.choice(ids) for _ in range(samples)]:
-        case["viewer"].append(timed(lambda case_id=case_id: view.case(case_id)))
+        case["viewer"].append(timed(lambda case_id=case_id: view.case_document(case_id)))
         case["http page"].append(timed_get(client, f"/case/{case_id}"))
         case["raw SQLite"].append(timed_raw(db, [
             ("SELECT seq, id, stream, version, type, schema, data, meta, prev_hash, hash FROM events "

@@ -93,12 +93,15 @@ class Links:
         return self._root() + "static/" + name
 
 
-def page(title: str, body: str, links: Links, live: bool = True) -> str:
-    """A whole HTML page: no inline script or style (the CSP forbids them), one packaged css and js."""
+def page(title: str, body: str, links: Links, live: bool = True, scripts: tuple[str, ...] = ()) -> str:
+    """A whole HTML page: no inline script or style (the CSP forbids them), one packaged css, the
+    live-update script (served pages), and the packaged ``scripts`` this page draws itself with
+    (deferred: they run once the page is parsed, served or exported)."""
     nav = (f'<nav><a href="{esc(links.overview())}">overview</a> '
            f'<a href="{esc(links.cases())}">cases</a> '
            f'<a href="{esc(links.compare())}">compare</a></nav>')
     script = "" if links.static or not live else f'<script src="{esc(links.asset("view.js"))}"></script>'
+    script += "".join(f'<script src="{esc(links.asset(name))}" defer></script>' for name in scripts)
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{esc(title)} - evalledger</title>"
             f'<link rel="stylesheet" href="{esc(links.asset("view.css"))}">{script}</head>'
