@@ -8,7 +8,7 @@ document is string joining, so a case page costs about the queries that fetch it
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Any
 
 from evalledger.ledger.schemas import SCHEMAS
 from evalledger.projections.store import json_bytes

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from evalledger.cli.viewer.html import Links, esc, page
 
+
 def data_block(document: str) -> str:
     """``document`` as the body of a ``<script type="application/json">``: every ``<`` written as
     ``\\u003c`` (the same JSON), so no ``</script>`` or ``<!--`` in the content can end the block."""

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from evalledger.ledger.envelope import decode_json
-from evalledger.projections.store import json_bytes
 from evalledger.projections.appliers import _call_cost, _usage_tokens, restore_case
 from evalledger.projections.case_result import case_result
 from evalledger.projections.results import (
@@ -23,6 +22,7 @@ from evalledger.projections.results import (
     is_auto_failed,
     original_verdict,
 )
+from evalledger.projections.store import json_bytes
 
 INDEX_VERSION = 3
 PAGE_SIZE = 50
