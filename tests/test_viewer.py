@@ -417,3 +417,40 @@ def test_the_review_queue_sample_wrote_is_a_filter_of_the_case_table(failing, ru
     bad.write_text(json.dumps({"case_id": queue[0]}) + "\n{not json\n")
     refused = run_cli("view", "--queue", bad, "--port", "0", home=home)
     assert refused.returncode == 2 and f"--queue {bad}: line 2: not JSON" in refused.stderr
+
+
+def test_a_cause_in_another_stream_is_linked_by_its_seq_and_the_payload_travels_as_stored(tmp_path):
+    """A case opened by an event of another stream (as ingest opens cases from a file's event)
+    names that event's seq; an event's payload and meta are the ledger's stored bytes, unchanged."""
+    import dataclasses
+
+    from evalledger import projections
+    from evalledger.cli.viewer.state import HomeView
+    from evalledger.testing import synthetic as syn
+    home = ledger.init_home(tmp_path / "home")
+    with ledger.open_ledger(home) as led:
+        [bench] = led.append([syn.benchmark("b", "template", questions=1)])
+        case_id, first = syn.opened("b", "template", "q0", "m", {"id": "q0", "question": "Q <b>?"}, response="R")
+        first = dataclasses.replace(first, meta={"causation": bench.id, "stage": "intake"})
+        led.append([first, syn.judged(case_id, "pass")])
+        projections.update(led)
+        stored = list(led.read(stream=f"case:{case_id}"))
+    view = HomeView(home)
+    try:
+        text = view.case_document(case_id)
+    finally:
+        view.close()
+    shown = json.loads(text)
+    assert [e["cause"] for e in shown["events"]] == [bench.seq, None]
+    for event in stored:                                     # the stored bytes appear verbatim
+        assert f'"meta":{event.raw_meta},"data":{event.raw_data}' in text
+    assert shown["result"]["verdict"] == "pass"
+
+
+def test_no_content_can_end_the_data_block():
+    from evalledger.cli.viewer.case_page import data_block
+    document = json.dumps({"text": "</script><script>alert(1)</script><!-- x"})
+    block = data_block(document)
+    inner = block[len('<script type="application/json" id="case-data">'):-len("</script>")]
+    assert "<" not in inner and json.loads(inner) == json.loads(document)
+    assert [t for t, _ in tags_of(block)] == ["script"]

@@ -53,7 +53,7 @@ def causation_of(meta: str) -> str | None:
 
 def causes(events: list) -> list[str | None]:
     """The causing event's id of each of ``events``, in order."""
-    return [causation_of(_text(e.raw_meta)) for e in events]
+    return [causation_of(meta) if _CAUSATION_KEY in meta else None for meta in (_text(e.raw_meta) for e in events)]
 
 
 def outside_causes(events: list, caused_by: list[str | None]) -> set[str]:

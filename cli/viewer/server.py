@@ -230,7 +230,7 @@ async def _close_view(app: web.Application) -> None:
 
 async def serve(app: web.Application, host: str, port: int, ready) -> None:
     """Run ``app`` on host:port until cancelled; ``ready(actual_port)`` is called once it listens."""
-    runner = web.AppRunner(app, handle_signals=False)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
