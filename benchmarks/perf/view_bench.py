@@ -16,7 +16,9 @@ and, in the same run:
    stream and its state). Target: at most 3x.
 3. For information: the same pages from the viewer's data layer alone (``HomeView.cases``,
    ``HomeView.case_document``, no HTTP), and an empty aiohttp answer over the same kind of
-   connection (the floor any page pays: two Python processes exchanging a request and a reply).
+   connection (the floor any page pays: two Python processes exchanging a request and a reply),
+   fetched between the case pages so that both meet the same load; and what a case page costs
+   beyond that floor, against the raw queries.
 4. Peak RSS of the server (VmHWM) after paging through every table page. Target: under 200 MB.
 
 The client is a minimal HTTP/1.1 reader on a raw socket (send the request, read the headers and
@@ -132,32 +134,30 @@ def timed_get(client: Client, path: str) -> float:
     return elapsed
 
 
-def http_floor(samples: int) -> list[float]:
-    """Seconds per GET of an empty aiohttp answer from another process: the floor of any page."""
-    code = ("import sys\nfrom aiohttp import web\nasync def h(r): return web.Response(text='')\n"
-            "app = web.Application(); app.router.add_get('/', h)\n"
-            "web.run_app(app, host='127.0.0.1', port=int(sys.argv[1]), print=None, access_log=None)\n")
+FLOOR_APP = ("import sys\nfrom aiohttp import web\nasync def h(r): return web.Response(text='')\n"
+             "app = web.Application(); app.router.add_get('/', h)\n"
+             "web.run_app(app, host='127.0.0.1', port=int(sys.argv[1]), print=None, access_log=None)\n")
+
+
+def start_floor() -> tuple[subprocess.Popen, Client]:
+    """An aiohttp server answering ``GET /`` with an empty reply, in another process, and a
+    kept-alive connection to it: the floor any page pays."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-c", code, str(port)])
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client = Client(port)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("the floor server did not start") from None
-                time.sleep(0.05)
-        timed_get(client, "/")
-        times = [timed_get(client, "/") for _ in range(samples)]
-        client.close()
-        return times
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    proc = subprocess.Popen([sys.executable, "-c", FLOOR_APP, str(port)])
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            client = Client(port)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise SystemExit("the floor server did not start") from None
+            time.sleep(0.05)
+    timed_get(client, "/")
+    return proc, client
 
 
 def timed_raw(db: sqlite3.Connection, queries: list[tuple[str, tuple]]) -> float:
@@ -235,8 +235,20 @@ def tenth(times: list[float]) -> float:
 def measure(home: Path, port: int, pid: int, ids: list[str], samples: int, rng: random.Random,
             runs: int = 1) -> int:
     """The measurements; returns the exit status."""
-    from evalledger.cli.viewer.state import HomeView
     client = Client(port)
+    floor_proc, floor_client = start_floor()
+    try:
+        return _measure(home, port, pid, ids, samples, rng, runs, client, floor_client)
+    finally:
+        floor_client.close()
+        floor_proc.terminate()
+        floor_proc.wait(timeout=10)
+
+
+def _measure(home: Path, port: int, pid: int, ids: list[str], samples: int, rng: random.Random, runs: int,
+             client: Client, floor_client: Client) -> int:
+    """The measurements, the HTTP floor interleaved with the case pages (same load, same moments)."""
+    from evalledger.cli.viewer.state import HomeView
     db = sqlite3.connect(home / "ledger.db")
     view = HomeView(home)
     pages = -(-len(ids) // PAGE_SIZE)
@@ -249,23 +261,27 @@ def measure(home: Path, port: int, pid: int, ids: list[str], samples: int, rng: 
             ("SELECT COUNT(*) FROM proj_cases", ()),
             ("SELECT case_id, benchmark, model, kind, question_id, status, verdict, state FROM proj_cases "
              "ORDER BY case_id LIMIT ? OFFSET ?", (PAGE_SIZE, (page - 1) * PAGE_SIZE))]))
-    case = {"http page": [], "viewer": [], "raw SQLite": []}
+    case: dict[str, list[float]] = {"http page": [], "viewer": [], "raw SQLite": [], "floor": []}
     for case_id in [rng.choice(ids) for _ in range(samples * runs)]:
         case["viewer"].append(timed(lambda case_id=case_id: view.case_document(case_id)))
         case["http page"].append(timed_get(client, f"/case/{case_id}"))
+        case["floor"].append(timed_get(floor_client, "/"))
         case["raw SQLite"].append(timed_raw(db, [
             ("SELECT seq, id, stream, version, type, schema, data, meta, prev_hash, hash FROM events "
              "WHERE stream = ? ORDER BY version", (f"case:{case_id}",)),
             ("SELECT state FROM proj_cases WHERE case_id = ?", (case_id,))]))
     view.close()
-    floor = http_floor(samples)
     ok = True
     for label, figures in (("case-table page (50 rows)", table), ("case page", case)):
         ok &= compare(f"{label} over HTTP", {"whole page": figures["http page"], "raw SQLite": figures["raw SQLite"]},
                       RATIO_TARGET, runs)
         compare(f"{label}, data layer only", {"viewer": figures["viewer"], "raw SQLite": figures["raw SQLite"]},
                 None, runs)
-    compare("empty aiohttp answer (the HTTP floor)", {"GET": floor, "raw case SQLite": case["raw SQLite"]}, None)
+    compare("empty aiohttp answer (the HTTP floor)", {"GET": case["floor"], "raw case SQLite": case["raw SQLite"]},
+            None, runs)
+    beyond = statistics.median(case["http page"]) - statistics.median(case["floor"])
+    print(f"case page over HTTP beyond the floor: {beyond * 1000:.3f} ms, "
+          f"{beyond / statistics.median(case['raw SQLite']):.2f}x the raw queries (for information)")
     started = time.perf_counter()
     for page in range(1, pages + 1):
         timed_get(client, f"/cases?page={page}")
