@@ -19,7 +19,8 @@ _CAUSATION_KEY = '"causation":"'
 
 
 def _text(raw: bytes | str) -> str:
-    return raw if raw.__class__ is str else raw.decode("utf-8")  # type: ignore[union-attr]
+    """Stored JSON as text (SQLite gives text; other stores bytes)."""
+    return raw if isinstance(raw, str) else bytes(raw).decode("utf-8")
 
 
 def _json_str(value: Any) -> str:
