@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from evalledger import ledger
 from evalledger.cli.viewer import CSP, export_site, make_app
+from evalledger.cli.viewer.server import asset_bytes
 from viewer_support import failing_home, xss_home
 
 TOKEN = "launch-token-for-tests"
@@ -50,8 +51,9 @@ def assert_inert(text: str) -> None:
     """No script but the packaged one, no event-handler attribute, no javascript: URL, no img/svg."""
     for tag, attrs in tags_of(text):
         assert tag not in ("img", "svg", "iframe", "object"), (tag, attrs)
-        if tag == "script":
-            assert attrs.get("src") == "/static/view.js", attrs
+        if tag == "script":                 # the packaged scripts, or the case page's JSON data block
+            assert attrs.get("src") in ("/static/view.js", "/static/case.js") or \
+                (attrs.get("type") == "application/json" and not attrs.get("src")), attrs
         assert not [a for a in attrs if a.startswith("on")], (tag, attrs)
         for name in ("href", "src", "action"):
             assert not str(attrs.get(name, "")).strip().lower().startswith("javascript:"), (tag, attrs)
@@ -61,6 +63,13 @@ def assert_inert(text: str) -> None:
 def failing(tmp_path):
     ids = failing_home(tmp_path / "home", extra_cases=120)
     return tmp_path / "home", ids
+
+
+def case_data(text: str) -> dict:
+    """The JSON data block of a case page (what ``case.js`` draws the page from)."""
+    blocks = re.findall(r'<script type="application/json" id="case-data">(.*?)</script>', text, re.S)
+    assert len(blocks) == 1 and "<" not in blocks[0]
+    return json.loads(blocks[0])
 
 
 def test_hostile_content_renders_as_text_on_every_page(tmp_path):
@@ -79,26 +88,40 @@ def test_hostile_content_renders_as_text_on_every_page(tmp_path):
         assert_inert(text)
         assert "<script>alert" not in text and "<img" not in text and "<svg" not in text, url
     case_text = pages[f"/case/{ids[0]}"]
-    assert "&lt;script&gt;alert(&quot;x1&quot;)&lt;/script&gt;" in case_text      # shown, as text
-    assert "&quot;&gt;&lt;img src=x onerror=alert(&quot;x2&quot;)&gt;" in case_text
+    shown = json.dumps(case_data(case_text))                # carried as data, drawn as text by case.js
+    assert '<script>alert(\\"x1\\")</script>' in shown
+    assert '\\"><img src=x onerror=alert(\\"x2\\")>' in shown
     assert "script-src 'self'" in CSP and "unsafe-inline" not in CSP
 
 
-def test_case_page_shows_quotes_fields_calls_and_reviews(failing):
+def test_case_page_carries_the_cases_stored_events_and_its_indexed_result(failing):
+    """The page's data block holds every event of the case in ledger order with its payload and
+    meta exactly as stored, and the case's result as the read models give it (what case.js draws;
+    the browser tests check the drawing)."""
+    from evalledger.projections.case_result import case_result
+    from evalledger.projections.store import ReadModelStore
     home, ids = failing
 
     async def test(client):
         return [await (await client.get(f"/case/{ids[k]}")).text() for k in ("failed_quote", "overridden")]
     quote_page, override_page = serve(home, test)
-    assert '<mark class="excerpt" title="similarity 0.97">approved in 2001 by the FDA</mark>' in quote_page
-    assert '<mark class="failed-quote">approved in 1999 by the EMA</mark> similarity 0.41' in quote_page
-    assert "excerpt.retried" in quote_page and "case.auto_failed" in quote_page
-    assert "judge call" in quote_page and "latency 12.5 ms" in quote_page and "· live ·" in quote_page
-    seqs = re.findall(r'<li class="event [^"]*" id="seq-(\d+)"', quote_page)
-    assert seqs == sorted(seqs, key=int) and len(seqs) >= 5                       # ledger order, linked by seq
-    assert "original verdict <span class=\"badge pass\">pass</span>" in override_page
-    assert "verdict in force <span class=\"badge fail\">fail</span>" in override_page
-    assert "dose unit wrong" in override_page and "ana" in override_page
+    with ledger.open_ledger(home, readonly=True) as led:
+        store = ReadModelStore(led)
+        for case_id, text in ((ids["failed_quote"], quote_page), (ids["overridden"], override_page)):
+            shown = case_data(text)
+            stored = list(led.read(stream=f"case:{case_id}"))
+            assert [(e["seq"], e["id"], e["type"], e["hash"]) for e in shown["events"]] == \
+                [(e.seq, e.id, e.type, e.hash) for e in stored]
+            assert [(e["data"], e["meta"]) for e in shown["events"]] == [(e.data, e.meta) for e in stored]
+            seqs = {e.id: e.seq for e in stored}
+            assert [e["cause"] for e in shown["events"]] == \
+                [seqs.get((e.meta or {}).get("causation")) for e in stored]
+            full = case_result(next(c for c in store.iter_cases() if c["case_id"] == case_id))
+            assert shown["result"] == {k: full[k] for k in shown["result"]}
+            assert {"verdict", "original_verdict", "fields", "failures"} <= set(shown["result"])
+        store.close()
+    assert case_data(override_page)["result"]["original_verdict"] == "pass"
+    assert case_data(override_page)["result"]["verdict"] == "fail"
     assert "form" not in re.sub(r"<form class=\"filters\".*?</form>", "", override_page)   # read-only: no forms
 
 
@@ -185,7 +208,11 @@ def test_review_writes_the_same_events_as_the_cli(failing, run_cli):
         return missing.status, ok.status, note.status, page
     missing, ok, note, page = serve(home, test, review=True)
     assert (missing, ok, note) == (400, 303, 303)
-    assert 'id="override-form"' in page and "verdict in force <span class=\"badge pass\">pass</span>" in page
+    shown = case_data(page)
+    assert 'id="override-form"' in page and shown["result"]["verdict"] == "pass"
+    assert shown["result"]["original_verdict"] == "fail"
+    assert [e["data"]["author"] for e in shown["events"] if e["type"] in ("verdict.overridden", "note.added")] == \
+        ["ana", "bo"]
     assert run_cli("override", ids["overridden"], "--verdict", "pass", "--reason", "synonym", "--author", "ana",
                    home=home).returncode == 0
     assert run_cli("note", ids["overridden"], "checked", "--author", "bo", home=home).returncode == 0
@@ -248,16 +275,20 @@ def test_export_writes_a_site_whose_links_all_resolve(failing):
     written = export_site(home, out)
     files = sorted(p for p in out.rglob("*.html"))
     assert written == len(files) == 3 + 3 + 123 + 1 - 1                   # index, verify, 3 table pages, cases, compare
+    assert (out / "static" / "case.js").read_bytes() == asset_bytes("case.js")
     for path in files:
         text = path.read_text()
-        assert "<script" not in text
+        assert "view.js" not in text                                      # nothing live in an export
+        scripts = [a for t, a in tags_of(text) if t == "script"]
+        assert all(a.get("src") == "../static/case.js" or a.get("type") == "application/json" for a in scripts)
         for _, attrs in tags_of(text):
             for name in ("href", "src"):
                 target = attrs.get(name)
                 if target and not target.startswith("#"):
                     assert not target.startswith(("/", "http")), (path, target)
                     assert (path.parent / target.split("#")[0]).resolve().exists(), (path, target)
-    assert "approved in 1999 by the EMA" in (out / "case" / f"{ids['failed_quote']}.html").read_text()
+    exported = case_data((out / "case" / f"{ids['failed_quote']}.html").read_text())
+    assert "approved in 1999 by the EMA" in json.dumps(exported)
 
 
 def test_view_command_line(failing, run_cli, tmp_path):
@@ -386,3 +417,40 @@ def test_the_review_queue_sample_wrote_is_a_filter_of_the_case_table(failing, ru
     bad.write_text(json.dumps({"case_id": queue[0]}) + "\n{not json\n")
     refused = run_cli("view", "--queue", bad, "--port", "0", home=home)
     assert refused.returncode == 2 and f"--queue {bad}: line 2: not JSON" in refused.stderr
+
+
+def test_a_cause_in_another_stream_is_linked_by_its_seq_and_the_payload_travels_as_stored(tmp_path):
+    """A case opened by an event of another stream (as ingest opens cases from a file's event)
+    names that event's seq; an event's payload and meta are the ledger's stored bytes, unchanged."""
+    import dataclasses
+
+    from evalledger import projections
+    from evalledger.cli.viewer.state import HomeView
+    from evalledger.testing import synthetic as syn
+    home = ledger.init_home(tmp_path / "home")
+    with ledger.open_ledger(home) as led:
+        [bench] = led.append([syn.benchmark("b", "template", questions=1)])
+        case_id, first = syn.opened("b", "template", "q0", "m", {"id": "q0", "question": "Q <b>?"}, response="R")
+        first = dataclasses.replace(first, meta={"causation": bench.id, "stage": "intake"})
+        led.append([first, syn.judged(case_id, "pass")])
+        projections.update(led)
+        stored = list(led.read(stream=f"case:{case_id}"))
+    view = HomeView(home)
+    try:
+        text = view.case_document(case_id)
+    finally:
+        view.close()
+    shown = json.loads(text)
+    assert [e["cause"] for e in shown["events"]] == [bench.seq, None]
+    for event in stored:                                     # the stored bytes appear verbatim
+        assert f'"meta":{event.raw_meta},"data":{event.raw_data}' in text
+    assert shown["result"]["verdict"] == "pass"
+
+
+def test_no_content_can_end_the_data_block():
+    from evalledger.cli.viewer.case_page import data_block
+    document = json.dumps({"text": "</script><script>alert(1)</script><!-- x"})
+    block = data_block(document)
+    inner = block[len('<script type="application/json" id="case-data">'):-len("</script>")]
+    assert "<" not in inner and json.loads(inner) == json.loads(document)
+    assert [t for t, _ in tags_of(block)] == ["script"]

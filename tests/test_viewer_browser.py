@@ -132,7 +132,7 @@ def test_filtering_to_failures(page, demo, viewer):
     assert badges and set(badges) == {"fail"} and len(badges) == min(fails, 50)
 
 
-def test_a_failed_case_shows_its_failing_quote_highlighted(page, tmp_path, viewer):
+def test_a_failed_case_shows_its_failing_quote_highlighted(page, tmp_path, viewer, run_cli):
     ids = failing_home(tmp_path / "home")
     page.goto(viewer(tmp_path / "home") + "cases?verdict=auto-failed")
     page.click("a.case-link")
@@ -144,6 +144,37 @@ def test_a_failed_case_shows_its_failing_quote_highlighted(page, tmp_path, viewe
     found = page.locator("#response mark.excerpt")
     assert found.inner_text() == "approved in 2001 by the FDA" and found.get_attribute("title") == "similarity 0.97"
     assert "similarity 0.41" in page.locator("li.excerpt-retried").inner_text()
+    main = page.locator("main").inner_text()
+    assert "excerpt.retried" in main and "case.auto_failed" in main
+    assert "judge call" in main and "latency 12.5 ms" in main and " · live · " in main
+    seqs = [int(i.split("-")[1]) for i in page.evaluate("Array.from(document.querySelectorAll('li.event')).map(e => e.id)")]
+    assert seqs == sorted(seqs) and len(seqs) >= 5                                   # ledger order, linked by seq
+    page.evaluate("window.stillTheSamePage = true")
+    assert run_cli("note", ids["failed_quote"], "looked at the EMA quote", "--author", "cy",
+                   home=tmp_path / "home").returncode == 0
+    expect(page.locator("table.reviews")).to_contain_text("looked at the EMA quote", timeout=30_000)   # redrawn live
+    assert page.evaluate("window.stillTheSamePage") is True
+    page.goto(viewer(tmp_path / "home") + f"case/{ids['overridden']}")
+    assert page.locator("main p", has_text="original verdict").inner_text() == \
+        "original verdict pass · verdict in force fail"
+    assert "dose unit wrong" in page.locator("table.reviews").inner_text()
+
+
+def test_an_exported_case_page_shows_what_the_served_one_shows(page, tmp_path, viewer):
+    """The static export's case page (opened from disk, no server) draws the same content as the
+    served page: both are drawn by the packaged case.js from the same data."""
+    from evalledger.cli.viewer import export_site
+    ids = failing_home(tmp_path / "home")
+    export_site(tmp_path / "home", tmp_path / "site")
+    url = viewer(tmp_path / "home")
+    for case_id in ids.values():
+        page.goto(url + f"case/{case_id}")
+        page.wait_for_selector(f"body[data-case-drawn='{case_id}']", state="attached")
+        served = page.locator("#case-root").inner_text()
+        page.goto((tmp_path / "site" / "case" / f"{case_id}.html").as_uri())
+        page.wait_for_selector(f"body[data-case-drawn='{case_id}']", state="attached")
+        assert page.locator("#case-root").inner_text() == served
+        assert page.locator("mark").count() >= 1 if case_id == ids["failed_quote"] else True
 
 
 def test_compare_a_home_with_its_replay(page, demo, tmp_path, viewer, run_cli):
@@ -215,10 +246,13 @@ def test_hostile_benchmark_renders_inert(page, tmp_path, viewer):
             href = link.get_attribute("href") or ""
             assert not href.lower().startswith("javascript:"), href
         assert page.evaluate("document.querySelectorAll('img, svg, iframe, object').length") == 0
-        scripts = page.evaluate("Array.from(document.scripts).map(s => s.src)")
-        assert all(src.endswith("/static/view.js") for src in scripts), scripts
+        scripts = page.evaluate("Array.from(document.scripts).map(s => [s.src, s.type])")
+        assert all(src.endswith(("/static/view.js", "/static/case.js")) or (src == "" and kind == "application/json")
+                   for src, kind in scripts), scripts                           # a case page's data block
     page.goto(url + f"case/{ids[0]}")
+    page.wait_for_selector(f"body[data-case-drawn='{ids[0]}']", state="attached")
     assert XSS[0] in page.locator("main").inner_text()                         # shown as text
+    assert any(XSS[0] in text for text in page.locator("pre").all_inner_texts())  # drawn by case.js, as text
     page.locator("main a").last.click()
     assert page.dialogs == []
     assert not [m for m in page.console if "Content Security Policy" in m], page.console

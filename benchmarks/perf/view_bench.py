@@ -15,13 +15,18 @@ and, in the same run:
 2. Case page over HTTP against the raw queries that fetch the same rows (the case's events by
    stream and its state). Target: at most 3x.
 3. For information: the same pages from the viewer's data layer alone (``HomeView.cases``,
-   ``HomeView.case``, no rendering, no HTTP), and an empty aiohttp answer over the same kind of
-   connection (the floor any page pays: two Python processes exchanging a request and a reply).
+   ``HomeView.case_document``, no HTTP), and an empty aiohttp answer over the same kind of
+   connection (the floor any page pays: two Python processes exchanging a request and a reply),
+   fetched between the case pages so that both meet the same load; and what a case page costs
+   beyond that floor, against the raw queries.
 4. Peak RSS of the server (VmHWM) after paging through every table page. Target: under 200 MB.
 
 The client is a minimal HTTP/1.1 reader on a raw socket (send the request, read the headers and
 Content-Length bytes), so what is timed is the server, not ``http.client``'s header parsing.
 Medians are compared; the baselines run in this process, interleaved with what they are compared to.
+The measurements are taken in ``--runs`` rounds (3 by default); each figure is the median over all
+rounds, and the ratio of each round is printed beside it, so a round disturbed by other processes
+on the machine shows as such.
 Exit status 0 when every target is met, 1 otherwise.
 """
 
@@ -129,32 +134,30 @@ def timed_get(client: Client, path: str) -> float:
     return elapsed
 
 
-def http_floor(samples: int) -> list[float]:
-    """Seconds per GET of an empty aiohttp answer from another process: the floor of any page."""
-    code = ("import sys\nfrom aiohttp import web\nasync def h(r): return web.Response(text='')\n"
-            "app = web.Application(); app.router.add_get('/', h)\n"
-            "web.run_app(app, host='127.0.0.1', port=int(sys.argv[1]), print=None, access_log=None)\n")
+FLOOR_APP = ("import sys\nfrom aiohttp import web\nasync def h(r): return web.Response(text='')\n"
+             "app = web.Application(); app.router.add_get('/', h)\n"
+             "web.run_app(app, host='127.0.0.1', port=int(sys.argv[1]), print=None, access_log=None)\n")
+
+
+def start_floor() -> tuple[subprocess.Popen, Client]:
+    """An aiohttp server answering ``GET /`` with an empty reply, in another process, and a
+    kept-alive connection to it: the floor any page pays."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-c", code, str(port)])
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client = Client(port)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("the floor server did not start") from None
-                time.sleep(0.05)
-        timed_get(client, "/")
-        times = [timed_get(client, "/") for _ in range(samples)]
-        client.close()
-        return times
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    proc = subprocess.Popen([sys.executable, "-c", FLOOR_APP, str(port)])
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            client = Client(port)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise SystemExit("the floor server did not start") from None
+            time.sleep(0.05)
+    timed_get(client, "/")
+    return proc, client
 
 
 def timed_raw(db: sqlite3.Connection, queries: list[tuple[str, tuple]]) -> float:
@@ -177,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     """Build the home, measure, print each figure with its target; exit 1 on a missed target."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100_000)
-    parser.add_argument("--samples", type=int, default=200, help="pages and cases timed (each)")
+    parser.add_argument("--samples", type=int, default=200, help="pages and cases timed (each, per round)")
+    parser.add_argument("--runs", type=int, default=3, help="rounds of measurements")
     args = parser.parse_args(argv)
     rng = random.Random(7)
     with tempfile.TemporaryDirectory(prefix="view-bench-") as tmp:
@@ -188,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         proc, port, startup = start_viewer(home)
         print(f"viewer started in {startup:.1f} s (case index built)")
         try:
-            return measure(home, port, proc.pid, ids, args.samples, rng)
+            return measure(home, port, proc.pid, ids, args.samples, rng, args.runs)
         finally:
             proc.send_signal(signal.SIGINT)
             try:
@@ -204,9 +208,13 @@ def timed(fn) -> float:
     return time.perf_counter() - started
 
 
-def compare(label: str, pairs: dict[str, list[float]], target: float | None) -> bool:
-    """Print the medians and their ratio; True when within ``target`` (or no target)."""
+def compare(label: str, pairs: dict[str, list[float]], target: float | None, runs: int = 1) -> bool:
+    """Print the medians and their ratio (and each of ``runs`` equal rounds' ratio); True when
+    within ``target`` (or no target)."""
     (view_label, view), (raw_label, raw) = pairs.items()
+    size = len(view) // runs
+    rounds = [statistics.median(view[i * size:(i + 1) * size]) / statistics.median(raw[i * size:(i + 1) * size])
+              for i in range(runs)]
     ratio = statistics.median(view) / statistics.median(raw)
     ok = target is None or ratio <= target
     goal = f"target <= {target:.0f}x" if target else "for information"
@@ -215,7 +223,7 @@ def compare(label: str, pairs: dict[str, list[float]], target: float | None) -> 
     quiet = tenth(view) / tenth(raw)
     print(f"{label}: {view_label} {statistics.median(view) * 1000:.3f} ms, {raw_label} "
           f"{statistics.median(raw) * 1000:.3f} ms, ratio {ratio:.2f}x ({goal}){'' if ok else '  MISSED'}; "
-          f"fastest tenth {quiet:.2f}x")
+          f"fastest tenth {quiet:.2f}x; rounds {', '.join(f'{r:.2f}x' for r in rounds)}")
     return ok
 
 
@@ -224,39 +232,56 @@ def tenth(times: list[float]) -> float:
     return sorted(times)[len(times) // 10]
 
 
-def measure(home: Path, port: int, pid: int, ids: list[str], samples: int, rng: random.Random) -> int:
+def measure(home: Path, port: int, pid: int, ids: list[str], samples: int, rng: random.Random,
+            runs: int = 1) -> int:
     """The measurements; returns the exit status."""
-    from evalledger.cli.viewer.state import HomeView
     client = Client(port)
+    floor_proc, floor_client = start_floor()
+    try:
+        return _measure(home, port, pid, ids, samples, rng, runs, client, floor_client)
+    finally:
+        floor_client.close()
+        floor_proc.terminate()
+        floor_proc.wait(timeout=10)
+
+
+def _measure(home: Path, port: int, pid: int, ids: list[str], samples: int, rng: random.Random, runs: int,
+             client: Client, floor_client: Client) -> int:
+    """The measurements, the HTTP floor interleaved with the case pages (same load, same moments)."""
+    from evalledger.cli.viewer.state import HomeView
     db = sqlite3.connect(home / "ledger.db")
     view = HomeView(home)
     pages = -(-len(ids) // PAGE_SIZE)
     timed_get(client, "/cases")                                 # warm both sides once
     table = {"http page": [], "viewer": [], "raw SQLite": []}
-    for page in [rng.randint(1, pages) for _ in range(samples)]:
+    for page in [rng.randint(1, pages) for _ in range(samples * runs)]:
         table["viewer"].append(timed(lambda page=page: view.cases({}, "case", False, page)))
         table["http page"].append(timed_get(client, f"/cases?page={page}"))
         table["raw SQLite"].append(timed_raw(db, [
             ("SELECT COUNT(*) FROM proj_cases", ()),
             ("SELECT case_id, benchmark, model, kind, question_id, status, verdict, state FROM proj_cases "
              "ORDER BY case_id LIMIT ? OFFSET ?", (PAGE_SIZE, (page - 1) * PAGE_SIZE))]))
-    case = {"http page": [], "viewer": [], "raw SQLite": []}
-    for case_id in [rng.choice(ids) for _ in range(samples)]:
-        case["viewer"].append(timed(lambda case_id=case_id: view.case(case_id)))
+    case: dict[str, list[float]] = {"http page": [], "viewer": [], "raw SQLite": [], "floor": []}
+    for case_id in [rng.choice(ids) for _ in range(samples * runs)]:
+        case["viewer"].append(timed(lambda case_id=case_id: view.case_document(case_id)))
         case["http page"].append(timed_get(client, f"/case/{case_id}"))
+        case["floor"].append(timed_get(floor_client, "/"))
         case["raw SQLite"].append(timed_raw(db, [
             ("SELECT seq, id, stream, version, type, schema, data, meta, prev_hash, hash FROM events "
              "WHERE stream = ? ORDER BY version", (f"case:{case_id}",)),
             ("SELECT state FROM proj_cases WHERE case_id = ?", (case_id,))]))
     view.close()
-    floor = http_floor(samples)
     ok = True
     for label, figures in (("case-table page (50 rows)", table), ("case page", case)):
         ok &= compare(f"{label} over HTTP", {"whole page": figures["http page"], "raw SQLite": figures["raw SQLite"]},
-                      RATIO_TARGET)
+                      RATIO_TARGET, runs)
         compare(f"{label}, data layer only", {"viewer": figures["viewer"], "raw SQLite": figures["raw SQLite"]},
-                None)
-    compare("empty aiohttp answer (the HTTP floor)", {"GET": floor, "raw case SQLite": case["raw SQLite"]}, None)
+                None, runs)
+    compare("empty aiohttp answer (the HTTP floor)", {"GET": case["floor"], "raw case SQLite": case["raw SQLite"]},
+            None, runs)
+    beyond = statistics.median(case["http page"]) - statistics.median(case["floor"])
+    print(f"case page over HTTP beyond the floor: {beyond * 1000:.3f} ms, "
+          f"{beyond / statistics.median(case['raw SQLite']):.2f}x the raw queries (for information)")
     started = time.perf_counter()
     for page in range(1, pages + 1):
         timed_get(client, f"/cases?page={page}")

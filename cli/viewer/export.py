@@ -2,8 +2,9 @@
 
 The same renderers as the server, with relative links (``Links(static=True)``): ``index.html``,
 ``verify.html`` (the verify result at export time), ``cases-N.html`` (the unfiltered table, page by
-page), ``case/<id>.html``, ``compare.html`` and ``static/view.css``. No script is written: an
-exported site has nothing live to do.
+page), ``case/<id>.html``, ``compare.html``, ``static/view.css`` and ``static/case.js`` (case pages
+draw themselves from the data they carry). The live-update script is not written: an exported site
+has nothing live to do.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def export_site(home: str | Path, out_dir: str | Path, compare: str | Path | Non
         _write(out / "index.html", pages.overview_page(aggregates, runs, top))
         _write(out / "verify.html", pages.verify_page(view.verify(), top))
         (out / "static").mkdir(parents=True, exist_ok=True)
-        (out / "static" / "view.css").write_bytes(asset_bytes("view.css"))
+        for name in ("view.css", "case.js"):
+            (out / "static" / name).write_bytes(asset_bytes(name))
         written += 2
         page_no, pages_total = 1, 1
         while page_no <= pages_total:
@@ -45,8 +47,8 @@ def export_site(home: str | Path, out_dir: str | Path, compare: str | Path | Non
             written += 1
             page_no += 1
         for case_id in view.all_case_ids():
-            history, result = view.case(case_id)
-            _write(out / "case" / f"{quote(case_id, safe='')}.html", case_page(history, result, below))
+            _write(out / "case" / f"{quote(case_id, safe='')}.html",
+                   case_page(case_id, view.case_document(case_id), below))
             written += 1
         diff = view.diff()
         _write(out / "compare.html", pages.compare_page(diff, str(home), str(compare), top) if diff

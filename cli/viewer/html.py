@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -93,17 +94,26 @@ class Links:
         return self._root() + "static/" + name
 
 
-def page(title: str, body: str, links: Links, live: bool = True) -> str:
-    """A whole HTML page: no inline script or style (the CSP forbids them), one packaged css and js."""
+def page(title: str, body: str, links: Links, live: bool = True, scripts: tuple[str, ...] = ()) -> str:
+    """A whole HTML page: no inline script or style (the CSP forbids them), one packaged css, the
+    live-update script (served pages), and the packaged ``scripts`` this page draws itself with
+    (deferred: they run once the page is parsed, served or exported)."""
+    before, after = _frame(links, live, scripts)
+    return f"{before}{esc(title)} - evalledger</title>{after}{body}</main></body></html>\n"
+
+
+@lru_cache(maxsize=32)
+def _frame(links: Links, live: bool, scripts: tuple[str, ...]) -> tuple[str, str]:
+    """The page around its title and its body, which depends only on the links (kept: every case
+    page of a launch has the same frame)."""
     nav = (f'<nav><a href="{esc(links.overview())}">overview</a> '
            f'<a href="{esc(links.cases())}">cases</a> '
            f'<a href="{esc(links.compare())}">compare</a></nav>')
     script = "" if links.static or not live else f'<script src="{esc(links.asset("view.js"))}"></script>'
-    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{esc(title)} - evalledger</title>"
+    script += "".join(f'<script src="{esc(links.asset(name))}" defer></script>' for name in scripts)
+    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>",
             f'<link rel="stylesheet" href="{esc(links.asset("view.css"))}">{script}</head>'
-            f'<body><header><span class="brand">evalledger view</span>{nav}</header>'
-            f'<main id="main">{body}</main></body></html>\n')
+            f'<body><header><span class="brand">evalledger view</span>{nav}</header><main id="main">')
 
 
 def table(headers: list[str], rows: list[list[str]], css: str = "") -> str:

@@ -16,14 +16,18 @@ from typing import Any, Iterator
 
 from evalledger.ledger.envelope import decode_json
 from evalledger.projections.appliers import _call_cost, _usage_tokens, restore_case
+from evalledger.projections.case_result import case_result
 from evalledger.projections.results import (
     effective_verdict,
     is_auto_failed,
     original_verdict,
 )
+from evalledger.projections.store import json_bytes
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 PAGE_SIZE = 50
+PAGE_RESULT_KEYS = ("status", "verdict", "original_verdict", "fields", "risk", "reasoning", "traits",
+                    "traits_auto_failed", "claims", "audit", "failures")
 SORTS = {"case": "case_id", "benchmark": "benchmark_name", "model": "model", "question": "question_id",
          "status": "status", "verdict": "verdict", "seq": "opened_seq"}
 VERDICT_FILTERS = {
@@ -37,7 +41,7 @@ CREATE TABLE IF NOT EXISTS view_cases (
     case_id TEXT PRIMARY KEY, benchmark TEXT, benchmark_name TEXT, model TEXT, kind TEXT,
     question_id TEXT, status TEXT, verdict TEXT, original_verdict TEXT, overridden INTEGER NOT NULL,
     auto_failed INTEGER NOT NULL, failed_stage INTEGER NOT NULL, opened_seq INTEGER,
-    question TEXT NOT NULL, response TEXT NOT NULL);
+    question TEXT NOT NULL, response TEXT NOT NULL, result TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS view_cases_verdict ON view_cases (verdict, case_id);
 CREATE INDEX IF NOT EXISTS view_cases_bench ON view_cases (benchmark_name, model, case_id);
 CREATE INDEX IF NOT EXISTS view_cases_model ON view_cases (model, case_id);
@@ -151,6 +155,20 @@ def benchmark_names(store_conn: sqlite3.Connection) -> dict[str, str]:
     return names
 
 
+def page_result(case: dict) -> str:
+    """What a case page shows of the case's result (``case_result``: status, verdicts, fields,
+    risk, reasoning, traits, claims, audit, failed stages), as JSON text: computed once when the
+    case is indexed, so a case page sends it as stored instead of folding the case per request."""
+    result = case_result(case)
+    return json_bytes({k: result[k] for k in PAGE_RESULT_KEYS if k in result}).decode("utf-8")
+
+
+def case_result_json(conn: sqlite3.Connection, case_id: str) -> str | None:
+    """The indexed ``page_result`` of a case, or None when the case is not indexed."""
+    row = conn.execute("SELECT result FROM view_cases WHERE case_id = ?", (case_id,)).fetchone()
+    return row[0] if row else None
+
+
 def _case_row(case_id: str, stored: tuple, opened: dict | None, old: tuple | None, names: dict) -> tuple:
     """One ``view_cases`` row from a proj_cases row and the case's opening (or the row it had)."""
     benchmark, model, kind, question_id, status, verdict, state = stored
@@ -162,7 +180,7 @@ def _case_row(case_id: str, stored: tuple, opened: dict | None, old: tuple | Non
     return (case_id, benchmark, name, model, kind, question_id, status,
             effective_verdict(case), original_verdict(case), int(bool(case["overrides"])),
             int(is_auto_failed(case)), int(bool(case["failures"]) and status != "judged"), opened["seq"],
-            opened["question"], opened["response"])
+            opened["question"], opened["response"], page_result(case))
 
 
 RUN_UPSERT = """INSERT INTO view_runs VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run) DO UPDATE SET
@@ -192,7 +210,7 @@ def sync(led, conn: sqlite3.Connection, store_conn: sqlite3.Connection) -> int:
     try:
         for opened, touched, usage in _event_batches(led, done + 1, target):
             rows = _rows_for(conn, store_conn, sorted(touched), opened, names)
-            conn.executemany("INSERT OR REPLACE INTO view_cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            conn.executemany("INSERT OR REPLACE INTO view_cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              rows)
             conn.executemany(RUN_UPSERT, [(run, *sums) for run, sums in usage.items()])
             written += len(rows)

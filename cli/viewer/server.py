@@ -28,14 +28,14 @@ from evalledger.projections.history import CaseNotFound
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
-ASSETS = {"view.css": "text/css", "view.js": "text/javascript"}
+ASSETS = {"view.css": "text/css", "view.js": "text/javascript", "case.js": "text/javascript"}
 VIEW_KEY = web.AppKey("view", HomeView)
 CONFIG_KEY = web.AppKey("config", dict)
 LIVE_KEY = web.AppKey("live", LiveUpdates)
 
 
 def asset_bytes(name: str) -> bytes:
-    """A packaged static file of the viewer (``view.css``, ``view.js``)."""
+    """A packaged static file of the viewer (``view.css``, ``view.js``, ``case.js``)."""
     return resources.files("evalledger.cli.viewer").joinpath("static", name).read_bytes()
 
 
@@ -112,12 +112,13 @@ async def case(request: web.Request) -> web.Response:
     view = request.app[VIEW_KEY]
     view.refresh()
     links = _links(request)
+    case_id = request.match_info["case_id"]
     try:
-        history, result = view.case(request.match_info["case_id"])
+        document = view.case_document(case_id)
     except CaseNotFound as exc:
         return _html(pages.error_page(404, str(exc), links), 404)
     review = links.token if request.app[CONFIG_KEY]["review"] else None
-    return _html(case_page(history, result, links, review))
+    return _html(case_page(case_id, document, links, review))
 
 
 async def compare_view(request: web.Request) -> web.Response:
@@ -229,7 +230,7 @@ async def _close_view(app: web.Application) -> None:
 
 async def serve(app: web.Application, host: str, port: int, ready) -> None:
     """Run ``app`` on host:port until cancelled; ``ready(actual_port)`` is called once it listens."""
-    runner = web.AppRunner(app, handle_signals=False)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

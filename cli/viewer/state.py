@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from evalledger import ledger, projections
-from evalledger.cli.viewer import index
+from evalledger.cli.viewer import case_data, index
 from evalledger.ledger.envelope import decode_json
 from evalledger.projections.aggregate import build_aggregates
 from evalledger.projections.appliers import restore_case
@@ -128,6 +128,22 @@ class HomeView:
         # deep-judgment fields, so the history does not fold the case's events again.
         history = case_history(self.led, case_id, state if self._folded_to_head() else None)
         return history, case_result(state) if state is not None else None
+
+    def case_document(self, case_id: str) -> str:
+        """The case page's data (``case_data.case_document``): the case's events as stored, read
+        from the ledger by stream, and its result as the index keeps it."""
+        if not case_id.isalnum() or len(case_id) > 128:
+            raise CaseNotFound(f"no case {case_id!r} in this ledger")
+        events = list(self.led.read(stream=f"case:{case_id}"))
+        if not events:
+            raise CaseNotFound(f"no case {case_id!r} in this ledger")
+        caused_by = case_data.causes(events)
+        outside = {}
+        for cause in case_data.outside_causes(events, caused_by):
+            found = self.led.get(cause)
+            outside[cause] = found.seq if found is not None else None
+        return case_data.case_document(case_id, events, caused_by, index.case_result_json(self.index, case_id),
+                                       outside)
 
     def _folded_to_head(self) -> bool:
         """True when the read models are at the ledger's head (no append since the last refresh)."""

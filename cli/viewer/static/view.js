@@ -20,6 +20,7 @@
           main.replaceChildren.apply(main, Array.prototype.slice.call(fresh.childNodes).map(function (n) {
             return document.importNode(n, true);
           }));
+          document.dispatchEvent(new Event("evalledger:swapped"));   // pages drawn by a script redraw
           document.body.setAttribute("data-live-updates", String(Number(document.body.getAttribute("data-live-updates") || 0) + 1));
         }
       })
