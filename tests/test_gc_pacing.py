@@ -11,11 +11,11 @@ import gc
 import threading
 
 import pytest
-from stages_support import home_with, template_benchmark
 
 from evalledger import ledger
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.gc_pacing import RUN_THRESHOLDS, fewer_collections
+from stages_support import home_with, template_benchmark
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_a_run_that_fails_still_restores_the_thresholds(tmp_path, default_thresh
 
 
 def test_overlapping_users_restore_the_thresholds_only_when_the_last_one_ends(default_thresholds):
-    first_in, second_done, release = threading.Event(), threading.Event(), threading.Event()
+    first_in, release = threading.Event(), threading.Event()
     during: list[tuple[int, int, int]] = []
 
     def long_run():
@@ -68,7 +68,6 @@ def test_overlapping_users_restore_the_thresholds_only_when_the_last_one_ends(de
     first_in.wait(10)
     with fewer_collections():   # a second run starts while the first is in progress, ends first
         pass
-    second_done.set()
     assert gc.get_threshold() == RUN_THRESHOLDS   # the first run is still going
     release.set()
     worker.join(10)
