@@ -53,6 +53,7 @@ from evalledger.stages.audit import judge_audit
 from evalledger.stages.case_commits import CaseCommits, Watermarks
 from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
 from evalledger.stages.config import VerificationConfig, effective_config
+from evalledger.stages.gc_pacing import fewer_collections
 from evalledger.stages.judge import JudgeCallFailed, JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.judge.budget import Budget, BudgetExhausted
 from evalledger.stages.judge.recorded_calls import CaseCalls, collecting, note_appended
@@ -670,7 +671,7 @@ async def run_until_idle_async(led, settings: RunSettings | None = None, progres
     if not lock.acquire(blocking=False):
         return RunSummary(busy=True)
     try:
-        with _home_lock(led):
+        with _home_lock(led), fewer_collections():
             full = _next_pass_is_full(led)
             return await _Run(led, settings or RunSettings(), progress, should_stop).execute(full)
     finally:

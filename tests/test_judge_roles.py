@@ -163,3 +163,19 @@ def test_audit_reply_levels_and_severities_are_closed_sets():
     assert ok.errors[0].level == "contradiction" and ok.errors[0].severity == "high"
     with pytest.raises(ValueError):
         spec.validate_reply(typed, {"errors": [{"level": "inference", "severity": "high", "detail": "d"}]})
+
+
+def test_parse_prompt_shows_the_template_schema_encoded_once_per_template():
+    # The schema text is the same bytes json.dumps wrote per case before (recorded request hashes
+    # depend on it), and a second case of the same template reuses it instead of encoding again.
+    from evalledger.stages.judge.template_schema import _schema_text, template_schema
+
+    fields = [AttributeSpec(name="pairs", type="int", description="How many pairs"),
+              AttributeSpec(name="kind", type="literal", values=["diploid", "haploid"])]
+    expected = json.dumps(template_schema(fields), indent=2, ensure_ascii=False, sort_keys=True)
+    first = role("parse").build_messages(ParseRequest(question="q1", response="r1", fields=fields))
+    hits = _schema_text.cache_info().hits
+    second = role("parse").build_messages(ParseRequest(question="q2", response="r2", fields=list(fields)))
+    assert f"```json\n{expected}\n```" in first[1]["content"]
+    assert f"```json\n{expected}\n```" in second[1]["content"]
+    assert _schema_text.cache_info().hits == hits + 1

@@ -7,20 +7,37 @@ a case) is ingested and judged by the offline judge (``run_until_idle``) at CASE
 CASES cases, each in a new home. Printed: CPU per case at both sizes and their ratio (target
 <= 1.25: flat; a watermark that takes min() over the open cases for every case grows with N),
 and the transactions the judging took per case (each case's judge calls and outputs commit
-together, and cases finishing together share a transaction). Exit 0 when flat, 1 otherwise.
+together, and cases finishing together share a transaction).
+
+Then the ledger's share of the run's CPU at CASES (target < 25%), sampled by py-spy when it is
+installed (``pip install py-spy``; the run is judged again in a child process under
+``py-spy record``: the share of the samples inside ``run_until_idle`` that have a frame of the
+ledger package), else by cProfile (the cumulative time of the ledger's functions called from
+outside it, over the whole run's). The line names the profiler that measured it. The share is
+information: the exit status is 0 when the per-case CPU is flat, 1 otherwise.
 """
 
 from __future__ import annotations
 
+import cProfile
+import json
+import os
+import pstats
+import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from replay_bench import judged_home
+from replay_bench import benchmark, judged_home
 
 from evalledger import ledger
+from evalledger.stages.dispatcher import RunSettings, run_until_idle
+from evalledger.stages.intake import ingest_path
 
 TARGET = 1.25
+SHARE_TARGET = 0.25
+LEDGER_DIR = os.path.dirname(os.path.abspath(ledger.__file__)) + os.sep
 
 
 def measure(cases: int, folder: Path) -> tuple[int, float, int]:
@@ -31,8 +48,79 @@ def measure(cases: int, folder: Path) -> tuple[int, float, int]:
     return summary.judged, cpu, len(instants)
 
 
+def ingested_home(cases: int, folder: Path) -> Path:
+    """A new home in ``folder`` holding ``benchmark(cases)``, ingested, not yet judged."""
+    source = folder / "benchmark.json"
+    source.write_text(json.dumps(benchmark(cases)))
+    with ledger.open_ledger(folder / "run") as led:
+        ingest_path(led, source)
+    return folder / "run"
+
+
+def judge(home: Path) -> None:
+    """Judge the home's pending cases with the offline judge (what the profilers measure)."""
+    with ledger.open_ledger(home) as led:
+        run_until_idle(led, RunSettings(judge_backend="offline"))
+
+
+def py_spy() -> str | None:
+    """The py-spy executable (beside this Python, else on PATH), or None."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else shutil.which("py-spy")
+
+
+def share_by_py_spy(spy: str, home: Path, folder: Path) -> float | None:
+    """The share of py-spy's samples inside run_until_idle that have a ledger frame (None when
+    py-spy cannot attach here, e.g. ptrace is not permitted)."""
+    out = folder / "samples.txt"
+    done = subprocess.run([spy, "record", "--rate", "250", "--format", "raw", "--full-filenames", "--output",
+                           str(out), "--", sys.executable, __file__, "--judge", str(home)],
+                          capture_output=True, text=True)
+    if done.returncode != 0 or not out.exists():
+        return None
+    total = ours = 0
+    for line in out.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if "run_until_idle" not in stack:
+            continue
+        total += int(count)
+        ours += int(count) if f"({LEDGER_DIR}" in stack else 0
+    return ours / total if total else None
+
+
+def share_by_cprofile(home: Path) -> float:
+    """The cumulative time of ledger functions called from outside the ledger, over the run's."""
+    profile = cProfile.Profile()
+    profile.runcall(judge, home)
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    total = max(ct for _, _, _, ct, _ in stats.values())
+    inside = 0.0
+    for func, (_, _, _, _, callers) in stats.items():
+        if func[0].startswith(LEDGER_DIR):
+            inside += sum(c[3] for caller, c in callers.items() if not caller[0].startswith(LEDGER_DIR))
+    return inside / total
+
+
+def ledger_share(cases: int, folder: Path) -> tuple[float, str]:
+    """(the ledger's share of run CPU at ``cases``, the profiler that measured it)."""
+    home = ingested_home(cases, folder)
+    spy = py_spy()
+    if spy is not None:
+        share = share_by_py_spy(spy, home, folder)
+        if share is not None:
+            return share, "py-spy"
+        shutil.rmtree(folder)
+        folder.mkdir()
+        home = ingested_home(cases, folder)
+    return share_by_cprofile(home), "cProfile"
+
+
 def main(argv: list[str]) -> int:
-    """Print run CPU per case at CASES / 10 and CASES, their ratio, and transactions per case."""
+    """Print run CPU per case at CASES / 10 and CASES, their ratio, transactions per case and the
+    ledger's share of the run's CPU."""
+    if argv[:1] == ["--judge"]:   # the child py-spy samples
+        judge(Path(argv[1]))
+        return 0
     cases = int(argv[0]) if argv else 10_000
     small = max(2, cases // 10)
     with tempfile.TemporaryDirectory() as tmp:
@@ -40,6 +128,8 @@ def main(argv: list[str]) -> int:
         (Path(tmp) / "large").mkdir()
         small_judged, small_cpu, _ = measure(small, Path(tmp) / "small")
         judged, cpu, commits = measure(cases, Path(tmp) / "large")
+        (Path(tmp) / "profiled").mkdir()
+        share, profiler = ledger_share(cases, Path(tmp) / "profiled")
     per_small, per_large = small_cpu / small_judged, cpu / judged
     ratio = per_large / per_small
     print(f"run {small_judged} cases: {small_cpu:.2f} s CPU, {per_small * 1000:.2f} ms a case")
@@ -48,6 +138,8 @@ def main(argv: list[str]) -> int:
           f"{'ok' if ratio <= TARGET else 'MISSED'}")
     print(f"transactions holding judge calls and verdicts: {commits} for {judged} cases "
           f"({commits / judged:.2f} a case)")
+    print(f"ledger share of run CPU at {judged} cases: {share:.0%} (target < {SHARE_TARGET:.0%}; measured by "
+          f"{profiler}) {'ok' if share < SHARE_TARGET else 'MISSED'}")
     return 0 if ratio <= TARGET else 1
 
 

@@ -111,14 +111,14 @@ def reason_messages(req) -> list[dict[str, str]]:
 
 def parse_messages(req) -> list[dict[str, str]]:
     """parse: the response (with reasoning and excerpts when deep judgment ran) into the template."""
-    from evalledger.stages.judge.template_schema import template_schema
+    from evalledger.stages.judge.template_schema import template_schema_text
 
     system = (
         "You are an evaluator that extracts structured information from responses.\n\n"
         "Extract from the final answer each field of the JSON schema below, following each field's "
         "description. Extract only what is actually stated; use null for information that is not "
         "present. Use the correct data type for each field.\n" + JSON_ONLY)
-    schema = json.dumps(template_schema(req.fields), indent=2, ensure_ascii=False, sort_keys=True)
+    schema = template_schema_text(req.fields)
     user = (f"**ORIGINAL QUESTION:**\n{req.question}\n\n**RESPONSE TO PARSE:**\n{req.response}\n\n")
     if req.reasoning or req.excerpts:
         evidence = {"reasoning": req.reasoning, "excerpts": req.excerpts}

@@ -7,6 +7,7 @@ and date. Every field may be null: "use null for information not present in the 
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from functools import lru_cache
 from typing import Any, Literal, Optional
 
@@ -50,6 +51,17 @@ def template_schema(fields) -> dict[str, Any]:
 @lru_cache(maxsize=256)
 def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
     return model.model_json_schema()
+
+
+def template_schema_text(fields) -> str:
+    """``template_schema`` as the parse prompt shows it: JSON, sorted keys, indented by two."""
+    return _schema_text(template_model(fields))
+
+
+@lru_cache(maxsize=256)
+def _schema_text(model: type[BaseModel]) -> str:
+    # json.dumps with an indent runs in pure Python: once per template, not once per case
+    return json.dumps(_schema_of(model), indent=2, ensure_ascii=False, sort_keys=True)
 
 
 _JSON_TYPES = {"bool": "boolean", "int": "integer", "float": "number", "str": "string"}
