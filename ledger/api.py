@@ -19,6 +19,7 @@ from typing import IO, Any, Callable, Collection, Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 import evalledger.ledger.events  # noqa: F401  (registers the catalog)
+from evalledger.ledger.blobs import is_blob_line
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
 from evalledger.ledger.jsonl import JSONLRecorder, tracking_path
 from evalledger.ledger.merkle import Frontier
@@ -342,9 +343,9 @@ class Ledger:
             with open(out, "wb") as fh:
                 return self.export(fh)
         count = 0
-        for _, line in self.recorder.lines():
+        for line in self.recorder.export_lines():
             out.write(line)
-            count += 1
+            count += not is_blob_line(line)
         return count
 
     def _own_files(self) -> list[Path]:

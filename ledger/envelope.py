@@ -19,7 +19,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import orjson
 
@@ -189,16 +189,19 @@ class Event:
 
     ``raw_data`` and ``raw_meta`` are the stored canonical bytes (data and meta exactly as hashed);
     an event read from a JSONL file keeps its stored line, so ``line()`` gives the stored bytes.
+    In a store with blobs, ``raw_data`` may hold blob references; ``data`` and ``stored_data`` are
+    the whole payload, the references replaced by the blobs' content.
     ``data`` is the payload at its type's current schema (upcast when it was stored at an older
     one), ``payload()`` the same as its typed model; ``stored_data`` is the payload as stored.
     """
 
     __slots__ = ("seq", "id", "stream", "version", "type", "schema", "prev_hash", "hash",
-                 "_raw_data", "_raw_meta", "_data", "_meta", "_line", "_current")
+                 "_raw_data", "_raw_meta", "_data", "_meta", "_line", "_current", "_blobs")
 
     def __init__(self, seq: int, id: str, stream: str, version: int, type: str, schema: int,
                  raw_data: bytes | str | None, raw_meta: bytes | str | None, prev_hash: str, hash: str,
-                 data: Any = None, meta: Any = None, line: bytes | None = None):
+                 data: Any = None, meta: Any = None, line: bytes | None = None,
+                 blobs: Callable[[bytes | str, Any], Any] | None = None):
         self.seq = seq
         self.id = id
         self.stream = stream
@@ -213,6 +216,7 @@ class Event:
         self._meta = meta
         self._line = line
         self._current: Any = None
+        self._blobs = blobs   # the store's blob resolver: stored data with references -> the whole payload
 
     @property
     def data(self) -> Any:
@@ -254,6 +258,8 @@ class Event:
         loads = json.loads if both.translate(_DIGITS_TO_9).find(_NINETEEN) >= 0 else orjson.loads
         if self._data is None:
             self._data = loads(raw_data)  # type: ignore[arg-type]  # None only when _data was given
+            if self._blobs is not None:
+                self._data = self._blobs(raw_data, self._data)  # type: ignore[arg-type]
         if self._meta is None:
             self._meta = loads(raw_meta)  # type: ignore[arg-type]
 
@@ -314,12 +320,13 @@ def _as_bytes(raw: bytes | str | None) -> bytes:
     return raw.encode() if isinstance(raw, str) else bytes(raw)
 
 
-def event_from_line(line: bytes) -> Event:
+def event_from_line(line: bytes, blobs: Callable[[bytes | str, Any], Any] | None = None) -> Event:
     """Parse one stored JSONL line (with its newline) into an Event that keeps the stored line.
 
     The line is the canonical bytes plus prev_hash and hash, which is itself a JSON object: one
-    parse gives every field.
+    parse gives every field. ``blobs`` (a store's ``BlobReader.resolve``) replaces blob references.
     """
     env = decode_json(line)
+    data = env["data"] if blobs is None else blobs(line, env["data"])   # a store with blobs: the whole payload
     return Event(env["seq"], env["id"], env["stream"], env["version"], env["type"], env["schema"],
-                 None, None, env["prev_hash"], env["hash"], data=env["data"], meta=env["meta"], line=line)
+                 None, None, env["prev_hash"], env["hash"], data=data, meta=env["meta"], line=line)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from evalledger.ledger.blobs import BLOB_LINE_START, is_blob_line
 from evalledger.ledger.envelope import EnvelopeError, split_line
 from evalledger.ledger.persistence import is_disk_full
 
@@ -51,6 +52,39 @@ def read_tail(path: str) -> tuple[bytes | None, bytes, int]:
     fragment = buf[last_nl + 1:]
     prev_nl = buf.rfind(b"\n", 0, last_nl)
     return buf[prev_nl + 1:last_nl + 1], fragment, end - len(fragment)
+
+
+def event_tail(path: str) -> tuple[bytes | None, bytes, int]:
+    """``read_tail`` for a mirror with blob lines: (last event line or None, every byte after it,
+    their offset). Blob lines after the last event line were written for an event a crash cut."""
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        pos = fh.tell()
+        buf = b""
+        while True:
+            stop = buf.rfind(b"\n")
+            while stop >= 0:   # whole lines from the end, until one is an event's
+                nl = buf.rfind(b"\n", 0, stop)
+                if nl < 0 and pos > 0:
+                    break   # the line may begin before the buffer: read more
+                line = buf[nl + 1:stop + 1]
+                if not is_blob_line(line):
+                    return line, buf[stop + 1:], pos + stop + 1
+                stop = nl
+            if pos == 0:
+                return None, buf, 0
+            step = min(1 << 16, pos)
+            pos -= step
+            fh.seek(pos)
+            buf = fh.read(step) + buf
+
+
+def blobs_then_torn(fragment: bytes, expected: bytes) -> bool:
+    """True when the bytes after the last event line are whole blob lines, then at most a torn
+    line that is part of a blob line or of the event line ``expected`` next: a write a crash cut."""
+    *whole, torn = fragment.split(b"\n")
+    return all(is_blob_line(part) for part in whole) and (
+        not torn or BLOB_LINE_START.startswith(torn) or is_blob_line(torn) or expected.startswith(torn))
 
 
 def lines_upto(path: str, size: int | None) -> Iterator[bytes]:
@@ -93,7 +127,7 @@ class Mirror:
         self.disk_full = ""
         if not os.path.exists(self.path):
             open(self.path, "ab").close()
-        line, fragment, frag_at = read_tail(self.path)
+        line, fragment, frag_at = event_tail(self.path) if recorder.blobs is not None else read_tail(self.path)
         head = recorder.head()
         try:
             tail = line_seq(line) if line else 0
@@ -111,7 +145,7 @@ class Mirror:
                 return
         if fragment:
             expected = next(recorder.lines(tail + 1, tail + 1), (0, b""))[1]
-            if not expected.startswith(fragment):
+            if not expected.startswith(fragment) and not blobs_then_torn(fragment, expected):
                 self.problem = (f"{self.path} ends with {len(fragment)} bytes that are not part of "
                                 f"seq {tail + 1}; not rewritten")
                 return
@@ -119,7 +153,7 @@ class Mirror:
                 fh.truncate(frag_at)
         self._size, self._seq = os.path.getsize(self.path), tail
         if tail < head.seq:
-            self._write(line for _, line in recorder.lines(tail + 1, head.seq))
+            self._write(recorder.mirror_lines(tail + 1, head.seq))
 
     def append(self, recorder: "SQLiteRecorder", first_seq: int, lines: list[bytes], last_seq: int,
                checked: bool = False) -> None:

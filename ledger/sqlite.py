@@ -12,10 +12,22 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import AbstractContextManager
+from functools import partial
 from itertools import chain, starmap
 from typing import Any, Collection, Iterable, Iterator
 
-from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
+from evalledger.ledger.blobs import (
+    BlobReader,
+    NewOnly,
+    blob_line,
+    blob_order,
+    has_markers,
+    interleave,
+    pack,
+    refs,
+    split,
+)
+from evalledger.ledger.envelope import GENESIS_HASH, Event, decode_json, line_bytes
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror import Mirror
@@ -37,19 +49,24 @@ from evalledger.ledger.persistence import (
     tree_built_note,
 )
 from evalledger.ledger.sqlite_schema import (
+    BLOB_SCHEMA,
     COLUMNS,
     INSERT,
+    INSERT_BLOB,
+    SELECT_BLOB,
     SCHEMA,
     TRIGGERS,
     UPSERT_TREE,
     connect,
-    row_event,
+    has_blob_table,
     row_line,
 )
 from evalledger.ledger.verify import Problem, VerifyReport, verify_sqlite
+from evalledger.ledger.verify_blobs import EventLines, checked_blobs
 
 _PAGE = 256  # rows a read fetches at once: small pages stay in the CPU cache (5,000 made reads 25% slower)
 _MAX_CACHED_STREAMS = 100_000
+_MAX_KNOWN_BLOBS = 100_000
 # What an insert gives back: (every event of the batch, the new ones, their lines, new stream versions)
 _Inserted = tuple[list[Event], list[Event], list[bytes], dict[str, int]]
 
@@ -62,7 +79,7 @@ class SQLiteRecorder(Recorder):
     """Events in a SQLite file, with an optional JSONL mirror kept in seq order."""
 
     def __init__(self, path: str, durability: str = "normal", mirror_path: str | None = None,
-                 lock_path: str | None = None, readonly: bool = False):
+                 lock_path: str | None = None, readonly: bool = False, blobs: bool = True):
         self.path = path
         self.location = f"{path} (table events)"
         self.readonly = readonly
@@ -75,7 +92,13 @@ class SQLiteRecorder(Recorder):
         if not readonly:
             with self._write_lock():
                 self.conn.executescript(SCHEMA)
+                if blobs and self._select_head().seq == 0:   # only a new store: an old one reads as written
+                    self.conn.executescript(BLOB_SCHEMA)
                 self._complete_tree()
+        # The blob store (ledger/blobs.py), when this store was made with one: None for an older store.
+        self.blobs = BlobReader(self._load_blob, f"{path} (table blobs)") if has_blob_table(self.conn) else None
+        self._known_blobs: set[str] = set()   # keys committed by this object: not packed again
+        self._blob_lines: dict[str, bytes] = {}   # the blobs the last transaction stored: key -> stored form
         self.mirror = Mirror(mirror_path, fsync=durability == "full") if mirror_path else None
         if self.mirror and not readonly:
             with self._write_lock():
@@ -99,18 +122,25 @@ class SQLiteRecorder(Recorder):
     def append(self, batch: list[Prepared], expected: dict[str, int],
                tracking: tuple[str, int] | None = None) -> list[Event]:
         self._check_writable()
+        blobs: dict[str, bytes] = {}
+        if self.blobs is not None:
+            batch = self._split(batch, blobs)
         with self._write_lock():
             level = self._head is not None  # our cached head was the last commit: nobody wrote since
             try:
-                out, new, lines, versions = self._transaction(batch, expected, tracking)
+                out, new, lines, versions = self._transaction(batch, expected, tracking, blobs)
             except _StaleCache:
                 level = False
                 self._forget()  # another process appended since we looked: look again, once
                 try:
-                    out, new, lines, versions = self._transaction(batch, expected, tracking)
+                    out, new, lines, versions = self._transaction(batch, expected, tracking, blobs)
                 except _StaleCache:
                     raise LedgerError(f"{self.location}: the next seq is taken although the head was "
                                       "just read; run 'evalledger verify'") from None
+            if blobs:
+                self._remember_blobs(blobs)
+                if new and self._blob_lines:
+                    lines = self._with_blob_lines(new, lines, blobs)
             if new:
                 self._head = Head(new[-1].seq, new[-1].hash)
                 if len(self._versions) > _MAX_CACHED_STREAMS:
@@ -121,11 +151,13 @@ class SQLiteRecorder(Recorder):
         return out
 
     def _transaction(self, batch: list[Prepared], expected: dict[str, int],
-                     tracking: tuple[str, int] | None) -> _Inserted:
-        """One BEGIN IMMEDIATE .. COMMIT holding the batch's new events (and the tracking record)."""
+                     tracking: tuple[str, int] | None, blobs: dict[str, bytes]) -> _Inserted:
+        """One BEGIN IMMEDIATE .. COMMIT holding the batch's new events and their new blobs (and the
+        tracking record); the mirror lines of the blobs the table lacked are left in ``_blob_lines``."""
         conn = self.conn
         try:
             conn.execute("BEGIN IMMEDIATE")
+            self._blob_lines = self._insert_blobs(blobs) if blobs else {}
             result = self._insert(batch, expected)
             if result[1]:
                 self._advance_tree(result[1])
@@ -142,6 +174,75 @@ class SQLiteRecorder(Recorder):
             self._rollback()
             raise
         return result
+
+    # --- blobs --------------------------------------------------------------------------------------
+    def _split(self, batch: list[Prepared], blobs: dict[str, bytes]) -> list[Prepared]:
+        """The batch with each payload's large parts replaced by blob references; the blobs this
+        object has not committed already go into ``blobs`` (dependency order)."""
+        out = []
+        known = self._known_blobs
+        for p in batch:
+            stored, found = split(p.data_obj, p.data)
+            if stored is not p.data:
+                p = p._replace(data=stored)
+                for key, raw in found.items():
+                    if key not in known:
+                        blobs.setdefault(key, raw)
+            out.append(p)
+        return out
+
+    def _insert_blobs(self, blobs: dict[str, bytes]) -> dict[str, bytes]:
+        """Inside the transaction: store the blobs the table lacks; returns their stored forms (a
+        blob the table had was mirrored with the event that first used it)."""
+        execute = self.conn.execute
+        new = {}
+        for key, raw in blobs.items():
+            packed = pack(raw)
+            if execute(INSERT_BLOB, (bytes.fromhex(key), packed)).rowcount:
+                new[key] = packed
+        return new
+
+    def _with_blob_lines(self, new: list[Event], lines: list[bytes], blobs: dict[str, bytes]) -> list[bytes]:
+        """The mirror lines of an append: the new blobs' lines, each before the first event that
+        uses it, in the order ``mirror_lines`` (and so ``export``) gives them."""
+        stored = self._blob_lines
+        out_now = NewOnly(stored)
+        out: list[bytes] = []
+        for event, line in zip(new, lines):
+            raw = event.raw_data
+            if has_markers(raw):
+                for key in blob_order(refs(decode_json(raw)), blobs.__getitem__, out_now):
+                    out.append(blob_line(key, stored[key]))
+            out.append(line)
+        return out
+
+    def _remember_blobs(self, blobs: dict[str, bytes]) -> None:
+        """After the commit: these keys are in the table, so later appends need not pack them."""
+        if len(self._known_blobs) > _MAX_KNOWN_BLOBS:
+            self._known_blobs.clear()
+        self._known_blobs.update(blobs)
+
+    def _load_blob(self, key: str) -> bytes | None:
+        """The stored form of blob ``key`` (None when the table lacks it)."""
+        with self._thread_lock:
+            row = self.conn.execute(SELECT_BLOB, (bytes.fromhex(key),)).fetchone()
+        return bytes(row[0]) if row else None
+
+    def _event(self, row: tuple[Any, ...]) -> Event:
+        """An Event from a row of ``COLUMNS``, its blob references resolved when it is read."""
+        return Event(*row, blobs=self.blobs.resolve if self.blobs is not None else None)
+
+    def export_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
+        """The lines ``export`` writes: the mirror's (``mirror_lines``)."""
+        return self.mirror_lines(from_seq, to_seq)
+
+    def mirror_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
+        """The lines of seq from_seq..to_seq as the mirror and ``export`` hold them: each blob's line
+        before the first of these events that uses it, then the event's line."""
+        rows = self._rows("", [], from_seq, to_seq)
+        if self.blobs is None:
+            return map(row_line, rows)
+        return interleave(((row[6], row_line(row)) for row in rows), self.blobs, self._load_blob)
 
     def _check_writable(self) -> None:
         if self.readonly:
@@ -283,7 +384,7 @@ class SQLiteRecorder(Recorder):
             if "events.id" not in str(exc):
                 raise _StaleCache() from None
             stored = self.conn.execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (p.id,)).fetchone()
-            return [row_event(stored)], [], [], {}
+            return [self._event(stored)], [], [], {}
         want = expected.get(p.stream) if expected else None
         if want is not None and want != current:
             raise ConflictError(f"stream {p.stream!r} is at version {current}, expected {want}; "
@@ -358,7 +459,7 @@ class SQLiteRecorder(Recorder):
                     raise _StaleCache() if not new else LedgerError(
                         f"{self.location}: cannot append seq {seq}: {exc}") from None
                 stored = execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (p.id,)).fetchone()
-                seen[p.id] = row_event(stored)
+                seen[p.id] = self._event(stored)
                 out.append(seen[p.id])
                 continue
             want = expected.get(p.stream)
@@ -413,7 +514,8 @@ class SQLiteRecorder(Recorder):
         if stream is not None:
             where += " AND stream = ?"
             params.append(stream)
-        return starmap(Event, self._rows(where, params, from_seq, to_seq))
+        make = partial(Event, blobs=self.blobs.resolve) if self.blobs is not None else Event
+        return starmap(make, self._rows(where, params, from_seq, to_seq))
 
     def head(self) -> Head:
         with self._thread_lock:
@@ -422,7 +524,7 @@ class SQLiteRecorder(Recorder):
     def get(self, id: str) -> Event | None:
         with self._thread_lock:
             row = self.conn.execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (id,)).fetchone()
-        return row_event(row) if row else None
+        return self._event(row) if row else None
 
     def stream_version(self, stream: str) -> int:
         with self._thread_lock:
@@ -460,7 +562,14 @@ class SQLiteRecorder(Recorder):
                 f"SELECT type, id, stream, version, schema, CAST(data AS BLOB), {stamp}, {time} "
                 f"FROM events WHERE seq >= ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
                 (*stamped, *timed, from_seq, to_seq, *types))
-            yield from map(ScanRow._make, cursor)
+            if self.blobs is None:
+                yield from map(ScanRow._make, cursor)
+                return
+            reader = BlobReader(partial(_select_blob, conn), self.blobs.where)
+            for row in map(ScanRow._make, cursor):
+                if has_markers(row.data):   # type: ignore[arg-type]  # SQLite gives the stored bytes
+                    row = row._replace(data=reader.resolved_bytes(row.data))  # type: ignore[arg-type]
+                yield row
         finally:
             conn.close()
 
@@ -472,13 +581,19 @@ class SQLiteRecorder(Recorder):
             kept = self.tree_state()
         tree = kept if kept is not None and kept.size <= head.seq else None   # else Ledger checks it apart
         mirror = self.mirror
+        rows = self.rows(1, head.seq)
+        blob_problems: list[Problem] = []
+        if self.blobs is not None:
+            rows = checked_blobs(rows, BlobReader(self._load_blob, self.blobs.where, keep=0), blob_problems)
         if mirror is None or mirror_size is None:
-            report = verify_sqlite(self.rows(1, head.seq), self.location, iter(()) if mirror else None,
+            report = verify_sqlite(rows, self.location, iter(()) if mirror else None,
                                    mirror.path if mirror else "", expect_head, tree=tree)
         else:
             with open(mirror.path, "rb") as fh:  # iterated in C; lines past the snapshot's size are not extra
-                report = verify_sqlite(self.rows(1, head.seq), self.location, fh, mirror.path, expect_head,
+                lines: Any = fh if self.blobs is None else EventLines(fh, mirror.path, blob_problems)
+                report = verify_sqlite(rows, self.location, lines, mirror.path, expect_head,
                                        mirror_size=mirror_size, tree=tree)
+        report.problems.extend(blob_problems)
         if mirror and mirror.problem and report.ok:
             report.problems.append(Problem(0, mirror.path, mirror.problem))
         missing = self.missing_triggers()
@@ -520,7 +635,11 @@ class SQLiteRecorder(Recorder):
             conn.execute("BEGIN IMMEDIATE")
             count = 0
             try:
-                for row in checked_rows(lines, source):
+                keep = None
+                if self.blobs is not None:
+                    def keep(key: str, packed: bytes) -> None:
+                        conn.execute(INSERT_BLOB, (bytes.fromhex(key), packed))
+                for row in checked_rows(lines, source, keep):
                     try:
                         conn.execute(INSERT, row)
                     except sqlite3.IntegrityError as exc:
@@ -573,3 +692,9 @@ class SQLiteRecorder(Recorder):
                 self.mirror.close()
             self._lock.close()
             self.conn.close()
+
+
+def _select_blob(conn: sqlite3.Connection, key: str) -> bytes | None:
+    """The stored form of blob ``key`` read on ``conn`` (None when the table lacks it)."""
+    row = conn.execute(SELECT_BLOB, (bytes.fromhex(key),)).fetchone()
+    return bytes(row[0]) if row else None

@@ -1,0 +1,70 @@
+"""Verification of the blob store: every blob an event refers to is there and hashes to its key,
+and the mirror's blob lines are what they say they are.
+
+A blob's key is the sha256 of its content and the event's stored bytes (references included) are
+in the hash chain, so a blob that is missing or altered is reported at the first event (seq) that
+refers to it.
+"""
+
+from __future__ import annotations
+
+from typing import IO, Any, Iterator
+
+from evalledger.ledger.blobs import BlobError, BlobReader, has_markers, is_blob_line, parse_blob_line, refs
+from evalledger.ledger.envelope import EnvelopeError, decode_json
+from evalledger.ledger.verify import Problem
+
+
+def checked_blobs(rows: Iterator[tuple[Any, ...]], reader: BlobReader,
+                  problems: list[Problem]) -> Iterator[tuple[Any, ...]]:
+    """The rows unchanged; each blob their data refers to (and every blob inside it) is checked on
+    the way, and a Problem recorded, once per blob, at the first seq that refers to a bad one."""
+    good: set[str] = set()
+    bad: set[str] = set()
+    for row in rows:
+        data = row[6]
+        if isinstance(data, (str, bytes)) and has_markers(data):
+            try:
+                keys = refs(decode_json(data))
+            except (EnvelopeError, ValueError) as exc:
+                problems.append(Problem(row[0], reader.where, f"the event's blob references are not readable ({exc})"))
+                keys = []
+            for key in keys:
+                if key in good or key in bad:
+                    continue
+                try:
+                    reader.check(key, good)
+                except BlobError as exc:
+                    bad.add(key)
+                    problems.append(Problem(row[0], reader.where, f"the event refers to a blob that is not "
+                                                                  f"right: {exc}"))
+        yield row
+
+
+class EventLines:
+    """The event lines of an open mirror, its blob lines checked and skipped (``tell`` as the file's)."""
+
+    def __init__(self, fh: IO[bytes], where: str, problems: list[Problem]):
+        self._fh = fh
+        self._where = where
+        self._problems = problems
+        self._events = 0
+
+    def __iter__(self) -> "EventLines":
+        return self
+
+    def __next__(self) -> bytes:
+        for line in self._fh:
+            if not is_blob_line(line):
+                self._events += 1
+                return line
+            if line.endswith(b"\n"):
+                try:
+                    parse_blob_line(line, f"{self._where} (after seq {self._events})")
+                except BlobError as exc:
+                    self._problems.append(Problem(self._events + 1, self._where, str(exc)))
+        raise StopIteration
+
+    def tell(self) -> int:
+        """The file's position (verify compares it with the mirror's size at the snapshot)."""
+        return self._fh.tell()
