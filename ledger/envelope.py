@@ -189,19 +189,18 @@ class Event:
 
     ``raw_data`` and ``raw_meta`` are the stored canonical bytes (data and meta exactly as hashed);
     an event read from a JSONL file keeps its stored line, so ``line()`` gives the stored bytes.
-    In a store with blobs, ``raw_data`` may hold blob references; ``data`` and ``stored_data`` are
-    the whole payload, the references replaced by the blobs' content.
+    In a store with blobs, ``raw_data`` may hold blob references; the store reads such an event
+    with its whole payload given, so ``data`` and ``stored_data`` hold the blobs' content.
     ``data`` is the payload at its type's current schema (upcast when it was stored at an older
     one), ``payload()`` the same as its typed model; ``stored_data`` is the payload as stored.
     """
 
     __slots__ = ("seq", "id", "stream", "version", "type", "schema", "prev_hash", "hash",
-                 "_raw_data", "_raw_meta", "_data", "_meta", "_line", "_current", "_blobs")
+                 "_raw_data", "_raw_meta", "_data", "_meta", "_line", "_current")
 
     def __init__(self, seq: int, id: str, stream: str, version: int, type: str, schema: int,
                  raw_data: bytes | str | None, raw_meta: bytes | str | None, prev_hash: str, hash: str,
-                 data: Any = None, meta: Any = None, line: bytes | None = None,
-                 blobs: Callable[[bytes | str, Any], Any] | None = None):
+                 data: Any = None, meta: Any = None, line: bytes | None = None):
         self.seq = seq
         self.id = id
         self.stream = stream
@@ -216,7 +215,6 @@ class Event:
         self._meta = meta
         self._line = line
         self._current: Any = None
-        self._blobs = blobs   # the store's blob resolver: stored data with references -> the whole payload
 
     @property
     def data(self) -> Any:
@@ -258,8 +256,6 @@ class Event:
         loads = json.loads if both.translate(_DIGITS_TO_9).find(_NINETEEN) >= 0 else orjson.loads
         if self._data is None:
             self._data = loads(raw_data)  # type: ignore[arg-type]  # None only when _data was given
-            if self._blobs is not None:
-                self._data = self._blobs(raw_data, self._data)  # type: ignore[arg-type]
         if self._meta is None:
             self._meta = loads(raw_meta)  # type: ignore[arg-type]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from evalledger.ledger.blobs import BLOB_LINE_START, is_blob_line
+from evalledger.ledger.blobs import blob_file_path, is_blob_line
 from evalledger.ledger.envelope import EnvelopeError, split_line
 from evalledger.ledger.persistence import is_disk_full
 
@@ -54,39 +54,6 @@ def read_tail(path: str) -> tuple[bytes | None, bytes, int]:
     return buf[prev_nl + 1:last_nl + 1], fragment, end - len(fragment)
 
 
-def event_tail(path: str) -> tuple[bytes | None, bytes, int]:
-    """``read_tail`` for a mirror with blob lines: (last event line or None, every byte after it,
-    their offset). Blob lines after the last event line were written for an event a crash cut."""
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        pos = fh.tell()
-        buf = b""
-        while True:
-            stop = buf.rfind(b"\n")
-            while stop >= 0:   # whole lines from the end, until one is an event's
-                nl = buf.rfind(b"\n", 0, stop)
-                if nl < 0 and pos > 0:
-                    break   # the line may begin before the buffer: read more
-                line = buf[nl + 1:stop + 1]
-                if not is_blob_line(line):
-                    return line, buf[stop + 1:], pos + stop + 1
-                stop = nl
-            if pos == 0:
-                return None, buf, 0
-            step = min(1 << 16, pos)
-            pos -= step
-            fh.seek(pos)
-            buf = fh.read(step) + buf
-
-
-def blobs_then_torn(fragment: bytes, expected: bytes) -> bool:
-    """True when the bytes after the last event line are whole blob lines, then at most a torn
-    line that is part of a blob line or of the event line ``expected`` next: a write a crash cut."""
-    *whole, torn = fragment.split(b"\n")
-    return all(is_blob_line(part) for part in whole) and (
-        not torn or BLOB_LINE_START.startswith(torn) or is_blob_line(torn) or expected.startswith(torn))
-
-
 def lines_upto(path: str, size: int | None) -> Iterator[bytes]:
     """The lines of a file within its first ``size`` bytes (all of it when None); a cut line last."""
     with open(path, "rb") as fh:
@@ -113,6 +80,8 @@ class Mirror:
         self._fd: int | None = None
         self._size = -1  # size after our last write or check; a different size means someone else wrote
         self._seq = 0    # seq of the last line at that size
+        self.blob_path = ""   # a store with blobs: where the mirror keeps their lines (set by the store)
+        self._blobs_checked = False
 
     def size(self) -> int | None:
         """The mirror's size in bytes (None when there is no mirror file)."""
@@ -127,7 +96,7 @@ class Mirror:
         self.disk_full = ""
         if not os.path.exists(self.path):
             open(self.path, "ab").close()
-        line, fragment, frag_at = event_tail(self.path) if recorder.blobs is not None else read_tail(self.path)
+        line, fragment, frag_at = read_tail(self.path)
         head = recorder.head()
         try:
             tail = line_seq(line) if line else 0
@@ -145,7 +114,7 @@ class Mirror:
                 return
         if fragment:
             expected = next(recorder.lines(tail + 1, tail + 1), (0, b""))[1]
-            if not expected.startswith(fragment) and not blobs_then_torn(fragment, expected):
+            if not expected.startswith(fragment):
                 self.problem = (f"{self.path} ends with {len(fragment)} bytes that are not part of "
                                 f"seq {tail + 1}; not rewritten")
                 return
@@ -153,7 +122,7 @@ class Mirror:
                 fh.truncate(frag_at)
         self._size, self._seq = os.path.getsize(self.path), tail
         if tail < head.seq:
-            self._write(recorder.mirror_lines(tail + 1, head.seq))
+            self._write_split(recorder.mirror_lines(tail + 1, head.seq))
 
     def append(self, recorder: "SQLiteRecorder", first_seq: int, lines: list[bytes], last_seq: int,
                checked: bool = False) -> None:
@@ -170,6 +139,8 @@ class Mirror:
             if self._seq != first_seq - 1 or (not checked and self._size != self._current_size()):
                 # Another process wrote, or crashed between its commit and its mirror write.
                 self.recover(recorder)
+            elif self.blob_path and any(is_blob_line(line) for line in lines):
+                self._write_split(lines, last_seq)
             elif len(lines) == 1 and self._fd is not None and not self.fsync:
                 self._write_all(lines[0])  # the one-event append: the hot path, kept short
                 self._seq = last_seq
@@ -184,6 +155,37 @@ class Mirror:
                                 "completes the mirror)")
                 return
             self.problem = f"{self.path}: could not write the mirror after seq {first_seq - 1}: {exc}"
+
+    def _write_split(self, lines: Iterable[bytes], last_seq: int | None = None) -> None:
+        """Write blob lines to the mirror's blob file (synced first: an event line never goes out
+        before the blobs it uses) and the event lines to the mirror."""
+        events: list[bytes] = []
+        blobs: list[bytes] = []
+        for line in lines:
+            (blobs if is_blob_line(line) else events).append(line)
+            if len(events) >= 1000:
+                self._write_blobs(blobs)
+                self._write(events)
+                events, blobs = [], []
+        self._write_blobs(blobs)
+        if events:
+            self._write(events, last_seq)
+
+    def _write_blobs(self, lines: list[bytes]) -> None:
+        """Append blob lines to ``<mirror>.blobs`` (a torn line a crash left there is cut first)."""
+        if not lines or not self.blob_path:
+            return
+        if not self._blobs_checked and os.path.exists(self.blob_path):
+            _, fragment, frag_at = read_tail(self.blob_path)
+            if fragment:
+                with open(self.blob_path, "r+b") as fh:
+                    fh.truncate(frag_at)
+        self._blobs_checked = True
+        with open(self.blob_path, "ab") as fh:
+            fh.write(b"".join(lines))
+            if self.fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
 
     def _current_size(self) -> int:
         return os.fstat(self._fd).st_size if self._fd is not None else self.size() or 0

@@ -17,8 +17,11 @@ from itertools import chain, starmap
 from typing import Any, Collection, Iterable, Iterator
 
 from evalledger.ledger.blobs import (
+    SPLIT_TYPES,
+    BlobFile,
     BlobReader,
     NewOnly,
+    blob_file_path,
     blob_line,
     blob_order,
     has_markers,
@@ -62,7 +65,7 @@ from evalledger.ledger.sqlite_schema import (
     row_line,
 )
 from evalledger.ledger.verify import Problem, VerifyReport, verify_sqlite
-from evalledger.ledger.verify_blobs import EventLines, checked_blobs
+from evalledger.ledger.verify_blobs import checked_blobs
 
 _PAGE = 256  # rows a read fetches at once: small pages stay in the CPU cache (5,000 made reads 25% slower)
 _MAX_CACHED_STREAMS = 100_000
@@ -100,6 +103,8 @@ class SQLiteRecorder(Recorder):
         self._known_blobs: set[str] = set()   # keys committed by this object: not packed again
         self._blob_lines: dict[str, bytes] = {}   # the blobs the last transaction stored: key -> stored form
         self.mirror = Mirror(mirror_path, fsync=durability == "full") if mirror_path else None
+        if self.mirror and self.blobs is not None:
+            self.mirror.blob_path = blob_file_path(self.mirror.path)
         if self.mirror and not readonly:
             with self._write_lock():
                 try:
@@ -182,6 +187,9 @@ class SQLiteRecorder(Recorder):
         out = []
         known = self._known_blobs
         for p in batch:
+            if p.type not in SPLIT_TYPES:
+                out.append(p)
+                continue
             stored, found = split(p.data_obj, p.data)
             if stored is not p.data:
                 p = p._replace(data=stored)
@@ -230,7 +238,7 @@ class SQLiteRecorder(Recorder):
 
     def _event(self, row: tuple[Any, ...]) -> Event:
         """An Event from a row of ``COLUMNS``, its blob references resolved when it is read."""
-        return Event(*row, blobs=self.blobs.resolve if self.blobs is not None else None)
+        return self.blobs.row_event(*row) if self.blobs is not None else Event(*row)
 
     def export_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
         """The lines ``export`` writes: the mirror's (``mirror_lines``)."""
@@ -514,7 +522,7 @@ class SQLiteRecorder(Recorder):
         if stream is not None:
             where += " AND stream = ?"
             params.append(stream)
-        make = partial(Event, blobs=self.blobs.resolve) if self.blobs is not None else Event
+        make = self.blobs.row_event if self.blobs is not None else Event
         return starmap(make, self._rows(where, params, from_seq, to_seq))
 
     def head(self) -> Head:
@@ -585,13 +593,15 @@ class SQLiteRecorder(Recorder):
         blob_problems: list[Problem] = []
         if self.blobs is not None:
             rows = checked_blobs(rows, BlobReader(self._load_blob, self.blobs.where, keep=0), blob_problems)
+            if mirror is not None and mirror_size is not None:   # the mirror's blob file must hold them too
+                side = BlobFile(mirror.blob_path)
+                rows = checked_blobs(rows, BlobReader(side.load, side.path, keep=0), blob_problems)
         if mirror is None or mirror_size is None:
             report = verify_sqlite(rows, self.location, iter(()) if mirror else None,
                                    mirror.path if mirror else "", expect_head, tree=tree)
         else:
             with open(mirror.path, "rb") as fh:  # iterated in C; lines past the snapshot's size are not extra
-                lines: Any = fh if self.blobs is None else EventLines(fh, mirror.path, blob_problems)
-                report = verify_sqlite(rows, self.location, lines, mirror.path, expect_head,
+                report = verify_sqlite(rows, self.location, fh, mirror.path, expect_head,
                                        mirror_size=mirror_size, tree=tree)
         report.problems.extend(blob_problems)
         if mirror and mirror.problem and report.ok:

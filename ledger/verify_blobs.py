@@ -1,5 +1,5 @@
-"""Verification of the blob store: every blob an event refers to is there and hashes to its key,
-and the mirror's blob lines are what they say they are.
+"""Verification of the blob store: every blob an event refers to is there (in the store, and in
+the mirror's blob file) and hashes to its key.
 
 A blob's key is the sha256 of its content and the event's stored bytes (references included) are
 in the hash chain, so a blob that is missing or altered is reported at the first event (seq) that
@@ -8,9 +8,9 @@ refers to it.
 
 from __future__ import annotations
 
-from typing import IO, Any, Iterator
+from typing import Any, Iterator
 
-from evalledger.ledger.blobs import BlobError, BlobReader, has_markers, is_blob_line, parse_blob_line, refs
+from evalledger.ledger.blobs import BlobError, BlobReader, has_markers, refs
 from evalledger.ledger.envelope import EnvelopeError, decode_json
 from evalledger.ledger.verify import Problem
 
@@ -39,32 +39,3 @@ def checked_blobs(rows: Iterator[tuple[Any, ...]], reader: BlobReader,
                     problems.append(Problem(row[0], reader.where, f"the event refers to a blob that is not "
                                                                   f"right: {exc}"))
         yield row
-
-
-class EventLines:
-    """The event lines of an open mirror, its blob lines checked and skipped (``tell`` as the file's)."""
-
-    def __init__(self, fh: IO[bytes], where: str, problems: list[Problem]):
-        self._fh = fh
-        self._where = where
-        self._problems = problems
-        self._events = 0
-
-    def __iter__(self) -> "EventLines":
-        return self
-
-    def __next__(self) -> bytes:
-        for line in self._fh:
-            if not is_blob_line(line):
-                self._events += 1
-                return line
-            if line.endswith(b"\n"):
-                try:
-                    parse_blob_line(line, f"{self._where} (after seq {self._events})")
-                except BlobError as exc:
-                    self._problems.append(Problem(self._events + 1, self._where, str(exc)))
-        raise StopIteration
-
-    def tell(self) -> int:
-        """The file's position (verify compares it with the mirror's size at the snapshot)."""
-        return self._fh.tell()
