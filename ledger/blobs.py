@@ -26,9 +26,9 @@ REF = "$blob"
 LIT = "$lit"
 PREFIX = "sha256:"
 #: a string at least this long is a blob of its own (a prompt, a reply, a response text)
-MIN_STRING = 160
+MIN_STRING = 300
 #: an object or array (below the top) whose stored JSON is at least this long becomes a blob
-MIN_CONTAINER = 320
+MIN_CONTAINER = 600
 _LEVEL = 6
 #: the event types whose payloads are split: judge calls are two thirds of a judged home's bytes,
 #: and inputs (benchmarks, cases) stay inline so an export of them can be edited line by line

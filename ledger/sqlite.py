@@ -94,8 +94,9 @@ class SQLiteRecorder(Recorder):
         self._tree: Frontier | None = None  # the merkle row as of the cached head (goes stale with it)
         if not readonly:
             with self._write_lock():
+                new = not _has_events_table(self.conn)
                 self.conn.executescript(SCHEMA)
-                if blobs and self._select_head().seq == 0:   # only a new store: an old one reads as written
+                if blobs and new:   # only a store made now: an older one reads and grows as it was written
                     self.conn.executescript(BLOB_SCHEMA)
                 self._complete_tree()
         # The blob store (ledger/blobs.py), when this store was made with one: None for an older store.
@@ -708,3 +709,8 @@ def _select_blob(conn: sqlite3.Connection, key: str) -> bytes | None:
     """The stored form of blob ``key`` read on ``conn`` (None when the table lacks it)."""
     row = conn.execute(SELECT_BLOB, (bytes.fromhex(key),)).fetchone()
     return bytes(row[0]) if row else None
+
+
+def _has_events_table(conn: sqlite3.Connection) -> bool:
+    """True when the database already holds the ``events`` table (the store existed before this open)."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone() is not None
