@@ -65,7 +65,7 @@ CREATE TRIGGER IF NOT EXISTS blobs_refuse_delete BEFORE DELETE ON blobs
 BEGIN SELECT RAISE(ABORT, 'evalledger blobs are immutable: DELETE refused'); END;
 """
 INSERT_BLOB = "INSERT OR IGNORE INTO blobs (key, data) VALUES (?, ?)"
-SELECT_BLOB = "SELECT data FROM blobs WHERE key = ?"
+SELECT_BLOB = "SELECT CAST(data AS BLOB) FROM blobs WHERE key = ?"   # bytes, whatever was written there
 
 
 def has_blob_table(conn: sqlite3.Connection) -> bool:
