@@ -20,7 +20,7 @@ import zlib
 from typing import Any, Callable, Collection, Iterable, Iterator
 
 from evalledger.ledger.envelope import EnvelopeError, Event, canonical_json, decode_json
-from evalledger.ledger.persistence import LedgerError
+from evalledger.ledger.persistence import LedgerError, Prepared
 
 REF = "$blob"
 LIT = "$lit"
@@ -87,6 +87,29 @@ def split(data: Any, raw: bytes) -> tuple[bytes, dict[str, bytes]]:
     if not blobs and stored is data:
         return raw, {}
     return canonical_json(stored), blobs
+
+
+def split_batch(batch: list[Prepared], known: set[str], blobs: dict[str, bytes]) -> list[Prepared]:
+    """The batch with the payloads of ``SPLIT_TYPES`` split; the blobs not in ``known`` (committed
+    by this writer already, so not packed again) go into ``blobs``, in dependency order."""
+    out = []
+    for p in batch:
+        if p.type in SPLIT_TYPES:
+            stored, found = split(p.data_obj, p.data)
+            if stored is not p.data:
+                p = p._replace(data=stored)
+                for key, raw in found.items():
+                    if key not in known:
+                        blobs.setdefault(key, raw)
+        out.append(p)
+    return out
+
+
+def remember_blobs(known: set[str], blobs: dict[str, bytes], most: int = 100_000) -> None:
+    """After a commit: these keys are in the store (a bounded set: forgetting only costs a pack)."""
+    if len(known) > most:
+        known.clear()
+    known.update(blobs)
 
 
 def _ref(encoded: bytes, blobs: dict[str, bytes]) -> dict[str, str]:
@@ -208,9 +231,10 @@ class BlobReader:
     def row_event(self, *row: Any) -> Event:
         """An Event from a row of stored columns, its payload whole (blobs are read now, not when
         ``data`` is first used: an event may outlive the store it was read from)."""
+        event = Event(*row)
         if has_markers(row[6]):
-            return Event(*row, data=join(decode_json(row[6]), self.fetch))
-        return Event(*row)
+            event._data = join(decode_json(row[6]), self.fetch)   # the stored bytes stay in raw_data
+        return event
 
     def resolve(self, raw: bytes | str, data: Any) -> Any:
         """The whole payload of stored data ``raw`` already decoded as ``data``."""

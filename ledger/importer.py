@@ -11,7 +11,6 @@ import hashlib
 from typing import Any, Callable, Iterable, Iterator
 
 from evalledger.ledger.blobs import BlobError, has_markers, is_blob_line, parse_blob_line, refs
-
 from evalledger.ledger.envelope import (
     GENESIS_HASH,
     EnvelopeError,

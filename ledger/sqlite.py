@@ -17,7 +17,6 @@ from itertools import chain, starmap
 from typing import Any, Collection, Iterable, Iterator
 
 from evalledger.ledger.blobs import (
-    SPLIT_TYPES,
     BlobFile,
     BlobReader,
     NewOnly,
@@ -28,7 +27,8 @@ from evalledger.ledger.blobs import (
     interleave,
     pack,
     refs,
-    split,
+    remember_blobs,
+    split_batch,
 )
 from evalledger.ledger.envelope import GENESIS_HASH, Event, decode_json, line_bytes
 from evalledger.ledger.filelock import FileLock
@@ -56,8 +56,8 @@ from evalledger.ledger.sqlite_schema import (
     COLUMNS,
     INSERT,
     INSERT_BLOB,
-    SELECT_BLOB,
     SCHEMA,
+    SELECT_BLOB,
     TRIGGERS,
     UPSERT_TREE,
     connect,
@@ -69,7 +69,6 @@ from evalledger.ledger.verify_blobs import checked_blobs
 
 _PAGE = 256  # rows a read fetches at once: small pages stay in the CPU cache (5,000 made reads 25% slower)
 _MAX_CACHED_STREAMS = 100_000
-_MAX_KNOWN_BLOBS = 100_000
 # What an insert gives back: (every event of the batch, the new ones, their lines, new stream versions)
 _Inserted = tuple[list[Event], list[Event], list[bytes], dict[str, int]]
 
@@ -130,7 +129,7 @@ class SQLiteRecorder(Recorder):
         self._check_writable()
         blobs: dict[str, bytes] = {}
         if self.blobs is not None:
-            batch = self._split(batch, blobs)
+            batch = split_batch(batch, self._known_blobs, blobs)
         with self._write_lock():
             level = self._head is not None  # our cached head was the last commit: nobody wrote since
             try:
@@ -144,7 +143,7 @@ class SQLiteRecorder(Recorder):
                     raise LedgerError(f"{self.location}: the next seq is taken although the head was "
                                       "just read; run 'evalledger verify'") from None
             if blobs:
-                self._remember_blobs(blobs)
+                remember_blobs(self._known_blobs, blobs)
                 if new and self._blob_lines:
                     lines = self._with_blob_lines(new, lines, blobs)
             if new:
@@ -182,24 +181,6 @@ class SQLiteRecorder(Recorder):
         return result
 
     # --- blobs --------------------------------------------------------------------------------------
-    def _split(self, batch: list[Prepared], blobs: dict[str, bytes]) -> list[Prepared]:
-        """The batch with each payload's large parts replaced by blob references; the blobs this
-        object has not committed already go into ``blobs`` (dependency order)."""
-        out = []
-        known = self._known_blobs
-        for p in batch:
-            if p.type not in SPLIT_TYPES:
-                out.append(p)
-                continue
-            stored, found = split(p.data_obj, p.data)
-            if stored is not p.data:
-                p = p._replace(data=stored)
-                for key, raw in found.items():
-                    if key not in known:
-                        blobs.setdefault(key, raw)
-            out.append(p)
-        return out
-
     def _insert_blobs(self, blobs: dict[str, bytes]) -> dict[str, bytes]:
         """Inside the transaction: store the blobs the table lacks; returns their stored forms (a
         blob the table had was mirrored with the event that first used it)."""
@@ -224,12 +205,6 @@ class SQLiteRecorder(Recorder):
                     out.append(blob_line(key, stored[key]))
             out.append(line)
         return out
-
-    def _remember_blobs(self, blobs: dict[str, bytes]) -> None:
-        """After the commit: these keys are in the table, so later appends need not pack them."""
-        if len(self._known_blobs) > _MAX_KNOWN_BLOBS:
-            self._known_blobs.clear()
-        self._known_blobs.update(blobs)
 
     def _load_blob(self, key: str) -> bytes | None:
         """The stored form of blob ``key`` (None when the table lacks it)."""

@@ -11,8 +11,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import cli
 
+from conftest import cli
 from evalledger import ledger
 from evalledger.ledger.blobs import join, split
 from evalledger.ledger.envelope import canonical_json, decode_json

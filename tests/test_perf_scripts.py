@@ -24,6 +24,8 @@ CASES = {
                        ["ideal", "ratio", "recording", "target < 1.0 ms", "answered 429 and retried",
                         "lowest adaptive concurrency"]),
     "replay_bench.py": (["40"], ["judged in the run", "replay/run", "copying the inputs"]),
+    "storage_bench.py": (["20"], ["with the blob store", "without it (the baseline)", "KB per case", "judge.called",
+                                  "events.jsonl.blobs", "blob store / Inspect"]),
     "run_bench.py": (["40"], ["ms a case", "per-case CPU at 40 vs 4 cases", "target <= 1.25", "a case)"]),
     "merkle_bench.py": (["3000"], ["merkle root", "chain verify", "append keeping the tree", "inclusion proof"]),
     "schema_bench.py": (["--repeat", "5"], ["request shapes", "built", "cached", "target < 0.2 ms"]),
