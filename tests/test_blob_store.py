@@ -232,3 +232,26 @@ def test_an_old_home_reads_as_written_and_migrate_copies_it_into_the_blob_store(
                                         "AND data LIKE '%\"$blob\"%'")[0][0] == 0
     again = cli("migrate", "--to", target, home=old)
     assert again.returncode != 0 and "not empty" in again.stdout + again.stderr
+
+
+def test_a_postgres_store_keeps_the_same_blobs_and_verify_checks_them(homes, tmp_path):
+    import psycopg
+    from postgres_support import fresh_store_url, postgres_home
+    _, old = homes
+    url = fresh_store_url()
+    postgres_home(tmp_path / "pg" / "home", url)
+    home = judged(tmp_path / "pg")
+    schema = url.rsplit("schema=", 1)[1]
+    with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
+        refs = conn.execute(f"SELECT COUNT(*) FROM {schema}.events WHERE type = 'judge.called' "
+                            "AND data LIKE '%%\"$blob\"%%'").fetchone()[0]
+        assert refs == CASES * 3 and conn.execute(f"SELECT COUNT(*) FROM {schema}.blobs").fetchone()[0] > 0
+        with ledger.open_ledger(home) as led, ledger.open_ledger(old, readonly=True) as inline:
+            theirs = {e.id: e.data for e in inline.read(types="judge.called")}
+            assert {e.id: e.data for e in led.read(types="judge.called")} == theirs
+            assert led.verify().ok
+            conn.execute(f"DROP TRIGGER blobs_refuse_update ON {schema}.blobs")
+            conn.execute(f"UPDATE {schema}.blobs SET data = '\\x00'::bytea || data "
+                         f"WHERE key = (SELECT key FROM {schema}.blobs ORDER BY key LIMIT 1)")
+            problems = led.verify().problems
+            assert problems and "cannot be decompressed" in str(problems[0]) and "sha256:" in str(problems[0])
