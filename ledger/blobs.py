@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import zlib
-from typing import Any, Callable, Collection, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
+
+import orjson
 
 from evalledger.ledger.envelope import EnvelopeError, Event, canonical_json, decode_json
 from evalledger.ledger.persistence import LedgerError, Prepared
@@ -86,7 +89,7 @@ def split(data: Any, raw: bytes) -> tuple[bytes, dict[str, bytes]]:
     stored = _split_value(data, blobs, top=True)
     if not blobs and stored is data:
         return raw, {}
-    return canonical_json(stored), blobs
+    return _encode(stored), blobs
 
 
 def split_batch(batch: list[Prepared], known: set[str], blobs: dict[str, bytes]) -> list[Prepared]:
@@ -112,6 +115,15 @@ def remember_blobs(known: set[str], blobs: dict[str, bytes], most: int = 100_000
     known.update(blobs)
 
 
+def _encode(value: Any) -> bytes:
+    """Canonical JSON of a part of a payload that ``canonical_json`` already accepted whole (so no
+    NaN to look for): orjson directly, the standard library for integers beyond 64 bits."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return canonical_json(value)
+
+
 def _ref(encoded: bytes, blobs: dict[str, bytes]) -> dict[str, str]:
     key = blob_key(encoded)
     blobs.setdefault(key, encoded)
@@ -122,7 +134,7 @@ def _split_value(value: Any, blobs: dict[str, bytes], top: bool = False) -> Any:
     """``value`` with its large parts replaced by references (bottom-up, so inner parts dedupe)."""
     kind = type(value)
     if kind is str:
-        return _ref(canonical_json(value), blobs) if len(value) >= MIN_STRING else value
+        return _ref(_encode(value), blobs) if len(value) >= MIN_STRING else value
     if kind is dict:
         out: Any = {k: _split_value(v, blobs) for k, v in value.items()}
         if len(out) == 1 and (REF in out or LIT in out):
@@ -132,7 +144,7 @@ def _split_value(value: Any, blobs: dict[str, bytes], top: bool = False) -> Any:
     else:
         return value
     if not top and out:
-        encoded = canonical_json(out)
+        encoded = _encode(out)
         if len(encoded) >= MIN_CONTAINER:
             return _ref(encoded, blobs)
     return out
@@ -159,6 +171,19 @@ def ref_key(ref: Any) -> str:
             or ref[len(PREFIX):].strip("0123456789abcdef"):
         raise EnvelopeError(f"{ref!r} is not a blob reference (sha256:<64 hex digits>)")
     return ref[len(PREFIX):]
+
+
+_REF_TEXT = re.compile(rb'\{"\$blob":"sha256:([0-9a-f]{64})"\}')
+
+
+def raw_refs(raw: bytes | str) -> list[str]:
+    """The keys stored JSON refers to directly, in document order, read from the text: without an
+    escaped literal (``$lit``) every one-key ``{"$blob": ...}`` object in it is a reference (the
+    quotes of one inside a string would be escaped)."""
+    data = raw.encode() if isinstance(raw, str) else raw
+    if b'"$lit"' in data:
+        return refs(decode_json(data))
+    return [m.decode() for m in _REF_TEXT.findall(data)]
 
 
 def refs(value: Any) -> list[str]:
@@ -254,7 +279,7 @@ class BlobReader:
             raw = self.fetch(current)
             seen.add(current)
             if has_markers(raw):
-                pending.extend(refs(decode_json(raw)))
+                pending.extend(raw_refs(raw))
 
     def with_inner(self, keys: list[str], emitted: Any) -> list[str]:
         """``keys`` preceded by the blobs they refer to (dependency order), without those in ``emitted``."""
@@ -278,24 +303,8 @@ def blob_order(keys: list[str], fetch: Callable[[str], bytes], emitted: Any) -> 
         stack.append((key, True))
         raw = fetch(key)
         if has_markers(raw):
-            stack.extend((k, False) for k in reversed(refs(decode_json(raw))))
+            stack.extend((k, False) for k in reversed(raw_refs(raw)))
     return order
-
-
-class NewOnly:
-    """The ``emitted`` of ``blob_order`` for an append: every blob but the ``new`` ones counts as
-    out already (the store had it, so its line went out with the event that first used it)."""
-
-    def __init__(self, new: Collection[str]):
-        self._new = new
-        self._done: set[str] = set()
-
-    def __contains__(self, key: object) -> bool:
-        return key not in self._new or key in self._done
-
-    def add(self, key: str) -> None:
-        """Mark ``key`` as out."""
-        self._done.add(key)
 
 
 def interleave(pairs: Iterable[tuple[bytes | str, bytes]], reader: BlobReader,
@@ -306,7 +315,7 @@ def interleave(pairs: Iterable[tuple[bytes | str, bytes]], reader: BlobReader,
     emitted: set[str] = set()
     for raw, line in pairs:
         if has_markers(raw):
-            found = refs(decode_json(raw))
+            found = raw_refs(raw)
             try:
                 keys = reader.with_inner(found, emitted)
             except BlobError:   # missing or altered: verify names it; what is there still goes out
@@ -326,6 +335,13 @@ class BlobFile:
         self.path = path
         self._at: dict[str, tuple[int, int]] = {}
         self._indexed = 0
+        self._fh: IO[bytes] | None = None
+
+    def close(self) -> None:
+        """Close the file kept open for reading."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
 
     def load(self, key: str) -> bytes | None:
         """The stored form of blob ``key`` (None when the file lacks it)."""
@@ -334,9 +350,10 @@ class BlobFile:
         place = self._at.get(key)
         if place is None:
             return None
-        with open(self.path, "rb") as fh:
-            fh.seek(place[0])
-            line = fh.read(place[1])
+        if self._fh is None:
+            self._fh = open(self.path, "rb")   # kept open: a verify reads thousands of blobs
+        self._fh.seek(place[0])
+        line = self._fh.read(place[1])
         try:
             return base64.b64decode(decode_json(line)["zlib"])
         except (ValueError, KeyError, TypeError):

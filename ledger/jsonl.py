@@ -306,7 +306,7 @@ class JSONLRecorder(Recorder):
                 report = verify_lines(fh, self.location, expect_head, pending, limit=snap.last_seq, torn=snap.torn)
         if self.blobs is not None and report.ok:
             rows = ((seq, None, None, None, None, None, line) for seq, line in self.lines(1, report.head.seq))
-            for _ in checked_blobs(rows, BlobReader(self.blob_file.load, self.blob_file.path, keep=0),
+            for _ in checked_blobs(rows, [BlobReader(self.blob_file.load, self.blob_file.path, keep=0)],
                                    report.problems):
                 pass
         return report

@@ -453,7 +453,7 @@ class PostgresRecorder(Recorder):
                     cur.execute(f"SELECT {COLUMNS} FROM {self._events} ORDER BY seq")
                     blob_problems: list[Any] = []
                     rows = cur if self.blobs is None else checked_blobs(
-                        cur, BlobReader(self._load_blob, self.blobs.where, keep=0), blob_problems)
+                        cur, [BlobReader(self._load_blob, self.blobs.where, keep=0)], blob_problems)
                     report = verify_sqlite(rows, self.location, expect_head=expect_head, tree=tree)
                     report.problems.extend(blob_problems)
         finally:

@@ -19,18 +19,15 @@ from typing import Any, Collection, Iterable, Iterator
 from evalledger.ledger.blobs import (
     BlobFile,
     BlobReader,
-    NewOnly,
     blob_file_path,
     blob_line,
-    blob_order,
     has_markers,
     interleave,
     pack,
-    refs,
     remember_blobs,
     split_batch,
 )
-from evalledger.ledger.envelope import GENESIS_HASH, Event, decode_json, line_bytes
+from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror import Mirror
@@ -144,8 +141,8 @@ class SQLiteRecorder(Recorder):
                                       "just read; run 'evalledger verify'") from None
             if blobs:
                 remember_blobs(self._known_blobs, blobs)
-                if new and self._blob_lines:
-                    lines = self._with_blob_lines(new, lines, blobs)
+                if new and self._blob_lines:   # the mirror writes them to its blob file first
+                    lines = [blob_line(key, packed) for key, packed in self._blob_lines.items()] + lines
             if new:
                 self._head = Head(new[-1].seq, new[-1].hash)
                 if len(self._versions) > _MAX_CACHED_STREAMS:
@@ -191,20 +188,6 @@ class SQLiteRecorder(Recorder):
             if execute(INSERT_BLOB, (bytes.fromhex(key), packed)).rowcount:
                 new[key] = packed
         return new
-
-    def _with_blob_lines(self, new: list[Event], lines: list[bytes], blobs: dict[str, bytes]) -> list[bytes]:
-        """The mirror lines of an append: the new blobs' lines, each before the first event that
-        uses it, in the order ``mirror_lines`` (and so ``export``) gives them."""
-        stored = self._blob_lines
-        out_now = NewOnly(stored)
-        out: list[bytes] = []
-        for event, line in zip(new, lines):
-            raw = event.raw_data
-            if has_markers(raw):
-                for key in blob_order(refs(decode_json(raw)), blobs.__getitem__, out_now):
-                    out.append(blob_line(key, stored[key]))
-            out.append(line)
-        return out
 
     def _load_blob(self, key: str) -> bytes | None:
         """The stored form of blob ``key`` (None when the table lacks it)."""
@@ -568,10 +551,11 @@ class SQLiteRecorder(Recorder):
         rows = self.rows(1, head.seq)
         blob_problems: list[Problem] = []
         if self.blobs is not None:
-            rows = checked_blobs(rows, BlobReader(self._load_blob, self.blobs.where, keep=0), blob_problems)
+            readers = [BlobReader(self._load_blob, self.blobs.where, keep=0)]
             if mirror is not None and mirror_size is not None:   # the mirror's blob file must hold them too
                 side = BlobFile(mirror.blob_path)
-                rows = checked_blobs(rows, BlobReader(side.load, side.path, keep=0), blob_problems)
+                readers.append(BlobReader(side.load, side.path, keep=0))
+            rows = checked_blobs(rows, readers, blob_problems)
         if mirror is None or mirror_size is None:
             report = verify_sqlite(rows, self.location, iter(()) if mirror else None,
                                    mirror.path if mirror else "", expect_head, tree=tree)

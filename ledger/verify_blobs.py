@@ -10,32 +10,35 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from evalledger.ledger.blobs import BlobError, BlobReader, has_markers, refs
-from evalledger.ledger.envelope import EnvelopeError, decode_json
+from evalledger.ledger.blobs import BlobError, BlobReader, has_markers, raw_refs
+from evalledger.ledger.envelope import EnvelopeError
 from evalledger.ledger.verify import Problem
 
 
-def checked_blobs(rows: Iterator[tuple[Any, ...]], reader: BlobReader,
+def checked_blobs(rows: Iterator[tuple[Any, ...]], readers: list[BlobReader],
                   problems: list[Problem]) -> Iterator[tuple[Any, ...]]:
     """The rows unchanged; each blob their data refers to (and every blob inside it) is checked on
-    the way, and a Problem recorded, once per blob, at the first seq that refers to a bad one."""
-    good: set[str] = set()
-    bad: set[str] = set()
+    the way in every copy (``readers``: the store, the mirror's blob file), and a Problem recorded,
+    once per blob and copy, at the first seq that refers to a bad one."""
+    good: list[set[str]] = [set() for _ in readers]
+    bad: set[tuple[int, str]] = set()
     for row in rows:
         data = row[6]
         if isinstance(data, (str, bytes)) and has_markers(data):
             try:
-                keys = refs(decode_json(data))
+                keys = raw_refs(data)
             except (EnvelopeError, ValueError) as exc:
-                problems.append(Problem(row[0], reader.where, f"the event's blob references are not readable ({exc})"))
+                problems.append(Problem(row[0], readers[0].where, f"the event's blob references are not readable "
+                                                                  f"({exc})"))
                 keys = []
             for key in keys:
-                if key in good or key in bad:
-                    continue
-                try:
-                    reader.check(key, good)
-                except BlobError as exc:
-                    bad.add(key)
-                    problems.append(Problem(row[0], reader.where, f"the event refers to a blob that is not "
-                                                                  f"right: {exc}"))
+                for n, reader in enumerate(readers):
+                    if key in good[n] or (n, key) in bad:
+                        continue
+                    try:
+                        reader.check(key, good[n])
+                    except BlobError as exc:
+                        bad.add((n, key))
+                        problems.append(Problem(row[0], reader.where, f"the event refers to a blob that is not "
+                                                                      f"right: {exc}"))
         yield row

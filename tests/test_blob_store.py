@@ -236,6 +236,7 @@ def test_an_old_home_reads_as_written_and_migrate_copies_it_into_the_blob_store(
 
 def test_a_postgres_store_keeps_the_same_blobs_and_verify_checks_them(homes, tmp_path):
     import psycopg
+
     from postgres_support import fresh_store_url, postgres_home
     _, old = homes
     url = fresh_store_url()
