@@ -411,6 +411,7 @@ class JSONLRecorder(Recorder):
         return count
 
     def close(self) -> None:
+        self.blob_file.close()
         with self._thread_lock:
             if self._fd is not None:
                 os.close(self._fd)

@@ -550,6 +550,7 @@ class SQLiteRecorder(Recorder):
         mirror = self.mirror
         rows = self.rows(1, head.seq)
         blob_problems: list[Problem] = []
+        side: BlobFile | None = None
         if self.blobs is not None:
             readers = [BlobReader(self._load_blob, self.blobs.where, keep=0)]
             if mirror is not None and mirror_size is not None:   # the mirror's blob file must hold them too
@@ -564,6 +565,8 @@ class SQLiteRecorder(Recorder):
                 report = verify_sqlite(rows, self.location, fh, mirror.path, expect_head,
                                        mirror_size=mirror_size, tree=tree)
         report.problems.extend(blob_problems)
+        if side is not None:
+            side.close()
         if mirror and mirror.problem and report.ok:
             report.problems.append(Problem(0, mirror.path, mirror.problem))
         missing = self.missing_triggers()
