@@ -38,7 +38,7 @@ class Handler:
 
 
 def register_ledger(sub) -> None:
-    """Add the ledger commands (init, note, log, verify, export, import) to the parser."""
+    """Add the ledger commands (init, note, log, verify, export, import, migrate) to the parser."""
     p = sub.add_parser("init", help="create a home (inbox, processed, rejected, reports, ledger)")
     p.set_defaults(func=Handler("ledger_commands", "cmd_init"))
 
@@ -86,6 +86,11 @@ def register_ledger(sub) -> None:
     p = sub.add_parser("import", help="import an exported JSONL ledger into an empty home")
     p.add_argument("file")
     p.set_defaults(func=Handler("ledger_commands", "cmd_import"))
+
+    p = sub.add_parser("migrate", help="copy this home into a new home that keeps judge calls' large parts "
+                                       "in the blob store (the old home is left as it was)")
+    p.add_argument("--to", required=True, metavar="NEW_HOME", help="the new home to write (must not exist, or be empty)")
+    p.set_defaults(func=Handler("ledger_commands", "cmd_migrate"))
 
 
 def add_max_response_chars(p) -> None:

@@ -1,4 +1,4 @@
-"""Ledger commands: init, note, log, verify, export, import."""
+"""Ledger commands: init, note, log, verify, export, import, migrate."""
 
 from __future__ import annotations
 
@@ -141,6 +141,16 @@ def cmd_export(args) -> int:
             print(f"exported {count} events to {args.out}", file=sys.stderr)
         else:
             led.export(sys.stdout.buffer)
+    return 0
+
+
+def cmd_migrate(args) -> int:
+    """``evalledger migrate --to NEW``: copy the home into a new home with the blob store, recording it."""
+    from evalledger.ledger.migrate import migrate_home
+    done = migrate_home(home_of(args), args.to)
+    print(f"migrated {done.events} events (head seq {done.source_head.seq} {done.source_head.hash}) from "
+          f"{home_of(args)} to {args.to}; recorded as {done.recorded.type} at seq {done.recorded.seq}; "
+          f"{home_of(args)} is left as it was")
     return 0
 
 

@@ -26,6 +26,7 @@ EXAMPLES = {
     "verify": "evalledger verify --expect-head 714:9c1e...   # a head published earlier",
     "export": "evalledger export --out ledger-export.jsonl",
     "import": "evalledger --home ./copy import ledger-export.jsonl",
+    "migrate": "evalledger --home ./old-home migrate --to ./new-home",
     "ingest": "evalledger ingest benchmarks/samples/pharmacology.benchmark.json",
     "status": "evalledger status --json",
     "source": "evalledger source 3f2a --out original.jsonl   # the file case 3f2a came from",

@@ -14,11 +14,13 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+from itertools import chain
 from pathlib import Path
 from typing import IO, Any, Callable, Collection, Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 import evalledger.ledger.events  # noqa: F401  (registers the catalog)
+from evalledger.ledger.blobs import blob_file_path, is_blob_line
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
 from evalledger.ledger.jsonl import JSONLRecorder, tracking_path
 from evalledger.ledger.merkle import Frontier
@@ -339,12 +341,34 @@ class Ledger:
             if any(_same_file(out, own) for own in self._own_files()):
                 # opening it "wb" would truncate the store before a line of it is read
                 raise LedgerError(f"{out} is one of this ledger's own files; export to another path")
-            with open(out, "wb") as fh:
-                return self.export(fh)
+            return self._export_to(Path(out))
         count = 0
-        for _, line in self.recorder.lines():
+        for line in self.recorder.export_lines():
             out.write(line)
-            count += 1
+            count += not is_blob_line(line)
+        return count
+
+    def _export_to(self, out: Path) -> int:
+        """Export to a file: the event lines in ``out``, the blob lines they use (a store with blobs)
+        in ``<out>.blobs`` beside it, so ``out`` with its blob file is a JSONL ledger of its own."""
+        side = Path(blob_file_path(str(out)))
+        count = 0
+        blob_fh = None
+        try:
+            with open(out, "wb") as fh:
+                for line in self.recorder.export_lines():
+                    if is_blob_line(line):
+                        if blob_fh is None:
+                            blob_fh = open(side, "wb")
+                        blob_fh.write(line)
+                    else:
+                        fh.write(line)
+                        count += 1
+        finally:
+            if blob_fh is not None:
+                blob_fh.close()
+        if blob_fh is None and side.exists():
+            side.unlink()   # an earlier export's blobs: not this one's
         return count
 
     def _own_files(self) -> list[Path]:
@@ -363,8 +387,12 @@ class Ledger:
         """
         if self.head().seq:
             raise LedgerError("import goes into an empty ledger only; this one has events")
+        side = blob_file_path(str(path))
         with open(path, "rb") as fh:
-            return self.recorder.import_lines(fh, str(path))
+            if not os.path.exists(side):
+                return self.recorder.import_lines(fh, str(path))
+            with open(side, "rb") as blob_fh:   # the blob lines first: every event finds its blobs
+                return self.recorder.import_lines(chain(blob_fh, fh), f"{path} (with {side})")
 
     def close(self) -> None:
         """Release the store's files and connections."""

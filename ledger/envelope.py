@@ -19,7 +19,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import orjson
 
@@ -189,6 +189,8 @@ class Event:
 
     ``raw_data`` and ``raw_meta`` are the stored canonical bytes (data and meta exactly as hashed);
     an event read from a JSONL file keeps its stored line, so ``line()`` gives the stored bytes.
+    In a store with blobs, ``raw_data`` may hold blob references; the store reads such an event
+    with its whole payload given, so ``data`` and ``stored_data`` hold the blobs' content.
     ``data`` is the payload at its type's current schema (upcast when it was stored at an older
     one), ``payload()`` the same as its typed model; ``stored_data`` is the payload as stored.
     """
@@ -314,12 +316,13 @@ def _as_bytes(raw: bytes | str | None) -> bytes:
     return raw.encode() if isinstance(raw, str) else bytes(raw)
 
 
-def event_from_line(line: bytes) -> Event:
+def event_from_line(line: bytes, blobs: Callable[[bytes | str, Any], Any] | None = None) -> Event:
     """Parse one stored JSONL line (with its newline) into an Event that keeps the stored line.
 
     The line is the canonical bytes plus prev_hash and hash, which is itself a JSON object: one
-    parse gives every field.
+    parse gives every field. ``blobs`` (a store's ``BlobReader.resolve``) replaces blob references.
     """
     env = decode_json(line)
+    data = env["data"] if blobs is None else blobs(line, env["data"])   # a store with blobs: the whole payload
     return Event(env["seq"], env["id"], env["stream"], env["version"], env["type"], env["schema"],
-                 None, None, env["prev_hash"], env["hash"], data=env["data"], meta=env["meta"], line=line)
+                 None, None, env["prev_hash"], env["hash"], data=data, meta=env["meta"], line=line)

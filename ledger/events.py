@@ -412,6 +412,17 @@ class ReplayStarted(DomainPayload):
     live: str | None = None                               # the live backend for unrecorded requests, if any
 
 
+@event_type("store.migrated")
+class StoreMigrated(Payload):
+    """The first event a home gets from ``evalledger migrate``: every event before it was copied,
+    byte for byte, from ``source`` up to its head; later events use the blob store."""
+    source: str                                           # the old home, left as it was
+    source_head_seq: int
+    source_head_hash: str
+    events: int                                           # events copied (seq 1 .. source_head_seq)
+    blob_types: list[str] = []                            # event types whose payloads the blob store splits
+
+
 @event_type("note.added")
 class NoteAdded(Payload):
     text: str

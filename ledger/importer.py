@@ -8,8 +8,9 @@ import and nothing is kept.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
+from evalledger.ledger.blobs import BlobError, has_markers, is_blob_line, parse_blob_line, refs
 from evalledger.ledger.envelope import (
     GENESIS_HASH,
     EnvelopeError,
@@ -53,19 +54,27 @@ def _envelope(canonical: bytes) -> dict[str, Any]:
     return env
 
 
-def checked_lines(lines: Iterable[bytes], source: str) -> Iterator[tuple[tuple[Any, ...], bytes]]:
-    """Yield (row, line) for each line once it is verified: row = the ten envelope column values.
+def checked_lines(lines: Iterable[bytes], source: str, keep_blob: Callable[[str, bytes], None] | None = None
+                  ) -> Iterator[tuple[tuple[Any, ...], bytes]]:
+    """Yield (row, line) for each event line once it is verified: row = the ten envelope column values.
 
     Refuses (ImportRefused) a cut line, a line that is not a canonical envelope, a broken chain
-    (seq, prev_hash, hash), a repeated id, and a stream version that skips or repeats.
+    (seq, prev_hash, hash), a repeated id, and a stream version that skips or repeats. Blob lines
+    (a home with the blob store writes them) are checked against their keys and handed to
+    ``keep_blob(key, stored form)`` before the events that use them; every blob an event refers
+    to must come before it. A store without blobs (``keep_blob`` None) refuses them.
     """
     prev, expected_seq = GENESIS_HASH, 1
     ids: set[str] = set()
     versions: dict[str, int] = {}
+    blobs: set[str] = set()
     for number, line in enumerate(lines, start=1):
         where = f"line {number} (seq {expected_seq})"
         if not line.endswith(b"\n"):
             raise _refuse(source, where, "the file ends in the middle of a line (truncated)")
+        if is_blob_line(line):
+            _take_blob(line, source, where, keep_blob, blobs)
+            continue
         try:
             canonical, prev_hash, hash = split_line(line)
             env = _envelope(canonical)
@@ -77,11 +86,41 @@ def checked_lines(lines: Iterable[bytes], source: str) -> Iterator[tuple[tuple[A
         reason = _chain_fault(env, rebuilt, canonical, prev_hash, hash, prev, expected_seq, ids, versions)
         if reason:
             raise _refuse(source, where, reason)
+        if keep_blob is not None and has_markers(data):
+            _check_refs(env["data"], blobs, source, where)
         ids.add(env["id"])
         versions[env["stream"]] = env["version"]
         prev, expected_seq = hash, expected_seq + 1
         yield (env["seq"], env["id"], env["stream"], env["version"], env["type"], env["schema"],
                data.decode(), meta.decode(), prev_hash, hash), line
+
+
+def _take_blob(line: bytes, source: str, where: str, keep_blob: Callable[[str, bytes], None] | None,
+               blobs: set[str]) -> None:
+    """Check one blob line and hand it on (refused by a store without blobs, or when altered)."""
+    if keep_blob is None:
+        raise _refuse(source, where, "a blob line (the file was written by a home with the blob store): "
+                                     "import it into a home, a .db file or a PostgreSQL store")
+    try:
+        key, raw, packed = parse_blob_line(line, "the blob line")
+    except BlobError as exc:
+        raise _refuse(source, where, str(exc)) from None
+    if has_markers(raw):
+        _check_refs(decode_json(raw), blobs, source, where)
+    if key not in blobs:
+        blobs.add(key)
+        keep_blob(key, packed)
+
+
+def _check_refs(value: Any, blobs: set[str], source: str, where: str) -> None:
+    """Refuse a value that refers to a blob the file has not given before it."""
+    try:
+        keys = refs(value)
+    except EnvelopeError as exc:
+        raise _refuse(source, where, str(exc)) from None
+    for key in keys:
+        if key not in blobs:
+            raise _refuse(source, where, f"refers to blob sha256:{key}, which no line before it holds")
 
 
 def _chain_fault(env: dict[str, Any], rebuilt: bytes, canonical: bytes, prev_hash: str, hash: str, prev: str,
@@ -103,7 +142,8 @@ def _chain_fault(env: dict[str, Any], rebuilt: bytes, canonical: bytes, prev_has
     return None
 
 
-def checked_rows(lines: Iterable[bytes], source: str) -> Iterator[tuple[Any, ...]]:
+def checked_rows(lines: Iterable[bytes], source: str,
+                 keep_blob: Callable[[str, bytes], None] | None = None) -> Iterator[tuple[Any, ...]]:
     """The rows of ``checked_lines`` alone (what the SQLite backend inserts)."""
-    for row, _ in checked_lines(lines, source):
+    for row, _ in checked_lines(lines, source, keep_blob):
         yield row

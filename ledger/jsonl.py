@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 import orjson
 
+from evalledger.ledger.blobs import BlobFile, BlobReader, blob_line, interleave
 from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, Event, event_from_line, line_bytes, split_line
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.importer import checked_lines
@@ -42,6 +43,7 @@ from evalledger.ledger.persistence import (
     seal,
 )
 from evalledger.ledger.verify import VerifyReport, verify_lines
+from evalledger.ledger.verify_blobs import checked_blobs
 
 
 class Snapshot(NamedTuple):
@@ -84,6 +86,10 @@ class JSONLRecorder(Recorder):
         self._versions: dict[str, int] = {}
         self._head = Head(0, GENESIS_HASH)
         self._tree = Frontier()  # the Merkle tree over the indexed lines' hashes, folded as they are indexed
+        # Blobs, for a ledger imported from a home with the blob store: their lines in <file>.blobs.
+        self.blob_file = BlobFile(path + ".blobs")
+        self.blobs = BlobReader(self.blob_file.load, self.blob_file.path) if os.path.exists(self.blob_file.path) \
+            else None
         if not readonly:
             with self._lock.exclusive():
                 self._recover()
@@ -216,7 +222,7 @@ class JSONLRecorder(Recorder):
     def _event_at(self, seq: int) -> Event:
         with open(self.path, "rb") as fh:
             fh.seek(self._offsets[seq - 1])
-            return event_from_line(fh.readline())
+            return event_from_line(fh.readline(), self._resolver())
 
     # --- reading ----------------------------------------------------------------------------------
     def lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[tuple[int, bytes]]:
@@ -234,13 +240,24 @@ class JSONLRecorder(Recorder):
     def read(self, from_seq: int = 1, types: Iterable[str] | None = None,
              stream: str | None = None, to_seq: int | None = None) -> Iterator[Event]:
         wanted = set(types) if types is not None else None
+        resolve = self._resolver()
         for _, line in self.lines(from_seq, to_seq):
-            event = event_from_line(line)
+            event = event_from_line(line, resolve)
             if wanted is not None and event.type not in wanted:
                 continue
             if stream is not None and event.stream != stream:
                 continue
             yield event
+
+    def _resolver(self) -> Callable[[bytes | str, Any], Any] | None:
+        return self.blobs.resolve if self.blobs is not None else None
+
+    def export_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
+        """The lines ``export`` writes: with blobs, each blob's line before the first event that uses it."""
+        if self.blobs is None:
+            return super().export_lines(from_seq, to_seq)
+        return interleave(((line, line) for _, line in self.lines(from_seq, to_seq)), self.blobs,
+                          self.blob_file.load)
 
     def _index(self) -> None:
         with self._thread_lock:
@@ -283,9 +300,16 @@ class JSONLRecorder(Recorder):
         snap = self.snapshot()
         pending = pending_path(self.path) if snap.pending else None
         if snap.last_seq is None:
-            return verify_lines(lines_upto(self.path, snap.size), self.location, expect_head, pending)
-        with open(self.path, "rb") as fh:  # the file itself, iterated in C; verify stops at the snapshot's seq
-            return verify_lines(fh, self.location, expect_head, pending, limit=snap.last_seq, torn=snap.torn)
+            report = verify_lines(lines_upto(self.path, snap.size), self.location, expect_head, pending)
+        else:
+            with open(self.path, "rb") as fh:  # the file itself, iterated in C; verify stops at the snapshot's seq
+                report = verify_lines(fh, self.location, expect_head, pending, limit=snap.last_seq, torn=snap.torn)
+        if self.blobs is not None and report.ok:
+            rows = ((seq, None, None, None, None, None, line) for seq, line in self.lines(1, report.head.seq))
+            for _ in checked_blobs(rows, [BlobReader(self.blob_file.load, self.blob_file.path, keep=0)],
+                                   report.problems):
+                pass
+        return report
 
     def tree_state(self) -> TreeState:
         """The tree derived from the file's lines as the index reads them: a JSONL ledger is a plain
@@ -361,21 +385,33 @@ class JSONLRecorder(Recorder):
             if os.path.getsize(self.path):
                 raise LedgerError(f"{self.path} is not empty; import goes into an empty ledger only")
             count = 0
+            blob_path = self.blob_file.path
             try:
-                with open(self.path, "r+b") as fh:
-                    for _, line in checked_lines(lines, source):
+                with open(self.path, "r+b") as fh, open(blob_path, "ab") as blob_fh:
+                    def keep_blob(key: str, packed: bytes) -> None:
+                        blob_fh.write(blob_line(key, packed))
+                    for _, line in checked_lines(lines, source, keep_blob):
                         fh.write(line)
                         count += 1
                     fh.flush()
+                    blob_fh.flush()
+                    os.fsync(blob_fh.fileno())
                     os.fsync(fh.fileno())
             except BaseException:
                 with open(self.path, "r+b") as fh:  # nothing of a refused file is kept
                     fh.truncate(0)
+                if os.path.exists(blob_path):
+                    os.unlink(blob_path)
                 raise
+            if os.path.getsize(blob_path):
+                self.blobs = BlobReader(self.blob_file.load, blob_path)
+            else:
+                os.unlink(blob_path)   # a ledger without blobs keeps no blob file
             self._catch_up()
         return count
 
     def close(self) -> None:
+        self.blob_file.close()
         with self._thread_lock:
             if self._fd is not None:
                 os.close(self._fd)

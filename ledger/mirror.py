@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from evalledger.ledger.blobs import is_blob_line
 from evalledger.ledger.envelope import EnvelopeError, split_line
 from evalledger.ledger.persistence import is_disk_full
 
@@ -79,6 +80,8 @@ class Mirror:
         self._fd: int | None = None
         self._size = -1  # size after our last write or check; a different size means someone else wrote
         self._seq = 0    # seq of the last line at that size
+        self.blob_path = ""   # a store with blobs: where the mirror keeps their lines (set by the store)
+        self._blobs_checked = False
 
     def size(self) -> int | None:
         """The mirror's size in bytes (None when there is no mirror file)."""
@@ -119,7 +122,7 @@ class Mirror:
                 fh.truncate(frag_at)
         self._size, self._seq = os.path.getsize(self.path), tail
         if tail < head.seq:
-            self._write(line for _, line in recorder.lines(tail + 1, head.seq))
+            self._write_split(recorder.mirror_lines(tail + 1, head.seq))
 
     def append(self, recorder: "SQLiteRecorder", first_seq: int, lines: list[bytes], last_seq: int,
                checked: bool = False) -> None:
@@ -136,6 +139,8 @@ class Mirror:
             if self._seq != first_seq - 1 or (not checked and self._size != self._current_size()):
                 # Another process wrote, or crashed between its commit and its mirror write.
                 self.recover(recorder)
+            elif self.blob_path and any(is_blob_line(line) for line in lines):
+                self._write_split(lines, last_seq)
             elif len(lines) == 1 and self._fd is not None and not self.fsync:
                 self._write_all(lines[0])  # the one-event append: the hot path, kept short
                 self._seq = last_seq
@@ -150,6 +155,37 @@ class Mirror:
                                 "completes the mirror)")
                 return
             self.problem = f"{self.path}: could not write the mirror after seq {first_seq - 1}: {exc}"
+
+    def _write_split(self, lines: Iterable[bytes], last_seq: int | None = None) -> None:
+        """Write blob lines to the mirror's blob file (synced first: an event line never goes out
+        before the blobs it uses) and the event lines to the mirror."""
+        events: list[bytes] = []
+        blobs: list[bytes] = []
+        for line in lines:
+            (blobs if is_blob_line(line) else events).append(line)
+            if len(events) >= 1000:
+                self._write_blobs(blobs)
+                self._write(events)
+                events, blobs = [], []
+        self._write_blobs(blobs)
+        if events:
+            self._write(events, last_seq)
+
+    def _write_blobs(self, lines: list[bytes]) -> None:
+        """Append blob lines to ``<mirror>.blobs`` (a torn line a crash left there is cut first)."""
+        if not lines or not self.blob_path:
+            return
+        if not self._blobs_checked and os.path.exists(self.blob_path):
+            _, fragment, frag_at = read_tail(self.blob_path)
+            if fragment:
+                with open(self.blob_path, "r+b") as fh:
+                    fh.truncate(frag_at)
+        self._blobs_checked = True
+        with open(self.blob_path, "ab") as fh:
+            fh.write(b"".join(lines))
+            if self.fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
 
     def _current_size(self) -> int:
         return os.fstat(self._fd).st_size if self._fd is not None else self.size() or 0

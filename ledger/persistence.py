@@ -277,6 +277,11 @@ class Recorder(ABC):
     def lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[tuple[int, bytes]]:
         """(seq, stored JSONL line) pairs in seq order: what export writes and verify hashes."""
 
+    def export_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
+        """The lines ``export`` writes, in order (a store with blobs puts each blob's line before
+        the first event that uses it)."""
+        return (line for _, line in self.lines(from_seq, to_seq))
+
     @abstractmethod
     def verify(self, expect_head: Head | None = None) -> VerifyReport:
         """Recompute the hash chain over the stored bytes (and a mirror's), as of one snapshot."""

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from evalledger.ledger import file_bytes
+from evalledger.ledger.blobs import BlobReader, interleave, pack, remember_blobs, split_batch
 from evalledger.ledger.call_slots import CallSlots
 from evalledger.ledger.call_slots import table_sql as call_slots_sql
 from evalledger.ledger.envelope import GENESIS_HASH, Event
@@ -39,6 +40,7 @@ from evalledger.ledger.persistence import (
 )
 from evalledger.ledger.sqlite_schema import COLUMNS, row_event, row_line
 from evalledger.ledger.verify import VerifyReport, verify_sqlite
+from evalledger.ledger.verify_blobs import checked_blobs
 
 # psycopg is imported on first connection (``_psycopg``), not with this module: the ledger imports
 # this module for its URL helpers, and psycopg costs every command ~0.1 s at start-up.
@@ -141,6 +143,20 @@ CREATE OR REPLACE TRIGGER events_refuse_truncate BEFORE TRUNCATE ON {schema}.eve
 """
 
 
+def _blob_sql(schema: str) -> str:
+    """The blob store's table (ledger/blobs.py), made with a new store only, immutable like the events."""
+    return f"""
+CREATE TABLE IF NOT EXISTS {schema}.blobs (
+    key BYTEA PRIMARY KEY,
+    data BYTEA NOT NULL
+);
+CREATE OR REPLACE TRIGGER blobs_refuse_update BEFORE UPDATE ON {schema}.blobs
+    FOR EACH ROW EXECUTE FUNCTION {schema}.evalledger_refuse_change();
+CREATE OR REPLACE TRIGGER blobs_refuse_delete BEFORE DELETE ON {schema}.blobs
+    FOR EACH ROW EXECUTE FUNCTION {schema}.evalledger_refuse_change();
+"""
+
+
 def connect(url: str, readonly: bool = False) -> Any:
     """An autocommit psycopg connection to ``url`` (no schema parameter), with clear errors."""
     if _psycopg() is None:
@@ -177,18 +193,26 @@ class PostgresRecorder(Recorder):
         self.conn = connect(self.url, readonly)
         self._events = f"{self.schema}.events"
         self._merkle = f"{self.schema}.merkle"
+        self._blob_table = f"{self.schema}.blobs"
         if not readonly:
             self._create_schema()
         elif not self._table_exists():
             self.conn.close()
             raise LedgerError(f"{self.location}: no ledger in this schema yet")
+        # The blob store, when this store was made with one: None for an older store.
+        self.blobs = BlobReader(self._load_blob, f"{redact_url(url)} (table {self._blob_table})") \
+            if self._table_exists(self._blob_table) else None
+        self._known_blobs: set[str] = set()   # keys committed by this object: not packed again
 
     # --- setup ------------------------------------------------------------------------------------
     def _create_schema(self) -> None:
         """Create tables and triggers once, under the sequencer lock (CREATE IF NOT EXISTS races)."""
         with self._lock, self._guard(), self.conn.transaction():
             self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._key))
+            new = not self._table_exists()
             self.conn.execute(_schema_sql(self.schema))
+            if new:   # only a store made now: an older one reads and grows as it was written
+                self.conn.execute(_blob_sql(self.schema))
             self.conn.execute(call_slots_sql(self.schema))
             self.conn.execute(file_bytes.table_sql(self.schema))
             self.conn.execute(claims_sql(self.schema))   # here, under the lock: two workers opening at once raced
@@ -216,9 +240,33 @@ class PostgresRecorder(Recorder):
                                  (from_seq, to_seq)).fetchall()
         return (bytes.fromhex(h) for (h,) in rows)
 
-    def _table_exists(self) -> bool:
-        row = self.conn.execute("SELECT to_regclass(%s)", (self._events,)).fetchone()
+    def _table_exists(self, table: str | None = None) -> bool:
+        row = self.conn.execute("SELECT to_regclass(%s)", (table or self._events,)).fetchone()
         return row is not None and row[0] is not None
+
+    def _load_blob(self, key: str) -> bytes | None:
+        """The stored form of blob ``key`` (None when the table lacks it)."""
+        with self._lock, self._guard():
+            row = self.conn.execute(f"SELECT data FROM {self._blob_table} WHERE key = %s",
+                                    (bytes.fromhex(key),)).fetchone()
+        return bytes(row[0]) if row else None
+
+    def _event(self, row: tuple[Any, ...]) -> Event:
+        """An Event from a row, its blob references resolved."""
+        return self.blobs.row_event(*row) if self.blobs is not None else row_event(row)
+
+    def _insert_blobs(self, blobs: dict[str, bytes]) -> None:
+        """Inside the append's transaction: store the blobs the table lacks."""
+        for key, raw in blobs.items():
+            self.conn.execute(f"INSERT INTO {self._blob_table} (key, data) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                              (bytes.fromhex(key), pack(raw)))
+
+    def export_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
+        """The lines ``export`` writes: each blob's line before the first event that uses it."""
+        if self.blobs is None:
+            return super().export_lines(from_seq, to_seq)
+        return interleave(((row[6], row_line(row)) for row in self._rows("", [], from_seq, to_seq)),
+                          self.blobs, self._load_blob)
 
     def _guard(self) -> "_Errors":
         return _Errors(self.location)
@@ -234,10 +282,15 @@ class PostgresRecorder(Recorder):
         """
         self._check_writable()
         conn = self.conn
+        blobs: dict[str, bytes] = {}
+        if self.blobs is not None:
+            batch = split_batch(batch, self._known_blobs, blobs)
         with self._lock, self._guard():
             try:
                 out, new, single, tree = self._insert(batch, expected)
                 with conn.pipeline():
+                    if blobs:
+                        self._insert_blobs(blobs)
                     if single is not None:
                         conn.execute(f"INSERT INTO {self._events} ({COLUMNS}) VALUES "
                                      "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", single)
@@ -252,6 +305,8 @@ class PostgresRecorder(Recorder):
                 if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not conn.closed:
                     conn.execute("ROLLBACK")
                 raise
+        if blobs:
+            remember_blobs(self._known_blobs, blobs)
         return out
 
     def _insert(self, batch: list[Prepared], expected: dict[str, int]) -> tuple[list[Event], list[Event], Any,
@@ -272,7 +327,7 @@ class PostgresRecorder(Recorder):
                               "GROUP BY stream", (streams,))
             last = execute(f"SELECT seq, hash FROM {self._events} ORDER BY seq DESC LIMIT 1")
             kept = execute(f"SELECT size, frontier FROM {self._merkle} WHERE id = 1")
-        stored = {row[1]: row_event(row) for row in found.fetchall()}
+        stored = {row[1]: self._event(row) for row in found.fetchall()}
         versions: dict[str, int] = dict.fromkeys(streams, 0)
         versions.update(current.fetchall())
         row = last.fetchone()
@@ -354,7 +409,7 @@ class PostgresRecorder(Recorder):
         if stream is not None:
             where += " AND stream = %s"
             params.append(stream)
-        return (row_event(row) for row in self._rows(where, params, from_seq, to_seq))
+        return (self._event(row) for row in self._rows(where, params, from_seq, to_seq))
 
     def head(self) -> Head:
         """The last committed event's seq and hash."""
@@ -366,7 +421,7 @@ class PostgresRecorder(Recorder):
         """The event with this id, or None."""
         with self._lock, self._guard():
             row = self.conn.execute(f"SELECT {COLUMNS} FROM {self._events} WHERE id = %s", (id,)).fetchone()
-        return row_event(row) if row else None
+        return self._event(row) if row else None
 
     def stream_version(self, stream: str) -> int:
         """The version of the stream's last event (0 when empty)."""
@@ -396,7 +451,11 @@ class PostgresRecorder(Recorder):
                 with conn.cursor(name="evalledger_verify") as cur:
                     cur.itersize = _PAGE
                     cur.execute(f"SELECT {COLUMNS} FROM {self._events} ORDER BY seq")
-                    report = verify_sqlite(cur, self.location, expect_head=expect_head, tree=tree)
+                    blob_problems: list[Any] = []
+                    rows = cur if self.blobs is None else checked_blobs(
+                        cur, [BlobReader(self._load_blob, self.blobs.where, keep=0)], blob_problems)
+                    report = verify_sqlite(rows, self.location, expect_head=expect_head, tree=tree)
+                    report.problems.extend(blob_problems)
         finally:
             conn.close()
         missing = self.missing_triggers()
@@ -450,7 +509,12 @@ class PostgresRecorder(Recorder):
             if self.conn.execute(f"SELECT 1 FROM {self._events} LIMIT 1").fetchone():
                 raise LedgerError(f"{self.location} is not empty; import goes into an empty store only")
             chunk: list[tuple[Any, ...]] = []
-            for row in checked_rows(lines, source):
+            keep = None
+            if self.blobs is not None:
+                def keep(key: str, packed: bytes) -> None:
+                    self.conn.execute(f"INSERT INTO {self._blob_table} (key, data) VALUES (%s, %s) "
+                                      "ON CONFLICT DO NOTHING", (bytes.fromhex(key), packed))
+            for row in checked_rows(lines, source, keep):
                 chunk.append(row)
                 count += 1
                 if len(chunk) >= _PAGE:

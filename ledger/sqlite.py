@@ -12,9 +12,21 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import AbstractContextManager
+from functools import partial
 from itertools import chain, starmap
 from typing import Any, Collection, Iterable, Iterator
 
+from evalledger.ledger.blobs import (
+    BlobFile,
+    BlobReader,
+    blob_file_path,
+    blob_line,
+    has_markers,
+    interleave,
+    pack,
+    remember_blobs,
+    split_batch,
+)
 from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.merkle import Frontier
@@ -37,16 +49,20 @@ from evalledger.ledger.persistence import (
     tree_built_note,
 )
 from evalledger.ledger.sqlite_schema import (
+    BLOB_SCHEMA,
     COLUMNS,
     INSERT,
+    INSERT_BLOB,
     SCHEMA,
+    SELECT_BLOB,
     TRIGGERS,
     UPSERT_TREE,
     connect,
-    row_event,
+    has_blob_table,
     row_line,
 )
 from evalledger.ledger.verify import Problem, VerifyReport, verify_sqlite
+from evalledger.ledger.verify_blobs import checked_blobs
 
 _PAGE = 256  # rows a read fetches at once: small pages stay in the CPU cache (5,000 made reads 25% slower)
 _MAX_CACHED_STREAMS = 100_000
@@ -62,7 +78,7 @@ class SQLiteRecorder(Recorder):
     """Events in a SQLite file, with an optional JSONL mirror kept in seq order."""
 
     def __init__(self, path: str, durability: str = "normal", mirror_path: str | None = None,
-                 lock_path: str | None = None, readonly: bool = False):
+                 lock_path: str | None = None, readonly: bool = False, blobs: bool = True):
         self.path = path
         self.location = f"{path} (table events)"
         self.readonly = readonly
@@ -74,9 +90,18 @@ class SQLiteRecorder(Recorder):
         self._tree: Frontier | None = None  # the merkle row as of the cached head (goes stale with it)
         if not readonly:
             with self._write_lock():
+                new = not _has_events_table(self.conn)
                 self.conn.executescript(SCHEMA)
+                if blobs and new:   # only a store made now: an older one reads and grows as it was written
+                    self.conn.executescript(BLOB_SCHEMA)
                 self._complete_tree()
+        # The blob store (ledger/blobs.py), when this store was made with one: None for an older store.
+        self.blobs = BlobReader(self._load_blob, f"{path} (table blobs)") if has_blob_table(self.conn) else None
+        self._known_blobs: set[str] = set()   # keys committed by this object: not packed again
+        self._blob_lines: dict[str, bytes] = {}   # the blobs the last transaction stored: key -> stored form
         self.mirror = Mirror(mirror_path, fsync=durability == "full") if mirror_path else None
+        if self.mirror and self.blobs is not None:
+            self.mirror.blob_path = blob_file_path(self.mirror.path)
         if self.mirror and not readonly:
             with self._write_lock():
                 try:
@@ -99,18 +124,25 @@ class SQLiteRecorder(Recorder):
     def append(self, batch: list[Prepared], expected: dict[str, int],
                tracking: tuple[str, int] | None = None) -> list[Event]:
         self._check_writable()
+        blobs: dict[str, bytes] = {}
+        if self.blobs is not None:
+            batch = split_batch(batch, self._known_blobs, blobs)
         with self._write_lock():
             level = self._head is not None  # our cached head was the last commit: nobody wrote since
             try:
-                out, new, lines, versions = self._transaction(batch, expected, tracking)
+                out, new, lines, versions = self._transaction(batch, expected, tracking, blobs)
             except _StaleCache:
                 level = False
                 self._forget()  # another process appended since we looked: look again, once
                 try:
-                    out, new, lines, versions = self._transaction(batch, expected, tracking)
+                    out, new, lines, versions = self._transaction(batch, expected, tracking, blobs)
                 except _StaleCache:
                     raise LedgerError(f"{self.location}: the next seq is taken although the head was "
                                       "just read; run 'evalledger verify'") from None
+            if blobs:
+                remember_blobs(self._known_blobs, blobs)
+                if new and self._blob_lines:   # the mirror writes them to its blob file first
+                    lines = [blob_line(key, packed) for key, packed in self._blob_lines.items()] + lines
             if new:
                 self._head = Head(new[-1].seq, new[-1].hash)
                 if len(self._versions) > _MAX_CACHED_STREAMS:
@@ -121,11 +153,13 @@ class SQLiteRecorder(Recorder):
         return out
 
     def _transaction(self, batch: list[Prepared], expected: dict[str, int],
-                     tracking: tuple[str, int] | None) -> _Inserted:
-        """One BEGIN IMMEDIATE .. COMMIT holding the batch's new events (and the tracking record)."""
+                     tracking: tuple[str, int] | None, blobs: dict[str, bytes]) -> _Inserted:
+        """One BEGIN IMMEDIATE .. COMMIT holding the batch's new events and their new blobs (and the
+        tracking record); the mirror lines of the blobs the table lacked are left in ``_blob_lines``."""
         conn = self.conn
         try:
             conn.execute("BEGIN IMMEDIATE")
+            self._blob_lines = self._insert_blobs(blobs) if blobs else {}
             result = self._insert(batch, expected)
             if result[1]:
                 self._advance_tree(result[1])
@@ -142,6 +176,40 @@ class SQLiteRecorder(Recorder):
             self._rollback()
             raise
         return result
+
+    # --- blobs --------------------------------------------------------------------------------------
+    def _insert_blobs(self, blobs: dict[str, bytes]) -> dict[str, bytes]:
+        """Inside the transaction: store the blobs the table lacks; returns their stored forms (a
+        blob the table had was mirrored with the event that first used it)."""
+        execute = self.conn.execute
+        new = {}
+        for key, raw in blobs.items():
+            packed = pack(raw)
+            if execute(INSERT_BLOB, (bytes.fromhex(key), packed)).rowcount:
+                new[key] = packed
+        return new
+
+    def _load_blob(self, key: str) -> bytes | None:
+        """The stored form of blob ``key`` (None when the table lacks it)."""
+        with self._thread_lock:
+            row = self.conn.execute(SELECT_BLOB, (bytes.fromhex(key),)).fetchone()
+        return bytes(row[0]) if row else None
+
+    def _event(self, row: tuple[Any, ...]) -> Event:
+        """An Event from a row of ``COLUMNS``, its blob references resolved when it is read."""
+        return self.blobs.row_event(*row) if self.blobs is not None else Event(*row)
+
+    def export_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
+        """The lines ``export`` writes: the mirror's (``mirror_lines``)."""
+        return self.mirror_lines(from_seq, to_seq)
+
+    def mirror_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
+        """The lines of seq from_seq..to_seq as the mirror and ``export`` hold them: each blob's line
+        before the first of these events that uses it, then the event's line."""
+        rows = self._rows("", [], from_seq, to_seq)
+        if self.blobs is None:
+            return map(row_line, rows)
+        return interleave(((row[6], row_line(row)) for row in rows), self.blobs, self._load_blob)
 
     def _check_writable(self) -> None:
         if self.readonly:
@@ -283,7 +351,7 @@ class SQLiteRecorder(Recorder):
             if "events.id" not in str(exc):
                 raise _StaleCache() from None
             stored = self.conn.execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (p.id,)).fetchone()
-            return [row_event(stored)], [], [], {}
+            return [self._event(stored)], [], [], {}
         want = expected.get(p.stream) if expected else None
         if want is not None and want != current:
             raise ConflictError(f"stream {p.stream!r} is at version {current}, expected {want}; "
@@ -358,7 +426,7 @@ class SQLiteRecorder(Recorder):
                     raise _StaleCache() if not new else LedgerError(
                         f"{self.location}: cannot append seq {seq}: {exc}") from None
                 stored = execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (p.id,)).fetchone()
-                seen[p.id] = row_event(stored)
+                seen[p.id] = self._event(stored)
                 out.append(seen[p.id])
                 continue
             want = expected.get(p.stream)
@@ -413,7 +481,8 @@ class SQLiteRecorder(Recorder):
         if stream is not None:
             where += " AND stream = ?"
             params.append(stream)
-        return starmap(Event, self._rows(where, params, from_seq, to_seq))
+        make = self.blobs.row_event if self.blobs is not None else Event
+        return starmap(make, self._rows(where, params, from_seq, to_seq))
 
     def head(self) -> Head:
         with self._thread_lock:
@@ -422,7 +491,7 @@ class SQLiteRecorder(Recorder):
     def get(self, id: str) -> Event | None:
         with self._thread_lock:
             row = self.conn.execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (id,)).fetchone()
-        return row_event(row) if row else None
+        return self._event(row) if row else None
 
     def stream_version(self, stream: str) -> int:
         with self._thread_lock:
@@ -460,7 +529,14 @@ class SQLiteRecorder(Recorder):
                 f"SELECT type, id, stream, version, schema, CAST(data AS BLOB), {stamp}, {time} "
                 f"FROM events WHERE seq >= ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
                 (*stamped, *timed, from_seq, to_seq, *types))
-            yield from map(ScanRow._make, cursor)
+            if self.blobs is None:
+                yield from map(ScanRow._make, cursor)
+                return
+            reader = BlobReader(partial(_select_blob, conn), self.blobs.where)
+            for row in map(ScanRow._make, cursor):
+                if has_markers(row.data):   # type: ignore[arg-type]  # SQLite gives the stored bytes
+                    row = row._replace(data=reader.resolved_bytes(row.data))  # type: ignore[arg-type]
+                yield row
         finally:
             conn.close()
 
@@ -472,13 +548,25 @@ class SQLiteRecorder(Recorder):
             kept = self.tree_state()
         tree = kept if kept is not None and kept.size <= head.seq else None   # else Ledger checks it apart
         mirror = self.mirror
+        rows = self.rows(1, head.seq)
+        blob_problems: list[Problem] = []
+        side: BlobFile | None = None
+        if self.blobs is not None:
+            readers = [BlobReader(self._load_blob, self.blobs.where, keep=0)]
+            if mirror is not None and mirror_size is not None:   # the mirror's blob file must hold them too
+                side = BlobFile(mirror.blob_path)
+                readers.append(BlobReader(side.load, side.path, keep=0))
+            rows = checked_blobs(rows, readers, blob_problems)
         if mirror is None or mirror_size is None:
-            report = verify_sqlite(self.rows(1, head.seq), self.location, iter(()) if mirror else None,
+            report = verify_sqlite(rows, self.location, iter(()) if mirror else None,
                                    mirror.path if mirror else "", expect_head, tree=tree)
         else:
             with open(mirror.path, "rb") as fh:  # iterated in C; lines past the snapshot's size are not extra
-                report = verify_sqlite(self.rows(1, head.seq), self.location, fh, mirror.path, expect_head,
+                report = verify_sqlite(rows, self.location, fh, mirror.path, expect_head,
                                        mirror_size=mirror_size, tree=tree)
+        report.problems.extend(blob_problems)
+        if side is not None:
+            side.close()
         if mirror and mirror.problem and report.ok:
             report.problems.append(Problem(0, mirror.path, mirror.problem))
         missing = self.missing_triggers()
@@ -520,7 +608,11 @@ class SQLiteRecorder(Recorder):
             conn.execute("BEGIN IMMEDIATE")
             count = 0
             try:
-                for row in checked_rows(lines, source):
+                keep = None
+                if self.blobs is not None:
+                    def keep(key: str, packed: bytes) -> None:
+                        conn.execute(INSERT_BLOB, (bytes.fromhex(key), packed))
+                for row in checked_rows(lines, source, keep):
                     try:
                         conn.execute(INSERT, row)
                     except sqlite3.IntegrityError as exc:
@@ -573,3 +665,14 @@ class SQLiteRecorder(Recorder):
                 self.mirror.close()
             self._lock.close()
             self.conn.close()
+
+
+def _select_blob(conn: sqlite3.Connection, key: str) -> bytes | None:
+    """The stored form of blob ``key`` read on ``conn`` (None when the table lacks it)."""
+    row = conn.execute(SELECT_BLOB, (bytes.fromhex(key),)).fetchone()
+    return bytes(row[0]) if row else None
+
+
+def _has_events_table(conn: sqlite3.Connection) -> bool:
+    """True when the database already holds the ``events`` table (the store existed before this open)."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone() is not None

@@ -52,6 +52,25 @@ CREATE TABLE IF NOT EXISTS merkle (
 UPSERT_TREE = ("INSERT INTO merkle (id, size, frontier, built) VALUES (1, ?, ?, ?) "
                "ON CONFLICT(id) DO UPDATE SET size = excluded.size, frontier = excluded.frontier")
 TRIGGERS = ("events_refuse_update", "events_refuse_delete")
+# The blob store (ledger/blobs.py): made with a new store (or by ``evalledger migrate``), never added
+# to a store that already holds events, so an old home reads exactly as it was written.
+BLOB_SCHEMA = """
+CREATE TABLE IF NOT EXISTS blobs (
+    key BLOB PRIMARY KEY,
+    data BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS blobs_refuse_update BEFORE UPDATE ON blobs
+BEGIN SELECT RAISE(ABORT, 'evalledger blobs are immutable: UPDATE refused'); END;
+CREATE TRIGGER IF NOT EXISTS blobs_refuse_delete BEFORE DELETE ON blobs
+BEGIN SELECT RAISE(ABORT, 'evalledger blobs are immutable: DELETE refused'); END;
+"""
+INSERT_BLOB = "INSERT OR IGNORE INTO blobs (key, data) VALUES (?, ?)"
+SELECT_BLOB = "SELECT CAST(data AS BLOB) FROM blobs WHERE key = ?"   # bytes, whatever was written there
+
+
+def has_blob_table(conn: sqlite3.Connection) -> bool:
+    """True when the store keeps a blob table (it was made with the blob store)."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'").fetchone() is not None
 
 
 

@@ -27,6 +27,8 @@ CASES = {
                              ["ratio", "of ideal", "bare aiohttp POSTs", "in flight at the server at most",
                               "ms a call", "capped at 16", "target: at least 0.9"]),
     "replay_bench.py": (["40"], ["judged in the run", "replay/run", "copying the inputs"]),
+    "storage_bench.py": (["20"], ["with the blob store", "without it (the baseline)", "KB per case", "judge.called",
+                                  "events.jsonl.blobs", "blob store / Inspect"]),
     "run_bench.py": (["40"], ["ms a case", "per-case CPU at 40 vs 4 cases", "target <= 1.25", "a case)",
                               "ledger share of run CPU at 40 cases", "measured by"]),
     "merkle_bench.py": (["3000"], ["merkle root", "chain verify", "append keeping the tree", "inclusion proof"]),

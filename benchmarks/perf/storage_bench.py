@@ -1,0 +1,95 @@
+"""Bytes per case of a judged home, with the blob store and without it, against Inspect's log.
+
+Run:  python benchmarks/perf/storage_bench.py [CASES]     (default 1000: 500 questions x 2 models)
+
+The issue's workload (``replay_bench.judged_home``: two fields a question, deep judgment, the
+offline judge) is judged twice in the same run: once in a home made with the blob store (the
+default) and once in a home made without it (the store of before, the baseline). Every file of
+each home is counted (SQLite with its WAL checkpointed, the JSONL mirror, the mirror's blob file).
+Inspect is not installed here, so its figure is the constant the issue measured on the same
+items: 8.2 KB per item uncompressed. The breakdown per event type (data and meta as stored, in
+SQLite) shows where the bytes still are. Exit 0 when bytes per case are at most Inspect's.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from replay_bench import judged_home  # noqa: E402  (a sibling script, not a package)
+
+from evalledger.ledger.sqlite import SQLiteRecorder  # noqa: E402
+
+INSPECT_BYTES_PER_ITEM = 8.2 * 1024   # the issue's measure of Inspect's uncompressed log per item
+
+
+def home_bytes(home: Path) -> dict[str, int]:
+    """The size of every file of a home (the WAL checkpointed into ledger.db first), by name."""
+    with sqlite3.connect(home / "ledger.db") as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return {p.name: p.stat().st_size for p in sorted(home.iterdir()) if p.is_file()}
+
+
+def by_type(home: Path) -> list[tuple[str, int, int, int]]:
+    """(type, events, data bytes, meta bytes) as stored in SQLite, largest data first."""
+    with sqlite3.connect(home / "ledger.db") as conn:
+        return conn.execute("SELECT type, COUNT(*), SUM(LENGTH(CAST(data AS BLOB))), "
+                            "SUM(LENGTH(CAST(meta AS BLOB))) FROM events GROUP BY type ORDER BY 3 DESC").fetchall()
+
+
+def blob_bytes(home: Path) -> tuple[int, int]:
+    """(blobs, their stored bytes) in the home's blob table ((0, 0) without one)."""
+    with sqlite3.connect(home / "ledger.db") as conn:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'blobs'").fetchone():
+            return 0, 0
+        count, size = conn.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM blobs").fetchone()
+    return count, size
+
+
+def judged(cases: int, folder: Path, blobs: bool) -> Path:
+    """A judged home of ``cases`` cases in ``folder``, made with or without the blob store."""
+    folder.mkdir()
+    if not blobs:   # a home made before the blob store: its ledger.db created without the table
+        (folder / "run").mkdir()
+        SQLiteRecorder(str(folder / "run" / "ledger.db"), blobs=False).close()
+    home, _, _ = judged_home(cases, folder)
+    return home
+
+
+def report(name: str, home: Path, cases: int) -> float:
+    """Print a home's bytes per case, file by file and event type by type; returns bytes per case."""
+    files = home_bytes(home)
+    total = sum(files.values())
+    with sqlite3.connect(home / "ledger.db") as conn:
+        events = conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+    print(f"{name}: {total / cases / 1024:.2f} KB per case, {events / cases:.2f} events per case")
+    for file, size in files.items():
+        if size:
+            print(f"  {file:22} {size / cases:9.0f} B/case")
+    count, size = blob_bytes(home)
+    if count:
+        print(f"  (in ledger.db: {count} blobs, {size / cases:.0f} B/case compressed)")
+    print(f"  {'in SQLite, per case:':22} {'events':>7} {'data B':>8} {'meta B':>8}")
+    for type, n, data, meta in by_type(home):
+        print(f"  {type:22} {n / cases:7.2f} {data / cases:8.0f} {meta / cases:8.0f}")
+    return total / cases
+
+
+def main(argv: list[str]) -> int:
+    """Print bytes per case with and without the blob store; exit 1 when above Inspect's."""
+    cases = int(argv[0]) if argv else 1000
+    with tempfile.TemporaryDirectory() as tmp:
+        with_blobs = report("with the blob store", judged(cases, Path(tmp) / "blobs", True), cases)
+        without = report("without it (the baseline)", judged(cases, Path(tmp) / "inline", False), cases)
+    print(f"blob store / baseline: {with_blobs / without:.2f}; "
+          f"blob store / Inspect ({INSPECT_BYTES_PER_ITEM / 1024:.1f} KB per item, stated): "
+          f"{with_blobs / INSPECT_BYTES_PER_ITEM:.2f} "
+          f"({'ok' if with_blobs <= INSPECT_BYTES_PER_ITEM else 'MISSED'})")
+    return 0 if with_blobs <= INSPECT_BYTES_PER_ITEM else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

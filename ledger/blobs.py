@@ -1,0 +1,376 @@
+"""The content-addressed blob store's format: how an event's payload is split into blobs and joined again.
+
+Large or repeated parts of an event's data (a judge call's prompt, its response schema, a
+benchmark's questions) are stored once, zlib-compressed, keyed by the sha256 of their canonical
+JSON bytes; the event's stored data holds a reference ``{"$blob": "sha256:<hex>"}`` in their place.
+The hash chain covers the stored data (references included), and a blob's key is the hash of
+its content, so the chain covers every blob transitively. Splitting is a pure function of the
+payload: the same data always gives the same stored bytes and the same blobs.
+
+A payload dict that happens to look like a reference (one key, ``$blob`` or ``$lit``) is wrapped
+as ``{"$lit": {...}}`` so it reads back as itself. Joining restores the payload exactly: the
+canonical JSON of the joined data equals the canonical JSON of the data before the split.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import zlib
+from typing import IO, Any, Callable, Iterable, Iterator
+
+import orjson
+
+from evalledger.ledger.envelope import EnvelopeError, Event, canonical_json, decode_json
+from evalledger.ledger.persistence import LedgerError, Prepared
+
+REF = "$blob"
+LIT = "$lit"
+PREFIX = "sha256:"
+#: a string at least this long is a blob of its own (a prompt, a reply, a response text)
+MIN_STRING = 300
+#: an object or array (below the top) whose stored JSON is at least this long becomes a blob
+MIN_CONTAINER = 600
+_LEVEL = 6
+#: the event types whose payloads are split: judge calls are two thirds of a judged home's bytes,
+#: and inputs (benchmarks, cases) stay inline so an export of them can be edited line by line
+SPLIT_TYPES = frozenset({"judge.called"})
+_MARKERS = (b'"$blob"', b'"$lit"')
+BLOB_LINE_START = b'{"blob":"'
+
+
+class BlobError(LedgerError):
+    """A referenced blob is missing or does not hash to its key."""
+
+
+def blob_key(raw: bytes) -> str:
+    """The key of a blob: the sha256 (hex) of its uncompressed bytes."""
+    return hashlib.sha256(raw).hexdigest()
+
+
+def pack(raw: bytes) -> bytes:
+    """The stored (compressed) form of a blob's bytes."""
+    return zlib.compress(raw, _LEVEL)
+
+
+def unpack(key: str, packed: bytes, where: str) -> bytes:
+    """A blob's bytes from its stored form, checked against its key (BlobError when altered)."""
+    try:
+        raw = zlib.decompress(packed)
+    except zlib.error as exc:
+        raise BlobError(f"{where}: blob {PREFIX}{key} cannot be decompressed ({exc}): it was altered") from None
+    if blob_key(raw) != key:
+        raise BlobError(f"{where}: blob {PREFIX}{key} does not hash to its key: it was altered")
+    return raw
+
+
+def has_markers(raw: bytes | str) -> bool:
+    """True when stored JSON may hold a reference or an escaped literal (a cheap substring test)."""
+    if isinstance(raw, str):   # rows from SQLite: no encoding on the path every read takes
+        return '"$blob"' in raw or '"$lit"' in raw
+    return _MARKERS[0] in raw or _MARKERS[1] in raw
+
+
+def blob_file_path(path: str) -> str:
+    """Where the blob lines of a JSONL file (a mirror, an export, a JSONL ledger) are kept."""
+    return path + ".blobs"
+
+
+def split(data: Any, raw: bytes) -> tuple[bytes, dict[str, bytes]]:
+    """(stored bytes, {key: blob bytes}) of a payload whose canonical JSON is ``raw``.
+
+    The blobs are in dependency order (a blob's own references come before it). A payload with
+    nothing to split is stored as ``raw`` itself.
+    """
+    if len(raw) < MIN_STRING and not has_markers(raw):
+        return raw, {}
+    blobs: dict[str, bytes] = {}
+    stored = _split_value(data, blobs, top=True)
+    if not blobs and stored is data:
+        return raw, {}
+    return _encode(stored), blobs
+
+
+def split_batch(batch: list[Prepared], known: set[str], blobs: dict[str, bytes]) -> list[Prepared]:
+    """The batch with the payloads of ``SPLIT_TYPES`` split; the blobs not in ``known`` (committed
+    by this writer already, so not packed again) go into ``blobs``, in dependency order."""
+    out = []
+    for p in batch:
+        if p.type in SPLIT_TYPES:
+            stored, found = split(p.data_obj, p.data)
+            if stored is not p.data:
+                p = p._replace(data=stored)
+                for key, raw in found.items():
+                    if key not in known:
+                        blobs.setdefault(key, raw)
+        out.append(p)
+    return out
+
+
+def remember_blobs(known: set[str], blobs: dict[str, bytes], most: int = 100_000) -> None:
+    """After a commit: these keys are in the store (a bounded set: forgetting only costs a pack)."""
+    if len(known) > most:
+        known.clear()
+    known.update(blobs)
+
+
+def _encode(value: Any) -> bytes:
+    """Canonical JSON of a part of a payload that ``canonical_json`` already accepted whole (so no
+    NaN to look for): orjson directly, the standard library for integers beyond 64 bits."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return canonical_json(value)
+
+
+def _ref(encoded: bytes, blobs: dict[str, bytes]) -> dict[str, str]:
+    key = blob_key(encoded)
+    blobs.setdefault(key, encoded)
+    return {REF: PREFIX + key}
+
+
+def _split_value(value: Any, blobs: dict[str, bytes], top: bool = False) -> Any:
+    """``value`` with its large parts replaced by references (bottom-up, so inner parts dedupe)."""
+    kind = type(value)
+    if kind is str:
+        return _ref(_encode(value), blobs) if len(value) >= MIN_STRING else value
+    if kind is dict:
+        out: Any = {k: _split_value(v, blobs) for k, v in value.items()}
+        if len(out) == 1 and (REF in out or LIT in out):
+            out = {LIT: out}
+    elif kind is list:
+        out = [_split_value(v, blobs) for v in value]
+    else:
+        return value
+    if not top and out:
+        encoded = _encode(out)
+        if len(encoded) >= MIN_CONTAINER:
+            return _ref(encoded, blobs)
+    return out
+
+
+def join(value: Any, fetch: Callable[[str], bytes]) -> Any:
+    """``value`` with every reference replaced by its blob's content (``fetch(key)`` gives its bytes)."""
+    kind = type(value)
+    if kind is dict:
+        if len(value) == 1:
+            if REF in value:
+                return join(decode_json(fetch(ref_key(value[REF]))), fetch)
+            if LIT in value and type(value[LIT]) is dict:
+                return {k: join(v, fetch) for k, v in value[LIT].items()}
+        return {k: join(v, fetch) for k, v in value.items()}
+    if kind is list:
+        return [join(v, fetch) for v in value]
+    return value
+
+
+def ref_key(ref: Any) -> str:
+    """The hex key of a reference's ``sha256:<hex>`` text (EnvelopeError when it is not one)."""
+    if not isinstance(ref, str) or not ref.startswith(PREFIX) or len(ref) != len(PREFIX) + 64 \
+            or ref[len(PREFIX):].strip("0123456789abcdef"):
+        raise EnvelopeError(f"{ref!r} is not a blob reference (sha256:<64 hex digits>)")
+    return ref[len(PREFIX):]
+
+
+_REF_TEXT = re.compile(rb'\{"\$blob":"sha256:([0-9a-f]{64})"\}')
+
+
+def raw_refs(raw: bytes | str) -> list[str]:
+    """The keys stored JSON refers to directly, in document order, read from the text: without an
+    escaped literal (``$lit``) every one-key ``{"$blob": ...}`` object in it is a reference (the
+    quotes of one inside a string would be escaped)."""
+    data = raw.encode() if isinstance(raw, str) else raw
+    if b'"$lit"' in data:
+        return refs(decode_json(data))
+    return [m.decode() for m in _REF_TEXT.findall(data)]
+
+
+def refs(value: Any) -> list[str]:
+    """The keys a stored value refers to directly, in document order (not those inside blobs)."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        kind = type(current)
+        if kind is dict:
+            if len(current) == 1 and REF in current:
+                found.append(ref_key(current[REF]))
+                continue
+            inner = current[LIT] if len(current) == 1 and LIT in current and type(current[LIT]) is dict else current
+            stack.extend(reversed(list(inner.values())))
+        elif kind is list:
+            stack.extend(reversed(current))
+    return found
+
+
+def blob_line(key: str, packed: bytes) -> bytes:
+    """The JSONL line that carries a blob in the mirror and in an export, before its first use."""
+    return b'{"blob":"%b","zlib":"%b"}\n' % (key.encode(), base64.b64encode(packed))
+
+
+def is_blob_line(line: bytes) -> bool:
+    """True for a blob line (event lines start with ``{"data":``)."""
+    return line.startswith(BLOB_LINE_START)
+
+
+def parse_blob_line(line: bytes, where: str) -> tuple[str, bytes, bytes]:
+    """(key, uncompressed bytes, stored form) of a blob line, checked (BlobError when it is not right)."""
+    try:
+        parsed = decode_json(line)
+        key, text = parsed["blob"], parsed["zlib"]
+        if set(parsed) != {"blob", "zlib"} or not isinstance(text, str):
+            raise ValueError("it holds other fields")
+        ref_key(PREFIX + key)
+        packed = base64.b64decode(text, validate=True)
+    except (ValueError, KeyError, TypeError, EnvelopeError) as exc:
+        raise BlobError(f"{where}: not a blob line ({exc})") from None
+    return key, unpack(key, packed, where), packed
+
+
+class BlobReader:
+    """Reads blobs through ``load(key) -> stored form or None``, checking each against its key and
+    keeping the most recently used ones (a shared system prompt is read once, not per event)."""
+
+    def __init__(self, load: Callable[[str], bytes | None], where: str, keep: int = 256):
+        self._load = load
+        self.where = where
+        self._keep = keep
+        self._cache: dict[str, bytes] = {}
+
+    def fetch(self, key: str) -> bytes:
+        """The uncompressed bytes of blob ``key`` (BlobError when it is missing or altered)."""
+        raw = self._cache.get(key)
+        if raw is not None:
+            return raw
+        packed = self._load(key)
+        if packed is None:
+            raise BlobError(f"{self.where}: blob {PREFIX}{key} is missing")
+        raw = unpack(key, packed, self.where)
+        if self._keep > 0:
+            if len(self._cache) >= self._keep:
+                self._cache.pop(next(iter(self._cache)))   # the oldest: dicts keep insertion order
+            self._cache[key] = raw
+        return raw
+
+    def row_event(self, *row: Any) -> Event:
+        """An Event from a row of stored columns, its payload whole (blobs are read now, not when
+        ``data`` is first used: an event may outlive the store it was read from)."""
+        event = Event(*row)
+        if has_markers(row[6]):
+            event._data = join(decode_json(row[6]), self.fetch)   # the stored bytes stay in raw_data
+        return event
+
+    def resolve(self, raw: bytes | str, data: Any) -> Any:
+        """The whole payload of stored data ``raw`` already decoded as ``data``."""
+        return join(data, self.fetch) if has_markers(raw) else data
+
+    def resolved_bytes(self, raw: bytes) -> bytes:
+        """The canonical JSON of the whole payload of stored data ``raw`` (``raw`` when it has no references)."""
+        return canonical_json(join(decode_json(raw), self.fetch)) if has_markers(raw) else raw
+
+    def check(self, key: str, seen: set[str]) -> None:
+        """Check blob ``key`` and every blob inside it, skipping keys in ``seen`` (BlobError on the first bad one)."""
+        pending = [key]
+        while pending:
+            current = pending.pop()
+            if current in seen:
+                continue
+            raw = self.fetch(current)
+            seen.add(current)
+            if has_markers(raw):
+                pending.extend(raw_refs(raw))
+
+    def with_inner(self, keys: list[str], emitted: Any) -> list[str]:
+        """``keys`` preceded by the blobs they refer to (dependency order), without those in ``emitted``."""
+        return blob_order(keys, self.fetch, emitted)
+
+
+def blob_order(keys: list[str], fetch: Callable[[str], bytes], emitted: Any) -> list[str]:
+    """The order in which blob lines go out for an event referring to ``keys``: each blob after
+    the blobs inside it, skipping (and then adding to) ``emitted``. Export and mirror share it, so
+    a mirror written append by append holds the same bytes as an export."""
+    order: list[str] = []
+    stack: list[tuple[str, bool]] = [(k, False) for k in reversed(keys)]
+    while stack:
+        key, ready = stack.pop()
+        if ready:
+            order.append(key)
+            continue
+        if key in emitted:
+            continue
+        emitted.add(key)
+        stack.append((key, True))
+        raw = fetch(key)
+        if has_markers(raw):
+            stack.extend((k, False) for k in reversed(raw_refs(raw)))
+    return order
+
+
+def interleave(pairs: Iterable[tuple[bytes | str, bytes]], reader: BlobReader,
+               load: Callable[[str], bytes | None]) -> Iterator[bytes]:
+    """The lines of an export or a mirror: each pair is (stored JSON holding the event's data, its
+    line); each blob's line (``load`` gives its stored form) goes before the first event that uses
+    it, with the blobs inside it before it. The same events always give the same lines."""
+    emitted: set[str] = set()
+    for raw, line in pairs:
+        if has_markers(raw):
+            found = raw_refs(raw)
+            try:
+                keys = reader.with_inner(found, emitted)
+            except BlobError:   # missing or altered: verify names it; what is there still goes out
+                keys = [k for k in found if k not in emitted]
+                emitted.update(keys)
+            for key in keys:
+                packed = load(key)
+                if packed is not None:
+                    yield blob_line(key, packed)
+        yield line
+
+
+class BlobFile:
+    """The blobs of a JSONL ledger: blob lines in ``<file>.blobs``, found through an index of offsets."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._at: dict[str, tuple[int, int]] = {}
+        self._indexed = 0
+        self._fh: IO[bytes] | None = None
+
+    def close(self) -> None:
+        """Close the file kept open for reading."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def load(self, key: str) -> bytes | None:
+        """The stored form of blob ``key`` (None when the file lacks it)."""
+        if key not in self._at:
+            self._index()
+        place = self._at.get(key)
+        if place is None:
+            return None
+        if self._fh is None:
+            self._fh = open(self.path, "rb")   # kept open: a verify reads thousands of blobs
+        self._fh.seek(place[0])
+        line = self._fh.read(place[1])
+        try:
+            return base64.b64decode(decode_json(line)["zlib"])
+        except (ValueError, KeyError, TypeError):
+            return b""   # not a blob line any more: unpack reports it as altered
+
+    def _index(self) -> None:
+        """Index the lines written since the last look."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self._indexed)
+                offset = self._indexed
+                for line in fh:
+                    if not line.endswith(b"\n"):
+                        break
+                    if is_blob_line(line):
+                        self._at.setdefault(line[9:73].decode("ascii", "replace"), (offset, len(line)))
+                    offset += len(line)
+                self._indexed = offset
+        except FileNotFoundError:
+            return
