@@ -30,7 +30,15 @@ from evalledger.ledger.api import (
 from evalledger.ledger.catalog import Payload, event_type, known_types, payload_model, upcaster
 from evalledger.ledger.envelope import EnvelopeError, Event, NewEvent, canonical_json, event_id
 from evalledger.ledger.importer import ImportRefused
-from evalledger.ledger.persistence import ConflictError, DiskFull, Head, LedgerError, ScanRow, StoredPayload, stored_payload
+from evalledger.ledger.persistence import (
+    ConflictError,
+    DiskFull,
+    Head,
+    LedgerError,
+    ScanRow,
+    StoredPayload,
+    stored_payload,
+)
 from evalledger.ledger.verify import Problem, VerifyReport
 
 __all__ = [
