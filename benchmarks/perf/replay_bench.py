@@ -1,7 +1,7 @@
 """Is a replay slower than the run it replays? Both measured in one run, CPU seconds.
 
 Run:  python benchmarks/perf/replay_bench.py [CASES] [--rounds N] [--no-cli]
-      (default 640 cases: 320 questions x 2 models; 3 rounds)
+      (default 640 cases: 320 questions x 2 models; 5 rounds)
 
 A template benchmark with two fields per question, under deep judgment (three judge calls a case),
 is ingested and judged by the offline judge (``run_until_idle``; the ingest is not timed), then
@@ -119,7 +119,7 @@ def main(argv: list[str]) -> int:
     """Print run and replay CPU seconds and their ratios; exit 1 when the replay costs more (main figure)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="?", type=int, default=640)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-cli", action="store_true", help="skip the command-line figure")
     args = parser.parse_args(argv)
     runs, replays = [], []
