@@ -5,6 +5,7 @@ The public API (see ``ledger.api``)::
     open_ledger(path, durability="normal", readonly=False) -> Ledger   # a home dir, a .jsonl or a .db file
     init_home(home, store=None); bind_store(home, url); store_of(home)   # a home whose events are in PostgreSQL
     Ledger.append(events, expected_version=None, tracking=None) -> list[Event]
+    stored_payload(event, where) -> StoredPayload   # NewEvent.data copying a read event's stored bytes
     Ledger.read(from_seq=1, types=None, stream=None, to_seq=None) -> Iterator[Event]
     Ledger.head() -> Head; Ledger.verify(expect_head=None) -> VerifyReport
     Ledger.export(out); Ledger.import_file(path)
@@ -29,13 +30,21 @@ from evalledger.ledger.api import (
 from evalledger.ledger.catalog import Payload, event_type, known_types, payload_model, upcaster
 from evalledger.ledger.envelope import EnvelopeError, Event, NewEvent, canonical_json, event_id
 from evalledger.ledger.importer import ImportRefused
-from evalledger.ledger.persistence import ConflictError, DiskFull, Head, LedgerError, ScanRow
+from evalledger.ledger.persistence import (
+    ConflictError,
+    DiskFull,
+    Head,
+    LedgerError,
+    ScanRow,
+    StoredPayload,
+    stored_payload,
+)
 from evalledger.ledger.verify import Problem, VerifyReport
 
 __all__ = [
     "ConflictError", "DiskFull", "EnvelopeError", "bind_store", "store_of", "Event", "Head", "ImportRefused",
     "Ledger", "LedgerError", "NewEvent",
     "Payload",
-    "Problem", "ScanRow", "VerifyReport", "canonical_json", "default_home", "event_id", "event_type", "init_home",
-    "is_home", "known_types", "open_ledger", "parse_head", "payload_model", "upcaster",
+    "Problem", "ScanRow", "StoredPayload", "VerifyReport", "canonical_json", "default_home", "event_id", "event_type", "init_home",
+    "is_home", "known_types", "open_ledger", "parse_head", "payload_model", "stored_payload", "upcaster",
 ]

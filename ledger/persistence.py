@@ -15,8 +15,18 @@ from hashlib import sha256
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Mapping, NamedTuple
 
 from evalledger.ledger.catalog import validate_payload
-from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, Event, NewEvent, canonical_json, event_id, utc_now
+from evalledger.ledger.envelope import (
+    GENESIS_HASH,
+    EnvelopeError,
+    Event,
+    NewEvent,
+    canonical_json,
+    chain_hash,
+    event_id,
+    utc_now,
+)
 from evalledger.ledger.merkle import Frontier
+from evalledger.ledger.schemas import SCHEMAS
 
 if TYPE_CHECKING:
     from evalledger.ledger.verify import VerifyReport
@@ -101,17 +111,51 @@ def check_stream(stream: str) -> None:
 _GOOD_STREAMS: set[str] = set()  # names already checked: a stage appends to the same streams often
 
 
+class StoredPayload(NamedTuple):
+    """A stored event's payload to append again as its stored canonical bytes (``stored_payload``).
+
+    ``prepare`` neither validates nor re-encodes it: it was validated when first appended, and
+    ``stored_payload`` checked that the stored bytes are the ones the event's hash covers.
+    """
+
+    type: str
+    schema: int
+    raw: bytes
+
+
+def stored_payload(event: Event, where: str) -> StoredPayload | Any:
+    """What to append to copy ``event``'s payload into another ledger (as ``NewEvent.data``).
+
+    At its type's current schema: its stored bytes, once its hash is checked against them (an
+    event altered in the store ``where`` names raises LedgerError, so an altered payload is
+    never copied on unvalidated). At an older schema: the payload upcast, validated on append.
+    """
+    if SCHEMAS.get(event.type) != event.schema:
+        return event.data
+    if chain_hash(event.prev_hash, event.canonical()) != event.hash:
+        raise LedgerError(f"{where}: event seq {event.seq} ({event.type}, id {event.id}) does not match its "
+                          "hash: the store was altered after it was written ('evalledger verify' lists it)")
+    raw = event.raw_data
+    return StoredPayload(event.type, event.schema, raw.encode() if isinstance(raw, str) else bytes(raw))
+
+
 def prepare(event: NewEvent, now: str | None = None, metas: dict[int, Any] | None = None) -> Prepared:
     """Validate a NewEvent against the catalog and encode its data and meta canonically.
 
     ``now`` is the batch's ``recorded_at`` (one instant for one atomic batch); ``metas`` memoises
-    the encoding of a meta mapping that several events of a batch share (by identity).
+    the encoding of a meta mapping that several events of a batch share (by identity). A
+    ``StoredPayload`` of the same type is taken as it is (decoded only when someone reads it).
     """
     check_stream(event.stream)
-    schema, data = validate_payload(event.type, event.data)  # an unknown type fails here
+    given = event.data
+    if given.__class__ is StoredPayload and given.type == event.type:
+        schema, data, raw = given.schema, None, given.raw
+    else:
+        schema, data = validate_payload(event.type, given)  # an unknown type fails here
+        raw = canonical_json(data)
     meta_bytes, meta = _encode_meta(event.meta, now or utc_now(), metas)
     return Prepared(event_id(event.stream, event.type, event.key), event.stream, event.type, schema,
-                    canonical_json(data), meta_bytes, data, meta)
+                    raw, meta_bytes, data, meta)
 
 
 def _encode_meta(given: Mapping[str, Any] | None, now: str,

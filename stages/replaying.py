@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Collection
 
 from evalledger import ledger
-from evalledger.ledger import Event, NewEvent
+from evalledger.ledger import Event, NewEvent, stored_payload
 from evalledger.ledger.api import HOME_FOLDERS
 from evalledger.stages.config import ConfigError
 from evalledger.stages.dispatcher import RunSettings, RunSummary, run_until_idle
@@ -200,8 +200,8 @@ def seed_replay(source: ledger.Ledger, target: ledger.Ledger, source_label: str,
     for event in source.read(types=COPIED_TYPES, to_seq=upto):
         if wanted is not None and event.type == "case.opened" and event.data.get("case_id") not in wanted:
             continue
-        # event.data is at the current schema: an old event is copied upcast, and stored as current
-        batch.append(NewEvent(event.stream, event.type, event.data, key=f"replay:{event.id}",
+        # Copied as its stored bytes, its hash checked (an old event is copied upcast, stored as current)
+        batch.append(NewEvent(event.stream, event.type, stored_payload(event, source.label), key=f"replay:{event.id}",
                               meta={"stage": "replay", "causation": origin.id, "source_event": event.id,
                                     "source_seq": event.seq}))
         if len(batch) >= 1000:

@@ -34,6 +34,7 @@ from evalledger.stages.judge.group_commit import GroupCommitter
 from evalledger.stages.judge.recording import (
     CALL_EVENT,
     CallIndex,
+    KeptAnswer,
     call_event,
     case_stream,
     index_for,
@@ -81,10 +82,10 @@ class Found:
     """A recorded success: its event, the hash it was found under, and what ``accept`` made of it.
 
     The event is a stored one, or one held for its case's commit (``CaseCalls``): both have the
-    stream and data a reuse reads.
+    stream and data a reuse reads; or, from a replay source, the answer its index kept.
     """
 
-    event: Event | NewEvent
+    event: Event | NewEvent | KeptAnswer
     request_hash: str
     value: Any = None
 
@@ -170,7 +171,9 @@ class RecordedCalls:
         self.led = led
         self.index: CallIndex | None = index_for(led) if led is not None else None
         self.source = source
-        self.source_index: CallIndex | None = index_for(source) if source is not None else None
+        # A separate source is read only for its answers: its index keeps them (no event read back per call).
+        self.source_index: CallIndex | None = (index_for(source, keep_answers=source is not led)
+                                               if source is not None else None)
         self.misses: list[dict[str, Any]] = []
         self._writer: GroupCommitter | None = None
         self._identities: dict[tuple[Any, ...], list[tuple[str, str | None]]] = {}
@@ -265,11 +268,12 @@ class RecordedCalls:
 
 
 def _first(led, index: CallIndex, hashes: list[str], accept: Callable[[Event], Any] | None) -> Found | None:
-    """The first recorded success under ``hashes`` (in order) that ``accept`` takes."""
-    def recorded() -> Iterator[tuple[Event, str]]:
+    """The first recorded success under ``hashes`` (in order) that ``accept`` takes (its kept
+    answer when the index kept one, else the event read back)."""
+    def recorded() -> Iterator[tuple[Event | KeptAnswer, str]]:
         for hash in hashes:
             found = index.success(hash)
-            event = led.get(found.id) if found is not None else None
+            event = None if found is None else found.answer if found.answer is not None else led.get(found.id)
             if event is not None:
                 yield event, hash
     return _first_accepted(recorded(), accept)

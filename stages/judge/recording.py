@@ -5,6 +5,8 @@
   first recorded success; call -> the highest attempt number), built once per ledger and caught
   up from the ledger before every miss, so events appended by another process are seen too.
   Correctness never depends on it: a miss only means "call", and event ids are deterministic.
+  A replay source's index also keeps each success's answer (``KeptAnswer``: the payload without
+  the request), decoded once while it is built, so a replayed call reads no event back.
 - ``call_event`` / ``record_events``: one attempt (success or failure) as an event on the case's
   stream, with an id from (case, role, request hash, step attempt, attempt), so a redone step
   appends nothing; appending folds it into the index. The ports record through
@@ -42,14 +44,34 @@ def call_key(role: str, hash: str, step_attempt: int, attempt: int | str) -> str
     return f"judge:{role}:{hash}:{step_attempt}:{attempt}"
 
 
+# What a kept answer leaves out: the request (the prompt messages, most of an event's bytes) and
+# what was sent and received raw. Nothing that answers from a record reads them.
+_NOT_KEPT = frozenset(("request", "sent", "raw_reply"))
+
+
+@dataclass(frozen=True, slots=True)
+class KeptAnswer:
+    """A recorded success as a replay reads it: its event id, stream, and payload without the request."""
+
+    id: str
+    stream: str
+    data: dict[str, Any]
+
+
+def kept_answer(event: Event) -> KeptAnswer:
+    """``event`` (a ``judge.called`` success) as a ``KeptAnswer``."""
+    return KeptAnswer(event.id, event.stream, {k: v for k, v in event.data.items() if k not in _NOT_KEPT})
+
+
 @dataclass(frozen=True, slots=True)
 class Recorded:
-    """Where a recorded success is: its event id, stream, backend and model."""
+    """Where a recorded success is: its event id, stream, backend and model (and its answer, when kept)."""
 
     id: str
     stream: str
     backend: str
     model: str | None
+    answer: KeptAnswer | None = None
 
 
 @dataclass
@@ -62,6 +84,7 @@ class CallIndex:
     attempts: dict[tuple[str, str, str, int], int] = field(default_factory=dict)
     identities: dict[str, set[tuple[str, str | None]]] = field(default_factory=dict)
     own_seqs: set[int] = field(default_factory=set)   # appended here, after last_seq
+    keep_answers: bool = False   # a replay source: keep each success's answer (``KeptAnswer``)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def catch_up(self) -> None:
@@ -91,7 +114,8 @@ class CallIndex:
         backend = data.get("source_backend") or data.get("backend")
         self.count_attempt(event.stream, data)
         if data.get("error") is None and not data.get("degraded") and hash not in self.successes:
-            self.successes[hash] = Recorded(event.id, event.stream, data.get("backend"), data.get("model"))
+            answer = kept_answer(event) if self.keep_answers else None
+            self.successes[hash] = Recorded(event.id, event.stream, data.get("backend"), data.get("model"), answer)
         self.identities.setdefault(role, set()).add((backend, data.get("model")))
         if advance:
             self.last_seq = max(self.last_seq, event.seq)
@@ -140,12 +164,18 @@ _INDEXES: "weakref.WeakKeyDictionary[Any, CallIndex]" = weakref.WeakKeyDictionar
 _INDEXES_LOCK = threading.Lock()
 
 
-def index_for(led) -> CallIndex:
-    """The one CallIndex of a ledger (shared by every judge and search port on it), caught up."""
+def index_for(led, keep_answers: bool = False) -> CallIndex:
+    """The one CallIndex of a ledger (shared by every judge and search port on it), caught up.
+
+    ``keep_answers``: the ledger is a replay source; its index keeps the answers it folds (one
+    built before without them reads those events back when asked).
+    """
     with _INDEXES_LOCK:
         index = _INDEXES.get(led)
         if index is None:
-            index = _INDEXES[led] = CallIndex(led)
+            index = _INDEXES[led] = CallIndex(led, keep_answers=keep_answers)
+        elif keep_answers:
+            index.keep_answers = True
     index.catch_up()
     return index
 
