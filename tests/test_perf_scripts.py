@@ -24,6 +24,8 @@ CASES = {
                        ["ideal", "ratio", "recording", "target < 1.0 ms", "answered 429 and retried",
                         "lowest adaptive concurrency"]),
     "replay_bench.py": (["40"], ["judged in the run", "replay/run", "copying the inputs"]),
+    "scale_bench.py": (["20", "--check", "--skip-inspect"],
+                       ["ms CPU a case", "peak RSS MB", "KB a case", "events a case", "check, 2 -> 20 cases"]),
     "run_bench.py": (["40"], ["ms a case", "per-case CPU at 40 vs 4 cases", "target <= 1.25", "a case)"]),
     "merkle_bench.py": (["3000"], ["merkle root", "chain verify", "append keeping the tree", "inclusion proof"]),
     "schema_bench.py": (["--repeat", "5"], ["request shapes", "built", "cached", "target < 0.2 ms"]),
@@ -76,3 +78,46 @@ def test_soak_script_runs_at_a_tiny_size_and_finds_nothing_lost_or_stuck():
                    "verify: ok", "after restart"):
         assert figure in done.stdout, (figure, done.stdout)
     assert done.returncode == 0, done.stdout
+
+
+def _scale_bench():
+    """benchmarks/perf/scale_bench.py as a module (it imports replay_bench from its own folder)."""
+    sys.path.insert(0, str(PERF))
+    try:
+        import scale_bench
+    finally:
+        sys.path.remove(str(PERF))
+    return scale_bench
+
+
+def _measurement(bench, cases, cpu, rss, kb_a_case=4.0):
+    steps = {step: bench.Usage(cpu, rss, cpu) for step in bench.STEPS}
+    return bench.Measurement(cases, steps, int(kb_a_case * 1024 * cases), 0, 12 * cases)
+
+
+def test_scale_bench_check_flags_growth_memory_and_size_and_passes_flat_figures():
+    # The --check verdicts on figures: per-case CPU is net of the empty home's (0.5 s a step), so
+    # 1.5 s at 1,000 and 10.5 s at 10,000 cases is flat (1 ms a case at both).
+    bench = _scale_bench()
+    empty = _measurement(bench, 0, 0.5, 45.0)
+    small = _measurement(bench, 1000, 1.5, 60.0)
+    assert bench.check_failures(small, _measurement(bench, 10_000, 10.5, 70.0), empty, 8.2) == []
+
+    grown = bench.check_failures(small, _measurement(bench, 10_000, 20.5, 70.0), empty, 8.2)
+    assert len(grown) == len(bench.STEPS) and all("CPU a case grew 2.00x" in m for m in grown), grown
+
+    heavy = bench.check_failures(small, _measurement(bench, 10_000, 10.5, 310.0), empty, 8.2)
+    assert sum("peak RSS grew" in m for m in heavy) == len(bench.STEPS)
+    assert sum("peak RSS 310.0 MB" in m and "target < 300 MB" in m for m in heavy) == len(bench.STEPS)
+
+    large = bench.check_failures(small, _measurement(bench, 10_000, 10.5, 70.0, kb_a_case=9.0), empty, 8.2)
+    assert large == ["home: 9.0 KB a case, Inspect's log 8.2 KB an item uncompressed (target: at most Inspect's)"]
+
+
+def test_scale_bench_refuses_a_size_below_two_and_an_existing_keep_folder(tmp_path):
+    one = subprocess.run([sys.executable, str(PERF / "scale_bench.py"), "1"], capture_output=True, text=True,
+                         timeout=60)
+    assert one.returncode == 2 and "N must be at least 2" in one.stderr, one.stderr
+    kept = subprocess.run([sys.executable, str(PERF / "scale_bench.py"), "4", "--keep", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert kept.returncode != 0 and "already exists" in kept.stderr, kept.stderr

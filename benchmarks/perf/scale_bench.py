@@ -124,15 +124,16 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def event_count(home: Path, log: Path, timeout: float) -> int:
-    """Events in the home's ledger: the seq of its head, from ``evalledger status --json``."""
+def judged_and_events(home: Path, log: Path, timeout: float) -> tuple[int, int]:
+    """(cases judged, events in the ledger) of ``home``, from ``evalledger status --json``."""
     cmd = [sys.executable, "-m", "evalledger", "--home", str(home), "status", "--json"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
-        log.open("a").write(done.stdout + done.stderr)
+        with log.open("a") as out:
+            out.write(done.stdout + done.stderr)
         raise StepFailed(f"status --json: exit code {done.returncode}; see {log}")
-    head = json.loads(done.stdout)["head"]
-    return int(head["seq"] if isinstance(head, dict) else str(head).split(":")[0])
+    status = json.loads(done.stdout)
+    return int(status["cases"].get("judged", 0)), int(status["head"]["seq"])
 
 
 @dataclass
@@ -156,9 +157,15 @@ def measure_size(cases: int, folder: Path, timeout: float) -> Measurement:
         cases = write_inputs(cases, home / "inbox")
     else:
         (home / "inbox").mkdir(parents=True, exist_ok=True)
-    steps = {step: measured(step_command(step, home), log, timeout) for step in STEPS}
-    return Measurement(cases, steps, folder_bytes(home), folder_bytes(folder / "replayed"),
-                       event_count(home, log, timeout))
+    steps = {}
+    for step in STEPS:
+        steps[step] = measured(step_command(step, home), log, timeout)
+        print(f"  [{cases:,} cases] {step}: {steps[step].cpu:.2f} s CPU, {steps[step].rss_mb:.1f} MB",
+              file=sys.stderr, flush=True)
+    judged, events = judged_and_events(home, log, timeout)
+    if judged != cases:   # timing a run that judged less would flatter it
+        raise StepFailed(f"{judged:,} of {cases:,} cases judged in {home}; see {log}")
+    return Measurement(cases, steps, folder_bytes(home), folder_bytes(folder / "replayed"), events)
 
 
 def per_case_cpu(m: Measurement, empty: Measurement, step: str) -> float:
