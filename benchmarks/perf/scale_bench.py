@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from replay_bench import benchmark
@@ -124,6 +124,11 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
+def entry_bytes(folder: Path) -> dict[str, int]:
+    """Bytes of each top-level file or folder of ``folder``, by name: where a home's bytes are."""
+    return {p.name: folder_bytes(p) if p.is_dir() else p.stat().st_size for p in folder.iterdir()}
+
+
 def judged_and_events(home: Path, log: Path, timeout: float) -> tuple[int, int]:
     """(cases judged, events in the ledger) of ``home``, from ``evalledger status --json``."""
     cmd = [sys.executable, "-m", "evalledger", "--home", str(home), "status", "--json"]
@@ -145,6 +150,7 @@ class Measurement:
     home_bytes: int
     replay_bytes: int
     events: int
+    home_parts: dict[str, int] = field(default_factory=dict)
 
 
 def measure_size(cases: int, folder: Path, timeout: float) -> Measurement:
@@ -165,7 +171,8 @@ def measure_size(cases: int, folder: Path, timeout: float) -> Measurement:
     judged, events = judged_and_events(home, log, timeout)
     if judged != cases:   # timing a run that judged less would flatter it
         raise StepFailed(f"{judged:,} of {cases:,} cases judged in {home}; see {log}")
-    return Measurement(cases, steps, folder_bytes(home), folder_bytes(folder / "replayed"), events)
+    return Measurement(cases, steps, folder_bytes(home), folder_bytes(folder / "replayed"), events,
+                       entry_bytes(home))
 
 
 def per_case_cpu(m: Measurement, empty: Measurement, step: str) -> float:
@@ -188,6 +195,10 @@ def print_size(m: Measurement, empty: Measurement) -> None:
     print(f"  home: {m.home_bytes / max(1, m.cases) / 1024:.1f} KB a case ({m.home_bytes / 1e6:.1f} MB), "
           f"{m.events / max(1, m.cases):.1f} events a case ({m.events:,} events); "
           f"replayed home {m.replay_bytes / max(1, m.cases) / 1024:.1f} KB a case")
+    parts = sorted(m.home_parts.items(), key=lambda kv: (-kv[1], kv[0]))[:6]
+    print("  where the home's bytes are: " + ", ".join(
+        f"{name} {size / max(1, m.cases) / 1024:.1f} KB a case ({size / max(1, m.home_bytes):.0%})"
+        for name, size in parts if size))
 
 
 # ---------------------------------------------------------------------------------------------
