@@ -121,3 +121,17 @@ def test_scale_bench_refuses_a_size_below_two_and_an_existing_keep_folder(tmp_pa
     kept = subprocess.run([sys.executable, str(PERF / "scale_bench.py"), "4", "--keep", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert kept.returncode != 0 and "already exists" in kept.stderr, kept.stderr
+
+
+def test_scale_bench_gives_inspect_the_same_items_as_the_ledger():
+    # Inspect's side of the comparison judges the same work: every case once, its question, its
+    # model's response, and the product as includes()'s target (found in the right answers only).
+    bench = _scale_bench()
+    whole = bench.benchmark(40)
+    items = bench.inspect_items(40)
+    assert sorted((i["id"].rsplit("-", 1)[0], i["model"], i["text"]) for i in items) == sorted(
+        (r["question_id"], r["model"], r["text"]) for r in whole["responses"])
+    questions = {q["id"]: q["question"] for q in whole["questions"]}
+    assert all(i["question"] == questions[i["id"].rsplit("-", 1)[0]] for i in items)
+    assert [i["target"] in i["text"] for i in items if i["model"] == "right"] == [True] * 20
+    assert [i["target"] in i["text"] for i in items if i["model"] == "wrong"] == [False] * 20
