@@ -135,3 +135,20 @@ def test_scale_bench_gives_inspect_the_same_items_as_the_ledger():
     assert all(i["question"] == questions[i["id"].rsplit("-", 1)[0]] for i in items)
     assert [i["target"] in i["text"] for i in items if i["model"] == "right"] == [True] * 20
     assert [i["target"] in i["text"] for i in items if i["model"] == "wrong"] == [False] * 20
+
+
+def test_scale_bench_prints_inspect_beside_the_ledger_with_our_ratios(capsys):
+    bench = _scale_bench()
+    ours = _measurement(bench, 1000, 2.0, 80.0, kb_a_case=4.0)
+    theirs = bench.InspectMeasurement(1000, bench.Usage(10.0, 320.0, 10.0), bench.Usage(8.0, 400.0, 8.0),
+                                      2 * 1024 * 1000, 8 * 1024 * 1000, "right: 1.00 of 500, wrong: 0.00 of 500")
+    bench.print_inspect(ours, theirs)
+    out = " ".join(capsys.readouterr().out.split())   # the columns' widths are not the point
+    assert "the same 1,000 items" in out and "right: 1.00 of 500" in out
+    # ingest + run is 4 s against eval's 10 s; replay 2 s against score's 8 s; 4 KB against 8 and 2 KB.
+    assert "evaluate: eval vs ingest+run, CPU s 10.00 4.00 0.40x" in out, out
+    assert "evaluate: peak RSS MB 320.00 80.00 0.25x" in out, out
+    assert "re-score: score vs replay, CPU s 8.00 2.00 0.25x" in out, out
+    assert "KB an item: log uncompressed / home 8.00 4.00 0.50x" in out, out
+    assert "KB an item: log as stored / home 2.00 4.00 2.00x" in out, out
+    assert "ms CPU an item: Inspect eval 10.00, score 8.00; evalledger ingest+run 4.00" in out, out

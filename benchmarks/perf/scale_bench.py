@@ -368,6 +368,10 @@ def print_inspect(ours: Measurement, theirs: InspectMeasurement) -> None:
     ]
     for name, inspect_value, our_value in rows:
         print(f"  {name:<34} {inspect_value:>12.2f} {our_value:>12.2f} {our_value / inspect_value:>6.2f}x")
+    print(f"  ms CPU an item: Inspect eval {theirs.eval.cpu / n * 1000:.2f}, score {theirs.score.cpu / n * 1000:.2f}; "
+          f"evalledger ingest+run {ingest_run.cpu / max(1, ours.cases) * 1000:.2f}, "
+          f"replay {ours.steps['replay'].cpu / max(1, ours.cases) * 1000:.2f}, "
+          f"rebuild {ours.steps['rebuild'].cpu / max(1, ours.cases) * 1000:.2f} (start-up included)")
 
 
 # ---------------------------------------------------------------------------------------------
