@@ -168,7 +168,7 @@ def measure_size(cases: int, folder: Path, timeout: float) -> Measurement:
         steps[step] = measured(step_command(step, home), log, timeout)
         print(f"  [{cases:,} cases] {step}: {steps[step].cpu:.2f} s CPU, {steps[step].rss_mb:.1f} MB",
               file=sys.stderr, flush=True)
-    judged, events = judged_and_events(home, log, timeout)
+    judged, events = judged_and_events(home, log, timeout) if cases else (0, 0)   # empty: nothing to count
     if judged != cases:   # timing a run that judged less would flatter it
         raise StepFailed(f"{judged:,} of {cases:,} cases judged in {home}; see {log}")
     return Measurement(cases, steps, folder_bytes(home), folder_bytes(folder / "replayed"), events,
