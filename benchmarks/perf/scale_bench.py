@@ -20,7 +20,9 @@ side by side: CPU, peak RSS and log bytes per item, and our ratios to them.
 ``--check`` also measures N / 10 first and exits 1 when a step's CPU per case or peak RSS grows by
 more than 25% from N / 10 to N, or a size target fails: peak RSS under 300 MB for every step, and
 bytes per case at most Inspect's uncompressed log bytes per item (8.2 KB, the issue's figure, when
-Inspect is not run). Without ``--check`` the exit code is 0 unless a step fails.
+Inspect is not run). Without ``--check`` the exit code is 0. A step that fails, runs past
+``--timeout``, or a run that judges fewer cases than generated ends the script with exit code 2
+and the end of that step's log.
 """
 
 from __future__ import annotations
