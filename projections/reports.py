@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 from evalledger.projections import svg
 from evalledger.projections.aggregate import build_aggregates, provenance
 from evalledger.projections.agreement import render_agreement, reviewer_agreement
-from evalledger.projections.appliers import LATEST_CHECKPOINT
+from evalledger.projections.appliers import ALWAYS_STORED, LATEST_CHECKPOINT, new_case
 from evalledger.projections.audit import ZONES
 from evalledger.projections.benchmark_md import render_benchmark, render_document
 from evalledger.projections.case_pages import case_links, iter_case_pages, page_groups
@@ -111,25 +112,70 @@ def version_links(benchmarks: dict[str, dict], folders: dict[str, str]) -> dict[
 
 # Keys of a template case's state that no aggregate reads (they are shown on the case pages, which
 # load their cases again a page at a time); left out of the states held for the whole render.
-_PAGE_ONLY = ("question", "response", "excerpts", "reasoning", "parsed", "risk", "missing_excerpts")
+_PAGE_ONLY = frozenset(("question", "response", "excerpts", "reasoning", "parsed", "risk", "missing_excerpts"))
 # The keys of a case's result that report.md's tables read (the side-by-side table, the cases to look at).
 _ROW_KEYS = ("case_id", "benchmark", "kind", "question_id", "model", "profile", "status", "verdict",
              "original_verdict", "override", "auto_failed", "abstained", "abstention", "auto_fail_reasons",
              "failures", "calculated_metrics", "audit")
 
 
-def aggregate_facts(case: dict) -> dict:
-    """The part of a case state the aggregates read: a template case without its page-only keys
-    (reconstruction and audit cases are kept whole: their aggregates and documents read more)."""
+class Facts(dict):
+    """A case state kept for the aggregates: only its non-empty keys; a missing one reads as the
+    empty default every state has (``new_case``), so the aggregates see the same case."""
+
+    def __missing__(self, key: str) -> Any:
+        return _DEFAULTS[key]
+
+
+_DEFAULTS = new_case("")
+
+
+class Interner:
+    """One shared object per distinct JSON value: 100,000 cases judged by one judge under one
+    config hold that judge's call records and that config once, not 100,000 times. The aggregates
+    only read what they are given."""
+
+    def __init__(self) -> None:
+        self.seen: dict[bytes, Any] = {}
+
+    def __call__(self, value: Any) -> Any:
+        return self.seen.setdefault(json_bytes(value), value)
+
+
+def aggregate_facts(case: dict, intern: Interner) -> dict:
+    """The part of a case state the aggregates read: a template case without its page-only keys,
+    its empty keys and, of its fields, anything but whether each passed, with repeated values
+    shared (reconstruction and audit cases are kept whole: their aggregates and documents read more)."""
     if case["kind"] != "template":
         return case
-    return {k: ({} if k == "question" else None if k in ("response", "reasoning", "parsed") else {})
-            if k in _PAGE_ONLY else v for k, v in case.items()}
+    facts = Facts()
+    for key, value in case.items():
+        if key in _PAGE_ONLY or (not value and key not in ALWAYS_STORED):
+            continue
+        if key == "fields":
+            value = {name: intern({"passed": field["passed"]}) for name, field in value.items()}
+        elif key == "calls":
+            value = {call: intern(stored) for call, stored in value.items()}
+        elif isinstance(value, (dict, list)):
+            value = intern(value)
+        elif isinstance(value, str) and key != "case_id":     # benchmark, model, question ids repeat
+            value = sys.intern(value)
+        facts[key] = value
+    return facts
+
+
+class Row(dict):
+    """A case's report row: its empty keys left out, read back as empty."""
+
+    def __missing__(self, key: str) -> Any:
+        return [] if key in ("auto_fail_reasons", "failures") else None
 
 
 def report_row(result: dict) -> dict:
-    """The part of a case's result the benchmark report's tables and page plan read."""
-    return {k: result[k] for k in _ROW_KEYS if k in result}
+    """The part of a case's result the benchmark report's tables and page plan read (empty keys
+    left out; ids and labels that repeat across cases held once)."""
+    return Row((k, sys.intern(v) if isinstance(v, str) and k != "case_id" else v)
+               for k, v in ((k, result.get(k)) for k in _ROW_KEYS) if v)
 
 
 def _benchmark_files(sink: Sink, store: ReadModelStore, bench: str, folder: str, data: dict, cases: list[dict],
@@ -204,11 +250,12 @@ def render_into(store: ReadModelStore, sink: Sink) -> None:
     checkpoint = store.load_keyed("proj_checkpoints").get(LATEST_CHECKPOINT)
     cases: list[dict] = []
     rows: list[dict] = []
+    intern = Interner()
     with sink.stream("evaluations.jsonl") as out:
         for case in store.iter_cases():
             result = case_result(case)
             out.write(json_bytes(result) + b"\n")
-            cases.append(aggregate_facts(case))
+            cases.append(aggregate_facts(case, intern))
             rows.append(report_row(result))
     agg = build_aggregates(position, cases, benchmarks, runs, checkpoint)
     sink.put("aggregate-stats.json", pretty_json(agg))

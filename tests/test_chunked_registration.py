@@ -127,17 +127,16 @@ def _types_of(home: Path) -> list[str]:
         return [e.type for e in _registration(led)]
 
 
-def test_a_crash_during_registration_leaves_all_parts_or_none(tmp_path, run_cli):
+def test_a_crash_during_registration_leaves_all_parts_or_none(tmp_path):
     """SIGKILL an ingest of a many-part benchmark at growing delays: every home it leaves holds
     either no registration or the registration with all its parts, and verifies."""
-    source = _write_benchmark(tmp_path / "big.benchmark.json", 6000, padding=400)
+    source = _write_benchmark(tmp_path / "big.benchmark.json", 3500, padding=300)
     script = ("import sys; from evalledger import ledger; from evalledger.stages.intake import ingest_path\n"
               "with ledger.open_ledger(sys.argv[1]) as led: ingest_path(led, sys.argv[2])\n")
     outcomes = set()
-    delay = 0.2
+    delay = 0.3
     for attempt in range(8):
-        home = tmp_path / f"h{attempt}"
-        run_cli("init", home=home)
+        home = ledger.init_home(tmp_path / f"h{attempt}")
         child = subprocess.Popen([sys.executable, "-c", script, str(home), str(source)],
                                  env={**os.environ, "PYTHONHASHSEED": "0"})
         time.sleep(delay)
@@ -153,5 +152,5 @@ def test_a_crash_during_registration_leaves_all_parts_or_none(tmp_path, run_cli)
         outcomes.add("whole" if events else "none")
         if finished:
             break
-        delay *= 1.6
+        delay *= 1.8
     assert "whole" in outcomes
