@@ -112,7 +112,8 @@ def version_links(benchmarks: dict[str, dict], folders: dict[str, str]) -> dict[
 
 # Keys of a template case's state that no aggregate reads (they are shown on the case pages, which
 # load their cases again a page at a time); left out of the states held for the whole render.
-_PAGE_ONLY = frozenset(("question", "response", "excerpts", "reasoning", "parsed", "risk", "missing_excerpts"))
+_PAGE_ONLY = frozenset(("question", "response", "excerpts", "reasoning", "parsed", "risk", "missing_excerpts",
+                        "opened", "response_chars", "judged_at"))
 # The keys of a case's result that report.md's tables read (the side-by-side table, the cases to look at).
 _ROW_KEYS = ("case_id", "benchmark", "kind", "question_id", "model", "profile", "status", "verdict",
              "original_verdict", "override", "auto_failed", "abstained", "abstention", "auto_fail_reasons",
@@ -153,10 +154,8 @@ def aggregate_facts(case: dict, intern: Interner) -> dict:
         if key in _PAGE_ONLY or (not value and key not in ALWAYS_STORED):
             continue
         if key == "fields":
-            value = {name: intern({"passed": field["passed"]}) for name, field in value.items()}
-        elif key == "calls":
-            value = {call: intern(stored) for call, stored in value.items()}
-        elif isinstance(value, (dict, list)):
+            value = {name: {"passed": field["passed"]} for name, field in value.items()}
+        if isinstance(value, (dict, list)):     # calls and verdicts too: keyed by stream versions, they repeat
             value = intern(value)
         elif isinstance(value, str) and key != "case_id":     # benchmark, model, question ids repeat
             value = sys.intern(value)
