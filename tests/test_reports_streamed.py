@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 import reference_reports
-
 from evalledger import ledger, projections
 from evalledger.projections import case_pages
 from evalledger.projections.report_files import DictSink
