@@ -1,6 +1,7 @@
 """Does peak memory stay flat as a home grows? Peak RSS per command at two sizes, and their ratio.
 
-Run:  python benchmarks/perf/memory_bench.py [SMALL] [LARGE]     (default 10000 100000 cases)
+Run:  python benchmarks/perf/memory_bench.py [SMALL] [LARGE] [--commands ingest,run,...]
+      (default 10000 100000 cases, every command; a command needs those before it in COMMANDS)
 
 For each size a benchmark of the issue's workload kind (``replay_bench.benchmark``: N/2 template
 questions with two fields, answered by two models, under deep judgment) is written, then each
@@ -49,15 +50,15 @@ def command_line(command: str, home: Path, source: Path) -> list[str]:
     return cli + [command, *extra.get(command, [])]
 
 
-def measure(cases: int, folder: Path) -> dict[str, float]:
-    """Peak RSS (MB) of each command on a new home of ``cases`` cases."""
+def measure(cases: int, folder: Path, commands: tuple[str, ...]) -> dict[str, float]:
+    """Peak RSS (MB) of each of ``commands`` on a new home of ``cases`` cases."""
     source = folder / "benchmark.json"
     source.write_text(json.dumps(benchmark(cases)))
     home = folder / "home"
     subprocess.run([sys.executable, "-m", "evalledger", "--home", str(home), "init"], check=True,
                    stdout=subprocess.DEVNULL)
     peaks = {}
-    for command in COMMANDS:
+    for command in commands:
         peaks[command], seconds = peak_mb(command_line(command, home, source))
         print(f"  {cases} cases, {command}: {peaks[command]:.0f} MB ({seconds:.1f} s)", flush=True)
     return peaks
@@ -65,16 +66,21 @@ def measure(cases: int, folder: Path) -> dict[str, float]:
 
 def main(argv: list[str]) -> int:
     """Print peak RSS per command at both sizes and their ratio; exit 1 when a target is missed."""
+    commands = COMMANDS
+    if "--commands" in argv:
+        at = argv.index("--commands")
+        commands = tuple(c for c in COMMANDS if c in argv[at + 1].split(","))
+        argv = argv[:at] + argv[at + 2:]
     small = int(argv[0]) if argv else 10_000
     large = int(argv[1]) if len(argv) > 1 else 100_000
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "small").mkdir()
         (Path(tmp) / "large").mkdir()
-        low = measure(small, Path(tmp) / "small")
-        high = measure(large, Path(tmp) / "large")
+        low = measure(small, Path(tmp) / "small", commands)
+        high = measure(large, Path(tmp) / "large", commands)
     ok = True
     print(f"peak RSS, MB: {small} cases -> {large} cases (target < {LIMIT_MB} MB, ratio <= {RATIO})")
-    for command in COMMANDS:
+    for command in commands:
         ratio = high[command] / low[command]
         met = high[command] < LIMIT_MB and ratio <= RATIO
         ok &= met
