@@ -9,6 +9,7 @@ produced, so an updated folder equals a rebuilt one file for file.
 from __future__ import annotations
 
 import filecmp
+import io
 import os
 import threading
 from contextlib import contextmanager
@@ -41,7 +42,6 @@ class DictSink:
     @contextmanager
     def stream(self, rel: str) -> Iterator[BinaryIO]:
         """Collect the pieces written, then keep them as file ``rel``."""
-        import io
         buffer = io.BytesIO()
         yield buffer
         self.files[rel] = buffer.getvalue()

@@ -120,6 +120,12 @@ _ROW_KEYS = ("case_id", "benchmark", "kind", "question_id", "model", "profile", 
              "failures", "calculated_metrics", "audit")
 
 
+# The values that repeat from case to case (one judge, one config, one flow of stage events: calls
+# and verdicts are keyed by stream versions); values unique to a case are not worth a lookup.
+_REPEATING = frozenset(("calls", "fields", "config", "config_hashes", "judged", "auto_fail_reasons",
+                        "traits_auto_failed", "excerpt_retries"))
+
+
 class Facts(dict):
     """A case state kept for the aggregates: only its non-empty keys; a missing one reads as the
     empty default every state has (``new_case``), so the aggregates see the same case."""
@@ -155,7 +161,7 @@ def aggregate_facts(case: dict, intern: Interner) -> dict:
             continue
         if key == "fields":
             value = {name: {"passed": field["passed"]} for name, field in value.items()}
-        if isinstance(value, (dict, list)):     # calls and verdicts too: keyed by stream versions, they repeat
+        if key in _REPEATING:
             value = intern(value)
         elif isinstance(value, str) and key != "case_id":     # benchmark, model, question ids repeat
             value = sys.intern(value)
