@@ -78,6 +78,8 @@ def test_a_large_benchmark_registers_as_parts_that_fold_to_one_benchmark(tmp_pat
     v2 = _write_benchmark(tmp_path / "big2.benchmark.json", QUESTIONS, changed="q2200")
     done = run_cli("ingest", v2, home=home)
     assert done.returncode == 0 and "version 2 of 'big-sums': 1 changed (q2200)" in done.stdout
+    rebound = run_cli("rebind", "big-sums", home=home)     # every answered question is in some part of v2
+    assert rebound.returncode == 0 and "3 new case(s)" in rebound.stdout, rebound.stdout + rebound.stderr
 
     # a replay copies the parts with their registration
     replayed = run_cli("replay", "--into", tmp_path / "r", home=home)
