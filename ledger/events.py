@@ -50,6 +50,19 @@ class BenchmarkRegistered(DomainPayload):
     rejected_questions: list[WhereReason] = []
     rejected_traits: list[WhereReason] = []
     warnings: list[WhereReason] = []       # load-time warnings: valid specs probably not meant
+    # A large benchmark's questions come in parts (issue 15): this event then holds the first part
+    # and the extra keys question_count and question_parts (not declared, so a one-event
+    # registration keeps its bytes); ``benchmark.questions_added`` events in the same batch hold
+    # the rest.
+
+
+@event_type("benchmark.questions_added")
+class BenchmarkQuestionsAdded(DomainPayload):
+    """Part ``part`` (1, 2, ...) of a large benchmark's questions, appended with its registration."""
+
+    benchmark: str
+    part: int
+    questions: list[dict[str, Any]]
 
 
 @event_type("benchmark.rejected")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from evalledger.projections import catch_up as _update
 from evalledger.projections.catch_up import FoldResult
-from evalledger.projections.reports import render_files, write_files
+from evalledger.projections.reports import render_files, write_reports
 from evalledger.projections.store import ReadModelsAltered, ReadModelStore, reports_dir
 
 
@@ -40,7 +40,7 @@ def _fold_and_write(led, fresh: bool) -> list[Path]:
         else:
             _update.update(led, store)
         store.check_digest()   # never render from tables changed outside evalledger
-        return write_files(reports_dir(led), render_files(store))
+        return write_reports(store, reports_dir(led))
     finally:
         store.close()
 

@@ -372,7 +372,7 @@ def apply_benchmark_event(states: dict, etype: str, d: dict) -> None:
     if etype == "benchmark.registered":
         states[str(d.get("benchmark"))] = {
             "benchmark": d.get("benchmark"), "name": d.get("name"), "kind": d.get("kind"),
-            "config": d.get("config") or {}, "question_count": len(d.get("questions") or []),
+            "config": d.get("config") or {}, "question_count": d.get("question_count") or len(d.get("questions") or []),
             "source": d.get("source"), "rejected_questions": d.get("rejected_questions") or [],
             **{k: d[k] for k in ("version", "previous", "changes") if d.get(k)}}
     else:

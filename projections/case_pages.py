@@ -10,7 +10,7 @@ file or a judge is escaped (``markdown.text``): a hostile id or response shows a
 from __future__ import annotations
 
 import posixpath
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from evalledger.projections.benchmark_md import verdict_text
 from evalledger.projections.markdown import fmt, provenance_lines, table, text
@@ -199,23 +199,45 @@ def render_case_pages(title: str, prov: dict[str, Any], cases: list[dict], resul
     """Every case page of one benchmark: (page path -> markdown, case id -> its link; both
     relative to the benchmark folder). ``group_names`` gives each group's file-safe name and
     ``documents`` each reconstruction case's document page (relative to the benchmark folder)."""
-    pages: dict[str, str] = {}
-    links: dict[str, str] = {}
-    for group, idx in page_groups(results).items():
+    by_id = {r["case_id"]: (c, r) for c, r in zip(cases, results)}
+    pages = dict(iter_case_pages(title, prov, results, group_names, documents,
+                                 lambda ids: [by_id[i] for i in ids]))
+    return pages, case_links(results, group_names)
+
+
+def page_plan(rows: list[dict], group_names: dict[str, str]) -> Iterator[tuple[str, list[str], int, list[str]]]:
+    """(group, page names, page number - 1, case ids) for every case page, from ``rows`` (anything
+    with ``case_id``, ``model`` and ``profile``: a result or a smaller row of it)."""
+    for group, idx in page_groups(rows).items():
         chunks = [idx[k:k + CASES_PER_PAGE] for k in range(0, len(idx), CASES_PER_PAGE)]
         names = page_names(group_names[group], len(chunks))
-        for number, (name, chunk) in enumerate(zip(names, chunks), start=1):
-            lines = [f"# Cases: {text(title)}, {text(group)}", ""] + provenance_lines(prov)
-            lines += [f"Page {number} of {len(chunks)} ({count_of(len(chunk), 'case')}, in case-id order). "
-                      f"Back to [the benchmark's report]({relative('report.md', name)})."
-                      + ("" if len(chunks) == 1 else " Pages: " + ", ".join(
-                          f"[{k}]({relative(n, name)})" for k, n in enumerate(names, start=1)) + "."), ""]
-            for i in chunk:
-                doc = documents.get(results[i]["case_id"])
-                lines += case_section(cases[i], results[i], relative(doc, name) if doc else None)
-                links[results[i]["case_id"]] = f"{name}#{anchor(results[i]['case_id'])}"
-            pages[name] = "\n".join(lines)
-    return pages, links
+        for number, chunk in enumerate(chunks):
+            yield group, names, number, [rows[i]["case_id"] for i in chunk]
 
 
-__all__ = ["render_case_pages", "CASES_PER_PAGE", "anchor", "excerpt_window"]
+def case_links(rows: list[dict], group_names: dict[str, str]) -> dict[str, str]:
+    """Case id -> the link to its section (page relative to the benchmark folder, and anchor)."""
+    return {case_id: f"{names[number]}#{anchor(case_id)}"
+            for _, names, number, ids in page_plan(rows, group_names) for case_id in ids}
+
+
+def iter_case_pages(title: str, prov: dict[str, Any], rows: list[dict], group_names: dict[str, str],
+                    documents: dict[str, str],
+                    load: Callable[[list[str]], list[tuple[dict, dict]]]) -> Iterator[tuple[str, str]]:
+    """Each case page of one benchmark as (path relative to the benchmark folder, markdown), one
+    at a time: ``load`` gives the (case, result) pairs of one page's case ids, so only one page's
+    cases are held at once."""
+    for group, names, number, ids in page_plan(rows, group_names):
+        name = names[number]
+        lines = [f"# Cases: {text(title)}, {text(group)}", ""] + provenance_lines(prov)
+        lines += [f"Page {number + 1} of {len(names)} ({count_of(len(ids), 'case')}, in case-id order). "
+                  f"Back to [the benchmark's report]({relative('report.md', name)})."
+                  + ("" if len(names) == 1 else " Pages: " + ", ".join(
+                      f"[{k}]({relative(n, name)})" for k, n in enumerate(names, start=1)) + "."), ""]
+        for case, result in load(ids):
+            doc = documents.get(result["case_id"])
+            lines += case_section(case, result, relative(doc, name) if doc else None)
+        yield name, "\n".join(lines)
+
+
+__all__ = ["render_case_pages", "iter_case_pages", "case_links", "CASES_PER_PAGE", "anchor", "excerpt_window"]

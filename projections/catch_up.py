@@ -33,7 +33,7 @@ from evalledger.projections.appliers import (
 from evalledger.projections.store import ReadModelStore, StaleFold
 
 # A rebuild keeps at most this many case states in memory before writing them out.
-FLUSH_EVERY = 50_000
+FLUSH_EVERY = 5_000
 
 
 @dataclass(frozen=True)

@@ -1,35 +1,40 @@
 """Render every report file from the read models and write them under ``<home>/reports/``.
 
-``render_files`` is a pure function of the stored read models (cases sorted by id, canonical
-JSON with sorted keys, fixed rounding): the same models give the same bytes. ``write_files``
-writes only what changed (atomically) and removes files an earlier render wrote that this one
-no longer produces, so an updated folder equals a rebuilt one file for file.
+``render_into`` is a pure function of the stored read models (cases sorted by id, canonical
+JSON with sorted keys, fixed rounding): the same models give the same bytes. It hands each file
+to a sink as it is produced and holds no more of each case than the aggregates need, so memory
+does not hold every case, result and output file at once (``report_files``: the sinks).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import posixpath
 import re
-import threading
+import sys
 from pathlib import Path
 from typing import Any
 
 from evalledger.projections import svg
 from evalledger.projections.aggregate import build_aggregates, provenance
 from evalledger.projections.agreement import render_agreement, reviewer_agreement
-from evalledger.projections.appliers import LATEST_CHECKPOINT
+from evalledger.projections.appliers import ALWAYS_STORED, LATEST_CHECKPOINT, new_case
 from evalledger.projections.audit import ZONES
 from evalledger.projections.benchmark_md import render_benchmark, render_document
-from evalledger.projections.case_pages import page_groups, render_case_pages
+from evalledger.projections.case_pages import case_links, iter_case_pages, page_groups
 from evalledger.projections.case_result import case_result
 from evalledger.projections.markdown import render_aggregate_report, render_index
 from evalledger.projections.reconstruction import document_report, score_histogram
+from evalledger.projections.report_files import (  # noqa: F401 (write_files: re-exported for callers)
+    MANIFEST,
+    DictSink,
+    FolderSink,
+    Sink,
+    write_files,
+)
 from evalledger.projections.results import NO_MODEL, group_label, usage_of
 from evalledger.projections.store import ReadModelStore, json_bytes
 
-MANIFEST = ".evalledger-reports"
 TOP_LEVEL = {"index.md", "aggregate-stats.json", "aggregate-report.md", "evaluations.jsonl", "agreement.md",
              MANIFEST}
 
@@ -105,32 +110,105 @@ def version_links(benchmarks: dict[str, dict], folders: dict[str, str]) -> dict[
     return out
 
 
-def _benchmark_files(bench: str, folder: str, data: dict, cases: list[dict], results: list[dict],
-                     agg: dict, position: tuple[int, str], runs: dict) -> dict[str, bytes]:
-    """report.md, pictures and per-document files of one benchmark."""
-    files: dict[str, bytes] = {}
+# Keys of a template case's state that no aggregate reads (they are shown on the case pages, which
+# load their cases again a page at a time); left out of the states held for the whole render.
+_PAGE_ONLY = frozenset(("question", "response", "excerpts", "reasoning", "parsed", "risk", "missing_excerpts",
+                        "opened", "response_chars", "judged_at"))
+# The keys of a case's result that report.md's tables read (the side-by-side table, the cases to look at).
+_ROW_KEYS = ("case_id", "benchmark", "kind", "question_id", "model", "profile", "status", "verdict",
+             "original_verdict", "override", "auto_failed", "abstained", "abstention", "auto_fail_reasons",
+             "failures", "calculated_metrics", "audit")
+
+
+# The values that repeat from case to case (one judge, one config, one flow of stage events: calls
+# and verdicts are keyed by stream versions); values unique to a case are not worth a lookup.
+_REPEATING = frozenset(("calls", "fields", "config", "config_hashes", "judged", "auto_fail_reasons",
+                        "traits_auto_failed", "excerpt_retries"))
+
+
+class Facts(dict):
+    """A case state kept for the aggregates: only its non-empty keys; a missing one reads as the
+    empty default every state has (``new_case``), so the aggregates see the same case."""
+
+    def __missing__(self, key: str) -> Any:
+        return _DEFAULTS[key]
+
+
+_DEFAULTS = new_case("")
+
+
+class Interner:
+    """One shared object per distinct JSON value: 100,000 cases judged by one judge under one
+    config hold that judge's call records and that config once, not 100,000 times. The aggregates
+    only read what they are given."""
+
+    def __init__(self) -> None:
+        self.seen: dict[bytes, Any] = {}
+
+    def __call__(self, value: Any) -> Any:
+        return self.seen.setdefault(json_bytes(value), value)
+
+
+def aggregate_facts(case: dict, intern: Interner) -> dict:
+    """The part of a case state the aggregates read: a template case without its page-only keys,
+    its empty keys and, of its fields, anything but whether each passed, with repeated values
+    shared (reconstruction and audit cases are kept whole: their aggregates and documents read more)."""
+    if case["kind"] != "template":
+        return case
+    facts = Facts()
+    for key, value in case.items():
+        if key in _PAGE_ONLY or (not value and key not in ALWAYS_STORED):
+            continue
+        if key == "fields":
+            value = {name: {"passed": field["passed"]} for name, field in value.items()}
+        if key in _REPEATING:
+            value = intern(value)
+        elif isinstance(value, str) and key != "case_id":     # benchmark, model, question ids repeat
+            value = sys.intern(value)
+        facts[key] = value
+    return facts
+
+
+class Row(dict):
+    """A case's report row: its empty keys left out, read back as empty."""
+
+    def __missing__(self, key: str) -> Any:
+        return [] if key in ("auto_fail_reasons", "failures") else None
+
+
+def report_row(result: dict) -> dict:
+    """The part of a case's result the benchmark report's tables and page plan read (empty keys
+    left out; ids and labels that repeat across cases held once)."""
+    return Row((k, sys.intern(v) if isinstance(v, str) and k != "case_id" else v)
+               for k, v in ((k, result.get(k)) for k in _ROW_KEYS) if v)
+
+
+def _benchmark_files(sink: Sink, store: ReadModelStore, bench: str, folder: str, data: dict, cases: list[dict],
+                     rows: list[dict], agg: dict, position: tuple[int, str]) -> None:
+    """report.md, pictures, per-document files and case pages of one benchmark, each into ``sink``
+    as it is rendered (``cases``: the benchmark's aggregate facts, ``rows`` its report rows)."""
     prov = {**provenance(position, cases, None),   # this benchmark's own judges and configs
             "checkpoint": agg["checkpoint"]}
     pictures: list[tuple[str, str]] = []
     model_names = unique_names(list(data["models"]))
     rated = {m: s for m, s in data["models"].items() if s["pass_rate"] is not None}
     if rated:
-        files[f"{folder}/pass-rates.svg"] = svg.rate_bars(
+        sink.put(f"{folder}/pass-rates.svg", svg.rate_bars(
             list(rated), [s["pass_rate"] for s in rated.values()], [s["pass_rate_ci95"] for s in rated.values()],
-            "Pass rate per model (95% Wilson interval)").encode()
+            "Pass rate per model (95% Wilson interval)").encode())
         pictures.append(("pass rate per model with its 95% interval", "pass-rates.svg"))
     for model, _ in data.get("reconstruction", {}).items():
         counts = score_histogram([c for c in cases if group_label(c) == model])
         name = f"claim-scores-{model_names[model]}.svg"
-        files[f"{folder}/{name}"] = svg.histogram([str(i) for i in range(11)], counts,
-                                                  _titled("Claim scores", model), "score (0-10)").encode()
+        sink.put(f"{folder}/{name}", svg.histogram([str(i) for i in range(11)], counts,
+                                                   _titled("Claim scores", model), "score (0-10)").encode())
         pictures.append((f"claim score histogram, {model}", name))
     audit = data.get("audit", {})
     group_names = unique_names(list(audit))
     for key, group in audit.items():
         name = f"zones-{group_names[key]}.svg"
-        files[f"{folder}/{name}"] = svg.confusion_matrix(ZONES, group["matrix"],
-                                                         _titled("Zone confusion matrix", key)).encode()
+        sink.put(f"{folder}/{name}", svg.confusion_matrix(ZONES, group["matrix"],
+                                                          _titled("Zone confusion matrix", key)).encode())
         pictures.append((key, name))
     documents: dict[str, str] = {}
     document_of: dict[str, str] = {}
@@ -142,35 +220,50 @@ def _benchmark_files(bench: str, folder: str, data: dict, cases: list[dict], res
         doc = document_report(case, usage_of(case))
         base = slug(doc["doc_id"]) + ("" if per_doc[case["question_id"]] == 1 else f".{slug(case['model'])}")
         label = doc["doc_id"] + ("" if per_doc[case["question_id"]] == 1 else f" ({case['model']})")
-        files[f"{folder}/documents/{base}.json"] = pretty_json({"built_from": prov["ledger_head"], **doc})
-        files[f"{folder}/documents/{base}.md"] = render_document(doc, prov).encode()
+        sink.put(f"{folder}/documents/{base}.json", pretty_json({"built_from": prov["ledger_head"], **doc}))
+        sink.put(f"{folder}/documents/{base}.md", render_document(doc, prov).encode())
         documents[label] = f"documents/{base}.md"
         document_of[case["case_id"]] = f"documents/{base}.md"
     audit_pictures = [(t, n) for t, n in pictures if t in audit]
     other_pictures = [(t, n) for t, n in pictures if t not in audit]
-    group_names = unique_names(list(page_groups(results)))
-    pages, case_links = render_case_pages(str(data.get("name") or bench), prov, cases, results, group_names,
-                                          document_of)
-    files.update({f"{folder}/{rel}": body.encode() for rel, body in pages.items()})
-    text = render_benchmark(data, prov, results, other_pictures + audit_pictures,
-                            dict(sorted(documents.items())), case_links)
-    files[f"{folder}/report.md"] = text.encode()
-    return files
+    group_names = unique_names(list(page_groups(rows)))
+    for rel, body in iter_case_pages(str(data.get("name") or bench), prov, rows, group_names, document_of,
+                                     lambda ids: _page_cases(store, ids)):
+        sink.put(f"{folder}/{rel}", body.encode())
+    text = render_benchmark(data, prov, rows, other_pictures + audit_pictures,
+                            dict(sorted(documents.items())), case_links(rows, group_names))
+    sink.put(f"{folder}/report.md", text.encode())
 
 
-def render_files(store: ReadModelStore) -> dict[str, bytes]:
-    """Every report file, relative path -> bytes, rendered from the read models alone."""
+def _page_cases(store: ReadModelStore, ids: list[str]) -> list[tuple[dict, dict]]:
+    """The whole states of one page's cases, read again from the store, with their results."""
+    states = store.load_cases(ids)
+    return [(states[i], case_result(states[i])) for i in ids]
+
+
+def render_into(store: ReadModelStore, sink: Sink) -> None:
+    """Render every report file from the read models alone into ``sink``, each as it is produced.
+
+    Two passes over the cases, in case-id order: the first writes ``evaluations.jsonl`` line by
+    line and keeps of each case only what the aggregates and report tables read; the case pages
+    then read their cases again, one page at a time. The bytes equal those of rendering with
+    every case in memory.
+    """
     position = store.position()
-    cases = list(store.iter_cases())
     benchmarks = store.load_keyed("proj_benchmarks")
     runs = store.load_keyed("proj_runs")
     checkpoint = store.load_keyed("proj_checkpoints").get(LATEST_CHECKPOINT)
+    cases: list[dict] = []
+    rows: list[dict] = []
+    intern = Interner()
+    with sink.stream("evaluations.jsonl") as out:
+        for case in store.iter_cases():
+            result = case_result(case)
+            out.write(json_bytes(result) + b"\n")
+            cases.append(aggregate_facts(case, intern))
+            rows.append(report_row(result))
     agg = build_aggregates(position, cases, benchmarks, runs, checkpoint)
-    results = [case_result(c) for c in cases]
-    files: dict[str, bytes] = {
-        "aggregate-stats.json": pretty_json(agg),
-        "evaluations.jsonl": b"".join(json_bytes(r) + b"\n" for r in results),
-    }
+    sink.put("aggregate-stats.json", pretty_json(agg))
     folders = benchmark_folders(agg["benchmarks"])
     by_bench: dict[str, list[int]] = {}
     for i, case in enumerate(cases):
@@ -178,69 +271,28 @@ def render_files(store: ReadModelStore) -> dict[str, bytes]:
     links = version_links(agg["benchmarks"], folders)
     for bench, data in agg["benchmarks"].items():
         idx = by_bench.get(bench, [])
-        files.update(_benchmark_files(bench, folders[bench], {**data, "version_links": links.get(bench, [])},
-                                      [cases[i] for i in idx],
-                                      [results[i] for i in idx], agg, position, runs))
-    files["index.md"] = render_index(agg, folders).encode()
-    files["agreement.md"] = render_agreement(reviewer_agreement(cases), agg["ledger_head"],
-                                             agg["checkpoint"]).encode()
-    files["aggregate-report.md"] = render_aggregate_report(agg, folders).encode()
-    return dict(sorted(files.items()))
+        _benchmark_files(sink, store, bench, folders[bench], {**data, "version_links": links.get(bench, [])},
+                         [cases[i] for i in idx], [rows[i] for i in idx], agg, position)
+    sink.put("index.md", render_index(agg, folders).encode())
+    sink.put("agreement.md", render_agreement(reviewer_agreement(cases), agg["ledger_head"],
+                                              agg["checkpoint"]).encode())
+    sink.put("aggregate-report.md", render_aggregate_report(agg, folders).encode())
 
 
-def write_files(directory: Path, files: dict[str, bytes]) -> list[Path]:
-    """Write the rendered files (only those whose bytes changed), drop stale ones; all paths back."""
-    directory.mkdir(parents=True, exist_ok=True)
-    manifest = directory / MANIFEST
-    previous = set(manifest.read_text().splitlines()) if manifest.exists() else set()
-    written = []
-    for rel, data in files.items():
-        path = directory / rel
-        written.append(path)
-        if path.exists() and path.read_bytes() == data:
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(path, data)
-    for rel in sorted(previous - set(files)):
-        stale = directory / rel
-        if stale.is_file():
-            stale.unlink(missing_ok=True)
-        for parent in stale.parents:            # folders the stale file leaves empty go too
-            if parent == directory or not parent.is_dir() or any(parent.iterdir()):
-                break
-            try:
-                parent.rmdir()
-            except OSError:                      # another reporter just wrote into it
-                break
-    _drop_dead_temporaries(directory)
-    _atomic_write(manifest, "".join(rel + "\n" for rel in files).encode())
-    return written
+def render_files(store: ReadModelStore) -> dict[str, bytes]:
+    """Every report file, relative path -> bytes, rendered from the read models alone (in memory:
+    ``write_reports`` writes them to a folder without holding them all)."""
+    sink = DictSink()
+    render_into(store, sink)
+    return dict(sorted(sink.files.items()))
 
 
-def _drop_dead_temporaries(directory: Path) -> None:
-    """Remove the temporary files of reporters that died between writing and renaming (a SIGKILL):
-    ``.<name>.<pid>.<thread>.tmp`` whose process is gone. A live reporter's are left alone."""
-    for tmp in directory.rglob(".*.tmp"):
-        parts = tmp.name.rsplit(".", 3)
-        if len(parts) != 4 or not parts[1].isdigit():
-            continue
-        pid = int(parts[1])
-        if pid == os.getpid():
-            continue
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            tmp.unlink(missing_ok=True)
-        except PermissionError:   # alive, another user's
-            continue
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write via a temporary file named for this process and thread, then rename over ``path``
-    (two reporters at once, a daemon's and a user's, never see or leave half a file)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+def write_reports(store: ReadModelStore, directory: Path) -> list[Path]:
+    """Render every report file into ``directory`` as it is produced (only changed files are
+    rewritten, stale ones removed); every report path back."""
+    sink = FolderSink(directory)
+    render_into(store, sink)
+    return sink.finish()
 
 
 def _titled(title: str, group: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from evalledger.ledger import NewEvent
 from evalledger.stages.config import merge_layers
 from evalledger.stages.formats.ids import digest16
+from evalledger.stages.intake import registered_benchmarks
 from evalledger.stages.judge import JudgeUnavailable
 from evalledger.stages.judge.budget import BudgetExhausted
 from evalledger.stages.models_file import NamedModel, Profile
@@ -52,7 +53,7 @@ def unanswered_questions(led, opened: list[dict[str, Any]], profile, known: set[
     """
     dropped = {(d.get("benchmark"), str(d.get("question_id"))) for d in opened if not d.get("answered_by")}
     out = []
-    for event in led.read(types=["benchmark.registered"]):
+    for event in registered_benchmarks(led):
         bench = event.data
         if bench.get("kind") != "template":
             continue

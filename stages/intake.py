@@ -286,7 +286,7 @@ def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) 
                                     lineage=version_lineage(led, bench.name, bench.kind, bench.questions))
     received = ev.file_received(source["file"], source["sha256"], size, parsed.format, "accepted", bid, bench.name)
     record = registered.data
-    batch: list[NewEvent] = [received, registered]
+    batch: list[NewEvent] = [received, *ev.registration_events(registered)]
     if parsed.responses:
         case_events = ev.cases(record, parsed.responses, source, received.id)
         batch += [ev.responses_registered(record, source, case_events, received.id), *case_events]
@@ -369,8 +369,19 @@ def version_lineage(led: Ledger, name: str, kind: str, questions: list[dict]) ->
 
 
 def registered_benchmarks(led: Ledger) -> Iterator[Event]:
-    """Every ``benchmark.registered`` event, in ledger order."""
-    return led.read(types=["benchmark.registered"])
+    """Every ``benchmark.registered`` event, in ledger order, each with all its questions (those of
+    its ``benchmark.questions_added`` parts joined in; one benchmark's held at a time)."""
+    for event in led.read(types=["benchmark.registered"]):
+        yield whole_benchmark(led, event)
+
+
+def whole_benchmark(led: Ledger, event: Event) -> Event:
+    """A ``benchmark.registered`` event with the questions of its parts joined into its data."""
+    if (event.data.get("question_parts") or 1) == 1:
+        return event
+    parts = (e.data for e in led.read(types=["benchmark.questions_added"], stream=event.stream))
+    return Event(event.seq, event.id, event.stream, event.version, event.type, event.schema, None, None,
+                 event.prev_hash, event.hash, data=ev.whole_registration(event.data, parts), meta=event.meta)
 
 
 def find_benchmark(led: Ledger, ref: str | None) -> dict | None:
@@ -379,12 +390,12 @@ def find_benchmark(led: Ledger, ref: str | None) -> dict | None:
         return None
     by_id = led.get(event_id(f"benchmark:{ref}", "benchmark.registered", ref))
     if by_id is not None:
-        return by_id.data
+        return whole_benchmark(led, by_id).data
     latest = None
-    for event in registered_benchmarks(led):
+    for event in led.read(types=["benchmark.registered"]):
         if event.data["name"] == ref:
-            latest = event.data
-    return latest
+            latest = event
+    return None if latest is None else whole_benchmark(led, latest).data
 
 
 def pending_responses(led: Ledger) -> list[Event]:

@@ -7,6 +7,7 @@ Streams and idempotency keys (so ingesting the same thing twice appends nothing)
 | ``file.received`` | ``file:<sha256>`` | sha256 |
 | ``benchmark.rejected`` | ``file:<sha256>`` | sha256 + ":" + digest of the errors |
 | ``benchmark.registered`` | ``benchmark:<id>`` | benchmark id |
+| ``benchmark.questions_added`` | ``benchmark:<id>`` | benchmark id + ``:questions:<part>`` |
 | ``responses.registered`` (resolved) | ``benchmark:<id>`` | ``responses:<sha256>`` |
 | ``responses.registered`` (pending) | ``file:<sha256>`` | ``pending:<sha256>`` |
 | ``case.opened`` | ``case:<case id>`` | case id |
@@ -14,6 +15,7 @@ Streams and idempotency keys (so ingesting the same thing twice appends nothing)
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable
 
 from evalledger.ledger import NewEvent, event_id
@@ -23,6 +25,10 @@ from evalledger.stages.formats.model import ParsedBenchmark, ParsedResponse
 
 STAGE = {"stage": "intake", "stage_version": "1"}
 MAX_ERRORS = 1000
+# A registration's events stay bounded (issue 15): at most this many questions, and about this many
+# bytes of questions, per event. A benchmark that fits in one part keeps its single event.
+PART_QUESTIONS = 1000
+PART_BYTES = 1_000_000
 
 
 def meta(causation: str | None = None) -> dict[str, Any]:
@@ -79,6 +85,55 @@ def registered(bench: ParsedBenchmark, source: dict, fmt: str, causation: str,
     if warnings:
         data["warnings"] = warnings
     return bid, NewEvent(f"benchmark:{bid}", "benchmark.registered", data, key=bid, meta=meta(causation))
+
+
+def question_parts(questions: list[dict]) -> list[list[dict]]:
+    """The questions cut, in order, into parts of at most PART_QUESTIONS questions and about
+    PART_BYTES bytes of JSON each (a single question larger than that is a part of its own)."""
+    parts: list[list[dict]] = [[]]
+    size = 0
+    for question in questions:
+        weight = len(json.dumps(question, ensure_ascii=False, default=str))
+        if parts[-1] and (len(parts[-1]) >= PART_QUESTIONS or size + weight > PART_BYTES):
+            parts.append([])
+            size = 0
+        parts[-1].append(question)
+        size += weight
+    return parts
+
+
+def registration_events(registered: NewEvent) -> list[NewEvent]:
+    """The events that register a benchmark: its ``benchmark.registered`` alone when its questions
+    fit in one part; else that event with the first part (and ``question_count``, ``question_parts``)
+    followed by a ``benchmark.questions_added`` per further part. Append them in one batch: the
+    registration is then atomic (all parts or none)."""
+    questions = registered.data.get("questions") or []
+    parts = question_parts(questions)
+    if len(parts) == 1:
+        return [registered]
+    bid = registered.data["benchmark"]
+    head = {**registered.data, "questions": parts[0], "question_count": len(questions), "question_parts": len(parts)}
+    out = [NewEvent(registered.stream, registered.type, head, key=registered.key, meta=registered.meta)]
+    for number, part in enumerate(parts[1:], start=1):
+        out.append(NewEvent(registered.stream, "benchmark.questions_added",
+                            {"benchmark": bid, "part": number, "questions": part},
+                            key=f"{bid}:questions:{number}", meta=registered.meta))
+    return out
+
+
+def whole_registration(head: dict, parts: Iterable[dict]) -> dict:
+    """A ``benchmark.registered`` payload with every question: ``head`` plus the questions of its
+    ``benchmark.questions_added`` payloads ``parts`` (in part order). A single-event registration
+    (every old home's) comes back as it is."""
+    count = head.get("question_parts") or 1
+    if count == 1:
+        return head
+    by_number = {p["part"]: p["questions"] for p in parts}
+    questions = list(head.get("questions") or [])
+    for number in range(1, count):
+        questions += by_number[number]
+    whole = {k: v for k, v in head.items() if k not in ("question_count", "question_parts")}
+    return {**whole, "questions": questions}
 
 
 def response_problems(bench: dict, responses: Iterable[ParsedResponse]) -> list[Problem]:

@@ -83,7 +83,7 @@ def status(led: Ledger) -> Status:
         data = event.data
         out.benchmarks.append({
             "benchmark": data["benchmark"], "name": data["name"], "kind": data["kind"],
-            "format": data.get("format"), "questions": len(data.get("questions") or []),
+            "format": data.get("format"), "questions": data.get("question_count") or len(data.get("questions") or []),
             "rejected_questions": len(data.get("rejected_questions") or []),
             "rejected_traits": len(data.get("rejected_traits") or []),
             "cases": per_benchmark.get(data["benchmark"], dict.fromkeys(CASE_STATES, 0)),

@@ -26,8 +26,8 @@ from evalledger.stages.config import ConfigError
 from evalledger.stages.dispatcher import RunSettings, RunSummary, run_until_idle
 from evalledger.stages.judge import JudgeError, JudgeSettings, live_backend, make_judge
 
-COPIED_TYPES = ("file.received", "benchmark.registered", "benchmark.rejected", "responses.registered",
-                "case.opened")
+COPIED_TYPES = ("file.received", "benchmark.registered", "benchmark.questions_added", "benchmark.rejected",
+                "responses.registered", "case.opened")
 # Ledgers written before stage.failed carried the request: their reason text is the only record.
 _OLD_UNRECORDED = re.compile(r"no recorded answer for role '([^']+)', case (\S+), request hash ([0-9a-f]+)")
 
@@ -200,13 +200,14 @@ def seed_replay(source: ledger.Ledger, target: ledger.Ledger, source_label: str,
     for event in source.read(types=COPIED_TYPES, to_seq=upto):
         if wanted is not None and event.type == "case.opened" and event.data.get("case_id") not in wanted:
             continue
+        # A registration's parts follow it in the source: they go into the same batch as it.
+        if len(batch) >= 1000 and event.type != "benchmark.questions_added":
+            copied += len(target.append(batch))
+            batch = []
         # Copied as its stored bytes, its hash checked (an old event is copied upcast, stored as current)
         batch.append(NewEvent(event.stream, event.type, stored_payload(event, source.label), key=f"replay:{event.id}",
                               meta={"stage": "replay", "causation": origin.id, "source_event": event.id,
                                     "source_seq": event.seq}))
-        if len(batch) >= 1000:
-            copied += len(target.append(batch))
-            batch = []
     if batch:
         copied += len(target.append(batch))
     return origin, copied

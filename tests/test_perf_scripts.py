@@ -34,6 +34,8 @@ CASES = {
                        ["ms CPU a case", "peak RSS MB", "KB a case", "events a case", "check, 2 -> 20 cases"]),
     "run_bench.py": (["40"], ["ms a case", "per-case CPU at 40 vs 4 cases", "target <= 1.25", "a case)",
                               "ledger share of run CPU at 40 cases", "measured by"]),
+    "memory_bench.py": (["20", "60", "--commands", "ingest,report"],   # report folds without a run
+                        ["peak RSS, MB: 20 cases -> 60 cases", "ingest", "report", "target < 300 MB", "ratio"]),
     "merkle_bench.py": (["3000"], ["merkle root", "chain verify", "append keeping the tree", "inclusion proof"]),
     "schema_bench.py": (["--repeat", "5"], ["request shapes", "built", "cached", "target < 0.2 ms"]),
     "ledger_bench.py": (["1000"], ["append", "1 event a transaction", "read", "peak RSS", "verify", "medians"]),

@@ -1,0 +1,92 @@
+"""Does peak memory stay flat as a home grows? Peak RSS per command at two sizes, and their ratio.
+
+Run:  python benchmarks/perf/memory_bench.py [SMALL] [LARGE] [--commands ingest,run,...]
+      (default 10000 100000 cases, every command; a command needs those before it in COMMANDS)
+
+For each size a benchmark of the issue's workload kind (``replay_bench.benchmark``: N/2 template
+questions with two fields, answered by two models, under deep judgment) is written, then each
+command runs as its own ``evalledger`` process against one home: ``ingest``, ``run`` (offline
+judge), ``report``, ``rebuild``, ``verify`` and ``replay``. Each process's peak resident set
+(``ru_maxrss`` from ``wait4``) is printed; the baseline is the same command on the smaller home,
+measured in the same run. Targets: every command under 300 MB at the larger size, and large/small
+at most 1.25 (memory does not grow with the home). Exit 0 when both are met, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replay_bench import benchmark  # noqa: E402 (this folder is not a package)
+
+LIMIT_MB = 300
+RATIO = 1.25
+COMMANDS = ("ingest", "run", "report", "rebuild", "verify", "replay")
+
+
+def peak_mb(argv: list[str]) -> tuple[float, float]:
+    """(peak RSS in MB, wall seconds) of one process running ``argv``; it must succeed."""
+    start = time.monotonic()
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert child.stderr is not None
+    errors = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({child.returncode}): {errors.decode()[-2000:]}")
+    return usage.ru_maxrss / 1024, time.monotonic() - start
+
+
+def command_line(command: str, home: Path, source: Path) -> list[str]:
+    """The evalledger command line of one measured command."""
+    cli = [sys.executable, "-m", "evalledger", "--home", str(home)]
+    extra = {"ingest": [str(source)], "run": ["--judge", "offline"], "replay": ["--into", str(home) + "-replay"]}
+    return cli + [command, *extra.get(command, [])]
+
+
+def measure(cases: int, folder: Path, commands: tuple[str, ...]) -> dict[str, float]:
+    """Peak RSS (MB) of each of ``commands`` on a new home of ``cases`` cases."""
+    source = folder / "benchmark.json"
+    source.write_text(json.dumps(benchmark(cases)))
+    home = folder / "home"
+    subprocess.run([sys.executable, "-m", "evalledger", "--home", str(home), "init"], check=True,
+                   stdout=subprocess.DEVNULL)
+    peaks = {}
+    for command in commands:
+        peaks[command], seconds = peak_mb(command_line(command, home, source))
+        print(f"  {cases} cases, {command}: {peaks[command]:.0f} MB ({seconds:.1f} s)", flush=True)
+    return peaks
+
+
+def main(argv: list[str]) -> int:
+    """Print peak RSS per command at both sizes and their ratio; exit 1 when a target is missed."""
+    commands = COMMANDS
+    if "--commands" in argv:
+        at = argv.index("--commands")
+        commands = tuple(c for c in COMMANDS if c in argv[at + 1].split(","))
+        argv = argv[:at] + argv[at + 2:]
+    small = int(argv[0]) if argv else 10_000
+    large = int(argv[1]) if len(argv) > 1 else 100_000
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "small").mkdir()
+        (Path(tmp) / "large").mkdir()
+        low = measure(small, Path(tmp) / "small", commands)
+        high = measure(large, Path(tmp) / "large", commands)
+    ok = True
+    print(f"peak RSS, MB: {small} cases -> {large} cases (target < {LIMIT_MB} MB, ratio <= {RATIO})")
+    for command in commands:
+        ratio = high[command] / low[command]
+        met = high[command] < LIMIT_MB and ratio <= RATIO
+        ok &= met
+        print(f"{command:8} {low[command]:7.0f} {high[command]:7.0f}   ratio {ratio:.2f} {'ok' if met else 'MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

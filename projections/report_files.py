@@ -1,0 +1,149 @@
+"""Where rendered report files go: a folder written one file at a time, or a dict in memory.
+
+A renderer hands each file to a sink as soon as it is produced (``put``, or ``stream`` for a file
+written in pieces), so no sink needs every file at once. ``FolderSink`` writes only what changed
+(atomically), and on ``finish`` removes files an earlier render wrote that this one no longer
+produced, so an updated folder equals a rebuilt one file for file.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import io
+import os
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO, Iterator, Protocol
+
+MANIFEST = ".evalledger-reports"
+
+
+class Sink(Protocol):
+    """Takes the report files one by one."""
+
+    def put(self, rel: str, data: bytes) -> None:
+        """Take the whole file ``rel`` (a path relative to the reports folder)."""
+
+    def stream(self, rel: str) -> Iterator[BinaryIO]:
+        """A context giving a binary writer for ``rel``; the file is complete when it closes."""
+
+
+class DictSink:
+    """Keeps every file in memory: relative path -> bytes (for ``render`` and tests)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+
+    def put(self, rel: str, data: bytes) -> None:
+        """Keep ``data`` as file ``rel``."""
+        self.files[rel] = data
+
+    @contextmanager
+    def stream(self, rel: str) -> Iterator[BinaryIO]:
+        """Collect the pieces written, then keep them as file ``rel``."""
+        buffer = io.BytesIO()
+        yield buffer
+        self.files[rel] = buffer.getvalue()
+
+
+class FolderSink:
+    """Writes each file into ``directory`` as it comes; ``finish`` drops stale files, writes the manifest."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.names: list[str] = []
+        directory.mkdir(parents=True, exist_ok=True)
+        manifest = directory / MANIFEST
+        self.previous = set(manifest.read_text().splitlines()) if manifest.exists() else set()
+
+    def put(self, rel: str, data: bytes) -> None:
+        """Write ``data`` to ``rel`` unless the file already holds exactly these bytes."""
+        path = self._claim(rel)
+        if path.exists() and path.read_bytes() == data:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(path, data)
+
+    @contextmanager
+    def stream(self, rel: str) -> Iterator[BinaryIO]:
+        """Write ``rel`` in pieces into a temporary file; it replaces the file only when different."""
+        path = self._claim(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _temporary(path)
+        try:
+            with open(tmp, "wb") as out:
+                yield out
+            if path.exists() and filecmp.cmp(tmp, path, shallow=False):
+                tmp.unlink()
+            else:
+                os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def _claim(self, rel: str) -> Path:
+        """Note ``rel`` as produced by this render; its path."""
+        self.names.append(rel)
+        return self.directory / rel
+
+    def finish(self) -> list[Path]:
+        """Remove what an earlier render wrote and this one did not, write the manifest; the paths."""
+        names = sorted(self.names)
+        _drop_stale(self.directory, sorted(self.previous - set(names)))
+        _drop_dead_temporaries(self.directory)
+        _atomic_write(self.directory / MANIFEST, "".join(rel + "\n" for rel in names).encode())
+        return [self.directory / rel for rel in names]
+
+
+def write_files(directory: Path, files: dict[str, bytes]) -> list[Path]:
+    """Write the rendered files (only those whose bytes changed), drop stale ones; all paths back."""
+    sink = FolderSink(directory)
+    for rel, data in sorted(files.items()):
+        sink.put(rel, data)
+    return sink.finish()
+
+
+def _drop_stale(directory: Path, stale_names: list[str]) -> None:
+    """Remove these files, and the folders they leave empty."""
+    for rel in stale_names:
+        stale = directory / rel
+        if stale.is_file():
+            stale.unlink(missing_ok=True)
+        for parent in stale.parents:            # folders the stale file leaves empty go too
+            if parent == directory or not parent.is_dir() or any(parent.iterdir()):
+                break
+            try:
+                parent.rmdir()
+            except OSError:                      # another reporter just wrote into it
+                break
+
+
+def _drop_dead_temporaries(directory: Path) -> None:
+    """Remove the temporary files of reporters that died between writing and renaming (a SIGKILL):
+    ``.<name>.<pid>.<thread>.tmp`` whose process is gone. A live reporter's are left alone."""
+    for tmp in directory.rglob(".*.tmp"):
+        parts = tmp.name.rsplit(".", 3)
+        if len(parts) != 4 or not parts[1].isdigit():
+            continue
+        pid = int(parts[1])
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            tmp.unlink(missing_ok=True)
+        except PermissionError:   # alive, another user's
+            continue
+
+
+def _temporary(path: Path) -> Path:
+    """The temporary file for ``path``, named for this process and thread."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write via a temporary file named for this process and thread, then rename over ``path``
+    (two reporters at once, a daemon's and a user's, never see or leave half a file)."""
+    tmp = _temporary(path)
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
