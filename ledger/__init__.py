@@ -28,7 +28,7 @@ from evalledger.ledger.api import (
     store_of,
 )
 from evalledger.ledger.catalog import Payload, event_type, known_types, payload_model, upcaster
-from evalledger.ledger.envelope import EnvelopeError, Event, NewEvent, canonical_json, event_id
+from evalledger.ledger.envelope import EnvelopeError, Event, NewEvent, canonical_json, decode_json, event_id
 from evalledger.ledger.importer import ImportRefused
 from evalledger.ledger.persistence import (
     ConflictError,
@@ -45,6 +45,6 @@ __all__ = [
     "ConflictError", "DiskFull", "EnvelopeError", "bind_store", "store_of", "Event", "Head", "ImportRefused",
     "Ledger", "LedgerError", "NewEvent",
     "Payload",
-    "Problem", "ScanRow", "StoredPayload", "VerifyReport", "canonical_json", "default_home", "event_id", "event_type", "init_home",
+    "Problem", "ScanRow", "StoredPayload", "VerifyReport", "canonical_json", "decode_json", "default_home", "event_id", "event_type", "init_home",
     "is_home", "known_types", "open_ledger", "parse_head", "payload_model", "stored_payload", "upcaster",
 ]

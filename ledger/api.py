@@ -20,7 +20,7 @@ from typing import IO, Any, Callable, Collection, Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 import evalledger.ledger.events  # noqa: F401  (registers the catalog)
-from evalledger.ledger.blobs import blob_file_path, is_blob_line
+from evalledger.ledger.blobs import blob_file_path, is_blob_line, join
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
 from evalledger.ledger.jsonl import JSONLRecorder, tracking_path
 from evalledger.ledger.merkle import Frontier
@@ -214,7 +214,8 @@ class Ledger:
         return self.recorder.read(from_seq, types, stream, to_seq)
 
     def scan(self, from_seq: int, to_seq: int, types: Collection[str],
-             stamped: Collection[str] = (), timed: Collection[str] = ()) -> Iterator[ScanRow]:
+             stamped: Collection[str] = (), timed: Collection[str] = (),
+             resolve: bool = True) -> Iterator[ScanRow]:
         """The raw, streaming read a fold needs: ScanRow(type, id, stream, version, schema, data,
         config_hash, recorded_at) for the events of ``types`` with from_seq <= seq <= to_seq, in
         seq order.
@@ -223,8 +224,18 @@ class Ledger:
         the decoded dict upcast to it (``schema`` is then the current one). ``config_hash`` is
         ``meta.config_hash`` for the ``stamped`` types, ``recorded_at`` is ``meta.recorded_at``
         for the ``timed`` types, None for the others.
+
+        ``resolve=False``: a payload stored with blob references may keep them (SQLite leaves them,
+        so a reader that needs only an event's small fields reads no blob); ``join`` resolves any
+        part of it later. Rows at an older schema are joined before they are upcast.
         """
-        return _upcast_rows(self.recorder.scan(from_seq, to_seq, types, stamped, timed))
+        rows = self.recorder.scan(from_seq, to_seq, types, stamped, timed, resolve)
+        return _upcast_rows(rows, None if resolve else self.join)
+
+    def join(self, value: Any) -> Any:
+        """``value`` (decoded stored data, or a part of it) with every blob reference resolved."""
+        reader = getattr(self.recorder, "blobs", None)
+        return value if reader is None else join(value, reader.fetch)
 
     def head(self) -> Head:
         """The last event's seq and hash."""
@@ -405,12 +416,15 @@ class Ledger:
         self.close()
 
 
-def _upcast_rows(rows: Iterator[ScanRow]) -> Iterator[ScanRow]:
-    """The rows with every payload stored at an older schema decoded and upcast to the current one."""
+def _upcast_rows(rows: Iterator[ScanRow], join: Callable[[Any], Any] | None = None) -> Iterator[ScanRow]:
+    """The rows with every payload stored at an older schema decoded (its references resolved by
+    ``join`` when given) and upcast to the current one."""
     current = SCHEMAS
     for row in rows:
         if current.get(row.type) != row.schema:
             data = decode_json(row.data) if isinstance(row.data, (bytes, str)) else row.data
+            if join is not None:
+                data = join(data)
             row = row._replace(data=upcast(row.type, row.schema, data), schema=schema_version(row.type))
         yield row
 

@@ -22,7 +22,7 @@ from typing import IO, Any, Callable, Iterable, Iterator
 
 import orjson
 
-from evalledger.ledger.envelope import EnvelopeError, Event, canonical_json, decode_json
+from evalledger.ledger.envelope import EnvelopeError, Event, canonical_json, decode_json, has_long_integer
 from evalledger.ledger.persistence import LedgerError, Prepared
 
 REF = "$blob"
@@ -165,6 +165,24 @@ def join(value: Any, fetch: Callable[[str], bytes]) -> Any:
     return value
 
 
+def join_bytes(raw: bytes | str, fetch: Callable[[str], bytes]) -> bytes:
+    """The canonical JSON of the whole payload of stored data ``raw``, joined as text: each
+    reference replaced by its blob's bytes, with no decoding and re-encoding of the parts between
+    (a part's canonical JSON is the same wherever it stands, and keys are sorted by name, not by
+    value). An escaped literal, or an integer beyond 64 bits (encoded by the standard library,
+    whose floats read differently), takes the structural join instead."""
+    data = raw.encode() if isinstance(raw, str) else raw
+    if _MARKERS[1] in data:
+        return canonical_json(join(decode_json(data), fetch))
+
+    def whole(match: re.Match[bytes]) -> bytes:
+        inner = fetch(match.group(1).decode())
+        return join_bytes(inner, fetch) if has_markers(inner) else inner
+
+    out = _REF_TEXT.sub(whole, data)
+    return canonical_json(decode_json(out)) if has_long_integer(out) else out
+
+
 def ref_key(ref: Any) -> str:
     """The hex key of a reference's ``sha256:<hex>`` text (EnvelopeError when it is not one)."""
     if not isinstance(ref, str) or not ref.startswith(PREFIX) or len(ref) != len(PREFIX) + 64 \
@@ -258,7 +276,7 @@ class BlobReader:
         ``data`` is first used: an event may outlive the store it was read from)."""
         event = Event(*row)
         if has_markers(row[6]):
-            event._data = join(decode_json(row[6]), self.fetch)   # the stored bytes stay in raw_data
+            event._data = decode_json(join_bytes(row[6], self.fetch))   # the stored bytes stay in raw_data
         return event
 
     def resolve(self, raw: bytes | str, data: Any) -> Any:
@@ -267,7 +285,7 @@ class BlobReader:
 
     def resolved_bytes(self, raw: bytes) -> bytes:
         """The canonical JSON of the whole payload of stored data ``raw`` (``raw`` when it has no references)."""
-        return canonical_json(join(decode_json(raw), self.fetch)) if has_markers(raw) else raw
+        return join_bytes(raw, self.fetch) if has_markers(raw) else raw
 
     def check(self, key: str, seen: set[str]) -> None:
         """Check blob ``key`` and every blob inside it, skipping keys in ``seen`` (BlobError on the first bad one)."""

@@ -91,12 +91,12 @@ def _refuse_non_finite(value: Any) -> None:
 
 def decode_json(raw: bytes | str) -> Any:
     """Decode stored canonical JSON exactly (integers beyond 64 bits stay integers)."""
-    if _has_long_integer(raw):
+    if has_long_integer(raw):
         return json.loads(raw)
     return orjson.loads(raw)
 
 
-def _has_long_integer(raw: bytes | str) -> bool:
+def has_long_integer(raw: bytes | str) -> bool:
     """True when the JSON text holds a run of 19+ digits (an integer orjson may not read exactly)."""
     return (raw.encode() if isinstance(raw, str) else raw).translate(_DIGITS_TO_9).find(_NINETEEN) >= 0
 

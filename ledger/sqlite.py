@@ -506,7 +506,8 @@ class SQLiteRecorder(Recorder):
         return self._rows("", [], from_seq, to_seq)
 
     def scan(self, from_seq: int, to_seq: int, types: Collection[str],
-             stamped: Collection[str] = (), timed: Collection[str] = ()) -> Iterator[ScanRow]:
+             stamped: Collection[str] = (), timed: Collection[str] = (),
+             resolve: bool = True) -> Iterator[ScanRow]:
         """The fold's rows straight from SQLite: only the columns a fold needs, the payload as
         stored bytes, meta's config_hash extracted by SQLite for the ``stamped`` types and its
         recorded_at for the ``timed`` types.
@@ -529,7 +530,7 @@ class SQLiteRecorder(Recorder):
                 f"SELECT type, id, stream, version, schema, CAST(data AS BLOB), {stamp}, {time} "
                 f"FROM events WHERE seq >= ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
                 (*stamped, *timed, from_seq, to_seq, *types))
-            if self.blobs is None:
+            if self.blobs is None or not resolve:   # not resolve: references stay, for Ledger.join
                 yield from map(ScanRow._make, cursor)
                 return
             reader = BlobReader(partial(_select_blob, conn), self.blobs.where)

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import cli
 from evalledger import ledger
-from evalledger.ledger.blobs import join, split
+from evalledger.ledger.blobs import join, join_bytes, split
 from evalledger.ledger.envelope import canonical_json, decode_json
 from evalledger.ledger.sqlite import SQLiteRecorder
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
@@ -85,10 +88,32 @@ def test_split_then_join_gives_the_payload_back_byte_for_byte(payload):
     raw = canonical_json(payload)
     stored_bytes, blobs = split(payload, raw)
     assert canonical_json(join(decode_json(stored_bytes), blobs.__getitem__)) == raw
+    assert join_bytes(stored_bytes, blobs.__getitem__) == raw          # the text join reads: the same bytes
     for key, content in blobs.items():
         assert hashlib.sha256(content).hexdigest() == key
     again, _ = split(payload, raw)
     assert again == stored_bytes   # a pure function of the payload
+
+
+_LEAF = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10 ** 25), max_value=10 ** 25),
+                  st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=40),
+                  st.text(alphabet='ab"{}$\\:', min_size=300, max_size=700),   # long: a blob of its own
+                  st.sampled_from(['{"$blob":"sha256:' + "a" * 64 + '"}', "$lit", "$blob"]))
+_PAYLOAD = st.recursive(_LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=6),
+    st.dictionaries(st.sampled_from(["$blob", "$lit", "a", "b", "content", "é"]), inner, max_size=4)),
+    max_leaves=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), _PAYLOAD, max_size=5))
+def test_the_text_join_and_the_structural_join_agree_on_any_payload(payload):
+    # Reads join as text (each reference's bytes put in its place); the structural join is the
+    # definition. Payloads with look-alike references, escaped literals and long integers included.
+    raw = canonical_json(payload)
+    stored_bytes, blobs = split(payload, raw)
+    assert join_bytes(stored_bytes, blobs.__getitem__) == canonical_json(join(decode_json(stored_bytes),
+                                                                               blobs.__getitem__)) == raw
 
 
 def test_shared_parts_are_one_blob():
@@ -256,3 +281,29 @@ def test_a_postgres_store_keeps_the_same_blobs_and_verify_checks_them(homes, tmp
                          f"WHERE key = (SELECT key FROM {schema}.blobs ORDER BY key LIMIT 1)")
             problems = led.verify().problems
             assert problems and "cannot be decompressed" in str(problems[0]) and "sha256:" in str(problems[0])
+
+
+def test_a_scan_may_leave_references_and_join_resolves_them(homes, monkeypatch):
+    # Readers that need an event's small fields only (a replay source's call index) scan the
+    # stored rows with references in place; Ledger.join gives any part of them whole.
+    from evalledger.stages.judge import recording
+    monkeypatch.setattr(recording, "_SCAN_FROM", 0)    # this small home: built by a scan all the same
+    new, _ = homes
+    home = Path(shutil.copytree(new, new.parent / "long-reply"))
+    with ledger.open_ledger(home) as led:   # one more call whose reply is long enough to be a blob
+        first = next(led.read(types=["judge.called"]))
+        led.append(recording.call_event(first.data["case_id"], {
+            **{k: v for k, v in first.data.items() if k not in ("case_id", "step_attempt")},
+            "request_hash": "f" * 64, "reply": {"text": "a long reply " * 60}}, 1, 1))
+    with ledger.open_ledger(home, readonly=True) as led:
+        whole = {e.id: e.data for e in led.read(types=["judge.called"])}
+        rows = list(led.scan(1, led.head().seq, ("judge.called",), resolve=False))
+        assert rows and all(b'"$blob"' in bytes(row.data) for row in rows)
+        assert {row.id: led.join(decode_json(row.data)) for row in rows} == whole
+        resolved = list(led.scan(1, led.head().seq, ("judge.called",)))
+        assert [decode_json(row.data) for row in resolved] == list(whole.values())
+        index = recording.CallIndex(led, keep_answers=True)
+        index.catch_up()
+        kept = [r.answer for r in index.successes.values()]
+        assert kept and all(a.data == {k: v for k, v in whole[a.id].items() if k not in ("request", "sent", "raw_reply")}
+                            for a in kept)

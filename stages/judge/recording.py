@@ -21,7 +21,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalledger.ledger import Event, NewEvent, canonical_json
+from evalledger.ledger import Event, NewEvent, canonical_json, decode_json
 
 CALL_EVENT = "judge.called"
 
@@ -47,6 +47,9 @@ def call_key(role: str, hash: str, step_attempt: int, attempt: int | str) -> str
 # What a kept answer leaves out: the request (the prompt messages, most of an event's bytes) and
 # what was sent and received raw. Nothing that answers from a record reads them.
 _NOT_KEPT = frozenset(("request", "sent", "raw_reply"))
+# How far behind the head an index catches up by a scan of stored rows (its own read connection)
+# rather than by reading events on the ledger's connection.
+_SCAN_FROM = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +101,15 @@ class CallIndex:
             if head - self.last_seq == len(self.own_seqs):
                 self.last_seq, self.own_seqs = head, set()
                 return
-            for event in self.led.read(from_seq=self.last_seq + 1, types=[CALL_EVENT]):
-                self.add(event)
+            if head - self.last_seq > _SCAN_FROM:
+                # A long way behind (an index being built): the stored rows, blob references left
+                # in place, since the index reads small fields only and a kept answer resolves
+                # just its own parts (a prompt is never read back).
+                for row in self.led.scan(self.last_seq + 1, head, (CALL_EVENT,), resolve=False):
+                    self.add_row(row)
+            else:   # a few events behind: the writer's own connection, no new one for a scan
+                for event in self.led.read(from_seq=self.last_seq + 1, types=[CALL_EVENT]):
+                    self.add(event)
             self.last_seq = max(self.last_seq, head)
             self.own_seqs = {seq for seq in self.own_seqs if seq > self.last_seq}
 
@@ -121,6 +131,20 @@ class CallIndex:
             self.last_seq = max(self.last_seq, event.seq)
         elif event.seq > self.last_seq:
             self.own_seqs.add(event.seq)
+
+    def add_row(self, row: Any) -> None:
+        """Fold one stored ``judge.called`` row (``Ledger.scan``, references unresolved) into the index."""
+        data = decode_json(row.data) if isinstance(row.data, (bytes, str)) else row.data
+        hash = data.get("request_hash")
+        self.count_attempt(row.stream, data)
+        if data.get("error") is None and not data.get("degraded") and hash not in self.successes:
+            answer = None
+            if self.keep_answers:
+                kept = {k: v for k, v in data.items() if k not in _NOT_KEPT}
+                answer = KeptAnswer(row.id, row.stream, self.led.join(kept))
+            self.successes[hash] = Recorded(row.id, row.stream, data.get("backend"), data.get("model"), answer)
+        self.identities.setdefault(data.get("role"), set()).add(
+            (data.get("source_backend") or data.get("backend"), data.get("model")))
 
     def count_attempt(self, stream: str, data: dict[str, Any]) -> None:
         """Note an attempt's number for its call (so the next attempt of that call is numbered after it)."""
