@@ -22,25 +22,9 @@ from evalledger.ledger.envelope import canonical_json, decode_json
 from evalledger.ledger.sqlite import SQLiteRecorder
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.intake import ingest_path
+from evalledger.testing.arithmetic import arithmetic_benchmark
 
 CASES = 12
-
-
-def benchmark(questions: int, name: str = "blob-test") -> dict:
-    """``questions`` arithmetic questions answered by two models (the issue's workload, small)."""
-    qs, responses = [], []
-    for i in range(questions):
-        a, b = 12 + i, 3 + i
-        qs.append({"id": f"q{i}", "question": f"What is {a} times {b}, and is it even?", "template": {"fields": [
-            {"name": "result", "type": "int", "description": "The product", "ground_truth": a * b,
-             "verify_with": {"type": "NumericTolerance", "tolerance": 0, "mode": "absolute"}},
-            {"name": "even", "type": "bool", "description": "Whether the product is even",
-             "ground_truth": a * b % 2 == 0, "verify_with": {"type": "BooleanMatch"}}]}})
-        for model, value in (("right", a * b), ("wrong", a * b + 1)):
-            responses.append({"question_id": f"q{i}", "model": model,
-                              "text": f"{a} x {b} = {value}. It is {'even' if value % 2 == 0 else 'odd'}."})
-    return {"format": "evalledger/benchmark@1", "name": name, "questions": qs, "responses": responses,
-            "config": {"deep_judgment_enabled": True}}
 
 
 def judged(folder: Path, blobs: bool = True, name: str = "blob-test") -> Path:
@@ -53,7 +37,7 @@ def judged(folder: Path, blobs: bool = True, name: str = "blob-test") -> Path:
         (folder / "home" / "events.jsonl").unlink()
         SQLiteRecorder(str(folder / "home" / "ledger.db"), blobs=False).close()
     source = folder / f"{name}.json"
-    source.write_text(json.dumps(benchmark(CASES // 2, name)))
+    source.write_text(json.dumps(arithmetic_benchmark(CASES // 2, name)))
     with ledger.open_ledger(folder / "home") as led:
         ingest_path(led, source)
         assert run_until_idle(led, RunSettings(judge_backend="offline")).judged == CASES
@@ -248,7 +232,7 @@ def test_an_old_home_reads_as_written_and_migrate_copies_it_into_the_blob_store(
         assert (migrated.seq, migrated.data["source_head_hash"], migrated.data["events"]) == \
             (head.seq + 1, head.hash, head.seq)
         source = tmp_path / "more.json"
-        source.write_text(json.dumps(benchmark(2, "more")))
+        source.write_text(json.dumps(arithmetic_benchmark(2, "more")))
         ingest_path(led, source)
         run_until_idle(led, RunSettings(judge_backend="offline"))
     later = stored(target, f"SELECT COUNT(*) FROM events WHERE seq > {head.seq} AND type = 'judge.called' "

@@ -34,25 +34,14 @@ from evalledger import ledger
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.intake import ingest_path
 from evalledger.stages.replaying import replay_into, seed_replay
+from evalledger.testing.arithmetic import arithmetic_benchmark
 
 TARGET = 1.0
 
 
 def benchmark(cases: int) -> dict:
     """``cases`` / 2 arithmetic questions answered by two models, one right and one wrong."""
-    questions, responses = [], []
-    for i in range(max(1, cases // 2)):
-        a, b = 12 + i % 80, 3 + i % 17
-        questions.append({"id": f"q{i}", "question": f"What is {a} times {b}, and is it even?", "template": {"fields": [
-            {"name": "result", "type": "int", "description": "The product", "ground_truth": a * b,
-             "verify_with": {"type": "NumericTolerance", "tolerance": 0, "mode": "absolute"}},
-            {"name": "even", "type": "bool", "description": "Whether the product is even",
-             "ground_truth": a * b % 2 == 0, "verify_with": {"type": "BooleanMatch"}}]}})
-        for model, value in (("right", a * b), ("wrong", a * b + 1)):
-            responses.append({"question_id": f"q{i}", "model": model,
-                              "text": f"{a} x {b} = {value}. It is {'even' if value % 2 == 0 else 'odd'}."})
-    return {"format": "evalledger/benchmark@1", "name": "replay-bench", "questions": questions, "responses": responses,
-            "config": {"deep_judgment_enabled": True}}
+    return arithmetic_benchmark(max(1, cases // 2), "replay-bench")
 
 
 def judged_home(cases: int, folder: Path) -> tuple[Path, Any, float]:

@@ -61,11 +61,6 @@ class KeptAnswer:
     data: dict[str, Any]
 
 
-def kept_answer(event: Event) -> KeptAnswer:
-    """``event`` (a ``judge.called`` success) as a ``KeptAnswer``."""
-    return KeptAnswer(event.id, event.stream, {k: v for k, v in event.data.items() if k not in _NOT_KEPT})
-
-
 @dataclass(frozen=True, slots=True)
 class Recorded:
     """Where a recorded success is: its event id, stream, backend and model (and its answer, when kept)."""
@@ -119,14 +114,7 @@ class CallIndex:
         ``advance=False`` (for an event this process just appended) leaves the catch-up position
         alone, so events another process appended just before it are still read.
         """
-        data = event.data
-        role, hash = data.get("role"), data.get("request_hash")
-        backend = data.get("source_backend") or data.get("backend")
-        self.count_attempt(event.stream, data)
-        if data.get("error") is None and not data.get("degraded") and hash not in self.successes:
-            answer = kept_answer(event) if self.keep_answers else None
-            self.successes[hash] = Recorded(event.id, event.stream, data.get("backend"), data.get("model"), answer)
-        self.identities.setdefault(role, set()).add((backend, data.get("model")))
+        self._fold(event.id, event.stream, event.data, lambda kept: kept)   # event.data is whole
         if advance:
             self.last_seq = max(self.last_seq, event.seq)
         elif event.seq > self.last_seq:
@@ -135,14 +123,18 @@ class CallIndex:
     def add_row(self, row: Any) -> None:
         """Fold one stored ``judge.called`` row (``Ledger.scan``, references unresolved) into the index."""
         data = decode_json(row.data) if isinstance(row.data, (bytes, str)) else row.data
+        self._fold(row.id, row.stream, data, self.led.join)
+
+    def _fold(self, id: str, stream: str, data: dict[str, Any], whole: Any) -> None:
+        """Count the attempt, note the identity and keep the first success (its answer made whole
+        by ``whole`` when answers are kept)."""
         hash = data.get("request_hash")
-        self.count_attempt(row.stream, data)
+        self.count_attempt(stream, data)
         if data.get("error") is None and not data.get("degraded") and hash not in self.successes:
             answer = None
             if self.keep_answers:
-                kept = {k: v for k, v in data.items() if k not in _NOT_KEPT}
-                answer = KeptAnswer(row.id, row.stream, self.led.join(kept))
-            self.successes[hash] = Recorded(row.id, row.stream, data.get("backend"), data.get("model"), answer)
+                answer = KeptAnswer(id, stream, whole({k: v for k, v in data.items() if k not in _NOT_KEPT}))
+            self.successes[hash] = Recorded(id, stream, data.get("backend"), data.get("model"), answer)
         self.identities.setdefault(data.get("role"), set()).add(
             (data.get("source_backend") or data.get("backend"), data.get("model")))
 
