@@ -40,6 +40,9 @@ class Handler:
 def register_ledger(sub) -> None:
     """Add the ledger commands (init, note, log, verify, export, import, migrate) to the parser."""
     p = sub.add_parser("init", help="create a home (inbox, processed, rejected, reports, ledger)")
+    p.add_argument("--mirror", choices=("jsonl", "gzip"), default="jsonl",
+                   help="the JSONL mirror beside ledger.db: plain events.jsonl (the default), or "
+                        "events.jsonl.gz, compressed as it is written (for a new home only)")
     p.set_defaults(func=Handler("ledger_commands", "cmd_init"))
 
     p = sub.add_parser("note", help="append a note.added event to a stream")

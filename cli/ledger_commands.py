@@ -62,7 +62,7 @@ def cmd_init(args) -> int:
     """Create the home; on an existing home, say so (missing folders are put back, nothing else changes)."""
     path = home_of(args)
     existed = ledger.is_home(path)
-    home = ledger.init_home(path, store=getattr(args, "store", None))
+    home = ledger.init_home(path, store=getattr(args, "store", None), mirror=getattr(args, "mirror", "jsonl"))
     if existed:
         with ledger.open_ledger(home, readonly=True) as led:
             head = led.head()

@@ -27,6 +27,7 @@ from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.persistence import TREE_LAG, Head, LedgerError, Recorder, ScanRow, normalise_expected, prepare
 from evalledger.ledger.postgres import PostgresRecorder, is_store_url, redact_url, split_store_url
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
+from evalledger.ledger.mirror_gz import GZ_MIRROR, gz_import_lines, is_gzip_file
 from evalledger.ledger.sqlite import SQLiteRecorder
 from evalledger.ledger.verify import Problem, VerifyReport, tree_problem
 
@@ -34,6 +35,8 @@ HOME_FOLDERS = ("inbox", "processed", "rejected", "reports")
 LEDGER_FILE_SUFFIXES = (".jsonl", ".db", ".sqlite", ".sqlite3")
 #: in a home whose events live in PostgreSQL: the store's URL (no password), and the local read models
 STORE_FILE = "store.url"
+#: the mirror a home keeps beside its ledger.db, by form (``init --mirror``)
+MIRROR_FILES = {"jsonl": "events.jsonl", "gzip": GZ_MIRROR}
 READ_MODELS_FILE = "read-models.db"
 
 
@@ -42,13 +45,15 @@ def default_home() -> str:
     return os.environ.get("EVALLEDGER_HOME") or "evalledger"
 
 
-def init_home(home: str | os.PathLike[str], store: str | None = None) -> Path:
+def init_home(home: str | os.PathLike[str], store: str | None = None, mirror: str = "jsonl") -> Path:
     """Create a home's layout (DESIGN.md): ledger.db, events.jsonl, inbox/, processed/, rejected/, reports/.
 
     With ``store`` (a ``postgresql://`` URL) the events live in that database instead: the home
     keeps its folders, ``store.url`` naming the store, and ``read-models.db`` (``bind_store``).
+    ``mirror="gzip"``: a new home keeps its mirror compressed, as ``events.jsonl.gz``.
     """
     home = Path(home)
+    check_mirror_form(home, mirror)
     if store is not None:
         bind_store(home, store)
     if home.exists() and not home.is_dir() and home.suffix not in LEDGER_FILE_SUFFIXES:
@@ -59,8 +64,27 @@ def init_home(home: str | os.PathLike[str], store: str | None = None) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     for name in HOME_FOLDERS:
         (home / name).mkdir(exist_ok=True)
-    open_ledger(home).close()
+    open_ledger(home, mirror=mirror).close()
     return home
+
+
+def check_mirror_form(home: Path, mirror: str) -> None:
+    """Refuse a mirror form that is not one, or a compressed mirror for a home made without one
+    (a home keeps the mirror it was made with: changing it would rewrite the mirror)."""
+    if mirror not in MIRROR_FILES:
+        raise LedgerError(f"the mirror is 'jsonl' or 'gzip', not {mirror!r}")
+    if mirror == "gzip" and (home / "ledger.db").exists() and not (home / GZ_MIRROR).exists():
+        raise LedgerError(f"{home} was made with a plain mirror ({MIRROR_FILES['jsonl']}); it keeps it")
+
+
+def mirror_file(home: Path, mirror: str = "jsonl") -> Path:
+    """A home's mirror: ``events.jsonl.gz`` when the home has one (or ``mirror`` asks for it in a new
+    home, which gets the file now, before its ledger.db), else ``events.jsonl``."""
+    gz = home / GZ_MIRROR
+    if mirror == "gzip" and not (home / "ledger.db").exists():
+        check_mirror_form(home, mirror)
+        gz.touch()
+    return gz if gz.exists() else home / MIRROR_FILES["jsonl"]
 
 
 def is_home(path: str | os.PathLike[str]) -> bool:
@@ -398,6 +422,8 @@ class Ledger:
         """
         if self.head().seq:
             raise LedgerError("import goes into an empty ledger only; this one has events")
+        if is_gzip_file(path):   # a compressed mirror (events.jsonl.gz): its blob lines are inside it
+            return self.recorder.import_lines(gz_import_lines(str(path)), str(path))
         side = blob_file_path(str(path))
         with open(path, "rb") as fh:
             if not os.path.exists(side):
@@ -447,7 +473,7 @@ def parse_head(text: str) -> Head:
 
 
 def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str = "normal",
-                readonly: bool = False) -> Ledger:
+                readonly: bool = False, mirror: str = "jsonl") -> Ledger:
     """Open a ledger: a home directory (SQLite + events.jsonl mirror), a ``.jsonl`` file, or a ``.db``.
 
     A home bound to a PostgreSQL store (``bind_store``) opens that store; a ``postgresql://`` URL
@@ -456,7 +482,8 @@ def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str =
     A home that does not exist is created (``init_home``) unless ``readonly``. Opening for
     writing recovers from a crash (completes a mirror that is behind, rolls an interrupted JSONL
     batch forward, cuts a torn last line); ``readonly`` changes nothing on disk, so ``verify``
-    reports what it finds instead of repairing it.
+    reports what it finds instead of repairing it. ``mirror="gzip"``: a home made by this call keeps
+    its mirror compressed (``events.jsonl.gz``); an existing home keeps the mirror it has.
     """
     if isinstance(path, str) and is_store_url(path):  # a store without a home: no read models
         return Ledger(PostgresRecorder(path, readonly=readonly))
@@ -476,6 +503,8 @@ def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str =
         path.mkdir(parents=True, exist_ok=True)
         for name in HOME_FOLDERS:
             (path / name).mkdir(exist_ok=True)
-    recorder = SQLiteRecorder(str(path / "ledger.db"), durability, mirror_path=str(path / "events.jsonl"),
+    check_mirror_form(path, mirror)
+    mirror_path = str(mirror_file(path, "jsonl" if readonly else mirror))
+    recorder = SQLiteRecorder(str(path / "ledger.db"), durability, mirror_path=mirror_path,
                               lock_path=str(path / "ledger.lock"), readonly=readonly)
     return Ledger(recorder, home=path)

@@ -31,6 +31,7 @@ from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror import Mirror
+from evalledger.ledger.mirror_gz import GzMirror, is_gz_mirror
 from evalledger.ledger.persistence import (
     TREE_KEPT,
     TREE_LAG,
@@ -99,8 +100,10 @@ class SQLiteRecorder(Recorder):
         self.blobs = BlobReader(self._load_blob, f"{path} (table blobs)") if has_blob_table(self.conn) else None
         self._known_blobs: set[str] = set()   # keys committed by this object: not packed again
         self._blob_lines: dict[str, bytes] = {}   # the blobs the last transaction stored: key -> stored form
-        self.mirror = Mirror(mirror_path, fsync=durability == "full") if mirror_path else None
-        if self.mirror and self.blobs is not None:
+        self.mirror: Mirror | GzMirror | None = None
+        if mirror_path:   # the compressed mirror keeps its blob lines inside it
+            self.mirror = (GzMirror if is_gz_mirror(mirror_path) else Mirror)(mirror_path, fsync=durability == "full")
+        if isinstance(self.mirror, Mirror) and self.blobs is not None:
             self.mirror.blob_path = blob_file_path(self.mirror.path)
         if self.mirror and not readonly:
             with self._write_lock():
@@ -554,11 +557,13 @@ class SQLiteRecorder(Recorder):
         side: BlobFile | None = None
         if self.blobs is not None:
             readers = [BlobReader(self._load_blob, self.blobs.where, keep=0)]
-            if mirror is not None and mirror_size is not None:   # the mirror's blob file must hold them too
+            if isinstance(mirror, Mirror) and mirror_size is not None:   # its blob file must hold them too
                 side = BlobFile(mirror.blob_path)
                 readers.append(BlobReader(side.load, side.path, keep=0))
             rows = checked_blobs(rows, readers, blob_problems)
-        if mirror is None or mirror_size is None:
+        if isinstance(mirror, GzMirror) and mirror_size is not None:
+            report = mirror.verify(rows, self.location, expect_head, mirror_size, tree)
+        elif mirror is None or mirror_size is None:
             report = verify_sqlite(rows, self.location, iter(()) if mirror else None,
                                    mirror.path if mirror else "", expect_head, tree=tree)
         else:
