@@ -26,7 +26,7 @@ from evalledger.cli.watch_inbox import is_ignored
 from evalledger.cli.watch_log import Log
 
 # Files of a home whose change means "the ledger may have new events".
-LEDGER_FILES = ("ledger.db", "ledger.db-wal", "events.jsonl")
+LEDGER_FILES = ("ledger.db", "ledger.db-wal", "events.jsonl", "events.jsonl.gz")
 # Opens and reads are left out, so that reading a file never wakes anyone.
 # A folder renamed into the inbox (DirMovedEvent) brings its files complete.
 WATCHED_EVENTS = [FileCreatedEvent, FileMovedEvent, FileModifiedEvent, FileClosedEvent, DirMovedEvent]

@@ -24,10 +24,10 @@ from evalledger.ledger.blobs import blob_file_path, is_blob_line, join
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
 from evalledger.ledger.jsonl import JSONLRecorder, tracking_path
 from evalledger.ledger.merkle import Frontier
+from evalledger.ledger.mirror_gz import GZ_MIRROR, gz_import_lines, is_gzip_file
 from evalledger.ledger.persistence import TREE_LAG, Head, LedgerError, Recorder, ScanRow, normalise_expected, prepare
 from evalledger.ledger.postgres import PostgresRecorder, is_store_url, redact_url, split_store_url
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
-from evalledger.ledger.mirror_gz import GZ_MIRROR, gz_import_lines, is_gzip_file
 from evalledger.ledger.sqlite import SQLiteRecorder
 from evalledger.ledger.verify import Problem, VerifyReport, tree_problem
 

@@ -45,10 +45,11 @@ _READ = 1 << 20
 class MirrorDamage(Exception):
     """The compressed mirror cannot be read past a byte offset (a torn or altered member)."""
 
-    def __init__(self, offset: int, reason: str):
+    def __init__(self, offset: int, reason: str, torn: bool = False):
         super().__init__(f"at byte {offset}: {reason}")
         self.offset = offset
         self.reason = reason
+        self.torn = torn   # the file ends inside a member: an interrupted append, which a writer cuts
 
 
 def is_gz_mirror(path: str) -> bool:
@@ -124,7 +125,7 @@ def read_lines(path: str, size: int | None = None) -> Iterator[bytes]:
                 unpacker, fed = zlib.decompressobj(31), False
         if fed or pending:
             raise MirrorDamage(start, "the file ends in the middle of a gzip member: a write was interrupted "
-                                      "(never acknowledged) or the file was cut")
+                                      "(never acknowledged) or the file was cut", torn=True)
 
 
 def is_gzip_file(path: str | os.PathLike[str]) -> bool:
@@ -342,7 +343,7 @@ class _EventLines:
             try:
                 line = next(self._lines)
             except MirrorDamage as exc:
-                self._fail(f"{exc.reason} (byte {exc.offset}); {_REPAIR}")
+                self._fail(f"{exc.reason} (byte {exc.offset})" + (f"; {_REPAIR}" if exc.torn else ""))
                 break
             if is_blob_line(line):
                 self._blob(line)

@@ -108,7 +108,7 @@ def connect(path: str, durability: str = "normal", readonly: bool = False) -> sq
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise LedgerDamaged(f"{path}: cannot be read as an SQLite database ({exc}); a home's events.jsonl "
-                            "mirror can be imported into a new home ('evalledger --home NEW import FILE')") from None
+                            "(or events.jsonl.gz) mirror can be imported into a new home ('evalledger --home NEW import FILE')") from None
     conn.execute("PRAGMA busy_timeout = 60000")
     return conn
 
