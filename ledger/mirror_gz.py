@@ -332,7 +332,7 @@ class _EventLines:
         self._lines = lines
         self._path = path
         self._seen: set[bytes] = set()
-        self._seq = 0
+        self._last = b""   # the last event line read: its seq is computed only for a message
         self.problem: Problem | None = None
 
     def __iter__(self) -> "_EventLines":
@@ -350,16 +350,18 @@ class _EventLines:
                 continue
             if has_markers(line):
                 self._refs(line)
-            try:
-                self._seq = line_seq(line)
-            except (EnvelopeError, ValueError):
-                pass   # verify names the line
+            self._last = line
             return line
         raise StopIteration
 
     def _fail(self, reason: str) -> None:
+        """Record the mirror's problem at the seq after the last event line read (once)."""
         if self.problem is None:
-            self.problem = Problem(self._seq + 1, self._path, reason)
+            try:
+                seq = line_seq(self._last) if self._last else 0
+            except (EnvelopeError, ValueError):
+                seq = 0   # verify names that line itself
+            self.problem = Problem(seq + 1, self._path, reason)
 
     def _blob(self, line: bytes) -> None:
         """Check a blob line: it hashes to its key, and the blobs inside it came before it."""
@@ -368,7 +370,7 @@ class _EventLines:
             if has_markers(raw):
                 self._check_refs(raw_refs(raw))
         except (BlobError, EnvelopeError, ValueError) as exc:
-            self._fail(f"before seq {self._seq + 1}: {exc}")
+            self._fail(f"a blob line before this event: {exc}")
             return
         self._seen.add(bytes.fromhex(key))
 
