@@ -227,21 +227,35 @@ def blob_line(key: str, packed: bytes) -> bytes:
     return b'{"blob":"%b","zlib":"%b"}\n' % (key.encode(), base64.b64encode(packed))
 
 
+def blob_text_line(key: str, raw: bytes) -> bytes:
+    """The blob line of the compressed mirror: the blob's canonical JSON as a JSON string (``text``),
+    left for the mirror's gzip to compress with its neighbours (base64 of zlib would not shrink)."""
+    return b'{"blob":"%b","text":%b}\n' % (key.encode(), orjson.dumps(raw.decode("utf-8")))
+
+
 def is_blob_line(line: bytes) -> bool:
     """True for a blob line (event lines start with ``{"data":``)."""
     return line.startswith(BLOB_LINE_START)
 
 
 def parse_blob_line(line: bytes, where: str) -> tuple[str, bytes, bytes]:
-    """(key, uncompressed bytes, stored form) of a blob line, checked (BlobError when it is not right)."""
+    """(key, uncompressed bytes, stored form) of a blob line (``zlib`` form, or the compressed
+    mirror's ``text`` form), checked (BlobError when it is not right)."""
     try:
         parsed = decode_json(line)
-        key, text = parsed["blob"], parsed["zlib"]
-        if set(parsed) != {"blob", "zlib"} or not isinstance(text, str):
+        key = parsed["blob"]
+        form = "text" if "text" in parsed else "zlib"
+        text = parsed[form]
+        if set(parsed) != {"blob", form} or not isinstance(text, str):
             raise ValueError("it holds other fields")
         ref_key(PREFIX + key)
+        if form == "text":
+            raw = text.encode("utf-8")
+            if blob_key(raw) != key:
+                raise BlobError(f"{where}: blob {PREFIX}{key} does not hash to its key: it was altered")
+            return key, raw, pack(raw)
         packed = base64.b64decode(text, validate=True)
-    except (ValueError, KeyError, TypeError, EnvelopeError) as exc:
+    except (ValueError, KeyError, TypeError, EnvelopeError, UnicodeEncodeError) as exc:
         raise BlobError(f"{where}: not a blob line ({exc})") from None
     return key, unpack(key, packed, where), packed
 

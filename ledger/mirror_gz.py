@@ -20,7 +20,7 @@ import struct
 import zlib
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from evalledger.ledger.blobs import BlobError, has_markers, is_blob_line, parse_blob_line, raw_refs
+from evalledger.ledger.blobs import BlobError, blob_text_line, has_markers, is_blob_line, parse_blob_line, raw_refs
 from evalledger.ledger.envelope import EnvelopeError
 from evalledger.ledger.mirror import line_seq
 from evalledger.ledger.persistence import Head, TreeState, is_disk_full
@@ -63,10 +63,19 @@ def footer(length: int, last_seq: int) -> bytes:
 
 
 def member(lines: Iterable[bytes], last_seq: int) -> bytes:
-    """The bytes one append writes: the lines as a gzip member, then its footer."""
+    """The bytes one append writes: the lines as a gzip member (blob lines in the ``text`` form),
+    then its footer."""
     packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, 31)   # 31: a gzip header (mtime 0: same bytes every time)
-    data = packer.compress(b"".join(lines)) + packer.flush()
+    data = packer.compress(b"".join(as_text(line) for line in lines)) + packer.flush()
     return data + footer(len(data), last_seq)
+
+
+def as_text(line: bytes) -> bytes:
+    """A line as the compressed mirror holds it: a blob line in the ``text`` form, an event line as it is."""
+    if not is_blob_line(line) or b'"text":' in line[73:82]:
+        return line
+    key, raw, _ = parse_blob_line(line, "a blob line to mirror")
+    return blob_text_line(key, raw)
 
 
 def _parse_footer(raw: bytes) -> tuple[int, int] | None:
@@ -228,7 +237,7 @@ class GzMirror:
                 self.recover(recorder)   # another process wrote, or crashed before its mirror write
             else:
                 self._write(member(lines, last_seq), last_seq)
-        except (OSError, EnvelopeError, ValueError, zlib.error) as exc:
+        except (OSError, EnvelopeError, ValueError, zlib.error, BlobError) as exc:
             if isinstance(exc, OSError) and is_disk_full(exc):
                 self.disk_full = exc.strerror or str(exc)
                 self.problem = (f"{self.path}: the disk is full ({exc.strerror}): every event up to seq "
