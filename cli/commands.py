@@ -93,6 +93,8 @@ def register_ledger(sub) -> None:
     p = sub.add_parser("migrate", help="copy this home into a new home that keeps judge calls' large parts "
                                        "in the blob store (the old home is left as it was)")
     p.add_argument("--to", required=True, metavar="NEW_HOME", help="the new home to write (must not exist, or be empty)")
+    p.add_argument("--mirror", choices=("jsonl", "gzip"), default="jsonl",
+                   help="the new home's mirror: plain events.jsonl (the default) or compressed events.jsonl.gz")
     p.set_defaults(func=Handler("ledger_commands", "cmd_migrate"))
 
 

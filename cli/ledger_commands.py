@@ -147,7 +147,7 @@ def cmd_export(args) -> int:
 def cmd_migrate(args) -> int:
     """``evalledger migrate --to NEW``: copy the home into a new home with the blob store, recording it."""
     from evalledger.ledger.migrate import migrate_home
-    done = migrate_home(home_of(args), args.to)
+    done = migrate_home(home_of(args), args.to, getattr(args, "mirror", "jsonl"))
     print(f"migrated {done.events} events (head seq {done.source_head.seq} {done.source_head.hash}) from "
           f"{home_of(args)} to {args.to}; recorded as {done.recorded.type} at seq {done.recorded.seq}; "
           f"{home_of(args)} is left as it was")

@@ -434,6 +434,7 @@ class StoreMigrated(Payload):
     source_head_hash: str
     events: int                                           # events copied (seq 1 .. source_head_seq)
     blob_types: list[str] = []                            # event types whose payloads the blob store splits
+    mirror: str = "jsonl"                                 # the new home's mirror: events.jsonl, or gzip (.gz)
 
 
 @event_type("note.added")

@@ -3,7 +3,8 @@
 Events are never rewritten: the new home holds every event of the old one byte for byte (the same
 seqs, ids and hashes, so heads and checkpoints published from the old home still verify), then a
 ``store.migrated`` event naming the source and its head. Events appended from then on keep their
-large payload parts in the blob store. The old home is left as it was.
+large payload parts in the blob store. ``--mirror gzip`` gives the new home the compressed mirror
+(``events.jsonl.gz``), recorded in the event as ``mirror``. The old home is left as it was.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ class Migrated:
     recorded: Event
 
 
-def migrate_home(source: str | Path, target: str | Path) -> Migrated:
-    """Copy the home ``source`` into the new home ``target`` (made with the blob store) and record it.
+def migrate_home(source: str | Path, target: str | Path, mirror: str = "jsonl") -> Migrated:
+    """Copy the home ``source`` into the new home ``target`` (made with the blob store, and with the
+    compressed mirror when ``mirror`` is "gzip") and record it.
 
     Refuses a source that is not a home of its own (a PostgreSQL store, a bare file), a target
     that exists and is not empty, and a source whose chain does not verify (nothing is written).
@@ -44,11 +46,12 @@ def migrate_home(source: str | Path, target: str | Path) -> Migrated:
             raise LedgerError(f"{source}: the ledger does not verify ({report.problems[0]}); migrate copies "
                               "only a ledger that verifies; nothing was written")
         head = report.head
-        with open_ledger(target) as dst:
+        with open_ledger(target, mirror=mirror) as dst:
             count = dst.recorder.import_lines(src.recorder.export_lines(1, head.seq), str(source))
             [recorded] = dst.append(NewEvent("ledger:store", "store.migrated", {
                 "source": str(source), "source_head_seq": head.seq, "source_head_hash": head.hash,
-                "events": count, "blob_types": sorted(SPLIT_TYPES)}, key=f"{head.seq}:{head.hash}"))
+                "events": count, "blob_types": sorted(SPLIT_TYPES),
+                "mirror": mirror}, key=f"{head.seq}:{head.hash}"))
     for name in COPIED_FOLDERS:
         if (source / name).is_dir():
             shutil.copytree(source / name, target / name, dirs_exist_ok=True)

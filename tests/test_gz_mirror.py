@@ -197,3 +197,19 @@ def test_a_plain_home_keeps_its_mirror_and_cannot_be_switched(homes, tmp_path):
 def test_the_footer_is_an_empty_gzip_member():
     assert gzip.decompress(footer(123, 45)) == b""
     assert gzip.decompress(member([b"a\n", b"b\n"], 2)) == b"a\nb\n"
+
+
+def test_migrate_moves_a_plain_home_to_the_compressed_mirror_and_records_it(homes, tmp_path):
+    _, plain = homes
+    with ledger.open_ledger(plain, readonly=True) as led:
+        head = led.head()
+    target = tmp_path / "migrated"
+    result = cli("migrate", "--to", target, "--mirror", "gzip", home=plain)
+    assert result.returncode == 0, result.stderr
+    assert (target / "events.jsonl.gz").exists() and not (target / "events.jsonl").exists()
+    assert cli("verify", "--expect-head", f"{head.seq}:{head.hash}", home=target).returncode == 0
+    with ledger.open_ledger(target, readonly=True) as led:
+        [migrated] = led.read(types="store.migrated")
+        assert (migrated.data["mirror"], migrated.data["source_head_hash"]) == ("gzip", head.hash)
+    assert [x for x in mirror_lines(target) if not is_blob_line(x)][:head.seq] == \
+        (plain / "events.jsonl").read_bytes().splitlines(keepends=True)
