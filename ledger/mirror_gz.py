@@ -40,6 +40,7 @@ _FOOTER_TAIL = b"\x03\x00" + b"\x00" * 8
 _FOOTER_SIZE = len(_FOOTER_HEAD) + 16 + len(_FOOTER_TAIL)
 _CHUNK_LINES = 1000   # lines per member when a mirror is completed from SQLite
 _READ = 1 << 20
+_OUT = 1 << 23        # the most one decompression step gives (a line longer than this is read in steps)
 
 
 class MirrorDamage(Exception):
@@ -95,26 +96,28 @@ def _inflate_one(data: bytes) -> bytes:
     return out
 
 
-def read_lines(path: str, size: int | None = None) -> Iterator[bytes]:
-    """The lines of a compressed mirror (blob lines included) within its first ``size`` bytes (all of
-    it when None), member after member; MirrorDamage at a member that is cut off or altered."""
+def read_lines(path: str, size: int | None = None, offset: int = 0) -> Iterator[bytes]:
+    """The lines of a compressed mirror (blob lines included) from byte ``offset`` (a member's start)
+    to byte ``size`` (the end when None), member after member; MirrorDamage at a member that is cut
+    off or altered. Each step's output is bounded, so an altered member cannot exhaust memory."""
     with open(path, "rb") as fh:
-        left = size
-        read = 0             # bytes read from the file so far
-        start = 0            # where the member being decompressed starts
+        fh.seek(offset)
+        left = None if size is None else size - offset
+        read = offset        # the file offset after the bytes read so far
+        start = offset       # where the member being decompressed starts
         unpacker = zlib.decompressobj(31)
         fed = False          # the current member has been given bytes and has not ended yet
         pending = b""
         while left is None or left > 0:
-            chunk = fh.read(_READ if left is None else min(_READ, left))
-            if not chunk:
+            data = fh.read(_READ if left is None else min(_READ, left))
+            if not data:
                 break
             if left is not None:
-                left -= len(chunk)
-            read += len(chunk)
-            while chunk:
+                left -= len(data)
+            read += len(data)
+            while data:
                 try:
-                    out = unpacker.decompress(chunk)
+                    out = unpacker.decompress(data, _OUT)
                 except zlib.error as exc:
                     raise MirrorDamage(start, f"a gzip member cannot be decompressed ({exc}): it was altered") \
                         from None
@@ -126,11 +129,12 @@ def read_lines(path: str, size: int | None = None) -> Iterator[bytes]:
                         yield from pending[:cut].splitlines(keepends=True)
                         pending = pending[cut:]
                 if not unpacker.eof:
-                    break
+                    data = unpacker.unconsumed_tail   # empty: the member goes on in the next read
+                    continue
                 if pending:
                     raise MirrorDamage(start, "a gzip member ends in the middle of a line: it was altered")
-                chunk = unpacker.unused_data
-                start = read - len(chunk)
+                data = unpacker.unused_data
+                start = read - len(data)
                 unpacker, fed = zlib.decompressobj(31), False
         if fed or pending:
             raise MirrorDamage(start, "the file ends in the middle of a gzip member: a write was interrupted "
@@ -217,9 +221,8 @@ class GzMirror:
                 if not lines or lines[-1] != stored:
                     raise MirrorDamage(end - _FOOTER_SIZE - length,
                                        f"the last append differs from the SQLite store at seq {tail}")
-            if end < size:
-                fh.seek(end)
-                _check_torn(fh.read(), tail, recorder, end)
+        if end < size:
+            _check_torn(self.path, tail, recorder, end)
         return tail, end, size
 
     def append(self, recorder: "SQLiteRecorder", first_seq: int, lines: list[bytes], last_seq: int,
@@ -315,22 +318,19 @@ def _last_footer(fh: Any, size: int) -> tuple[int, int]:
     return 0, 0
 
 
-def _check_torn(rest: bytes, tail: int, recorder: "SQLiteRecorder", at: int) -> None:
-    """Accept the bytes after the last whole append only as a torn append: the start of a gzip
-    member whose whole event lines are SQLite's next ones (MirrorDamage otherwise)."""
-    unpacker = zlib.decompressobj(31)
-    try:
-        out = unpacker.decompress(rest)
-    except zlib.error as exc:
-        raise MirrorDamage(at, f"the {len(rest)} bytes after the last append are not a gzip member ({exc})") from None
-    if unpacker.eof:
-        raise MirrorDamage(at, "a whole gzip member follows the last append without its footer")
+def _check_torn(path: str, tail: int, recorder: "SQLiteRecorder", at: int) -> None:
+    """Accept the bytes after the last whole append (at byte ``at``) only as an interrupted append:
+    gzip data cut short (or a member whose footer was not written) whose whole event lines are the
+    lines SQLite holds after seq ``tail`` (MirrorDamage otherwise)."""
     expected = recorder.lines(tail + 1)
-    for line in out.splitlines(keepends=True):
-        if not line.endswith(b"\n") or is_blob_line(line):
-            continue
-        if line != next(expected, (0, b""))[1]:
-            raise MirrorDamage(at, f"the torn append after seq {tail} differs from the SQLite store")
+    try:
+        for line in read_lines(path, offset=at):
+            if not is_blob_line(line) and line != next(expected, (0, b""))[1]:
+                raise MirrorDamage(at, "its event lines differ from the SQLite store")
+    except MirrorDamage as exc:
+        if not exc.torn:
+            raise MirrorDamage(at, f"the bytes after the last append (seq {tail}) are not an interrupted "
+                                   f"append: {exc.reason}") from None
 
 
 class _EventLines:

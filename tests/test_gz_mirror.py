@@ -171,6 +171,18 @@ def test_a_torn_or_lost_append_is_reported_then_completed_and_a_forged_one_is_ne
         assert led.verify().ok
     assert mirror_lines(home)[-1].startswith(b'{"data":{"author":null,"text":"after"}')
 
+    home = copy_home(gz, tmp_path / "unfooted")   # a crash after the data member, before its footer
+    (home / "events.jsonl.gz").write_bytes(data[:-42])
+    with ledger.open_ledger(home) as led:
+        assert led.verify().ok and (home / "events.jsonl.gz").read_bytes() == data
+
+    home = copy_home(gz, tmp_path / "garbage")   # bytes after the last append that no crash leaves
+    (home / "events.jsonl.gz").write_bytes(data + b"something else")
+    with ledger.open_ledger(home) as led:
+        with pytest.raises(ledger.LedgerError, match="not an interrupted append.*not rewritten"):
+            led.append([NewEvent("case:x", "note.added", {"text": "refused"})])
+    assert (home / "events.jsonl.gz").read_bytes() == data + b"something else"
+
     home = copy_home(gz, tmp_path / "forged")   # a last append that SQLite does not hold
     forged = whole[-1].replace(b'"version":', b'"version": ', 1)
     (home / "events.jsonl.gz").write_bytes(data + member([forged], json.loads(whole[-1])["seq"]))
