@@ -2,8 +2,9 @@
 
 The public API (see ``ledger.api``)::
 
-    open_ledger(path, durability="normal", readonly=False) -> Ledger   # a home dir, a .jsonl or a .db file
-    init_home(home, store=None); bind_store(home, url); store_of(home)   # a home whose events are in PostgreSQL
+    open_ledger(path, durability="normal", readonly=False, mirror="jsonl") -> Ledger   # a home, .jsonl, .db
+    init_home(home, store=None, mirror="jsonl"); bind_store(home, url); store_of(home)   # store: PostgreSQL
+    mirror_form(led) -> "jsonl" | "gzip"   # a home's mirror: events.jsonl, or events.jsonl.gz (init --mirror gzip)
     Ledger.append(events, expected_version=None, tracking=None) -> list[Event]
     stored_payload(event, where) -> StoredPayload   # NewEvent.data copying a read event's stored bytes
     Ledger.read(from_seq=1, types=None, stream=None, to_seq=None) -> Iterator[Event]
@@ -23,6 +24,7 @@ from evalledger.ledger.api import (
     default_home,
     init_home,
     is_home,
+    mirror_form,
     open_ledger,
     parse_head,
     store_of,
@@ -46,5 +48,5 @@ __all__ = [
     "Ledger", "LedgerError", "NewEvent",
     "Payload",
     "Problem", "ScanRow", "StoredPayload", "VerifyReport", "canonical_json", "decode_json", "default_home", "event_id", "event_type", "init_home",
-    "is_home", "known_types", "open_ledger", "parse_head", "payload_model", "stored_payload", "upcaster",
+    "is_home", "known_types", "mirror_form", "open_ledger", "parse_head", "payload_model", "stored_payload", "upcaster",
 ]

@@ -24,7 +24,7 @@ from evalledger.ledger.blobs import blob_file_path, is_blob_line, join
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
 from evalledger.ledger.jsonl import JSONLRecorder, tracking_path
 from evalledger.ledger.merkle import Frontier
-from evalledger.ledger.mirror_gz import GZ_MIRROR, gz_import_lines, is_gzip_file
+from evalledger.ledger.mirror_gz import GZ_MIRROR, gz_import_lines, is_gz_mirror, is_gzip_file
 from evalledger.ledger.persistence import TREE_LAG, Head, LedgerError, Recorder, ScanRow, normalise_expected, prepare
 from evalledger.ledger.postgres import PostgresRecorder, is_store_url, redact_url, split_store_url
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
@@ -66,6 +66,12 @@ def init_home(home: str | os.PathLike[str], store: str | None = None, mirror: st
         (home / name).mkdir(exist_ok=True)
     open_ledger(home, mirror=mirror).close()
     return home
+
+
+def mirror_form(led: "Ledger") -> str:
+    """The mirror a ledger keeps: "gzip" for a home with ``events.jsonl.gz``, else "jsonl"."""
+    mirror = getattr(led.recorder, "mirror", None)
+    return "gzip" if mirror is not None and is_gz_mirror(mirror.path) else "jsonl"
 
 
 def check_mirror_form(home: Path, mirror: str) -> None:

@@ -83,7 +83,9 @@ def replay_into(source: ledger.Ledger | str | Path, target: ledger.Ledger | str 
                 raise ReplayRefused(f"--live {live}: {exc}") from None
         if isinstance(target, (str, Path)):
             check_target(Path(target), label, overrides or {}, live)
-        led = ledger.open_ledger(target) if isinstance(target, (str, Path)) else target
+        # a new target keeps its mirror as the source does (a compressed source gives a compressed replay)
+        led = ledger.open_ledger(target, mirror=_new_mirror(src, Path(target))) \
+            if isinstance(target, (str, Path)) else target
         try:
             return _replay(src, led, label, settings, overrides or {}, progress, cases)
         finally:
@@ -92,6 +94,11 @@ def replay_into(source: ledger.Ledger | str | Path, target: ledger.Ledger | str 
     finally:
         if opened_source:
             src.close()
+
+
+def _new_mirror(src: ledger.Ledger, target: Path) -> str:
+    """The mirror a replay target gets: the source's form when the target is new, else the one it has."""
+    return ledger.mirror_form(src) if not (target / "ledger.db").exists() else "jsonl"
 
 
 def _replay(source: ledger.Ledger, led: ledger.Ledger, label: str, settings: JudgeSettings,

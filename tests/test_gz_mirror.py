@@ -225,3 +225,13 @@ def test_migrate_moves_a_plain_home_to_the_compressed_mirror_and_records_it(home
         assert (migrated.data["mirror"], migrated.data["source_head_hash"]) == ("gzip", head.hash)
     assert [x for x in mirror_lines(target) if not is_blob_line(x)][:head.seq] == \
         (plain / "events.jsonl").read_bytes().splitlines(keepends=True)
+
+
+def test_a_replay_of_a_compressed_home_is_compressed_too(homes, tmp_path):
+    gz, plain = homes
+    for source, name in ((gz, "events.jsonl.gz"), (plain, "events.jsonl")):
+        target = tmp_path / source.parent.name
+        result = cli("replay", "--into", target, home=source)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert {p.name for p in target.iterdir() if p.name.startswith("events.jsonl")} <= {name, f"{name}.blobs"}
+        assert (target / name).exists() and cli("verify", home=target).returncode == 0
