@@ -10,6 +10,7 @@ import gzip
 import hashlib
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -235,3 +236,23 @@ def test_a_replay_of_a_compressed_home_is_compressed_too(homes, tmp_path):
         assert result.returncode == 0, result.stdout + result.stderr
         assert {p.name for p in target.iterdir() if p.name.startswith("events.jsonl")} <= {name, f"{name}.blobs"}
         assert (target / name).exists() and cli("verify", home=target).returncode == 0
+
+
+WRITER = """
+import sys
+from evalledger import ledger
+from evalledger.ledger import NewEvent
+with ledger.open_ledger(sys.argv[1]) as led:
+    for i in range(150):
+        led.append([NewEvent("case:" + sys.argv[2], "note.added", {"text": f"n{i}.{j}"}) for j in range(1 + i % 3)])
+"""
+
+
+def test_writers_in_several_processes_keep_the_compressed_mirror_whole(tmp_path):
+    home = tmp_path / "home"
+    assert cli("init", "--mirror", "gzip", home=home).returncode == 0
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(home), name]) for name in "abc"]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0, 0]
+    assert cli("verify", home=home).returncode == 0
+    with ledger.open_ledger(home, readonly=True) as led:
+        assert mirror_lines(home) == [e.line() for e in led.read()] and led.head().seq == 900
