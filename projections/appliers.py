@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Callable
 
+import orjson
+
 # Event types the read models fold; anything else is skipped (the history command reads the ledger).
 CASE_TYPES = (
     "case.opened", "judge.called", "excerpt.extracted", "excerpt.retried", "excerpt.missing",
@@ -180,6 +182,38 @@ def call_target(role: Any, request: Any) -> tuple[str | None, list[str]]:
         names |= {str(payload["attribute"])} if payload.get("attribute") else set()
         return subject, sorted(n for n in names if n)
     return subject, [str(a.get("name")) for a in payload.get("attributes") or [] if isinstance(a, dict)]
+
+
+# Every key of a judge.called payload that the fold routes by (``case_id``) or ``_judge_called``
+# (with ``call_target`` and ``_call_cost``) reads, besides ``request.payload``: a fold resolves blob references in these parts only, so a
+# call's prompt and reply (most of its bytes, kept in the blob store) are never fetched for it.
+# A key read there must be listed here (tests/test_projection_blob_reads.py checks the two agree).
+JUDGE_CALL_READS = ("case_id", "role", "backend", "model", "attempt", "error", "source_backend", "usage", "cost",
+                    "cost_usd", "source_event", "order")
+
+
+def judge_call_reads(d: dict, join: Callable[[Any], Any], open_ref: Callable[[Any], Any]) -> dict:
+    """The parts of a stored ``judge.called`` payload ``_judge_called`` reads, blob references
+    resolved (``join`` resolves a value whole, ``open_ref`` one reference a level deep); the
+    request is opened only for a deep-judgment role, and then only its ``payload`` is kept."""
+    if len(d) == 1 and ("$blob" in d or "$lit" in d):   # the whole payload a reference or escaped
+        return join(d)  # type: ignore[no-any-return]
+    out = {name: d[name] for name in JUDGE_CALL_READS if name in d}
+    role = out.get("role")
+    if role.__class__ is not str:   # a role long enough to be a blob of its own
+        role = join(role)
+    if role in DEEP_ROLES:
+        request = open_ref(d.get("request"))
+        if request.__class__ is dict:
+            out["request"] = request if len(request) == 1 and "$lit" in request else \
+                {"payload": request.get("payload")}
+    # Whatever is left to resolve is found by encoding the small dict (one C call), not by a walk.
+    try:
+        if b'"$' not in orjson.dumps(out):
+            return out
+    except orjson.JSONEncodeError:   # an integer beyond 64 bits: walk it
+        pass
+    return join(out)  # type: ignore[no-any-return]
 
 
 def _judge_called(case, d, key, version):
