@@ -430,7 +430,7 @@ def _upcast_rows(rows: Iterator[ScanRow], join: Callable[[Any], Any] | None = No
     ``join`` when given) and upcast to the current one."""
     current = SCHEMAS
     for row in rows:
-        if current.get(row.type) != row.schema:
+        if current.get(row[0]) != row[4]:   # (type, schema) by index: no property call on every row
             data = decode_json(row.data) if isinstance(row.data, (bytes, str)) else row.data
             if join is not None:
                 data = join(data)

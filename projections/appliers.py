@@ -193,27 +193,35 @@ JUDGE_CALL_READS = ("case_id", "role", "backend", "model", "attempt", "error", "
 
 
 def judge_call_reads(d: dict, join: Callable[[Any], Any], open_ref: Callable[[Any], Any]) -> dict:
-    """The parts of a stored ``judge.called`` payload ``_judge_called`` reads, blob references
-    resolved (``join`` resolves a value whole, ``open_ref`` one reference a level deep); the
-    request is opened only for a deep-judgment role, and then only its ``payload`` is kept."""
+    """A stored ``judge.called`` payload (decoded, the caller's own) with the parts ``_judge_called``
+    reads resolved in place: ``join`` resolves a value whole, ``open_ref`` one reference a level
+    deep. The request is opened only for a deep-judgment role, and then only its ``payload`` is
+    joined; the prompt and reply keep their references."""
     if len(d) == 1 and ("$blob" in d or "$lit" in d):   # the whole payload a reference or escaped
         return join(d)  # type: ignore[no-any-return]
-    out = {name: d[name] for name in JUDGE_CALL_READS if name in d}
-    role = out.get("role")
-    if role.__class__ is not str:   # a role long enough to be a blob of its own
-        role = join(role)
-    if role in DEEP_ROLES:
-        request = open_ref(d.get("request"))
+    get = d.get
+    for name in JUDGE_CALL_READS:
+        value = get(name)
+        if value.__class__ is dict or value.__class__ is list:   # a reference is a dict
+            d[name] = _joined(value, join)
+    if d.get("role") in DEEP_ROLES:
+        request = open_ref(get("request"))
         if request.__class__ is dict:
-            out["request"] = request if len(request) == 1 and "$lit" in request else \
-                {"payload": request.get("payload")}
-    # Whatever is left to resolve is found by encoding the small dict (one C call), not by a walk.
+            if len(request) == 1 and "$lit" in request:   # a request that looks like a reference
+                request = join(request)
+            d["request"] = {"payload": _joined(request.get("payload"), join)}
+    return d
+
+
+def _joined(value: Any, join: Callable[[Any], Any]) -> Any:
+    """``value`` (a dict or list) with its blob references resolved; found by encoding it (one C
+    call) rather than by walking it, since most parts hold none."""
     try:
-        if b'"$' not in orjson.dumps(out):
-            return out
+        if b'"$' not in orjson.dumps(value):
+            return value
     except orjson.JSONEncodeError:   # an integer beyond 64 bits: walk it
         pass
-    return join(out)  # type: ignore[no-any-return]
+    return join(value)
 
 
 def _judge_called(case, d, key, version):

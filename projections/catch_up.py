@@ -84,7 +84,7 @@ class _Folder:
     """Case/benchmark/run states being folded, loaded from the store on first touch."""
 
     def __init__(self, led, store: ReadModelStore, fresh: bool):
-        self.led = led
+        self.join, self.open = led.join, led.open   # bound once: called for every judge call
         self.store = store
         self.fresh = fresh          # the tables are empty: no need to look a case up
         self.flushed: set[str] = set()
@@ -123,8 +123,8 @@ class _Folder:
         ``$``) with what the appliers read resolved: for a judge call its small fields and its
         request's payload, for any other type the whole payload."""
         if etype == "judge.called":
-            return judge_call_reads(data, self.led.join, self.led.open)
-        data = self.led.join(data)
+            return judge_call_reads(data, self.join, self.open)
+        data = self.join(data)
         return data if isinstance(data, dict) else {}
 
     def fold(self, etype: str, eid: str, stream: str, version: int, schema: int, raw, config_hash,
