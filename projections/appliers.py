@@ -214,8 +214,22 @@ def judge_call_reads(d: dict, join: Callable[[Any], Any], open_ref: Callable[[An
 
 
 def _joined(value: Any, join: Callable[[Any], Any]) -> Any:
-    """``value`` (a dict or list) with its blob references resolved; found by encoding it (one C
-    call) rather than by walking it, since most parts hold none."""
+    """``value`` with its blob references resolved; found by encoding it (one C
+    call) rather than by walking it, since most parts hold none. A reference is a dict, so a
+    container holding no container (token counts) and not one itself holds none."""
+    if value.__class__ is dict:
+        if len(value) == 1 and ("$blob" in value or "$lit" in value):
+            return join(value)
+        inner = value.values()
+    elif value.__class__ is list:
+        inner = value
+    else:
+        return value   # a string, number or null holds no reference
+    for item in inner:
+        if item.__class__ is dict or item.__class__ is list:
+            break
+    else:
+        return value
     try:
         if b'"$' not in orjson.dumps(value):
             return value
