@@ -240,3 +240,15 @@ def test_the_reads_list_names_every_key_the_judge_call_applier_reads():
             appliers.CASE_APPLIERS["judge.called"](case, Watched(data, seen), "1", 1)
     assert seen - {"request"} <= set(appliers.JUDGE_CALL_READS), seen - set(appliers.JUDGE_CALL_READS)
     assert request_seen <= {"payload"}
+
+
+def test_open_reads_one_blob_and_leaves_the_references_inside_it(judged_home):
+    with ledger.open_ledger(judged_home, readonly=True) as led:
+        row = next(r for r in led.scan(1, led.head().seq, ["judge.called"], resolve=False)
+                   if b'"request":{"$blob"' in bytes(r.data))
+        ref = decode_json(row.data)["request"]
+        opened = led.open(ref)
+        assert set(opened) >= {"messages", "payload"}
+        assert b'"$blob"' in json.dumps(opened).encode()      # its system prompt is still a reference
+        assert led.join(opened) == led.get(row.id).data["request"]
+        assert led.open(opened) is opened and led.open("text") == "text" and led.open(None) is None
