@@ -20,7 +20,7 @@ from typing import IO, Any, Callable, Collection, Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 import evalledger.ledger.events  # noqa: F401  (registers the catalog)
-from evalledger.ledger.blobs import blob_file_path, is_blob_line, join
+from evalledger.ledger.blobs import REF, blob_file_path, is_blob_line, join, ref_key
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
 from evalledger.ledger.jsonl import JSONLRecorder, tracking_path
 from evalledger.ledger.merkle import Frontier
@@ -267,6 +267,15 @@ class Ledger:
         reader = getattr(self.recorder, "blobs", None)
         return value if reader is None else join(value, reader.fetch)
 
+    def open(self, value: Any) -> Any:
+        """``value`` itself, or when it is one blob reference, that blob's decoded content with the
+        references inside it left in place (``join`` resolves them): a reader wanting one small
+        part of a large stored part fetches that blob alone."""
+        reader = getattr(self.recorder, "blobs", None)
+        if reader is None or value.__class__ is not dict or len(value) != 1 or REF not in value:
+            return value
+        return decode_json(reader.fetch(ref_key(value[REF])))
+
     def head(self) -> Head:
         """The last event's seq and hash."""
         return self.recorder.head()
@@ -453,7 +462,7 @@ def _upcast_rows(rows: Iterator[ScanRow], join: Callable[[Any], Any] | None = No
     ``join`` when given) and upcast to the current one."""
     current = SCHEMAS
     for row in rows:
-        if current.get(row.type) != row.schema:
+        if current.get(row[0]) != row[4]:   # (type, schema) by index: no property call on every row
             data = decode_json(row.data) if isinstance(row.data, (bytes, str)) else row.data
             if join is not None:
                 data = join(data)

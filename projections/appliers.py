@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Callable
 
+import orjson
+
 # Event types the read models fold; anything else is skipped (the history command reads the ledger).
 CASE_TYPES = (
     "case.opened", "judge.called", "excerpt.extracted", "excerpt.retried", "excerpt.missing",
@@ -180,6 +182,60 @@ def call_target(role: Any, request: Any) -> tuple[str | None, list[str]]:
         names |= {str(payload["attribute"])} if payload.get("attribute") else set()
         return subject, sorted(n for n in names if n)
     return subject, [str(a.get("name")) for a in payload.get("attributes") or [] if isinstance(a, dict)]
+
+
+# Every key of a judge.called payload that the fold routes by (``case_id``) or ``_judge_called``
+# (with ``call_target`` and ``_call_cost``) reads, besides ``request.payload``: a fold resolves blob references in these parts only, so a
+# call's prompt and reply (most of its bytes, kept in the blob store) are never fetched for it.
+# A key read there must be listed here (tests/test_projection_blob_reads.py checks the two agree).
+JUDGE_CALL_READS = ("case_id", "role", "backend", "model", "attempt", "error", "source_backend", "usage", "cost",
+                    "cost_usd", "source_event", "order")
+
+
+def judge_call_reads(d: dict, join: Callable[[Any], Any], open_ref: Callable[[Any], Any]) -> dict:
+    """A stored ``judge.called`` payload (decoded, the caller's own) with the parts ``_judge_called``
+    reads resolved in place: ``join`` resolves a value whole, ``open_ref`` one reference a level
+    deep. The request is opened only for a deep-judgment role, and then only its ``payload`` is
+    joined; the prompt and reply keep their references."""
+    if len(d) == 1 and ("$blob" in d or "$lit" in d):   # the whole payload a reference or escaped
+        return join(d)  # type: ignore[no-any-return]
+    get = d.get
+    for name in JUDGE_CALL_READS:
+        value = get(name)
+        if value.__class__ is dict or value.__class__ is list:   # a reference is a dict
+            d[name] = _joined(value, join)
+    if d.get("role") in DEEP_ROLES:
+        request = open_ref(get("request"))
+        if request.__class__ is dict:
+            if len(request) == 1 and "$lit" in request:   # a request that looks like a reference
+                request = join(request)
+            d["request"] = {"payload": _joined(request.get("payload"), join)}
+    return d
+
+
+def _joined(value: Any, join: Callable[[Any], Any]) -> Any:
+    """``value`` with its blob references resolved; found by encoding it (one C
+    call) rather than by walking it, since most parts hold none. A reference is a dict, so a
+    container holding no container (token counts) and not one itself holds none."""
+    if value.__class__ is dict:
+        if len(value) == 1 and ("$blob" in value or "$lit" in value):
+            return join(value)
+        inner = value.values()
+    elif value.__class__ is list:
+        inner = value
+    else:
+        return value   # a string, number or null holds no reference
+    for item in inner:
+        if item.__class__ is dict or item.__class__ is list:
+            break
+    else:
+        return value
+    try:
+        if b'"$' not in orjson.dumps(value):
+            return value
+    except orjson.JSONEncodeError:   # an integer beyond 64 bits: walk it
+        pass
+    return join(value)
 
 
 def _judge_called(case, d, key, version):

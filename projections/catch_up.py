@@ -27,6 +27,7 @@ from evalledger.projections.appliers import (
     apply_checkpoint_event,
     apply_run_event,
     case_id_of,
+    judge_call_reads,
     new_case,
     note_recorded_at,
 )
@@ -60,13 +61,17 @@ def scan(led, start: int, end: int) -> Iterator[tuple]:
     the stored JSON bytes of a payload at its current schema, or the dict the ledger already
     upcast; ``_decoded`` turns either into the dict. ``config_hash`` is read from meta for the
     CONFIG_STAMPED types only, ``recorded_at`` for the TIME_STAMPED types only (None otherwise).
+    Blob references stay in stored bytes (``resolve=False``): ``_Folder.resolved`` fetches the
+    parts the appliers read, never a judge call's prompt or reply.
     """
-    return led.scan(start + 1, end, FOLDED_TYPES, CONFIG_STAMPED, TIME_STAMPED)
+    return led.scan(start + 1, end, FOLDED_TYPES, CONFIG_STAMPED, TIME_STAMPED, resolve=False)
 
 
 # A run of 19+ digits is an integer orjson may read inexactly: such payloads take the exact decoder.
 _DIGITS_TO_9 = bytes.maketrans(b"012345678", b"999999999")
 _NINETEEN_DIGITS = b"9" * 19
+# In canonical JSON a blob reference or an escaped literal starts with these bytes ("$blob", "$lit").
+_MARKER = b'"$'
 
 
 def _decoded(etype: str, schema: int, raw) -> dict:
@@ -78,7 +83,8 @@ def _decoded(etype: str, schema: int, raw) -> dict:
 class _Folder:
     """Case/benchmark/run states being folded, loaded from the store on first touch."""
 
-    def __init__(self, store: ReadModelStore, fresh: bool):
+    def __init__(self, led, store: ReadModelStore, fresh: bool):
+        self.join, self.open = led.join, led.open   # bound once: called for every judge call
         self.store = store
         self.fresh = fresh          # the tables are empty: no need to look a case up
         self.flushed: set[str] = set()
@@ -107,9 +113,23 @@ class _Folder:
             self.cases[case_id] = loaded.get(case_id) or new_case(case_id)
         self.touched += len(wanted)
 
+    def payload(self, etype: str, schema: int, raw) -> dict:
+        """The payload dict of a scanned row, the parts the appliers read resolved from the blobs."""
+        data = _decoded(etype, schema, raw)
+        return self.resolved(etype, data) if raw.__class__ is bytes and _MARKER in raw else data
+
+    def resolved(self, etype: str, data: dict) -> dict:
+        """``data`` (stored bytes holding ``"$``: blob references, or a key that merely starts with
+        ``$``) with what the appliers read resolved: for a judge call its small fields and its
+        request's payload, for any other type the whole payload."""
+        if etype == "judge.called":
+            return judge_call_reads(data, self.join, self.open)
+        data = self.join(data)
+        return data if isinstance(data, dict) else {}
+
     def fold(self, etype: str, eid: str, stream: str, version: int, schema: int, raw, config_hash,
              recorded_at=None) -> None:
-        data = _decoded(etype, schema, raw)
+        data = self.payload(etype, schema, raw)
         if etype in CASE_APPLIERS:
             case_id = case_id_of(stream, data)
             if case_id is not None:
@@ -155,12 +175,12 @@ def update(led, store: ReadModelStore, *, fresh: bool = False, upto=None) -> Fol
 def _update_once(led, store: ReadModelStore, fresh: bool, upto=None) -> FoldResult:
     start, _ = store.position()
     head = led.head() if upto is None else upto
-    folder = _Folder(store, fresh=fresh)
+    folder = _Folder(led, store, fresh=fresh)
     if head.seq <= start:
         return FoldResult(0, 0, (start, store.position()[1]))
     events = scan(led, start, head.seq)
     if not fresh and head.seq - start <= FLUSH_EVERY:
-        events = [(*e[:5], _decoded(e[0], e[4], e[5]), e[6], e[7]) for e in events]
+        events = [(*e[:5], folder.payload(e[0], e[4], e[5]), e[6], e[7]) for e in events]
         folder.preload({cid for cid in (case_id_of(e[2], e[5]) for e in events if e[0] in CASE_APPLIERS)
                         if cid is not None})
     collecting = gc.isenabled()
@@ -184,7 +204,7 @@ def _fold_all(folder: _Folder, events) -> int:
     """The hot loop: route each event to its case (inlined ``_Folder.fold`` for case events)."""
     appliers = CASE_APPLIERS
     cases = folder.cases
-    loads, digits_to_9, nineteen = orjson.loads, _DIGITS_TO_9, _NINETEEN_DIGITS
+    loads, digits_to_9, nineteen, marker = orjson.loads, _DIGITS_TO_9, _NINETEEN_DIGITS, _MARKER
     count = 0
     for etype, eid, stream, version, schema, raw, config_hash, recorded_at in events:
         count += 1
@@ -194,8 +214,10 @@ def _fold_all(folder: _Folder, events) -> int:
             continue
         if raw.__class__ is bytes and raw.translate(digits_to_9).find(nineteen) < 0:
             data = loads(raw)                   # the common case, inlined: no long integer
+            if b"$" in raw and marker in raw:   # one byte is found fastest; then the two
+                data = folder.resolved(etype, data)
         else:
-            data = _decoded(etype, schema, raw)
+            data = folder.payload(etype, schema, raw)
         case_id = data.get("case_id") if data.__class__ is dict else None
         if case_id.__class__ is not str:
             case_id = case_id_of(stream, data)
