@@ -22,7 +22,15 @@ from bisect import bisect_right
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from evalledger.ledger.blobs import BlobError, blob_text_line, has_markers, is_blob_line, parse_blob_line, raw_refs
+from evalledger.ledger.blobs import (
+    BlobError,
+    blob_file_path,
+    blob_text_line,
+    has_markers,
+    is_blob_line,
+    parse_blob_line,
+    raw_refs,
+)
 from evalledger.ledger.envelope import EnvelopeError
 from evalledger.ledger.mirror import line_seq
 from evalledger.ledger.persistence import Head, TreeState, is_disk_full
@@ -211,6 +219,15 @@ def gz_import_lines(path: str) -> Iterator[bytes]:
         yield from read_lines(path)
     except MirrorDamage as exc:
         raise ImportRefused(f"refusing to import {path}: {exc}; nothing was imported") from None
+
+
+def gz_side_file(path: str) -> str | None:
+    """The blob file of a gzipped export, when there is one: ``FILE.gz.blobs``, or ``FILE.blobs``
+    for ``FILE.gz`` (``gzip FILE`` leaves the export's blob file as it was). A compressed mirror has none."""
+    for side in (blob_file_path(path), blob_file_path(path[:-3]) if path.endswith(".gz") else ""):
+        if side and os.path.isfile(side):
+            return side
+    return None
 
 
 class GzMirror:
