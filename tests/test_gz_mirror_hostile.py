@@ -6,6 +6,7 @@ home that reopens whole; nothing hangs or fills the memory."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -368,3 +369,48 @@ def test_verify_and_export_read_whole_snapshots_while_another_process_appends(tm
     finally:
         assert writer.wait(timeout=120) == 0
     assert len(seen) >= 2 and event_lines(home) == stored_lines(home)
+
+
+def test_the_viewers_live_tail_and_verify_page_follow_a_compressed_home_while_it_is_written(tmp_path):
+    import asyncio
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from evalledger.cli.viewer import make_app
+    home = small_home(tmp_path / "home")
+
+    async def watch(client):
+        response = await client.get("/events")
+        heads = [int(await asyncio.wait_for(_next_event(response), 10))]
+        writer = await asyncio.create_subprocess_exec(sys.executable, "-c", WRITER, str(home))
+        pages = []
+        while writer.returncode is None or len(pages) < 2:
+            pages.append(await (await client.get("/verify")).text())   # verify races the writer
+            await asyncio.sleep(0.05)
+            with contextlib.suppress(asyncio.TimeoutError):
+                heads.append(int(await asyncio.wait_for(_next_event(response), 0.3)))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(writer.wait(), 0.01)
+        final = stored_lines(home)
+        while heads[-1] < len(final):   # the tail reaches the last commit
+            heads.append(int(await asyncio.wait_for(_next_event(response), 15)))
+        response.close()
+        return heads, pages, writer.returncode
+
+    async def main():
+        async with TestClient(TestServer(make_app(home, token="t"), host="127.0.0.1")) as client:
+            return await watch(client)
+    heads, pages, code = asyncio.run(main())
+    assert code == 0 and heads == sorted(heads) and heads[-1] == len(stored_lines(home)) and len(set(heads)) > 2
+    assert all('id="verify-status" class="ok"' in page for page in pages), [p for p in pages if "FAILED" in p][:1]
+
+
+async def _next_event(response) -> str:
+    """The data of the next server-sent event on an open ``/events`` response."""
+    data = None
+    while True:
+        line = (await response.content.readline()).decode().strip()
+        if line.startswith("data:"):
+            data = line[5:].strip()
+        elif not line and data is not None:
+            return data
