@@ -119,13 +119,15 @@ def read_lines(path: str, size: int | None = None, offset: int = 0, max_line: in
 
 
 class MemberEnd:
-    """Where one gzip member of a compressed mirror ends (``scan`` yields it after its lines)."""
+    """Where one gzip member of a compressed mirror starts and ends, and its first bytes (up to a
+    footer's length: its header, or the whole footer); ``scan`` yields it after the member's lines."""
 
-    __slots__ = ("start", "end")
+    __slots__ = ("start", "end", "head")
 
-    def __init__(self, start: int, end: int):
+    def __init__(self, start: int, end: int, head: bytes = b""):
         self.start = start
         self.end = end
+        self.head = head
 
 
 def scan(path: str, size: int | None = None, offset: int = 0,
@@ -141,14 +143,24 @@ def scan(path: str, size: int | None = None, offset: int = 0,
         fed = False          # the current member has been given bytes and has not ended yet
         pending = bytearray()
         while left is None or left > 0:
-            data = fh.read(_READ if left is None else min(_READ, left))
+            data = chunk = fh.read(_READ if left is None else min(_READ, left))
             if not data:
                 break
             if left is not None:
                 left -= len(data)
             read += len(data)
             while data:
-                out = _inflate(unpacker, data, start)
+                if not fed and data[:16] == _FOOTER_HEAD and data[32:_FOOTER_SIZE] == _FOOTER_TAIL:
+                    # a footer (an empty member of fixed bytes, as zlib would read it): taken as it is,
+                    # half the members of a mirror need no decompressor
+                    end = read - len(data) + _FOOTER_SIZE
+                    yield MemberEnd(start, end, data[:_FOOTER_SIZE])
+                    data, start = data[_FOOTER_SIZE:], end
+                    continue
+                try:
+                    out = unpacker.decompress(data, _OUT)
+                except zlib.error as exc:
+                    raise _undecompressable(start, exc) from None
                 fed = True
                 pending += out
                 yield from _whole_lines(pending, len(out), start, max_line)
@@ -162,12 +174,22 @@ def scan(path: str, size: int | None = None, offset: int = 0,
                 if pending:
                     raise MirrorDamage(start, "a gzip member ends in the middle of a line: it was altered")
                 data = unpacker.unused_data
-                yield MemberEnd(start, read - len(data))
-                start = read - len(data)
+                end = read - len(data)
+                yield MemberEnd(start, end, _head(fh, chunk, read - len(chunk), start, end))
+                start = end
                 unpacker, fed = zlib.decompressobj(31), False
         if fed or pending:
             raise MirrorDamage(start, "the file ends in the middle of a gzip member: a write was interrupted "
                                       "(never acknowledged) or the file was cut", torn=True)
+
+
+def _head(fh: Any, chunk: bytes, base: int, start: int, end: int) -> bytes:
+    """The first bytes (at most a footer's length) of the member from ``start`` to ``end``: from the
+    chunk just read (at file offset ``base``) when it holds them, else read again."""
+    size = min(end - start, _FOOTER_SIZE)
+    if start >= base:
+        return chunk[start - base:start - base + size]
+    return os.pread(fh.fileno(), size, start)
 
 
 def _inflate(unpacker: Any, data: bytes, start: int) -> bytes:
@@ -175,30 +197,42 @@ def _inflate(unpacker: Any, data: bytes, start: int) -> bytes:
     try:
         return unpacker.decompress(data, _OUT)  # type: ignore[no-any-return]
     except zlib.error as exc:
-        raise MirrorDamage(start, f"a gzip member cannot be decompressed ({exc}): it was altered, "
-                                  "or it is not a compressed mirror") from None
+        raise _undecompressable(start, exc) from None
 
 
-def _whole_lines(pending: bytearray, fresh: int, start: int, max_line: int) -> Iterator[bytes]:
-    """Take the whole lines out of ``pending`` (its last ``fresh`` bytes just added) one by one: never
-    a list of them all, so a member of millions of short lines stays small, and only the new bytes
-    are searched, so a long line costs linear time. MirrorDamage when a line exceeds ``max_line``."""
-    at = 0
-    look = len(pending) - fresh   # the bytes before were searched already: they hold no newline
-    try:
-        while True:
-            cut = pending.find(b"\n", look) + 1
-            look = cut
-            if not cut:
-                break
-            if cut - at > max_line:
-                raise _too_long(start, max_line)
-            yield bytes(pending[at:cut])
-            at = cut
-    finally:
-        del pending[:at]
+def _undecompressable(start: int, exc: zlib.error) -> MirrorDamage:
+    return MirrorDamage(start, f"a gzip member cannot be decompressed ({exc}): it was altered, "
+                               "or it is not a compressed mirror")
+
+
+def _whole_lines(pending: bytearray, fresh: int, start: int, max_line: int) -> list[bytes]:
+    """Take the whole lines out of ``pending`` (its last ``fresh`` bytes just added; the bytes before
+    hold no newline, so only the new ones are searched and a long line costs linear time).
+    MirrorDamage when a line is longer than ``max_line``. At most one step's output (1 MiB) is
+    split at a time, so the list stays small whatever the member holds."""
+    cut = pending.rfind(b"\n", len(pending) - fresh) + 1
+    if not cut:
+        if len(pending) > max_line:
+            raise _too_long(start, max_line)
+        return []
+    if cut > max_line and not _all_shorter(pending, cut, max_line):
+        raise _too_long(start, max_line)
+    lines = bytes(pending[:cut]).splitlines(keepends=True)
+    del pending[:cut]
     if len(pending) > max_line:
         raise _too_long(start, max_line)
+    return lines
+
+
+def _all_shorter(pending: bytearray, cut: int, max_line: int) -> bool:
+    """True when every line in ``pending[:cut]`` is at most ``max_line`` bytes long."""
+    at = 0
+    while at < cut:
+        end = pending.find(b"\n", at, cut) + 1
+        if end - at > max_line:
+            return False
+        at = end
+    return True
 
 
 def _too_long(start: int, max_line: int) -> MirrorDamage:
@@ -480,10 +514,7 @@ class _EventLines:
 
     def _member_end(self, end: MemberEnd) -> None:
         """Check one member's place in the layout: a data member, then its footer."""
-        length = end.end - end.start
-        with open(self._path, "rb") as fh:
-            fh.seek(end.start)
-            raw = fh.read(min(length, _FOOTER_SIZE))
+        length, raw = end.end - end.start, end.head
         found = _parse_footer(raw) if not self._member_last else None
         if found is not None:
             if self._open is None:
@@ -503,7 +534,7 @@ class _EventLines:
             self._fail(f"the gzip member at byte {end.start} does not end with an event line: "
                        "the ledger never writes one")
         else:
-            self._open = (end.start, length, _seq_or_zero(self._member_last))
+            self._open = (end.start, length, self.read)   # lines are in seq order: the count is its last seq
         self._member_last, self._start = b"", end.end
 
     def _first_seq(self, start: int) -> int | None:
