@@ -108,6 +108,20 @@ def test_import_refuses_a_decompression_bomb_quickly_in_bounded_memory(tmp_path)
         assert led.head().seq == 0 and led.verify().ok
 
 
+def test_a_bomb_appended_to_a_homes_mirror_is_reported_not_inflated(tmp_path):
+    home = small_home(tmp_path / "home")
+    size = bomb(tmp_path / "bomb.gz")
+    with open(home / GZ, "ab") as fh:   # a member with a footer that names it rightly: a writer reads it
+        at = fh.tell()
+        fh.write((tmp_path / "bomb.gz").read_bytes() + footer(size, len(stored_lines(home))))
+    before = (home / GZ).read_bytes()
+    result = subprocess.run([sys.executable, "-m", "evalledger", "--home", str(home), "verify", "--repair"],
+                            capture_output=True, text=True, timeout=60, preexec_fn=_limit_memory)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert f"{home / GZ}: a line longer than 268,435,456 bytes" in result.stdout and f"(byte {at})" in result.stdout
+    assert (home / GZ).read_bytes() == before   # never rewritten
+
+
 def test_lines_are_bounded_and_split_one_at_a_time(tmp_path):
     path = tmp_path / "lines.gz"
     path.write_bytes(member([b"a" * 100 + b"\n"] * 3, 1) + member([b"b" * 5000 + b"\n"], 2))
@@ -132,6 +146,7 @@ def test_import_of_odd_files_refuses_by_place_or_reads_them_by_content(judged_ho
     odd = {
         "gzipped.jsonl.gz": gzip.compress(export.read_bytes()),   # `gzip export.jsonl`: its blobs stay beside it
         "named.jsonl": data,                                      # a compressed mirror without .gz
+        "lying.gz": data[:-42] + footer(1, 999),                  # import checks lines; footers are a writer's index
         "plain.gz": export.read_bytes(),                          # an export named .gz (with its .blobs)
         "garbage.gz": data + b"garbage after the last member\n",
         "text.gz": gzip.compress(b"hello\nworld\n"),
@@ -143,8 +158,8 @@ def test_import_of_odd_files_refuses_by_place_or_reads_them_by_content(judged_ho
     shutil.copy(f"{export}.blobs", tmp_path / "plain.gz.blobs")
     results = {name: _import(tmp_path / name, tmp_path / f"into-{name}") for name in odd}
     events = len(export.read_bytes().splitlines())
-    assert {name: results[name] for name in ("gzipped.jsonl.gz", "named.jsonl", "plain.gz", "empty.gz")} == \
-        {"gzipped.jsonl.gz": events, "named.jsonl": events, "plain.gz": events, "empty.gz": 0}
+    assert {name: results[name] for name in ("gzipped.jsonl.gz", "named.jsonl", "lying.gz", "plain.gz", "empty.gz")} \
+        == {"gzipped.jsonl.gz": events, "named.jsonl": events, "lying.gz": events, "plain.gz": events, "empty.gz": 0}
     assert f"garbage.gz: at byte {len(data)}: a gzip member cannot be decompressed" in results["garbage.gz"] \
         and "not a compressed mirror; nothing was imported" in results["garbage.gz"]
     assert "text.gz: line 1 (seq 1): not an event envelope" in results["text.gz"]
