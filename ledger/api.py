@@ -24,7 +24,7 @@ from evalledger.ledger.blobs import REF, blob_file_path, is_blob_line, join, ref
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
 from evalledger.ledger.jsonl import JSONLRecorder, tracking_path
 from evalledger.ledger.merkle import Frontier
-from evalledger.ledger.mirror_gz import GZ_MIRROR, gz_import_lines, is_gz_mirror, is_gzip_file
+from evalledger.ledger.mirror_gz import GZ_MIRROR, gz_import_lines, gz_side_file, is_gz_mirror, is_gzip_file
 from evalledger.ledger.persistence import TREE_LAG, Head, LedgerError, Recorder, ScanRow, normalise_expected, prepare
 from evalledger.ledger.postgres import PostgresRecorder, is_store_url, redact_url, split_store_url
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
@@ -438,7 +438,12 @@ class Ledger:
         if self.head().seq:
             raise LedgerError("import goes into an empty ledger only; this one has events")
         if is_gzip_file(path):   # a compressed mirror (events.jsonl.gz): its blob lines are inside it
-            return self.recorder.import_lines(gz_import_lines(str(path)), str(path))
+            side = gz_side_file(str(path))   # or a gzipped export: its blobs beside it, uncompressed
+            if side is None:
+                return self.recorder.import_lines(gz_import_lines(str(path)), str(path))
+            with open(side, "rb") as blob_fh:
+                return self.recorder.import_lines(chain(blob_fh, gz_import_lines(str(path))),
+                                                  f"{path} (with {side})")
         side = blob_file_path(str(path))
         with open(path, "rb") as fh:
             if not os.path.exists(side):
