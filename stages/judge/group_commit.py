@@ -49,8 +49,13 @@ class GroupCommitter:
                     self._draining = False
                     return
             self.batches += 1
+            # One wake-up of each waiting loop per batch, not one per event: each is a write to
+            # the loop's self-pipe and a turn of the loop.
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, Any]]] = {}
             for (loop, done, _), outcome in zip(batch, self._append(batch)):
-                loop.call_soon_threadsafe(settle, done, outcome)
+                by_loop.setdefault(loop, []).append((done, outcome))
+            for loop, outcomes in by_loop.items():
+                loop.call_soon_threadsafe(settle_all, outcomes)
 
     def _append(self, batch) -> list[Event | BaseException]:
         try:
@@ -66,6 +71,12 @@ class GroupCommitter:
 
     def close(self) -> None:
         self._thread.shutdown(wait=True)
+
+
+def settle_all(outcomes: list[tuple[asyncio.Future, Any]]) -> None:
+    """Give each waiting caller of a batch its outcome (``settle``)."""
+    for done, outcome in outcomes:
+        settle(done, outcome)
 
 
 def settle(done: asyncio.Future, outcome: Any) -> None:
