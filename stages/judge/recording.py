@@ -84,17 +84,25 @@ class CallIndex:
     own_seqs: set[int] = field(default_factory=set)   # appended here, after last_seq
     keep_answers: bool = False   # a replay source: keep each success's answer (``KeptAnswer``)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    appending: int = 0   # events this process is appending through ``record_events`` right now
 
     def catch_up(self) -> None:
         """Fold the ``judge.called`` events appended since the last look (by anyone).
 
         When every event after the last look is one this process appended (and so already
-        folded), the head alone tells: no read is needed.
+        folded), the head alone tells: no read is needed. When the rest could be the events of
+        appends of this process still under way (committed, not yet folded: the recording
+        thread's), nothing is read now either and the position stays: the next look, once they
+        are folded, reads only what others appended (without this, a look racing the recording
+        thread read every call it had just committed back, prompts and all).
         """
         with self.lock:
             head = self.led.head().seq
-            if head - self.last_seq == len(self.own_seqs):
+            unknown = head - self.last_seq - len(self.own_seqs)
+            if unknown == 0:
                 self.last_seq, self.own_seqs = head, set()
+                return
+            if 0 < unknown <= self.appending:
                 return
             if head - self.last_seq > _SCAN_FROM:
                 # A long way behind (an index being built): the stored rows, blob references left
@@ -217,10 +225,18 @@ def call_event(case_id: str, payload: dict[str, Any], step_attempt: int, attempt
 
 
 def record_events(led, index: CallIndex | None, events: list[NewEvent]) -> list[Event]:
-    """Append attempts in one transaction and fold them into the index."""
-    stored = led.append(events)
-    if index is not None:
+    """Append attempts in one transaction and fold them into the index (which counts them as
+    under way meanwhile: see ``CallIndex.catch_up``)."""
+    if index is None:
+        return led.append(events)
+    with index.lock:
+        index.appending += len(events)
+    stored: list[Event] = []
+    try:
+        stored = led.append(events)
+    finally:
         with index.lock:
+            index.appending -= len(events)
             for event in stored:
                 index.add(event, advance=False)
     return stored
