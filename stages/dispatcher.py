@@ -599,10 +599,7 @@ class _Run:
         benchmark config: a scan's cases mostly share one, and working it out for every case cost
         a tenth of a judge call's CPU."""
         raw = opened.payload().config   # the case's payload is validated for every case, as before
-        try:
-            key: bytes | None = orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)
-        except TypeError:   # not plain JSON (an integer beyond 64 bits): not cached
-            key = None
+        key = _config_key(raw)
         known = self._case_configs.get(key) if key is not None else None
         if known is None:
             config = effective_config(raw, self.settings.config_layer)
@@ -656,13 +653,29 @@ class _Run:
 def _configs_of(pending: _Pending, layer: dict[str, Any]) -> dict[str, Any]:
     """config_hash -> effective config for the pending cases (a case whose config is invalid is skipped)."""
     out: dict[str, Any] = {}
+    seen: set[bytes] = set()   # the case configs already worked out (most cases share one)
     for _, opened, _ in pending.cases:
+        raw = opened.data.get("config")
+        key = _config_key(raw)
+        if key is not None and key in seen:
+            continue
         try:
-            config = effective_config(opened.data.get("config"), layer)
+            config = effective_config(raw, layer)
         except ValueError:
             continue
+        if key is not None:
+            seen.add(key)
         out.setdefault(config.hash(), config.to_json())
     return out
+
+
+def _config_key(raw: Any) -> bytes | None:
+    """A benchmark config's canonical JSON, to know the configs already worked out (None when it
+    is not plain JSON, an integer beyond 64 bits say: then it is worked out every time)."""
+    try:
+        return orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
 
 
 def judge_cause(exc: BaseException) -> dict[str, Any]:

@@ -54,7 +54,7 @@ class AdaptiveLimit:
         self._waiters.append(waiter)
         try:
             await waiter
-        except asyncio.CancelledError:
+        except BaseException:   # cancelled (or closed) while waiting
             if waiter.done() and not waiter.cancelled():
                 self.release()   # handed a slot, then cancelled: pass the slot on
             elif waiter in self._waiters:   # not yet passed over by _wake
