@@ -90,19 +90,24 @@ class CallIndex:
         """Fold the ``judge.called`` events appended since the last look (by anyone).
 
         When every event after the last look is one this process appended (and so already
-        folded), the head alone tells: no read is needed. When the rest could be the events of
-        appends of this process still under way (committed, not yet folded: the recording
-        thread's), nothing is read now either and the position stays: the next look, once they
-        are folded, reads only what others appended (without this, a look racing the recording
-        thread read every call it had just committed back, prompts and all).
+        folded), the head alone tells: no read is needed. While appends of this process are under
+        way (the recording thread's: committed or not, not yet folded), nothing is looked at and
+        the position stays: the next look, once they are folded, reads only what others appended
+        (without this, a look racing the recording thread waited for its commit and then read
+        every call it had just committed back, prompts and all). An index not yet caught up
+        once always looks.
         """
         with self.lock:
-            head = self.led.head().seq
-            unknown = head - self.last_seq - len(self.own_seqs)
-            if unknown == 0:
-                self.last_seq, self.own_seqs = head, set()
+            if self.appending and self.last_seq:
+                # This process is committing calls right now: the head would be read after that
+                # commit (the ledger's lock is held meanwhile, and the event loop would wait for
+                # it) and could not tell its events from others'. The next look, once they are
+                # folded, reads what others appended. (An index never caught up, being built,
+                # always looks.)
                 return
-            if 0 < unknown <= self.appending:
+            head = self.led.head().seq
+            if head - self.last_seq == len(self.own_seqs):
+                self.last_seq, self.own_seqs = head, set()
                 return
             if head - self.last_seq > _SCAN_FROM:
                 # A long way behind (an index being built): the stored rows, blob references left
