@@ -222,3 +222,41 @@ def test_a_run_at_high_concurrency_against_the_stand_in_records_each_call_once(t
         called = list(led.read(types=["judge.called"]))
         assert len(called) == len({e.id for e in called}) == 120
         assert len(list(led.read(types=["credit.scored"]))) == 40
+
+
+class _OutcomeThreads(ledger.Ledger):
+    """A real ledger noting the thread of every append that holds a case's outcome."""
+
+    def __init__(self, led: ledger.Ledger):
+        super().__init__(led.recorder, led.home)
+        self.threads: set[str] = set()
+
+    def append(self, events, expected_version=None, tracking=None):
+        """Append, noting the thread when the batch holds a ``credit.scored``."""
+        batch = list(events) if isinstance(events, list) else [events]
+        if any(e.type == "credit.scored" for e in batch):
+            self.threads.add(threading.current_thread().name)
+        return super().append(events, expected_version, tracking)
+
+
+def test_a_run_against_a_server_commits_its_cases_off_the_event_loop_and_an_offline_run_on_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    rows = [{"id": i, "tag": "clean", "difficulty": "easy", "description": f"case {i}",
+             "context_input": f"Revenue rose {i}%.", "model_output": f"Revenue rose {i}%.",
+             "expected_credit_score": 5} for i in range(12)]
+    served = home_with(tmp_path / "served", ("cases.audit.jsonl", rows))
+    offline = home_with(tmp_path / "offline", ("cases.audit.jsonl", rows))
+    with StandInThread(StandIn(delay=0.01)) as stand_in, ledger.open_ledger(served) as led:
+        watched = _OutcomeThreads(led)
+        settings = RunSettings(judge_backend="openai", judge_model="m",
+                               judge_options={"base_url": stand_in.base_url, "concurrency": 8})
+        summary = run_until_idle(watched, settings)
+        assert (summary.judged, summary.failed) == (12, 0)
+        assert watched.threads and all(name.startswith("case-commit") for name in watched.threads)
+        last = max(e.seq for e in led.read(types=["credit.scored"]))
+        assert led.tracking_position("stage:audit") >= last        # the watermark followed the commits
+        assert not any(t.name.startswith("case-commit") for t in threading.enumerate())
+    with ledger.open_ledger(offline) as led:
+        watched = _OutcomeThreads(led)
+        assert run_until_idle(watched).judged == 12
+        assert watched.threads == {threading.current_thread().name}   # CPU-bound: on the loop, as before
