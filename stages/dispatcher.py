@@ -436,17 +436,17 @@ class _Run:
         """Run every pending case of one scan, concurrently, committed as they finish; returns
         how many this run processed (with leases: only the cases it could claim)."""
         marks = _watermarks(self.led, pending)
-        self.commits = CaseCommits(self.led, marks, self._fold, off_loop=self._judges_a_server())
+        commits = self.commits = CaseCommits(self.led, marks, self._fold, off_loop=self._judges_a_server())
         try:
-            return await self._process_cases(pending, marks)
+            return await self._process_cases(pending, marks, commits)
         finally:
-            self.commits.close()   # every case handed over is committed (or refused) before the scan ends
+            commits.close()   # every case handed over is committed (or refused) before the scan ends
 
     def _judges_a_server(self) -> bool:
         """Whether the run's judge calls a server (its event loop must stay free to read replies)."""
         return bool(getattr(getattr(self.judge, "backend", None), "network", False))
 
-    async def _process_cases(self, pending: _Pending, marks: Watermarks) -> int:
+    async def _process_cases(self, pending: _Pending, marks: Watermarks, commits: CaseCommits) -> int:
         """``_process`` once its commits are set up."""
         if self.leases is not None:
             return await self._process_leased(pending, marks)
@@ -470,7 +470,7 @@ class _Run:
         for result in results:   # a stop cancels cases in flight; anything else is a real error
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 raise result
-        self.commits.close()   # the commits of cases a stop cancelled may still be under way
+        commits.close()   # the commits of cases a stop cancelled may still be under way
         marks.settle()
         return len(pending.cases)
 
