@@ -260,3 +260,24 @@ def test_a_run_against_a_server_commits_its_cases_off_the_event_loop_and_an_offl
         watched = _OutcomeThreads(led)
         assert run_until_idle(watched).judged == 12
         assert watched.threads == {threading.current_thread().name}   # CPU-bound: on the loop, as before
+
+
+def test_a_stand_in_that_forgets_its_requests_still_counts_them():
+    """A benchmark's server answering thousands of calls keeps no prompt (it grew slower as it did)."""
+    async def go():
+        stand_in = StandIn(keep_requests=False)
+        url = await stand_in.start()
+        try:
+            settings = JudgeSettings(backend="openai", model="m", base_url=url, record=False)
+            async with make_judge(settings, None) as judge:
+                for i in range(3):
+                    await judge.call("check_facts", {"context_input": f"c{i}", "model_output": "o", "facts": []},
+                                     case_id=f"c{i}")
+        finally:
+            await stand_in.stop()
+        return stand_in
+
+    import os
+    os.environ.setdefault("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    stand_in = asyncio.run(go())
+    assert len(stand_in.requests) == 3 and all(r["body"] is None for r in stand_in.requests)

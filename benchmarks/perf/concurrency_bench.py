@@ -3,7 +3,7 @@
     python benchmarks/perf/concurrency_bench.py [--calls 2000] [--latency 0.05] [--levels 64,16,1]
 
 The stand-in chat-completions server runs in its own process (127.0.0.1, every reply delayed by
---latency). Audit cases (three judge calls each: decompose, then the fact and the logic check
+--latency, keeping no request bodies: one holding every prompt grew slower round after round). Audit cases (three judge calls each: decompose, then the fact and the logic check
 at once) are ingested into a fresh home and judged by ``run_until_idle`` with the openai
 backend at each concurrency of --levels. At the first (highest) level the run makes --calls
 calls; at lower levels the calls are scaled down with the concurrency, so every level has the
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     levels = sorted({int(x) for x in args.levels.split(",")}, reverse=True)
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench-not-a-real-key")
-    proc, url = start_stand_in(args.latency, 0, None)
+    proc, url = start_stand_in(args.latency, 0, None, forget_requests=True)
     ratios: dict[int, float] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
