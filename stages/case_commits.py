@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from evalledger.ledger import Event, LedgerError, NewEvent
-from evalledger.stages.judge.group_commit import settle
+from evalledger.stages.judge.group_commit import settle, settle_all
 
 
 class Watermarks:
@@ -94,15 +95,24 @@ class _Queued:
 
 
 class CaseCommits:
-    """Group commit of finished cases (see module docstring); ``appended`` sees every stored batch."""
+    """Group commit of finished cases (see module docstring); ``appended`` sees every stored batch.
 
-    def __init__(self, led, marks: Watermarks, appended: Callable[[list[Event]], None] | None = None):
+    ``off_loop``: append in a writer thread of its own rather than on the event loop, for a run
+    whose judge calls a server: its loop must stay free to read the replies, and an append on
+    it also waited for the recording thread's commit (a sixth of the run's wall time at 64
+    calls in flight). The batches, their order and their transactions are the same; ``close``
+    waits for the last one.
+    """
+
+    def __init__(self, led, marks: Watermarks, appended: Callable[[list[Event]], None] | None = None,
+                 off_loop: bool = False):
         self.led = led
         self.marks = marks
         self.appended = appended
         self._queue: list[_Queued] = []
         self._scheduled = False
         self.batches = 0
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="case-commit") if off_loop else None
 
     async def commit(self, stage: Any, seq: int, events: list[NewEvent]) -> list[Event]:
         """Append ``events`` of case ``seq`` (with the other cases waiting) with the stage's tracking
@@ -122,11 +132,32 @@ class CaseCommits:
         by_stage: dict[str, list[_Queued]] = {}
         for item in queue:
             by_stage.setdefault(item.stage.name, []).append(item)
+        if self._writer is not None:
+            self._writer.submit(self._append_off_loop, list(by_stage.values()), asyncio.get_running_loop())
+            return
         for items in by_stage.values():
             self._append(items)
 
-    def _append(self, items: list[_Queued]) -> None:
-        """One transaction for ``items`` (all of one stage); settles their futures."""
+    def _append_off_loop(self, batches: list[list[_Queued]], loop: asyncio.AbstractEventLoop) -> None:
+        """In the writer thread: append each batch, then hand the cases their outcomes on the loop
+        (at once, and even if an append raised)."""
+        outcomes: list[tuple[asyncio.Future, Any]] = []
+        try:
+            for items in batches:
+                self._append(items, lambda done, outcome: outcomes.append((done, outcome)))
+        finally:
+            try:
+                loop.call_soon_threadsafe(settle_all, outcomes)
+            except RuntimeError:   # the loop is closed: nobody waits for these any more
+                pass
+
+    def close(self) -> None:
+        """Wait for the appends handed to the writer thread (if any), then end it."""
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+
+    def _append(self, items: list[_Queued], deliver: Callable[[asyncio.Future, Any], None] = settle) -> None:
+        """One transaction for ``items`` (all of one stage); hands each future its outcome (``deliver``)."""
         stage, seqs = items[0].stage, [item.seq for item in items]
         try:
             stored = self.led.append([e for item in items for e in item.events],
@@ -134,14 +165,14 @@ class CaseCommits:
         except Exception as exc:
             if len(items) > 1 and not isinstance(exc, LedgerError):
                 for item in items:   # find the case at fault: the others still commit
-                    self._append([item])
+                    self._append([item], deliver)
                 return
             for item in items:
-                settle(item.done, exc)
+                deliver(item.done, exc)
             return
         except BaseException as exc:   # a signal (the daemon's Abandoned): nothing committed, hand it on
             for item in items:
-                settle(item.done, exc)
+                deliver(item.done, exc)
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             return
@@ -149,7 +180,7 @@ class CaseCommits:
         self.batches += 1
         start = 0
         for item in items:
-            settle(item.done, stored[start:start + len(item.events)])
+            deliver(item.done, stored[start:start + len(item.events)])
             start += len(item.events)
         if self.appended is not None:
             self.appended(stored)

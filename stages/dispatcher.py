@@ -44,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from evalledger.ledger import Event, LedgerError, NewEvent
@@ -181,6 +182,7 @@ MIN_CASES_IN_FLIGHT = 16   # cases in flight at the least (the offline judge: CP
 CASES_PER_CALL = 2         # cases in flight per judge call allowed in flight (see _Run.cases_in_flight)
 DEFAULT_CONCURRENCY = 8    # a judge without settings (a test's object): JudgeSettings' default
 
+MAX_CACHED_CONFIGS = 1024   # distinct benchmark configs a run keeps worked out (_Run._config_of)
 RECONCILE_EVERY = 20   # passes between full reconciles of a long-lived process (the watch daemon)
 
 
@@ -264,6 +266,8 @@ class _Run:
         self.budget = Budget(settings.max_calls, settings.max_cost)
         self.replay_judges: dict[str, Any] = {}
         self.commits: CaseCommits | None = None   # set per scan by _process
+        self._run_hash = self.run_config.hash()
+        self._case_configs: dict[bytes, tuple[VerificationConfig, str]] = {}   # see _config_of
 
     def _select(self):
         """Which cases this run judges: its profiles', all of them under replay, else those without one."""
@@ -432,7 +436,18 @@ class _Run:
         """Run every pending case of one scan, concurrently, committed as they finish; returns
         how many this run processed (with leases: only the cases it could claim)."""
         marks = _watermarks(self.led, pending)
-        self.commits = CaseCommits(self.led, marks, self._fold)
+        commits = self.commits = CaseCommits(self.led, marks, self._fold, off_loop=self._judges_a_server())
+        try:
+            return await self._process_cases(pending, marks, commits)
+        finally:
+            commits.close()   # every case handed over is committed (or refused) before the scan ends
+
+    def _judges_a_server(self) -> bool:
+        """Whether the run's judge calls a server (its event loop must stay free to read replies)."""
+        return bool(getattr(getattr(self.judge, "backend", None), "network", False))
+
+    async def _process_cases(self, pending: _Pending, marks: Watermarks, commits: CaseCommits) -> int:
+        """``_process`` once its commits are set up."""
         if self.leases is not None:
             return await self._process_leased(pending, marks)
         self.total += len(pending.cases)
@@ -455,6 +470,7 @@ class _Run:
         for result in results:   # a stop cancels cases in flight; anything else is a real error
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 raise result
+        commits.close()   # the commits of cases a stop cancelled may still be under way
         marks.settle()
         return len(pending.cases)
 
@@ -537,12 +553,10 @@ class _Run:
         """Run the stage's handler on one case and commit what it did; the stored events, or None
         when the case stays pending (a stop, a spent budget)."""
         self.summary.cases += 1
-        config_hash = self.run_config.hash()
+        config_hash = self._run_hash
         held: list[NewEvent] = []
         try:
-            config = effective_config(opened.payload().config, self.settings.config_layer)
-            config_hash = config.hash()
-            self.configs[config_hash] = config.to_json()
+            config, config_hash = self._config_of(opened)
             work = CaseWork(opened, stage.name, config, config_hash, self.id, self.judge_of(opened),
                             self.search_port, self.counters)
             await judge_case(stage.handler, work)   # once, or judge_repeats times (stages.repeats)
@@ -592,6 +606,21 @@ class _Run:
             self.summary.failures.append({"case_id": case_id, "stage": stage.name, "reason": reason})
             return stored
 
+    def _config_of(self, opened: Event) -> tuple[VerificationConfig, str]:
+        """A case's effective config and its hash (noted in ``configs``), worked out once per distinct
+        benchmark config: a scan's cases mostly share one, and working it out for every case cost
+        a tenth of a judge call's CPU."""
+        raw = opened.payload().config   # the case's payload is validated for every case, as before
+        key = _config_key(raw)
+        known = self._case_configs.get(key) if key is not None else None
+        if known is None:
+            config = effective_config(raw, self.settings.config_layer)
+            known = (config, config.hash())
+            self.configs[known[1]] = config.to_json()
+            if key is not None and len(self._case_configs) < MAX_CACHED_CONFIGS:
+                self._case_configs[key] = known
+        return known
+
     async def _commit(self, stage: Stage, seq: int, events: list[NewEvent]) -> list[Event]:
         """Commit one case's events through the scan's group commit (``_process`` sets it up)."""
         assert self.commits is not None, "a case is committed only inside _process"
@@ -636,13 +665,29 @@ class _Run:
 def _configs_of(pending: _Pending, layer: dict[str, Any]) -> dict[str, Any]:
     """config_hash -> effective config for the pending cases (a case whose config is invalid is skipped)."""
     out: dict[str, Any] = {}
+    seen: set[bytes] = set()   # the case configs already worked out (most cases share one)
     for _, opened, _ in pending.cases:
+        raw = opened.data.get("config")
+        key = _config_key(raw)
+        if key is not None and key in seen:
+            continue
         try:
-            config = effective_config(opened.data.get("config"), layer)
+            config = effective_config(raw, layer)
         except ValueError:
             continue
+        if key is not None:
+            seen.add(key)
         out.setdefault(config.hash(), config.to_json())
     return out
+
+
+def _config_key(raw: Any) -> bytes | None:
+    """A benchmark config's canonical JSON, to know the configs already worked out (None when it
+    is not plain JSON, an integer beyond 64 bits say: then it is worked out every time)."""
+    try:
+        return orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
 
 
 def judge_cause(exc: BaseException) -> dict[str, Any]:

@@ -3,7 +3,7 @@
     python benchmarks/perf/concurrency_bench.py [--calls 2000] [--latency 0.05] [--levels 64,16,1]
 
 The stand-in chat-completions server runs in its own process (127.0.0.1, every reply delayed by
---latency). Audit cases (three judge calls each: decompose, then the fact and the logic check
+--latency, keeping no request bodies: one holding every prompt grew slower round after round). Audit cases (three judge calls each: decompose, then the fact and the logic check
 at once) are ingested into a fresh home and judged by ``run_until_idle`` with the openai
 backend at each concurrency of --levels. At the first (highest) level the run makes --calls
 calls; at lower levels the calls are scaled down with the concurrency, so every level has the
@@ -16,9 +16,15 @@ same ideal wall time. Printed per level:
 - the most requests the server answered at once (the calls really in flight; the stand-in
   gives it at ``GET /stand-in/stats``);
 - the baseline measured in the same run: the same number of bare aiohttp POSTs to the same
-  server at the same concurrency, no evalledger at all (what this machine allows now);
+  server at the same concurrency, no evalledger at all (what this machine allows now), and the
+  run's ratio to it (run / bare: how close the run comes to what the machine allowed then);
+- the stand-in's own CPU a request, for the run and for the bare POSTs (read from /proc: is the
+  server process, one plain aiohttp process, keeping up or starved?);
 - at the highest level, the run with cases in flight capped at 16 (as before ``--concurrency``
   set the number of cases), to show what the change buys.
+
+``--rounds R`` measures the highest level R times (fresh cases each time) and judges the target
+on the median ratio, as the figures move a lot on a loaded machine.
 
 Exits 1 when the target is missed at the highest level. Use a small --calls for CI.
 """
@@ -30,6 +36,8 @@ import asyncio
 import json
 import math
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -111,7 +119,45 @@ def level_line(concurrency: int, calls: int, latency: float, wall: float, baseli
     ideal = calls * latency / concurrency
     ratio = ideal / wall
     return (f"concurrency {concurrency:>3}: {calls} calls in {wall:.2f} s, ideal {ideal:.2f} s, ratio {ratio:.2f} "
-            f"of ideal; bare aiohttp POSTs {ideal / baseline:.2f} of ideal (baseline, same run)"), ratio
+            f"of ideal; bare aiohttp POSTs {ideal / baseline:.2f} of ideal (baseline, same run); "
+            f"run / bare {baseline / wall:.2f}"), ratio
+
+
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) process ``pid`` has used so far; None where /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def per_request_ms(before: float | None, after: float | None, requests: int) -> str:
+    """The server's CPU a request between two readings of ``process_cpu``, as printed."""
+    if before is None or after is None or not requests:
+        return "n/a"
+    return f"{1000 * (after - before) / requests:.2f} ms"
+
+
+def measure_level(folder: Path, url: str, proc: subprocess.Popen, concurrency: int, cases: int, tag: str,
+                  latency: float) -> float:
+    """Run one level (``cases`` new audit cases) and its bare baseline; print them; the ratio ideal / wall."""
+    home = home_with_cases(folder, cases, tag)
+    server_peak(url, reset=True)
+    served = process_cpu(proc.pid)
+    wall, calls, cpu = timed_run(home, url, concurrency)
+    peak = server_peak(url, reset=True)
+    served_run = process_cpu(proc.pid)
+    baseline = asyncio.run(bare_posts(url, calls, concurrency))
+    served_bare = process_cpu(proc.pid)
+    line, ratio = level_line(concurrency, calls, latency, wall, baseline)
+    print(f"{line}; requests in flight at the server at most {peak}", flush=True)
+    print(f"  run CPU {1000 * cpu / calls:.2f} ms a call (to keep up it must stay under "
+          f"latency / concurrency = {1000 * latency / concurrency:.2f} ms); the stand-in's CPU a request: "
+          f"{per_request_ms(served, served_run, calls)} in the run, "
+          f"{per_request_ms(served_run, served_bare, calls)} for the bare POSTs", flush=True)
+    return ratio
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,10 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--levels", default="64,16,1", help="concurrencies, highest first (default 64,16,1)")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of the highest level; the target is judged "
+                                                             "on their median ratio (default 1)")
     args = parser.parse_args(argv)
     levels = sorted({int(x) for x in args.levels.split(",")}, reverse=True)
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench-not-a-real-key")
-    proc, url = start_stand_in(args.latency, 0, None)
+    proc, url = start_stand_in(args.latency, 0, None, forget_requests=True)
     ratios: dict[int, float] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -131,15 +179,13 @@ def main(argv: list[str] | None = None) -> int:
             timed_run(home_with_cases(folder, 8, "warm"), url, levels[0])   # connections, imports
             for concurrency in levels:
                 cases = max(1, math.ceil(args.calls * concurrency / levels[0] / CALLS_PER_CASE))
-                home = home_with_cases(folder, cases, f"c{concurrency}")
-                server_peak(url, reset=True)
-                wall, calls, cpu = timed_run(home, url, concurrency)
-                peak = server_peak(url, reset=True)
-                baseline = asyncio.run(bare_posts(url, calls, concurrency))
-                line, ratios[concurrency] = level_line(concurrency, calls, args.latency, wall, baseline)
-                print(f"{line}; requests in flight at the server at most {peak}", flush=True)
-                print(f"  run CPU {1000 * cpu / calls:.2f} ms a call (to keep up it must stay under "
-                      f"latency / concurrency = {1000 * args.latency / concurrency:.2f} ms)", flush=True)
+                rounds = max(1, args.rounds) if concurrency == levels[0] else 1
+                measured = [measure_level(folder, url, proc, concurrency, cases, f"c{concurrency}r{r}", args.latency)
+                            for r in range(rounds)]
+                ratios[concurrency] = statistics.median(measured)
+                if rounds > 1:
+                    print(f"concurrency {concurrency}: {rounds} rounds, ratio median {ratios[concurrency]:.2f} "
+                          f"(least {min(measured):.2f}, most {max(measured):.2f})", flush=True)
             top = levels[0]
             cases = max(1, math.ceil(args.calls / CALLS_PER_CASE))
             home = home_with_cases(folder, cases, "capped")

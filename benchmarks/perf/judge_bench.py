@@ -41,9 +41,13 @@ WALL_TARGET = 1.3
 RECORD_TARGET_MS = 1.0
 
 
-def start_stand_in(latency: float, rate_limit_every: int, retry_after: float | None) -> tuple[subprocess.Popen, str]:
-    """The stand-in in its own process; returns it and its base URL."""
+def start_stand_in(latency: float, rate_limit_every: int, retry_after: float | None,
+                   forget_requests: bool = False) -> tuple[subprocess.Popen, str]:
+    """The stand-in in its own process; returns it and its base URL. ``forget_requests``: it keeps
+    no request bodies (a server answering thousands of calls stays as fast as it began)."""
     command = [sys.executable, "-m", "evalledger.testing.stand_in", "--port", "0", "--delay", str(latency)]
+    if forget_requests:
+        command.append("--forget-requests")
     if rate_limit_every:
         command += ["--rate-limit-every", str(rate_limit_every)]
     if retry_after is not None:

@@ -15,6 +15,7 @@ heal by retrying (connection refused, DNS, 401/403/404) opens it straight away.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 
 log = logging.getLogger("evalledger.judge")
@@ -33,7 +34,7 @@ class AdaptiveLimit:
         self.round = 0               # bumped at every cut: a 429 from an older round cuts nothing
         self.share = 0.0             # moving share of 429 answers
         self.changes: list[tuple[int, int]] = []   # (before, after) of every change, in order
-        self._waiters: list[asyncio.Future] = []
+        self._waiters: collections.deque[asyncio.Future] = collections.deque()
 
     @property
     def current(self) -> int:
@@ -41,24 +42,28 @@ class AdaptiveLimit:
         return max(1, int(self.limit))
 
     async def acquire(self) -> int:
-        """Wait for a free slot; returns the round the call is sent in (hand it to on_rate_limited)."""
-        while self.in_flight >= self.current:
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled():
-                    self._wake()   # woken, then cancelled: pass the free slot on
-                raise
-            finally:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-        self.in_flight += 1
+        """Wait for a free slot; returns the round the call is sent in (hand it to on_rate_limited).
+
+        A freed slot is handed straight to the first waiter (``_wake``): it stays counted in
+        ``in_flight``, so the waiter need not check again and no newcomer can take it first.
+        """
+        if self.in_flight < self.current and not self._waiters:
+            self.in_flight += 1
+            return self.round
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:   # cancelled (or closed) while waiting
+            if waiter.done() and not waiter.cancelled():
+                self.release()   # handed a slot, then cancelled: pass the slot on
+            elif waiter in self._waiters:   # not yet passed over by _wake
+                self._waiters.remove(waiter)
+            raise
         return self.round
 
     def release(self) -> None:
-        """Give a slot back."""
+        """Give a slot back (to the first waiter, when one waits and the limit allows)."""
         self.in_flight -= 1
         self._wake()
 
@@ -87,14 +92,13 @@ class AdaptiveLimit:
         log.info("judge concurrency %d -> %d (%s)", before, self.current, why)
 
     def _wake(self) -> None:
-        """Wake as many waiters as there are free slots, first come first served (each re-checks)."""
-        free = self.current - self.in_flight
-        for waiter in self._waiters:
-            if free <= 0:
-                break
+        """Hand the free slots to the waiters, first come first served (each counted as in flight)."""
+        waiters = self._waiters
+        while waiters and self.in_flight < self.current:
+            waiter = waiters.popleft()
             if not waiter.done():
+                self.in_flight += 1
                 waiter.set_result(None)
-                free -= 1
 
 
 class Breaker:

@@ -101,6 +101,11 @@ class OpenAIBackend:
             raise JudgeError(f"the openai judge needs an API key for {DEFAULT_BASE_URL}: set "
                              f"{settings.api_key_env} (or OPENAI_BASE_URL for a local server that needs none)")
         self.formats = FormatModes(settings.response_format)
+        # The same for every request: made once, not per call.
+        self._headers = {"Content-Type": "application/json"}
+        if self._key:
+            self._headers["Authorization"] = f"Bearer {self._key}"
+        self._timeout = aiohttp.ClientTimeout(total=settings.timeout_s)
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.limit: AdaptiveLimit | None = None
@@ -277,14 +282,10 @@ class OpenAIBackend:
         response_format = response_format_field(mode, role, schema)
         if response_format is not None:
             payload["response_format"] = response_format
-        headers = {"Content-Type": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        timeout = aiohttp.ClientTimeout(total=self.settings.timeout_s)
         start = time.perf_counter()
         try:
-            async with self._ensure_session().post(self.url, data=request_body(payload), headers=headers,
-                                                   timeout=timeout) as resp:
+            async with self._ensure_session().post(self.url, data=request_body(payload), headers=self._headers,
+                                                   timeout=self._timeout) as resp:
                 try:
                     body = await read_capped(resp, self.settings.max_reply_bytes)
                 except BodyTooLarge as exc:

@@ -122,6 +122,8 @@ class Judge:
         """The backend's answer (``_ask``), counted while under way."""
         self._sending += 1
         try:
+            if not self.limit.shared:   # nothing to hold (and no context manager to make per call)
+                return await self._ask(call, meta)
             async with self.limit.slot():
                 return await self._ask(call, meta)
         finally:

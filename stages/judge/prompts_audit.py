@@ -7,6 +7,9 @@ The judge only detects errors, each with a level (contradiction / unsupported) a
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import orjson
 
 LEVELS = """ERROR LEVELS:
 - contradiction: directly conflicts with the context (opposite numbers, reversed direction) -> report
@@ -35,6 +38,17 @@ def _error_limit(req) -> str:
     """The max_errors_per_phase rule as the judge is told it."""
     return (f"Report at most {req.max_errors} errors, the most severe first: only the first "
             f"{req.max_errors} (high before low, then in your order) count toward the score.")
+
+
+def _indented(chains: list[dict[str, Any]]) -> str:
+    """``json.dumps(chains, indent=2, ensure_ascii=False)``, byte for byte (the prompt is hashed and
+    recorded), by orjson: with ``indent`` json encodes in Python, a twentieth of a call's CPU.
+    The chains hold strings only, which both write alike; a lone surrogate, which orjson refuses,
+    goes to json."""
+    try:
+        return orjson.dumps(chains, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:
+        return json.dumps(chains, indent=2, ensure_ascii=False)
 
 
 def _pair(req) -> str:
@@ -67,6 +81,6 @@ def logic_messages(req) -> list[dict[str, str]]:
     """check_logic: each reasoning chain for reversed causality, sycophancy, overgeneralisation."""
     system = ("You check the reasoning of a model's output against the context it was given.\n\n" + LEVELS
               + "\n\n" + LOGIC_SEVERITY + "\n\n" + _error_limit(req) + "\n" + ERRORS_SHAPE)
-    chains = json.dumps([c.model_dump() for c in req.reasoning_chains], indent=2, ensure_ascii=False)
+    chains = _indented([c.model_dump() for c in req.reasoning_chains])
     return [{"role": "system", "content": system},
             {"role": "user", "content": _pair(req) + f"\n\nREASONING CHAINS TO CHECK:\n{chains}"}]

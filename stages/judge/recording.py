@@ -84,14 +84,27 @@ class CallIndex:
     own_seqs: set[int] = field(default_factory=set)   # appended here, after last_seq
     keep_answers: bool = False   # a replay source: keep each success's answer (``KeptAnswer``)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    appending: int = 0   # events this process is appending through ``record_events`` right now
 
     def catch_up(self) -> None:
         """Fold the ``judge.called`` events appended since the last look (by anyone).
 
         When every event after the last look is one this process appended (and so already
-        folded), the head alone tells: no read is needed.
+        folded), the head alone tells: no read is needed. While appends of this process are under
+        way (the recording thread's: committed or not, not yet folded), nothing is looked at and
+        the position stays: the next look, once they are folded, reads only what others appended
+        (without this, a look racing the recording thread waited for its commit and then read
+        every call it had just committed back, prompts and all). An index not yet caught up
+        once always looks.
         """
         with self.lock:
+            if self.appending and self.last_seq:
+                # This process is committing calls right now: the head would be read after that
+                # commit (the ledger's lock is held meanwhile, and the event loop would wait for
+                # it) and could not tell its events from others'. The next look, once they are
+                # folded, reads what others appended. (An index never caught up, being built,
+                # always looks.)
+                return
             head = self.led.head().seq
             if head - self.last_seq == len(self.own_seqs):
                 self.last_seq, self.own_seqs = head, set()
@@ -217,10 +230,18 @@ def call_event(case_id: str, payload: dict[str, Any], step_attempt: int, attempt
 
 
 def record_events(led, index: CallIndex | None, events: list[NewEvent]) -> list[Event]:
-    """Append attempts in one transaction and fold them into the index."""
-    stored = led.append(events)
-    if index is not None:
+    """Append attempts in one transaction and fold them into the index (which counts them as
+    under way meanwhile: see ``CallIndex.catch_up``)."""
+    if index is None:
+        return led.append(events)
+    with index.lock:
+        index.appending += len(events)
+    stored: list[Event] = []
+    try:
+        stored = led.append(events)
+    finally:
         with index.lock:
+            index.appending -= len(events)
             for event in stored:
                 index.add(event, advance=False)
     return stored

@@ -39,6 +39,10 @@ async def read_capped(response, cap: int) -> bytes:
     declared = response.content_length
     if declared is not None and declared > cap:
         raise BodyTooLarge(cap, b"", declared)
+    if declared is not None and not response.headers.get("Content-Encoding"):
+        # Within the cap and not compressed (a compressed body may inflate past it): read it
+        # whole, in one go; the parser stops at the declared length.
+        return await response.read()
     chunks: list[bytes] = []
     size = 0
     async for chunk in response.content.iter_chunked(READ_CHUNK):

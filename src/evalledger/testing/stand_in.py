@@ -87,6 +87,7 @@ class Slow:
 
 
 Behaviour = Reply | Status | Raw | Drop | Slow
+_NOT_KEPT: dict[str, Any] = {"body": None, "authorized": None}   # a request counted, not kept (keep_requests=False)
 
 
 def minimal_instance(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any:
@@ -170,6 +171,9 @@ class StandIn:
     # End a request's handler when its client goes away (a killed worker), so in_flight counts
     # only requests someone still waits for; by default a handler runs to its end regardless.
     cancel_on_disconnect: bool = False
+    # False: ``requests`` counts the requests but keeps no body (a benchmark's server answering
+    # thousands of calls would otherwise hold every prompt, and grow slower as it does).
+    keep_requests: bool = True
 
     def script(self, *behaviours: Behaviour) -> "StandIn":
         """Queue behaviours for the next requests, in order."""
@@ -217,7 +221,8 @@ class StandIn:
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        self.requests.append({"body": body, "authorized": "Authorization" in request.headers})
+        self.requests.append({"body": body, "authorized": "Authorization" in request.headers}
+                             if self.keep_requests else _NOT_KEPT)
         if self.reject_response_format and "response_format" in body:
             return web.json_response({"error": {"message": "response_format json_schema is not supported "
                                                            "by this server"}}, status=400)
@@ -322,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="answer every Nth request with 429 (10: a tenth of them)")
     parser.add_argument("--retry-after", type=float, default=None, metavar="S",
                         help="the Retry-After those 429s carry")
+    parser.add_argument("--forget-requests", action="store_true",
+                        help="keep no request bodies, only their count (a long benchmark's server stays as fast)")
     args = parser.parse_args(argv)
     try:
         refusals = {mode: int(status) for mode, status in (item.split("=", 1) for item in args.refuse_format)}
@@ -332,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     async def serve() -> None:
         stand_in = StandIn(delay=args.delay, reject_response_format=args.reject_response_format,
                            refuse_formats=refusals, reply_fn=reply_fn,
-                           rate_limit_every=args.rate_limit_every, rate_limit_retry_after=args.retry_after)
+                           rate_limit_every=args.rate_limit_every, rate_limit_retry_after=args.retry_after,
+                           keep_requests=not args.forget_requests)
         url = await stand_in.start(args.port)
         print(f"stand-in chat completions at {url} (OPENAI_BASE_URL={url})", flush=True)
         try:
