@@ -99,8 +99,13 @@ def run_daemon(home: Path, settings, options: WatchOptions, log: Log, args=None)
             (home / folder).mkdir(exist_ok=True)
         with ledger.open_ledger(home) as led:
             checkpointer = checkpointer_for(args, led, log) if args is not None else None
-            return Daemon(home, real_callbacks(led, settings, log, options, checkpointer), options, log,
-                          on_abandon=exit_soon).run()
+            outcome = Daemon(home, real_callbacks(led, settings, log, options, checkpointer), options, log,
+                             on_abandon=exit_soon).run()
+        if outcome.abandoned:
+            # The stop may have landed between an append's commit and its mirror write; a writable
+            # open completes the mirror, so the home verifies the moment the daemon has exited.
+            ledger.open_ledger(home).close()
+        return outcome
 
 
 def cmd_watch(args) -> int:

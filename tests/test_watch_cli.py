@@ -246,6 +246,39 @@ def test_sigterm_in_the_middle_of_a_real_pass_exits_0_and_a_restart_finishes_the
     assert len(judged) == len(set(judged)) == 320
 
 
+STOPPED_BETWEEN_COMMIT_AND_MIRROR = textwrap.dedent("""
+    import os, signal, sys, time
+    from evalledger.cli.main import main
+    from evalledger.ledger import mirror
+
+    real_append = mirror.Mirror.append
+
+    def append(self, recorder, first_seq, lines, last_seq, **kwargs):
+        if any(b'"case.judged"' in line for line in lines):   # a case's outcome is committed, not mirrored
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(20)                                     # the abandoning signal lands here
+        return real_append(self, recorder, first_seq, lines, last_seq, **kwargs)
+
+    mirror.Mirror.append = append
+    sys.exit(main(["--home", sys.argv[1], "watch", "--once", "--grace-seconds", "0"]))
+""")
+
+
+def test_a_stop_between_a_commit_and_its_mirror_write_leaves_a_home_that_verifies(home):
+    """The abandoning signal lands inside an append, after SQLite committed and before the mirror
+    was written: the daemon completes the mirror before it exits, so ``verify`` passes at once."""
+    drop_by_rename(home / "inbox", "bench-0.json", benchmark_file(0, questions=4))
+    proc = subprocess.run([sys.executable, "-c", STOPPED_BETWEEN_COMMIT_AND_MIRROR, str(home)],
+                          capture_output=True, text=True, env=cli_env(), cwd=REPO, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "abandoned" in proc.stderr
+    assert events(home, "case.judged"), "the stop came after a case's commit"
+    result = evalledger(home, "verify", check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    with ledger.open_ledger(home, readonly=True) as led:
+        assert (home / "events.jsonl").read_bytes() == b"".join(e.line() for e in led.read())
+
+
 def test_sigterm_mid_pass_starts_no_new_case_and_a_restart_finishes_the_rest_once(home, tmp_path):
     """A real daemon judging 60 cases through a slow stand-in judge gets SIGTERM a few cases in:
     the cases in flight finish and commit, no new one starts, the daemon exits at once (not at
