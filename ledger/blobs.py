@@ -171,6 +171,10 @@ def _split_value(value: Any, blobs: dict[str, bytes], top: bool = False) -> Any:
     if kind is dict:
         out: Any = {}
         for k, v in value.items():
+            inner = type(v)   # a number, a boolean, null or a short string: kept without a call
+            if inner is not dict and inner is not list and (inner is not str or len(v) < MIN_STRING):
+                out[k] = v
+                continue
             part = out[k] = _split_value(v, blobs)
             same = same and part is v
         if len(out) == 1 and (REF in out or LIT in out):
@@ -189,7 +193,7 @@ def _split_value(value: Any, blobs: dict[str, bytes], top: bool = False) -> Any:
         encoded = _encode(out)
     if len(encoded) >= MIN_CONTAINER:  # type: ignore[arg-type]  # encoded above when not top
         return _ref(encoded, blobs)  # type: ignore[arg-type]
-    return out
+    return value if same else out   # unchanged: the parent then reuses its own encoding too
 
 
 def join(value: Any, fetch: Callable[[str], bytes]) -> Any:
