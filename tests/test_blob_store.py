@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import cli
-from reference_split import reference_split
 from evalledger import ledger
 from evalledger.ledger.blobs import join, join_bytes, split
 from evalledger.ledger.envelope import canonical_json, decode_json
@@ -24,6 +23,7 @@ from evalledger.ledger.sqlite import SQLiteRecorder
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.intake import ingest_path
 from evalledger.testing.arithmetic import arithmetic_benchmark
+from reference_split import reference_split
 
 CASES = 12
 
