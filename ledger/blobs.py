@@ -131,9 +131,11 @@ def _ref(encoded: bytes, blobs: dict[str, bytes]) -> dict[str, str]:
 
 
 # Long strings already encoded and hashed, by value: a run's judge calls repeat the same system
-# prompts, and sha256 over them was a tenth of splitting a batch. Bounded: forgetting costs a hash.
+# prompts, and sha256 over them was a tenth of splitting a batch. Bounded in count and in the
+# length kept (a prompt, not a 50 KB response: at most ~8 MB held); forgetting costs a hash.
 _STRING_REFS: dict[str, tuple[str, bytes]] = {}
-_MOST_STRINGS = 1024
+_MOST_STRINGS = 512
+_LONGEST_KEPT = 8192
 
 
 def _string_ref(value: str, blobs: dict[str, bytes]) -> dict[str, str]:
@@ -142,9 +144,10 @@ def _string_ref(value: str, blobs: dict[str, bytes]) -> dict[str, str]:
     if known is None:
         encoded = _encode(value)
         known = (PREFIX + blob_key(encoded), encoded)
-        if len(_STRING_REFS) >= _MOST_STRINGS:
-            _STRING_REFS.clear()
-        _STRING_REFS[value] = known
+        if len(value) <= _LONGEST_KEPT:
+            if len(_STRING_REFS) >= _MOST_STRINGS:
+                _STRING_REFS.clear()
+            _STRING_REFS[value] = known
     blobs.setdefault(known[0][len(PREFIX):], known[1])
     return {REF: known[0]}
 
