@@ -130,24 +130,73 @@ def _ref(encoded: bytes, blobs: dict[str, bytes]) -> dict[str, str]:
     return {REF: PREFIX + key}
 
 
+# Long strings already encoded and hashed, by value: a run's judge calls repeat the same system
+# prompts, and sha256 over them was a tenth of splitting a batch. Bounded in count and in the
+# length kept (a prompt, not a 50 KB response: at most ~8 MB held); forgetting costs a hash.
+_STRING_REFS: dict[str, tuple[str, bytes]] = {}
+_MOST_STRINGS = 512
+_LONGEST_KEPT = 8192
+
+
+def _string_ref(value: str, blobs: dict[str, bytes]) -> dict[str, str]:
+    """The reference of a long string (its blob added to ``blobs``), hashed once per distinct string."""
+    known = _STRING_REFS.get(value)
+    if known is None:
+        encoded = _encode(value)
+        known = (PREFIX + blob_key(encoded), encoded)
+        if len(value) <= _LONGEST_KEPT:
+            if len(_STRING_REFS) >= _MOST_STRINGS:
+                _STRING_REFS.clear()
+            _STRING_REFS[value] = known
+    blobs.setdefault(known[0][len(PREFIX):], known[1])
+    return {REF: known[0]}
+
+
 def _split_value(value: Any, blobs: dict[str, bytes], top: bool = False) -> Any:
-    """``value`` with its large parts replaced by references (bottom-up, so inner parts dedupe)."""
+    """``value`` with its large parts replaced by references (bottom-up, so inner parts dedupe).
+
+    A part below the top whose JSON is shorter than MIN_STRING and has no marker is returned as
+    it is without a walk: no string in it reaches MIN_STRING, no container MIN_CONTAINER, and no
+    object in it looks like a reference. A part whose children all came back unchanged keeps the
+    JSON already encoded for that test (so a large part is encoded once, not once per level).
+    """
     kind = type(value)
     if kind is str:
-        return _ref(_encode(value), blobs) if len(value) >= MIN_STRING else value
-    if kind is dict:
-        out: Any = {k: _split_value(v, blobs) for k, v in value.items()}
-        if len(out) == 1 and (REF in out or LIT in out):
-            out = {LIT: out}
-    elif kind is list:
-        out = [_split_value(v, blobs) for v in value]
-    else:
+        return _string_ref(value, blobs) if len(value) >= MIN_STRING else value
+    if kind is not dict and kind is not list:
         return value
-    if not top and out:
+    encoded = None
+    if not top:
+        encoded = _encode(value)
+        if len(encoded) < MIN_STRING and not has_markers(encoded):
+            return value
+    same = True
+    if kind is dict:
+        out: Any = {}
+        for k, v in value.items():
+            inner = type(v)   # a number, a boolean, null or a short string: kept without a call
+            if inner is not dict and inner is not list and (inner is not str or len(v) < MIN_STRING):
+                out[k] = v
+                continue
+            part = out[k] = _split_value(v, blobs)
+            same = same and part is v
+        if len(out) == 1 and (REF in out or LIT in out):
+            out, same = {LIT: out}, False
+    else:
+        out = []
+        for v in value:
+            part = _split_value(v, blobs)
+            out.append(part)
+            same = same and part is v
+    if top:
+        return value if same else out   # the same object: ``split`` then stores the bytes it was given
+    if not out:
+        return out
+    if not same:
         encoded = _encode(out)
-        if len(encoded) >= MIN_CONTAINER:
-            return _ref(encoded, blobs)
-    return out
+    if len(encoded) >= MIN_CONTAINER:  # type: ignore[arg-type]  # encoded above when not top
+        return _ref(encoded, blobs)  # type: ignore[arg-type]
+    return value if same else out   # unchanged: the parent then reuses its own encoding too
 
 
 def join(value: Any, fetch: Callable[[str], bytes]) -> Any:

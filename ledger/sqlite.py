@@ -366,6 +366,7 @@ class SQLiteRecorder(Recorder):
         if len({p.id for p in batch}) != len(batch):
             return None
         seq, prev_hash = chain_start(self._head or self._select_head())
+        self._look_up_versions(batch)
         base: dict[str, int] = {}
         versions: dict[str, int] = {}
         events: list[Event] = []
@@ -399,6 +400,19 @@ class SQLiteRecorder(Recorder):
                 raise ConflictError(f"stream {stream!r} is at version {current}, expected {want}; "
                                     "nothing was appended")
         return events, events, lines, versions
+
+    def _look_up_versions(self, batch: list[Prepared]) -> None:
+        """Cache the versions of the batch's streams that are not cached, in one query: a run's
+        first output of a case was a ``SELECT MAX(version)`` of its own (3% of a run's ledger CPU)."""
+        versions = self._versions
+        missing = list({p.stream for p in batch if p.stream not in versions})
+        for at in range(0, len(missing), 500):   # well below SQLite's limit of bound parameters
+            part = missing[at:at + 500]
+            found = dict(self.conn.execute(
+                f"SELECT stream, MAX(version) FROM events WHERE stream IN ({', '.join('?' * len(part))}) "
+                "GROUP BY stream", part))
+            for stream in part:
+                versions[stream] = found.get(stream) or 0
 
     def _cached_version(self, stream: str) -> int:
         current = self._versions.get(stream)

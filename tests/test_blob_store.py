@@ -23,6 +23,7 @@ from evalledger.ledger.sqlite import SQLiteRecorder
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.intake import ingest_path
 from evalledger.testing.arithmetic import arithmetic_benchmark
+from reference_split import reference_split
 
 CASES = 12
 
@@ -98,6 +99,35 @@ def test_the_text_join_and_the_structural_join_agree_on_any_payload(payload):
     stored_bytes, blobs = split(payload, raw)
     assert join_bytes(stored_bytes, blobs.__getitem__) == canonical_json(join(decode_json(stored_bytes),
                                                                                blobs.__getitem__)) == raw
+
+
+_NESTED = st.recursive(_LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=8),
+    st.dictionaries(st.sampled_from(["$blob", "$lit", "a", "b", "content", "messages", "é"]), inner, max_size=6)),
+    max_leaves=120)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), _NESTED, max_size=6))
+def test_the_split_gives_the_same_bytes_and_blobs_as_the_first_split(payload):
+    # The split skips parts too short to hold a blob and encodes a part once: the stored bytes,
+    # the blobs and their order must be exactly those of the walk it replaced (tests/reference_split.py).
+    raw = canonical_json(payload)
+    stored_bytes, blobs = split(payload, raw)
+    want_bytes, want_blobs = reference_split(payload, raw)
+    assert stored_bytes == want_bytes
+    assert list(blobs.items()) == list(want_blobs.items())
+
+
+def test_a_judged_home_stores_what_the_first_split_stores(homes):
+    # Every judge call of a real run, split again by the oracle from its joined payload.
+    with ledger.open_ledger(homes[0], readonly=True) as led:
+        calls = list(led.read(types=["judge.called"]))
+        rows = dict(stored(homes[0], "SELECT seq, data FROM events WHERE type = 'judge.called'"))
+    assert calls
+    for event in calls:
+        want, _ = reference_split(event.data, canonical_json(event.data))
+        assert rows[event.seq].encode() == want
 
 
 def test_shared_parts_are_one_blob():
