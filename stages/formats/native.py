@@ -151,14 +151,20 @@ def read_benchmark(doc: dict) -> ParsedFile:
     except FileRejected as exc:  # report a bad config along with the shape errors
         config = doc.get("config")
         raise FileRejected(exc.problems + (check_config(config) if isinstance(config, dict) else [])) from None
+    # The parsed document and the model each cost several times the file: once the model is
+    # made, nothing reads the document again (the caller drops it), so empty it now, and drop each
+    # part of the model once it is converted, so that a large file is never held three times over.
+    doc.clear()
     problems = Problems()
     problems.extend(check_config(bench.config))
     questions = [q.model_dump(mode="json") for q in bench.questions]
+    bench.questions.clear()
     problems.extend(check_questions(questions))
     parsed = ParsedBenchmark("template", bench.name, dict(bench.config), questions,
                              extra={"description": bench.description} if bench.description else {})
     responses = [ParsedResponse(r.question_id, r.model, r.text, f"$.responses[{i}]")
                  for i, r in enumerate(bench.responses)]
+    bench.responses.clear()
     problems.extend(check_responses(responses, parsed))
     problems.raise_if_any()
     return ParsedFile("benchmark", parsed, responses)
