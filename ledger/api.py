@@ -206,13 +206,15 @@ class Ledger:
         nothing. No expected versions or tracking record: use ``append`` for those.
         """
         added = [0]
+        floor: list[int] = []   # the batch's first new seq: every event from it on is this batch's
 
         def each(stored: list[Event], new: list[Event]) -> None:
             added[0] += len(new)
+            if new and not floor:
+                floor.append(new[0].seq)
             if seen is not None:
-                fresh = {e.seq for e in new}
                 for event in stored:
-                    seen(event, event.seq in fresh)
+                    seen(event, bool(floor) and event.seq >= floor[0])
 
         self.recorder.append_chunks(_prepared_chunks(events, utc_now(), chunk_events, chunk_bytes), each)
         return added[0]
