@@ -5,6 +5,7 @@ The public API (see ``ledger.api``)::
     open_ledger(path, durability="normal", readonly=False) -> Ledger   # a home dir, a .jsonl or a .db file
     init_home(home, store=None); bind_store(home, url); store_of(home)   # a home whose events are in PostgreSQL
     Ledger.append(events, expected_version=None, tracking=None) -> list[Event]
+    Ledger.append_many(events, seen=None) -> int   # one atomic batch, stored a chunk at a time
     stored_payload(event, where) -> StoredPayload   # NewEvent.data copying a read event's stored bytes
     Ledger.read(from_seq=1, types=None, stream=None, to_seq=None) -> Iterator[Event]
     Ledger.head() -> Head; Ledger.verify(expect_head=None) -> VerifyReport
