@@ -6,6 +6,7 @@ The public API (see ``ledger.api``)::
     init_home(home, store=None, mirror="jsonl"); bind_store(home, url); store_of(home)   # store: PostgreSQL
     mirror_form(led) -> "jsonl" | "gzip"   # a home's mirror: events.jsonl, or events.jsonl.gz (init --mirror gzip)
     Ledger.append(events, expected_version=None, tracking=None) -> list[Event]
+    Ledger.append_many(events, seen=None) -> int   # one atomic batch, stored a chunk at a time
     stored_payload(event, where) -> StoredPayload   # NewEvent.data copying a read event's stored bytes
     Ledger.read(from_seq=1, types=None, stream=None, to_seq=None) -> Iterator[Event]
     Ledger.head() -> Head; Ledger.verify(expect_head=None) -> VerifyReport

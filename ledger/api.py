@@ -25,7 +25,16 @@ from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
 from evalledger.ledger.jsonl import JSONLRecorder, tracking_path
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror_gz import GZ_MIRROR, gz_import_lines, gz_side_file, is_gz_mirror, is_gzip_file
-from evalledger.ledger.persistence import TREE_LAG, Head, LedgerError, Recorder, ScanRow, normalise_expected, prepare
+from evalledger.ledger.persistence import (
+    TREE_LAG,
+    Head,
+    LedgerError,
+    Prepared,
+    Recorder,
+    ScanRow,
+    normalise_expected,
+    prepare,
+)
 from evalledger.ledger.postgres import PostgresRecorder, is_store_url, redact_url, split_store_url
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
 from evalledger.ledger.sqlite import SQLiteRecorder
@@ -37,6 +46,9 @@ LEDGER_FILE_SUFFIXES = (".jsonl", ".db", ".sqlite", ".sqlite3")
 STORE_FILE = "store.url"
 #: the mirror a home keeps beside its ledger.db, by form (``init --mirror``)
 MIRROR_FILES = {"jsonl": "events.jsonl", "gzip": GZ_MIRROR}
+#: ``Ledger.append_many`` stores a long batch this many events (or bytes of payload) at a time
+CHUNK_EVENTS = 1000
+CHUNK_BYTES = 4_000_000
 READ_MODELS_FILE = "read-models.db"
 
 
@@ -209,6 +221,33 @@ class Ledger:
             return []
         expected = {} if expected_version is None else normalise_expected(prepared, expected_version)
         return self.recorder.append(prepared, expected, tracking)
+
+    def append_many(self, events: Iterable[NewEvent], seen: Callable[[Event, bool], None] | None = None,
+                    chunk_events: int = CHUNK_EVENTS, chunk_bytes: int = CHUNK_BYTES) -> int:
+        """Append ``events`` as ONE atomic batch (all or nothing, like ``append``) in bounded memory;
+        returns how many were new.
+
+        The events are taken from the iterable, validated and stored a chunk at a time (at most
+        ``chunk_events`` events or about ``chunk_bytes`` bytes of payload) inside one transaction,
+        so a batch of any size holds one chunk: give a generator, not a list, to gain by it. All
+        share one ``recorded_at``; an id that exists is not appended again. ``seen(event, new)`` is
+        called with each stored event, in order (``new``: this batch adds it; False for the stored
+        event of an id that existed before), before the commit: an exception it raises, or one the iterable raises, appends
+        nothing. No expected versions or tracking record: use ``append`` for those.
+        """
+        added = [0]
+        floor: list[int] = []   # the batch's first new seq: every event from it on is this batch's
+
+        def each(stored: list[Event], new: list[Event]) -> None:
+            added[0] += len(new)
+            if new and not floor:
+                floor.append(new[0].seq)
+            if seen is not None:
+                for event in stored:
+                    seen(event, bool(floor) and event.seq >= floor[0])
+
+        self.recorder.append_chunks(_prepared_chunks(events, utc_now(), chunk_events, chunk_bytes), each)
+        return added[0]
 
     # --- where it lives ----------------------------------------------------------------------------
     @property
@@ -460,6 +499,23 @@ class Ledger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _prepared_chunks(events: Iterable[NewEvent], now: str, most: int, size: int) -> Iterator[list[Prepared]]:
+    """``events`` validated and encoded (``prepare``), in chunks of at most ``most`` events and
+    about ``size`` bytes of payload; the meta memo is per chunk, so it stays bounded too."""
+    chunk: list[Prepared] = []
+    weight = 0
+    metas: dict[int, Any] = {}
+    for event in events:
+        prepared = prepare(event, now, metas)
+        chunk.append(prepared)
+        weight += len(prepared.data)
+        if len(chunk) >= most or weight >= size:
+            yield chunk
+            chunk, weight, metas = [], 0, {}
+    if chunk:
+        yield chunk
 
 
 def _upcast_rows(rows: Iterator[ScanRow], join: Callable[[Any], Any] | None = None) -> Iterator[ScanRow]:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+import shutil
+from typing import IO, Any, Callable, Iterable, Iterator, NamedTuple
 
 import orjson
 
@@ -99,13 +100,11 @@ class JSONLRecorder(Recorder):
         """Under the lock: roll an interrupted batch forward, then cut a torn last line."""
         pending = pending_path(self.path)
         if os.path.exists(pending):
-            with open(pending, "rb") as fh:
-                offset = int(fh.readline())
-                batch = fh.read()
-            with open(self.path, "r+b") as fh:
+            with open(pending, "rb") as src, open(self.path, "r+b") as fh:
+                offset = int(src.readline())
                 fh.truncate(offset)
                 fh.seek(offset)
-                fh.write(batch)
+                shutil.copyfileobj(src, fh, 1 << 20)   # streamed: a long batch (append_chunks) is never held
                 fh.flush()
                 os.fsync(fh.fileno())
             os.unlink(pending)
@@ -168,19 +167,61 @@ class JSONLRecorder(Recorder):
                 self._write_tracking(*tracking)
         return out
 
-    def _seal(self, batch: list[Prepared], expected: dict[str, int]) -> tuple[list[Event], list[bytes]]:
-        """Give the new events of a batch their seq, version and hashes (nothing written yet)."""
-        seq, prev_hash = chain_start(self._head)
+    def append_chunks(self, chunks: Iterable[list[Prepared]],
+                      seen: Callable[[list[Event], list[Event]], None]) -> None:
+        """The chunks' lines are written to the pending file as they are sealed (one chunk held at a
+        time), then appended as one batch the way ``_write_batch`` appends several lines: a kill
+        before the pending file is complete leaves nothing, one after it is rolled forward."""
+        if self.readonly:
+            raise LedgerError(f"{self.path} is open read-only")
+        with self._lock.exclusive():
+            self._recover()
+            self._catch_up()
+            pending = pending_path(self.path)
+            tmp = pending + ".tmp"
+            try:
+                with open(tmp, "w+b") as fh:
+                    header = b"%d\n" % self._indexed_to
+                    fh.write(header)
+                    run = _Staged(fh, chain_start(self._head), self._resolver())
+                    for batch in chunks:
+                        out, lines = self._seal(batch, {}, run)
+                        for event, line in zip(run.new, lines):
+                            run.ids[event.id] = (fh.tell(), len(line))
+                            fh.write(line)
+                        seen(out, run.new)
+                    if fh.tell() > len(header):
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                        os.replace(tmp, pending)   # the batch is decided from here on
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+            if os.path.exists(pending):
+                self._recover()   # appends the pending batch to the file, streamed, and removes it
+                self._catch_up()
+
+    def _seal(self, batch: list[Prepared], expected: dict[str, int],
+              run: "_Staged | None" = None) -> tuple[list[Event], list[bytes]]:
+        """Give the new events of a batch their seq, version and hashes (nothing written yet);
+        ``run`` carries the chain, the versions and the staged ids on from earlier chunks of one
+        batch (``append_chunks``), and gets this chunk's new events in ``run.new``."""
+        seq, prev_hash = chain_start(self._head) if run is None else run.next
         out: list[Event] = []
         lines: list[bytes] = []
         staged: dict[str, Event] = {}
-        versions: dict[str, int] = {}
+        versions: dict[str, int] = {} if run is None else run.versions
+        new: list[Event] = []
         for p in batch:
             if p.id in staged:
                 out.append(staged[p.id])
                 continue
             if p.id in self._ids:
                 staged[p.id] = self._event_at(self._ids[p.id])
+                out.append(staged[p.id])
+                continue
+            if run is not None and p.id in run.ids:   # staged by an earlier chunk of this batch
+                staged[p.id] = run.event(p.id)
                 out.append(staged[p.id])
                 continue
             if p.stream not in versions:
@@ -193,8 +234,11 @@ class JSONLRecorder(Recorder):
             event, canonical = seal(p, seq, versions[p.stream], prev_hash)
             staged[p.id] = event
             out.append(event)
+            new.append(event)
             lines.append(line_bytes(canonical, prev_hash, event.hash))
             seq, prev_hash = seq + 1, event.hash
+        if run is not None:
+            run.next, run.new = (seq, prev_hash), new
         return out, lines
 
     def _write_batch(self, lines: list[bytes]) -> None:
@@ -417,3 +461,23 @@ class JSONLRecorder(Recorder):
                 os.close(self._fd)
                 self._fd = None
             self._lock.close()
+
+
+class _Staged:
+    """What ``JSONLRecorder.append_chunks`` carries from one chunk to the next: the pending file
+    being written, the next seq and prev_hash, the stream versions, and where each staged id's
+    line is in the file (offset, length), so a later chunk repeating an id gets its event back."""
+
+    def __init__(self, fh: IO[bytes], next: tuple[int, str], resolve: Callable[[bytes | str, Any], Any] | None):
+        self.fh = fh
+        self.next = next
+        self.resolve = resolve
+        self.versions: dict[str, int] = {}
+        self.ids: dict[str, tuple[int, int]] = {}
+        self.new: list[Event] = []
+
+    def event(self, id: str) -> Event:
+        """The staged event ``id``, read back from the pending file."""
+        offset, size = self.ids[id]
+        self.fh.flush()
+        return event_from_line(os.pread(self.fh.fileno(), size, offset), self.resolve)

@@ -347,14 +347,29 @@ class GzMirror:
             else:
                 self._write(member(lines, last_seq), last_seq)
         except (OSError, EnvelopeError, ValueError, zlib.error, BlobError) as exc:
-            if isinstance(exc, OSError) and is_disk_full(exc):
-                self.disk_full = exc.strerror or str(exc)
-                self.problem = (f"{self.path}: the disk is full ({exc.strerror}): every event up to seq "
-                                f"{last_seq} is committed in the SQLite store, the mirror stops before seq "
-                                f"{self._seq + 1}; free space and run the command again (opening the home "
-                                "completes the mirror)")
-                return
-            self.problem = f"{self.path}: could not write the mirror after seq {first_seq - 1}: {exc}"
+            self._failed(exc, first_seq, last_seq)
+
+    def catch_up(self, recorder: "SQLiteRecorder", first_seq: int) -> None:
+        """After a commit whose lines were not kept (``SQLiteRecorder.append_chunks``): write what
+        the store holds past the mirror, streamed from the table; a failure is recorded in
+        ``problem`` as for ``append`` (the events are committed whatever happens here)."""
+        if self.problem:
+            return
+        try:
+            self.recover(recorder)
+        except (OSError, EnvelopeError, ValueError, zlib.error, BlobError) as exc:
+            self._failed(exc, first_seq, recorder.head_seq_unlocked())
+
+    def _failed(self, exc: Exception, first_seq: int, last_seq: int) -> None:
+        """Record why the mirror could not be written after seq ``first_seq - 1`` (appends stop)."""
+        if isinstance(exc, OSError) and is_disk_full(exc):
+            self.disk_full = exc.strerror or str(exc)
+            self.problem = (f"{self.path}: the disk is full ({exc.strerror}): every event up to seq "
+                            f"{last_seq} is committed in the SQLite store, the mirror stops before seq "
+                            f"{self._seq + 1}; free space and run the command again (opening the home "
+                            "completes the mirror)")
+            return
+        self.problem = f"{self.path}: could not write the mirror after seq {first_seq - 1}: {exc}"
 
     def _write_chunks(self, lines: Iterable[bytes]) -> None:
         """Write lines from SQLite as members of about ``_CHUNK_LINES`` lines, each ending with an event."""

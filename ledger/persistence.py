@@ -287,6 +287,22 @@ class Recorder(ABC):
         batch, so after a crash the position can lag the events but never run ahead of them.
         """
 
+    def append_chunks(self, chunks: Iterable[list[Prepared]],
+                      seen: Callable[[list[Event], list[Event]], None]) -> None:
+        """Append the chunks as ONE atomic batch (all or nothing), calling ``seen(stored, new)``
+        for each chunk before the commit: ``stored`` its events as stored (the stored event for an
+        id that exists), ``new`` those of them this batch adds. An exception from ``seen`` or from
+        the chunks' iterator appends nothing. No expected versions, no tracking record.
+
+        This default gathers the chunks and appends them at once; a backend overrides it to hold one
+        chunk at a time (``Ledger.append_many``: a large file's intake in bounded memory).
+        """
+        batch = [p for chunk in chunks for p in chunk]
+        if batch:
+            before = self.head().seq
+            stored = self.append(batch, {})
+            seen(stored, [e for e in stored if e.seq > before])
+
     @abstractmethod
     def read(self, from_seq: int = 1, types: Iterable[str] | None = None,
              stream: str | None = None, to_seq: int | None = None) -> Iterator[Event]:

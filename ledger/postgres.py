@@ -309,19 +309,59 @@ class PostgresRecorder(Recorder):
             remember_blobs(self._known_blobs, blobs)
         return out
 
-    def _insert(self, batch: list[Prepared], expected: dict[str, int]) -> tuple[list[Event], list[Event], Any,
-                                                                              Frontier | None]:
-        """BEGIN, lock the sequencer, find existing ids, seal the rest; COPY a batch of several new
-        events in, and return a single new event's row for the caller to insert (in its pipeline),
-        with the Merkle tree advanced over the new events (None when there are none) to write."""
+    def append_chunks(self, chunks: Iterable[list[Prepared]],
+                      seen: Callable[[list[Event], list[Event]], None]) -> None:
+        """One transaction under the sequencer lock for every chunk, one chunk held at a time: each
+        chunk reads the head, versions and tree its transaction sees (its own rows included)."""
+        self._check_writable()
+        conn = self.conn
+        added: dict[str, bytes] = {}
+        last = 0
+        with self._lock, self._guard():
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._key))
+                for batch in chunks:
+                    blobs: dict[str, bytes] = {}
+                    if self.blobs is not None:
+                        batch = split_batch(batch, self._known_blobs, blobs)
+                    out, new, single, tree = self._insert(batch, {}, begin=False)
+                    with conn.pipeline():
+                        self._insert_blobs({k: v for k, v in blobs.items() if k not in added})
+                        if single is not None:
+                            conn.execute(f"INSERT INTO {self._events} ({COLUMNS}) VALUES "
+                                         "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", single)
+                        if tree is not None:
+                            self._write_tree(tree)
+                    added.update(blobs)
+                    last = new[-1].seq if new else last
+                    seen(out, new)
+                with conn.pipeline():
+                    if last:
+                        conn.execute("SELECT pg_notify(%s, %s)", (notify_channel(self.schema), str(last)))
+                    conn.execute("COMMIT")
+            except BaseException:
+                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not conn.closed:
+                    conn.execute("ROLLBACK")
+                raise
+        remember_blobs(self._known_blobs, added)
+
+    def _insert(self, batch: list[Prepared], expected: dict[str, int], begin: bool = True
+                ) -> tuple[list[Event], list[Event], Any, Frontier | None]:
+        """BEGIN, lock the sequencer (``begin``: else the caller's transaction has), find existing
+        ids, seal the rest; COPY a batch of several new events in, and return a single new event's
+        row for the caller to insert (in its pipeline), with the Merkle tree advanced over the new
+        events (None when there are none) to write."""
         execute = self.conn.execute
         ids = list({p.id for p in batch})
         streams = list({p.stream for p in batch})
         # Statements after the lock see every commit made before it (READ COMMITTED: a snapshot a
         # statement), so the head and versions read here are the latest.
         with self.conn.pipeline():
-            execute("BEGIN")
-            execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._key))
+            if begin:
+                execute("BEGIN")
+                execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._key))
             found = execute(f"SELECT {COLUMNS} FROM {self._events} WHERE id = ANY(%s)", (ids,))
             current = execute(f"SELECT stream, MAX(version) FROM {self._events} WHERE stream = ANY(%s) "
                               "GROUP BY stream", (streams,))

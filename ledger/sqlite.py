@@ -14,7 +14,7 @@ import sqlite3
 from contextlib import AbstractContextManager
 from functools import partial
 from itertools import chain, starmap
-from typing import Any, Collection, Iterable, Iterator
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 from evalledger.ledger.blobs import (
     BlobFile,
@@ -154,6 +154,55 @@ class SQLiteRecorder(Recorder):
                 if self.mirror:
                     self.mirror.append(self, new[0].seq, lines, new[-1].seq, checked=level)
         return out
+
+    def append_chunks(self, chunks: Iterable[list[Prepared]],
+                      seen: Callable[[list[Event], list[Event]], None]) -> None:
+        """One BEGIN IMMEDIATE .. COMMIT for every chunk, one chunk held at a time; the mirror is
+        then completed from the table (``Mirror.catch_up``), so no line is held either."""
+        self._check_writable()
+        with self._write_lock():
+            self._forget()   # head and versions read inside the transaction: the chunks cannot be retried
+            added: dict[str, bytes] = {}
+            first = 0
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                for batch in chunks:
+                    stored, new = self._insert_chunk(batch, added)
+                    first = first or (new[0].seq if new else 0)
+                    seen(stored, new)
+                self.conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if is_disk_full(exc):
+                    raise self._full(exc) from None
+                self._rollback()
+                raise
+            except BaseException:
+                self._rollback()
+                raise
+            remember_blobs(self._known_blobs, added)
+            if first and self.mirror:
+                self.mirror.catch_up(self, first)
+
+    def _insert_chunk(self, batch: list[Prepared], added: dict[str, bytes]) -> tuple[list[Event], list[Event]]:
+        """Inside ``append_chunks``' transaction: one chunk's blobs and events (stored, new); the
+        cached head and versions follow the transaction (``_rollback`` forgets them)."""
+        if self.blobs is not None:
+            blobs: dict[str, bytes] = {}
+            batch = split_batch(batch, self._known_blobs, blobs)
+            self._insert_blobs({k: v for k, v in blobs.items() if k not in added})
+            added.update(blobs)
+        try:
+            out, new, _, versions = self._insert(batch, {})
+        except _StaleCache:   # cannot happen with the head read in this transaction: say so plainly
+            raise LedgerError(f"{self.location}: the next seq is taken inside a write transaction; "
+                              "run 'evalledger verify'") from None
+        if new:
+            self._advance_tree(new)
+            self._head = Head(new[-1].seq, new[-1].hash)
+            if len(self._versions) > _MAX_CACHED_STREAMS:
+                self._versions.clear()   # the table, read inside the transaction, has them
+            self._versions.update(versions)
+        return out, new
 
     def _transaction(self, batch: list[Prepared], expected: dict[str, int],
                      tracking: tuple[str, int] | None, blobs: dict[str, bytes]) -> _Inserted:

@@ -42,12 +42,12 @@ import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable, Iterator, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from evalledger.ledger import Event, LedgerError, NewEvent
+from evalledger.ledger import Event, LedgerError, NewEvent, canonical_json
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.leases import DEFAULT_LEASE_SECONDS
 from evalledger.stages.audit import judge_audit
@@ -174,8 +174,9 @@ class _Pending:
     """The pending cases of one scan, per stage, with the scan's upper bound."""
 
     upto: int
-    cases: list[tuple[Stage, Event, int]]   # (stage, case.opened, prior stage.failed count)
-    held: list[tuple[Stage, Event, int]] = field(default_factory=list)   # pending, not this run's
+    cases: list[tuple[Stage, Any, int]]   # (stage, case.opened or its CaseRef, prior stage.failed count)
+    held: list[tuple[Stage, Any, int]] = field(default_factory=list)   # pending, not this run's
+    configs: dict[str, Any] = field(default_factory=dict)   # the cases' distinct configs (as given)
 
 
 MIN_CASES_IN_FLIGHT = 16   # cases in flight at the least (the offline judge: CPU bound, 16 is plenty)
@@ -195,8 +196,30 @@ def find_pending(led, retry_failed: bool = False, upto: int | None = None, full:
     ``select(case_opened_data)`` picks the cases this run judges (its profiles'); the others are
     ``held``: pending, and they keep the tracking watermark below them for the run that takes them.
     """
+    return _scan_pending(led, retry_failed, upto, full, select, lambda opened: opened)
+
+
+class CaseRef(NamedTuple):
+    """A pending case as a run keeps it until it starts (``_scan_pending``): where its
+    ``case.opened`` is, not the event, so a scan of a million cases holds no payload."""
+
+    seq: int
+    id: str
+    case_id: str
+
+
+def _case_ref(opened: Event) -> CaseRef:
+    """The ``CaseRef`` of a ``case.opened`` event."""
+    return CaseRef(opened.seq, opened.id, opened.data.get("case_id"))
+
+
+def _scan_pending(led, retry_failed: bool, upto: int | None, full: bool, select, keep) -> _Pending:
+    """``find_pending``, keeping ``keep(case.opened)`` of each case (the event, or its ``CaseRef``),
+    and the distinct configs of the selected cases (``_Pending.configs``)."""
     upto = led.head().seq if upto is None else upto
-    found: list[tuple[Stage, Event, int]] = []
+    found: list[tuple[Stage, Any, int, bool]] = []
+    configs: dict[str, Any] = {}
+    select = select or _without_profile
     for stage in STAGES:
         start = 1 if (retry_failed or full) else led.tracking_position(stage.tracking) + 1
         if start > upto:
@@ -212,10 +235,14 @@ def find_pending(led, retry_failed: bool = False, upto: int | None = None, full:
                 continue
             if case_id in failures and not retry_failed:
                 continue
-            found.append((stage, opened, failures[case_id]))
+            chosen = bool(select(opened.data))
+            if chosen:
+                config = opened.data.get("config")
+                configs.setdefault(canonical_json(config).decode() if config is not None else "null", config)
+            found.append((stage, keep(opened), failures[case_id], chosen))
     found.sort(key=lambda item: item[1].seq)
-    select = select or _without_profile
-    return _Pending(upto, [f for f in found if select(f[1].data)], [f for f in found if not select(f[1].data)])
+    return _Pending(upto, [(s, o, f) for s, o, f, chosen in found if chosen],
+                    [(s, o, f) for s, o, f, chosen in found if not chosen], configs)
 
 
 def _without_profile(opened: dict[str, Any]) -> bool:
@@ -223,15 +250,27 @@ def _without_profile(opened: dict[str, Any]) -> bool:
     return not opened.get("profile")
 
 
-def below_tracking(led, pending: _Pending) -> dict[str, list[Event]]:
+def below_tracking(led, pending: _Pending) -> dict[str, list[Any]]:
     """Per stage, the pending cases at or below the stage's tracking position (work a scan that
-    trusted tracking would never see again)."""
+    trusted tracking would never see again), as the scan kept them."""
     positions = {stage.name: led.tracking_position(stage.tracking) for stage in STAGES}
-    stuck: dict[str, list[Event]] = {}
+    stuck: dict[str, list[Any]] = {}
     for stage, opened, _ in pending.cases + pending.held:   # held cases wait for another run
         if opened.seq <= positions[stage.name]:
             stuck.setdefault(stage.name, []).append(opened)
     return stuck
+
+
+def _opened_events(led, cases: list[tuple[Stage, CaseRef, int]], page: int = 256) -> Iterator[tuple[Stage, Event, int]]:
+    """The pending cases with their ``case.opened`` events, read a page of cases at a time (one
+    read over the page's seq range), so only the cases about to run hold their payloads."""
+    for at in range(0, len(cases), page):
+        chunk = cases[at:at + page]
+        wanted = {ref.seq for _, ref, _ in chunk}
+        events = {e.seq: e for e in led.read(from_seq=chunk[0][1].seq, to_seq=chunk[-1][1].seq,
+                                              types=["case.opened"]) if e.seq in wanted}
+        for stage, ref, failures in chunk:
+            yield stage, events[ref.seq], failures
 
 
 def _watermarks(led, pending: _Pending) -> Watermarks:
@@ -338,7 +377,7 @@ class _Run:
             self.summary.failures.extend(
                 {"case_id": f["case_id"], "stage": f"answer ({f['profile']}, question {f['question_id']})",
                  "reason": f["reason"]} for f in failures)
-        pending = find_pending(self.led, self.settings.retry_failed, full=full, select=self._select())
+        pending = _scan_pending(self.led, self.settings.retry_failed, None, full, self._select(), _case_ref)
         if full:
             self._reconcile(pending)
         if not pending.cases and not self._stopped():
@@ -352,7 +391,7 @@ class _Run:
         extra = self.plan.describe() if self.plan is not None else {}
         self._append_run_event("run.started", {**extra,
             "judge": self._judge_identity(), "config": self.run_config.to_json(),
-            "configs": _configs_of(pending, self.settings.config_layer),
+            "configs": _configs_of(pending.configs.values(), self.settings.config_layer),
             "config_layer": self.settings.config_layer, "retry_failed": self.settings.retry_failed,
             "no_cache": self.settings.no_cache, "pending": len(pending.cases)})
         self.leases = self.led.leases(f"{socket.gethostname()}:{os.getpid()}:{self.id}",
@@ -364,7 +403,7 @@ class _Run:
                     # every pending case is leased to another worker: wait for them (or their leases)
                     await asyncio.sleep(min(1.0, self.settings.lease_seconds / 4))
                 retry_failed = False  # failures of this run are not retried within it
-                pending = find_pending(self.led, retry_failed, select=self._select())
+                pending = _scan_pending(self.led, retry_failed, None, False, self._select(), _case_ref)
             if self._stopped():
                 self._record_stop()
             else:
@@ -411,7 +450,7 @@ class _Run:
             lowered = min(e.seq for e in cases) - 1 if cases else pending.upto
             self.led.append(NewEvent(f"run:{self.id}", "run.reconciled", {
                 "run": self.id, "stage": stage.name, "tracking_position": position, "lowered_to": lowered,
-                "cases": [e.data.get("case_id") for e in cases]}, key=f"run.reconciled:{stage.name}",
+                "cases": [e.case_id for e in cases]}, key=f"run.reconciled:{stage.name}",
                 meta={"run": self.id, "stage": "dispatcher", "config_hash": self.run_config.hash()}),
                 tracking=(stage.tracking, lowered))
 
@@ -453,7 +492,7 @@ class _Run:
         self.total += len(pending.cases)
         if self.progress is not None:
             self.progress.start(self.total, self.counters)
-        todo = iter(pending.cases)
+        todo = _opened_events(self.led, pending.cases)
 
         async def worker() -> None:
             # One case after another, in seq order across the workers; a task per case in flight
@@ -481,15 +520,15 @@ class _Run:
         The watermarks count every case of the scan, claimed or not, so a stage's tracking
         position never passes a case another worker still holds.
         """
-        items = {f"{stage.name}:{opened.data.get('case_id')}": (stage, opened, failures)
-                 for stage, opened, failures in pending.cases}
+        items = {f"{stage.name}:{ref.case_id}": (stage, ref, failures) for stage, ref, failures in pending.cases}
         waiting = list(items)
         running: set[asyncio.Task[None]] = set()
         done = 0
 
         async def one(work: str) -> None:
-            stage, opened, failures = items[work]
+            stage, ref, failures = items[work]
             try:
+                opened = self.led.get(ref.id)
                 if not self._finished_elsewhere(stage, opened, failures):
                     await self._case(stage, opened, failures, marks)
             finally:
@@ -655,28 +694,22 @@ class _Run:
             s.stopped, s.stop = self.budget.stopped, "budget"
         else:
             s.stopped, s.stop = "a stop was requested; the cases in flight finished", "requested"
-        s.pending = s.left_pending = len(find_pending(self.led, select=self._select()).cases)
+        s.pending = s.left_pending = len(_scan_pending(self.led, False, None, False, self._select(), _case_ref).cases)
 
     async def _close_plan(self) -> None:
         if self.plan is not None:
             await self.plan.aclose()
 
 
-def _configs_of(pending: _Pending, layer: dict[str, Any]) -> dict[str, Any]:
-    """config_hash -> effective config for the pending cases (a case whose config is invalid is skipped)."""
+def _configs_of(given: Iterable[Any], layer: dict[str, Any]) -> dict[str, Any]:
+    """config_hash -> effective config for the pending cases' distinct configs ``given``
+    (``_Pending.configs``; an invalid config is skipped)."""
     out: dict[str, Any] = {}
-    seen: set[bytes] = set()   # the case configs already worked out (most cases share one)
-    for _, opened, _ in pending.cases:
-        raw = opened.data.get("config")
-        key = _config_key(raw)
-        if key is not None and key in seen:
-            continue
+    for case_config in given:
         try:
-            config = effective_config(raw, layer)
+            config = effective_config(case_config, layer)
         except ValueError:
             continue
-        if key is not None:
-            seen.add(key)
         out.setdefault(config.hash(), config.to_json())
     return out
 

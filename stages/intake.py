@@ -16,8 +16,9 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from evalledger.ledger import Event, Ledger, NewEvent, event_id
 from evalledger.stages import intake_events as ev
@@ -273,9 +274,17 @@ def _accept(led: Ledger, parsed: ParsedFile, name: str, sha: str, size: int) -> 
     if problems:
         return _reject(led, name, sha, size, problems)
     received = ev.file_received(name, sha, size, parsed.format, "accepted", bench["benchmark"], bench["name"])
-    case_events = ev.cases(bench, parsed.responses, source, received.id)
-    batch = [received, ev.responses_registered(bench, source, case_events, received.id), *case_events]
+    batch = chain([received], _opened(bench, parsed.responses, source, received.id))
     return _commit(led, batch, IngestResult(name, sha, "accepted", parsed.format, bench["benchmark"], bench["name"]))
+
+
+def _opened(bench: dict, responses: list[ParsedResponse], source: dict, causation: str,
+            resolved_from: str | None = None) -> Iterator[NewEvent]:
+    """The ``responses.registered`` of ``responses`` and then their ``case.opened`` events, made
+    one at a time as the append takes them (``Ledger.append_many``)."""
+    ids = ev.case_ids(bench, responses)
+    yield ev.responses_opened(bench, source, ids, causation, resolved_from)
+    yield from ev.case_events(bench, responses, source, causation, ids)
 
 
 def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) -> IngestResult:
@@ -286,13 +295,13 @@ def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) 
                                     lineage=version_lineage(led, bench.name, bench.kind, bench.questions))
     received = ev.file_received(source["file"], source["sha256"], size, parsed.format, "accepted", bid, bench.name)
     record = registered.data
-    batch: list[NewEvent] = [received, *ev.registration_events(registered)]
+    parts: list[Iterable[NewEvent]] = [[received, *ev.registration_events(registered)]]
     if parsed.responses:
-        case_events = ev.cases(record, parsed.responses, source, received.id)
-        batch += [ev.responses_registered(record, source, case_events, received.id), *case_events]
+        parts.append(_opened(record, parsed.responses, source, received.id))
     waiting = pending_for(led, record)
     resolutions = [_resolution(record, held) for held in waiting]
-    batch += [event for events in resolutions for event in events]
+    parts += [chain([first], rest) for first, rest in resolutions]
+    batch = chain.from_iterable(parts)
     result = IngestResult(source["file"], source["sha256"], "accepted", parsed.format, bid, bench.name)
     if record.get("version"):
         result.notes.append(_version_note(led, record))
@@ -317,27 +326,34 @@ def _version_note(led: Ledger, record: dict) -> str:
     return f"(version {record['version']} of {record['name']!r}: {', '.join(parts) or 'same questions'}{tail})"
 
 
-def _resolution_notes(waiting: list[Event], resolutions: list[list[NewEvent]]) -> list[str]:
+def _resolution_notes(waiting: list[Event], resolutions: list[tuple[NewEvent, Iterable[NewEvent]]]) -> list[str]:
     """What the benchmark's line says about the pending files it resolved: taken in, or rejected
     now (a rejection would otherwise show only in ``status``, the benchmark itself being fine)."""
-    taken = [held.data["file"] for held, events in zip(waiting, resolutions) if not events[0].data.get("rejected")]
+    taken = [held.data["file"] for held, (first, _) in zip(waiting, resolutions) if not first.data.get("rejected")]
     notes = [f"(including the responses of {_count(len(taken), 'pending file')}: "
              f"{', '.join(map(shown_name, taken))})"] if taken else []
-    for held, events in zip(waiting, resolutions):
-        errors = events[0].data.get("errors") or []
-        if events[0].data.get("rejected") and errors:
+    for held, (first, _) in zip(waiting, resolutions):
+        errors = first.data.get("errors") or []
+        if first.data.get("rejected") and errors:
             first = errors[0]
             notes.append(f"(pending file {shown_name(held.data['file'])} rejected: {_count(len(errors), 'error')}, "
                          f"first {first['where']}: {first['reason']})")
     return notes
 
 
-def _commit(led: Ledger, batch: list[NewEvent], result: IngestResult) -> IngestResult:
-    """Append the batch atomically and count the cases it newly opened."""
-    before = led.head().seq
-    stored = led.append(batch)
-    result.cases_opened = sum(1 for e in stored if e.type == "case.opened" and e.seq > before)
-    earlier = next((e for e in stored if e.type == "benchmark.registered" and e.seq <= before), None)
+def _commit(led: Ledger, batch: Iterable[NewEvent], result: IngestResult) -> IngestResult:
+    """Append the batch atomically, a chunk at a time (``Ledger.append_many``: a file of any size
+    is one all-or-nothing batch without being held whole), and count the cases it newly opened."""
+    found: list[Event] = []
+
+    def seen(event: Event, new: bool) -> None:
+        if event.type == "case.opened" and new:
+            result.cases_opened += 1
+        elif event.type == "benchmark.registered" and not new and not found:
+            found.append(event)
+
+    led.append_many(batch, seen)
+    earlier = found[0] if found else None
     if earlier is not None:
         result.benchmark_name = earlier.data["name"]
         result.notes.append(f"(benchmark already registered at seq {earlier.seq})")
@@ -414,16 +430,18 @@ def pending_for(led: Ledger, bench: dict) -> list[Event]:
     return [e for e in pending_responses(led) if e.data["benchmark"] in (bench["benchmark"], bench["name"])]
 
 
-def _resolution(bench: dict, held: Event) -> list[NewEvent]:
-    """The events that resolve pending responses against their benchmark: all cases, or none."""
+def _resolution(bench: dict, held: Event) -> tuple[NewEvent, Iterable[NewEvent]]:
+    """The events that resolve pending responses against their benchmark, all cases or none: the
+    first (what became of them) and the rest (their ``case.opened``, made as they are appended)."""
     source = {"file": held.data["file"], "sha256": held.data["sha256"]}
     responses = [ParsedResponse(r["question_id"], r["model"], r["text"], r["where"])
                  for r in held.data["responses"]]
     problems = ev.response_problems(bench, responses)
     if problems:
-        return [ev.resolution_rejected(bench, source, problems, held.id)]
-    case_events = ev.cases(bench, responses, source, held.id)
-    return [ev.responses_registered(bench, source, case_events, held.id, resolved_from=held.id), *case_events]
+        return ev.resolution_rejected(bench, source, problems, held.id), ()
+    ids = ev.case_ids(bench, responses)
+    return (ev.responses_opened(bench, source, ids, held.id, resolved_from=held.id),
+            ev.case_events(bench, responses, source, held.id, ids))
 
 
 def resolve_pending(led: Ledger) -> int:
@@ -436,9 +454,10 @@ def resolve_pending(led: Ledger) -> int:
     for held in pending_responses(led):
         bench = find_benchmark(led, held.data["benchmark"])
         if bench is not None:
-            before = led.head().seq
-            stored = led.append(_resolution(bench, held))
-            opened += sum(1 for e in stored if e.type == "case.opened" and e.seq > before)
+            first, rest = _resolution(bench, held)
+            result = IngestResult(held.data["file"], held.data["sha256"], "accepted")
+            _commit(led, chain([first], rest), result)
+            opened += result.cases_opened
     return opened
 
 

@@ -16,7 +16,7 @@ Streams and idempotency keys (so ingesting the same thing twice appends nothing)
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from evalledger.ledger import NewEvent, event_id
 from evalledger.stages.formats.errors import Problem
@@ -150,24 +150,40 @@ def response_problems(bench: dict, responses: Iterable[ParsedResponse]) -> list[
 
 def cases(bench: dict, responses: list[ParsedResponse], source: dict, causation: str) -> list[NewEvent]:
     """One self-contained ``case.opened`` per response (internals.md: what a case carries)."""
+    return list(case_events(bench, responses, source, causation))
+
+
+def case_ids(bench: dict, responses: Iterable[ParsedResponse]) -> list[str]:
+    """The case id each response opens, in order (what ``responses.registered`` lists)."""
+    return [case_id(bench["benchmark"], r.question_id, r.model, r.response) for r in responses]
+
+
+def case_events(bench: dict, responses: list[ParsedResponse], source: dict, causation: str,
+                ids: list[str] | None = None) -> Iterator[NewEvent]:
+    """``cases`` one at a time (``ids``: their ``case_ids``, when already computed), so a file's
+    intake never holds all its ``case.opened`` events at once (``Ledger.append_many``)."""
     questions = {q["id"]: q for q in bench["questions"]}
-    events = []
-    for r in responses:
-        cid = case_id(bench["benchmark"], r.question_id, r.model, r.response)
+    config = bench.get("config") or {}
+    for r, cid in zip(responses, ids if ids is not None else case_ids(bench, responses)):
         data = {"case_id": cid, "benchmark": bench["benchmark"], "benchmark_name": bench["name"],
                 "kind": bench["kind"], "question_id": r.question_id, "model": r.model,
                 "question": questions[r.question_id], "response": r.response,
-                "config": bench.get("config") or {}, "source": source}
-        events.append(NewEvent(f"case:{cid}", "case.opened", data, key=cid, meta=meta(causation)))
-    return events
+                "config": config, "source": source}
+        yield NewEvent(f"case:{cid}", "case.opened", data, key=cid, meta=meta(causation))
 
 
 def responses_registered(bench: dict, source: dict, case_events: list[NewEvent], causation: str,
                          resolved_from: str | None = None) -> NewEvent:
     """The record that a file's responses were matched to a benchmark and opened these cases."""
+    return responses_opened(bench, source, [e.data["case_id"] for e in case_events], causation, resolved_from)
+
+
+def responses_opened(bench: dict, source: dict, ids: list[str], causation: str,
+                     resolved_from: str | None = None) -> NewEvent:
+    """``responses_registered`` from the case ids (``case_ids``) rather than the events."""
     data = {"benchmark": bench["benchmark"], "benchmark_name": bench["name"], "pending": False,
-            "file": source["file"], "sha256": source["sha256"], "count": len(case_events),
-            "cases": [e.data["case_id"] for e in case_events], "resolved_from": resolved_from}
+            "file": source["file"], "sha256": source["sha256"], "count": len(ids),
+            "cases": ids, "resolved_from": resolved_from}
     return NewEvent(f"benchmark:{bench['benchmark']}", "responses.registered", data,
                     key=f"responses:{source['sha256']}", meta=meta(causation))
 

@@ -265,6 +265,66 @@ class TestLedgerContract:
             led.export(tmp_path / "again.jsonl")
         assert (tmp_path / "again.jsonl").read_bytes() == (tmp_path / "out.jsonl").read_bytes()
 
+    def test_append_many_stores_a_long_batch_chunk_by_chunk_as_one_batch(self, backend, tmp_path):
+        with backend.open() as led:
+            [existing] = led.append(note("case:a", "before", key="old"))
+            seen: list[tuple[int, bool]] = []
+            taken: list[int] = []
+
+            def events():   # a generator: append_many takes one chunk of it at a time
+                for i in range(23):
+                    taken.append(i)
+                    yield note(f"case:s{i % 3}", f"n{i}", key=f"k{i}")
+                    if i == 5:
+                        yield note("case:a", "ignored", key="old")       # an id stored before this batch
+                    if i == 17:
+                        yield note("case:s2", "ignored", key="k2")       # an id an earlier chunk added
+            new = led.append_many(events(), lambda e, fresh: seen.append((e.seq, fresh)), chunk_events=4)
+            assert new == 23 and led.head().seq == 24
+            stored = list(led.read())
+            assert [e.seq for e in stored] == list(range(1, 25))
+            assert len({e.meta["recorded_at"] for e in stored[1:]}) == 1   # one batch, one instant
+            assert [v for e in stored if e.stream == "case:s1" for v in [e.version]] == list(range(1, 9))
+            # every event in order, the one stored before not new; k2 again is this batch's event (seq 4)
+            assert seen == [(2, True), (3, True), (4, True), (5, True), (6, True), (7, True), (1, False),
+                            *[(s, True) for s in range(8, 20)], (4, True), *[(s, True) for s in range(20, 25)]]
+            assert taken == list(range(23))
+            assert led.verify().ok
+            assert led.append_many(note(f"case:s{i % 3}", f"n{i}", key=f"k{i}") for i in range(23)) == 0
+            assert led.head().seq == 24
+            led.export(tmp_path / "out.jsonl")
+        with backend.open() as again:   # kept after a reopen, mirror (SQLite) included: export is byte-equal
+            assert [e.hash for e in again.read()] == [e.hash for e in stored]
+            assert again.verify().ok
+            again.export(tmp_path / "again.jsonl")
+        assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "again.jsonl").read_bytes()
+
+    def test_append_many_appends_nothing_when_its_events_or_seen_fail_half_way(self, backend):
+        with backend.open() as led:
+            seeded(led)
+            head = led.head()
+
+            def broken():
+                for i in range(10):
+                    yield note("case:x", f"{i}", key=f"x{i}")
+                raise ValueError("the source broke after 10 events")
+            with pytest.raises(ValueError, match="broke"):
+                led.append_many(broken(), chunk_events=3)
+            assert led.head() == head and led.stream_version("case:x") == 0
+
+            def refuse(event, new):
+                if event.data["text"] == "7":
+                    raise RuntimeError("seen refuses seq 7")
+            with pytest.raises(RuntimeError, match="refuses"):
+                led.append_many((note("case:y", f"{i}") for i in range(10)), refuse, chunk_events=3)
+            assert led.head() == head and led.stream_version("case:y") == 0
+            assert led.verify().ok
+            [after] = led.append(note("case:x", "after"))   # the chain goes on from the old head
+            assert after.seq == head.seq + 1 and after.prev_hash == head.hash
+            assert led.verify().ok
+        with backend.open() as again:
+            assert again.head().seq == head.seq + 1 and again.verify().ok
+
 
 def reference_root(leaves: list[bytes]) -> bytes:
     """MTH as RFC 6962 section 2.1 defines it, recursively: the tree the backends must keep."""
@@ -274,7 +334,6 @@ def reference_root(leaves: list[bytes]) -> bytes:
         return hashlib.sha256(b"\x00" + leaves[0]).digest()
     k = 1 << ((len(leaves) - 1).bit_length() - 1)
     return hashlib.sha256(b"\x01" + reference_root(leaves[:k]) + reference_root(leaves[k:])).digest()
-
 
 class TestMerkleTreeContract:
     """Every backend keeps the RFC 6962 tree with its events, and verify checks what it keeps."""

@@ -45,6 +45,7 @@ def parse(raw: bytes, filename: str = "input") -> ParsedFile:
                 return _read_lines(text, rows[0][1], stem)
         raise whole_error
     if isinstance(doc, dict) and not _looks_like_line(doc):
+        del text   # a large document is read whole: not the text too while it is checked
         return _read_document(doc)
     if isinstance(doc, dict):
         return _read_lines(text, doc, stem)

@@ -144,21 +144,64 @@ def valid_lines(model: type[BaseModel], rows: list[tuple[int, Any]], problems: P
             problems.extend(exc.problems)
 
 
+class _BenchmarkShell(Benchmark):
+    """``Benchmark`` with its questions and responses left unchecked: ``_itemwise`` checks them
+    one at a time."""
+
+    questions: Annotated[list[Any], Field(min_length=1, max_length=100_000)]
+    responses: list[Any] = []
+
+
+def _itemwise(doc: dict) -> tuple[Benchmark, list[dict], list[ParsedResponse]]:
+    """``doc`` validated as a ``Benchmark`` one question and one response at a time: (the benchmark
+    without its questions and responses, the question dicts, the responses), or FileRejected
+    with every problem, in the order a whole-document validation gives them.
+
+    A whole-document model costs several times the file on top of the parsed document; checked
+    item by item, each item's model is dropped once converted, and each item of the document too
+    (nothing reads the document after this: it is emptied), so a large file is held about once.
+    """
+    problems: list[Problem] = []
+    try:
+        bench = _BenchmarkShell.model_validate(doc)
+    except ValidationError as exc:
+        problems = from_validation_error(exc, "$", doc)
+        bench = None
+    items = doc.get("questions"), doc.get("responses")
+    questions: list[dict] = []
+    responses: list[ParsedResponse] = []
+    for key, model, out in (("questions", Question, questions), ("responses", Response, responses)):
+        given = items[0] if key == "questions" else items[1]
+        if not isinstance(given, list) or any(p.where == f"$.{key}" for p in problems):
+            continue
+        for index, item in enumerate(given):
+            where = f"$.{key}[{index}]"
+            try:
+                valid = model.model_validate(item)
+            except ValidationError as exc:
+                problems += from_validation_error(exc, where, item)
+                continue
+            out.append(valid.model_dump(mode="json") if key == "questions"
+                       else ParsedResponse(valid.question_id, valid.model, valid.text, where))
+            given[index] = None
+    doc.clear()
+    if problems or bench is None:
+        raise FileRejected(problems)
+    return bench, questions, responses
+
+
 def read_benchmark(doc: dict) -> ParsedFile:
     """A native benchmark file: the benchmark and the responses it carries (may be none)."""
+    config = doc.get("config")
     try:
-        bench = _validate(Benchmark, doc)
+        bench, questions, responses = _itemwise(doc)
     except FileRejected as exc:  # report a bad config along with the shape errors
-        config = doc.get("config")
         raise FileRejected(exc.problems + (check_config(config) if isinstance(config, dict) else [])) from None
     problems = Problems()
     problems.extend(check_config(bench.config))
-    questions = [q.model_dump(mode="json") for q in bench.questions]
     problems.extend(check_questions(questions))
     parsed = ParsedBenchmark("template", bench.name, dict(bench.config), questions,
                              extra={"description": bench.description} if bench.description else {})
-    responses = [ParsedResponse(r.question_id, r.model, r.text, f"$.responses[{i}]")
-                 for i, r in enumerate(bench.responses)]
     problems.extend(check_responses(responses, parsed))
     problems.raise_if_any()
     return ParsedFile("benchmark", parsed, responses)

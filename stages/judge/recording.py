@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -130,8 +131,21 @@ class CallIndex:
         self._fold(event.id, event.stream, event.data, lambda kept: kept)   # event.data is whole
         if advance:
             self.last_seq = max(self.last_seq, event.seq)
-        elif event.seq > self.last_seq:
-            self.own_seqs.add(event.seq)
+        else:
+            self._own(event.seq)
+
+    def _own(self, seq: int) -> None:
+        """Note event ``seq`` as appended (and folded) by this process. Own events right after
+        ``last_seq`` move it on at once: with nobody else appending, ``own_seqs`` stays empty
+        instead of holding every seq a long run appends."""
+        if seq == self.last_seq + 1:
+            self.last_seq = seq
+            own = self.own_seqs
+            while self.last_seq + 1 in own:
+                self.last_seq += 1
+                own.discard(self.last_seq)
+        elif seq > self.last_seq:
+            self.own_seqs.add(seq)
 
     def add_row(self, row: Any) -> None:
         """Fold one stored ``judge.called`` row (``Ledger.scan``, references unresolved) into the index."""
@@ -147,13 +161,15 @@ class CallIndex:
             answer = None
             if self.keep_answers:
                 answer = KeptAnswer(id, stream, whole({k: v for k, v in data.items() if k not in _NOT_KEPT}))
-            self.successes[hash] = Recorded(id, stream, data.get("backend"), data.get("model"), answer)
+            # backend and model repeat across a run's calls: one string each, not one per call kept
+            self.successes[hash] = Recorded(id, stream, _shared(data.get("backend")), _shared(data.get("model")),
+                                            answer)
         self.identities.setdefault(data.get("role"), set()).add(
             (data.get("source_backend") or data.get("backend"), data.get("model")))
 
     def count_attempt(self, stream: str, data: dict[str, Any]) -> None:
         """Note an attempt's number for its call (so the next attempt of that call is numbered after it)."""
-        key = (stream, data.get("role"), data.get("request_hash"), data.get("step_attempt") or 1)
+        key = (stream, _shared(data.get("role")), data.get("request_hash"), data.get("step_attempt") or 1)
         number = data.get("attempt") or 0
         if isinstance(number, int) and number > self.attempts.get(key, 0):
             self.attempts[key] = number
@@ -168,8 +184,8 @@ class CallIndex:
             for event in events:
                 if event.type == CALL_EVENT:
                     self.add(event, advance=False)
-                elif event.seq > self.last_seq:
-                    self.own_seqs.add(event.seq)
+                else:
+                    self._own(event.seq)
 
     def success(self, hash: str) -> Recorded | None:
         """The first recorded success of this request, looking at new events on a miss."""
@@ -187,6 +203,12 @@ class CallIndex:
         """Every (backend, model) that answered ``role`` in this ledger, sorted."""
         self.catch_up()
         return sorted(self.identities.get(role, ()), key=lambda i: (i[0] or "", i[1] or ""))
+
+
+def _shared(value: Any) -> Any:
+    """One string object for each short name (a backend, a model, a role) the index keeps per
+    call: decoded events give a copy each, and a long run's index keeps one entry a call."""
+    return sys.intern(value) if type(value) is str and len(value) <= 200 else value
 
 
 _INDEXES: "weakref.WeakKeyDictionary[Any, CallIndex]" = weakref.WeakKeyDictionary()

@@ -1,0 +1,60 @@
+"""What a run keeps per case (issue 15, flat memory): a reference per pending case rather than its
+``case.opened`` event, the events read a page at a time as cases start, and a call index that does
+not keep a seq for every event the run appends. Real homes, the offline judge."""
+
+from __future__ import annotations
+
+import json
+
+from evalledger import ledger
+from evalledger.stages.dispatcher import (
+    CaseRef,
+    RunSettings,
+    _opened_events,
+    _scan_pending,
+    find_pending,
+    run_until_idle,
+)
+from evalledger.stages.intake import ingest_path
+from evalledger.stages.judge.recorded_calls import known_index
+from evalledger.testing.arithmetic import arithmetic_benchmark
+
+
+def judged_home(tmp_path, cases: int):
+    """A home with ``cases`` arithmetic cases ingested (not judged yet)."""
+    source = tmp_path / "bench.json"
+    source.write_text(json.dumps(arithmetic_benchmark(cases // 2, "paged")))
+    home = tmp_path / "home"
+    with ledger.open_ledger(home) as led:
+        ingest_path(led, source)
+    return home
+
+
+def test_a_run_keeps_a_reference_per_pending_case_and_reads_the_events_a_page_at_a_time(tmp_path):
+    home = judged_home(tmp_path, 14)
+    with ledger.open_ledger(home) as led:
+        events = [opened for _, opened, _ in find_pending(led).cases]
+        kept = _scan_pending(led, False, None, True, None, lambda opened: CaseRef(opened.seq, opened.id,
+                                                                                  opened.data["case_id"]))
+        assert [ref for _, ref, _ in kept.cases] == [CaseRef(e.seq, e.id, e.data["case_id"]) for e in events]
+        assert list(kept.configs.values()) == [{"deep_judgment_enabled": True}]   # one per distinct config
+        # pages of 3 cases: every case once, in seq order, with its whole event
+        paged = [opened for _, opened, _ in _opened_events(led, kept.cases, page=3)]
+        assert [(e.seq, e.data) for e in paged] == [(e.seq, e.data) for e in events]
+        # a page that skips cases between its first and last seq (judged already) still finds its own
+        assert [e.seq for _, e, _ in _opened_events(led, kept.cases[::3], page=2)] == [e.seq for e in events[::3]]
+
+
+def test_a_run_judges_every_case_once_and_its_call_index_keeps_no_seq_per_event(tmp_path):
+    home = judged_home(tmp_path, 40)
+    with ledger.open_ledger(home) as led:
+        summary = run_until_idle(led, RunSettings(judge_backend="offline", max_cases_in_flight=4))
+        assert (summary.cases, summary.judged, summary.failed) == (40, 40, 0)
+        index = known_index(led)
+        # the run's own events moved the index's position on instead of piling up one seq each
+        assert index is not None and index.own_seqs == set()
+        assert led.head().seq - index.last_seq <= 1   # at most run.completed, appended after the cases
+        head = led.head()
+        assert run_until_idle(led, RunSettings(judge_backend="offline")).cases == 0
+        assert led.head() == head
+        assert led.verify().ok
