@@ -105,3 +105,15 @@ def test_the_source_index_holds_no_memory_per_recorded_call(tmp_path):
     assert held_by_index(large, in_memory) > 2_000_000       # what it would cost: ~1 KB a call
     assert held_by_index(large, built) < 200_000
     assert held_by_index(large, built) < held_by_index(small, built) + 100_000
+
+
+def test_verify_remembers_a_bounded_number_of_checked_blobs():
+    from evalledger.ledger.verify_blobs import RecentKeys
+    recent = RecentKeys(most=3)
+    for key in "abcad":
+        recent.add(key)
+    assert sorted(recent) == ["b", "c", "d"]   # the first added is forgotten first
+    big = RecentKeys()
+    for n in range(50_000):
+        big.add(f"{n:064x}")
+    assert len(big) == big.most < 50_000
