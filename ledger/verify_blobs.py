@@ -8,39 +8,46 @@ refers to it.
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 from evalledger.ledger.blobs import BlobError, BlobReader, has_markers, raw_refs
 from evalledger.ledger.envelope import EnvelopeError
 from evalledger.ledger.verify import Problem
 
-#: blobs a verify remembers as checked, per copy: a blob used again soon after (a shared system
-#: prompt, a response schema) is not read again, and memory does not grow with the ledger.
-RECENT_BLOBS = 4096
+#: blobs a verify remembers as checked, per copy (twice this at most): a blob used again and again
+#: (a shared system prompt, a response schema) is not read again, and memory does not grow with the
+#: number of distinct blobs in the ledger.
+RECENT_BLOBS = 16384
 
 
 class RecentKeys(set[str]):
-    """A set of the keys added most recently (at most ``most``; the oldest is forgotten first).
+    """The keys added or found recently: at most ``most`` in this set, and the ``most`` before them
+    kept aside (a key found there is kept again). Older keys are forgotten, which only costs a
+    blob checked again when a later event refers to it."""
 
-    Forgetting a checked blob's key only costs a check again if a later event refers to it.
-    """
-
-    def __init__(self, most: int = RECENT_BLOBS, keys: Iterable[str] = ()):
+    def __init__(self, most: int = RECENT_BLOBS):
         super().__init__()
         self.most = most
-        self._order: deque[str] = deque()
-        for key in keys:
-            self.add(key)
+        self._before: set[str] = set()
+
+    def __contains__(self, key: object) -> bool:
+        if set.__contains__(self, key):
+            return True
+        if key in self._before:
+            self.add(key)   # type: ignore[arg-type]  # only str keys are ever added
+            return True
+        return False
 
     def add(self, key: str) -> None:
-        """Remember ``key``, forgetting the oldest key when more than ``most`` are remembered."""
-        if key in self:
-            return
+        """Remember ``key``; when ``most`` are remembered, they are set aside and the set starts again."""
+        if len(self) >= self.most:
+            self._before = set(self)
+            self.clear()
         super().add(key)
-        self._order.append(key)
-        if len(self._order) > self.most:
-            self.discard(self._order.popleft())
+
+    def remembered(self) -> int:
+        """How many keys are remembered (this set and those set aside)."""
+        return len(self) + len(self._before)
 
 
 def checked_blobs(rows: Iterator[tuple[Any, ...]], readers: list[BlobReader],
