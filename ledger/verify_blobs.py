@@ -34,7 +34,7 @@ class RecentKeys(set[str]):
         if set.__contains__(self, key):
             return True
         if key in self._before:
-            self.add(key)   # type: ignore[arg-type]  # only str keys are ever added
+            self.add(key)   # only str keys are ever added (``key in self._before``)
             return True
         return False
 
