@@ -7,10 +7,9 @@ of 100,000 cases need a gigabyte; ``SourceIndex`` keeps them in a private tempor
 instead (deleted when the index is closed or collected), and the memory a replay needs is the
 page cache of that file, a few megabytes, whatever the size of the source.
 
-What it keeps of each first success is the source's own stored bytes of the event's data (blob
-references left in place), so building it encodes nothing; a lookup decodes that one payload,
-leaves out the request and what was sent and received raw (a replay never reads them), and
-resolves the references of what is left. Only the (backend, model) pairs that answered each role
+What it keeps of each first success is the event's stored data without the request and what was
+sent and received raw (a replay never reads them), blob references left in place; a lookup
+decodes that one answer and resolves its references. Only the (backend, model) pairs that answered each role
 stay in memory: a handful.
 
 The index is caught up from the source before a lookup that misses, like ``CallIndex``: events
@@ -23,6 +22,8 @@ import sqlite3
 import threading
 import weakref
 from typing import Any
+
+import orjson
 
 from evalledger.ledger import canonical_json, decode_json
 from evalledger.stages.judge.recording import _NOT_KEPT, CALL_EVENT, KeptAnswer, Recorded
@@ -80,9 +81,8 @@ class SourceIndex:
         hash = data.get("request_hash")
         if data.get("error") is not None or data.get("degraded") or hash in self._pending_hashes:
             return
-        stored = raw if isinstance(raw, (bytes, str)) else canonical_json(raw)   # upcast: its current form
-        self._pending.append((hash, row.id, row.stream, backend, model,
-                              stored.encode() if isinstance(stored, str) else bytes(stored)))
+        kept = {k: v for k, v in data.items() if k not in _NOT_KEPT}   # references left in place
+        self._pending.append((hash, row.id, row.stream, backend, model, _encode(kept)))
         self._pending_hashes.add(hash)
 
     def _flush(self) -> None:
@@ -107,13 +107,21 @@ class SourceIndex:
         if row is None:
             return None
         id, stream, backend, model, stored = row
-        kept = {k: v for k, v in decode_json(stored).items() if k not in _NOT_KEPT}
-        return Recorded(id, stream, backend, model, KeptAnswer(id, stream, self.led.join(kept)))
+        return Recorded(id, stream, backend, model, KeptAnswer(id, stream, self.led.join(decode_json(stored))))
 
     def seen_identities(self, role: str) -> list[tuple[str, str | None]]:
         """Every (backend, model) that answered ``role`` in the source, sorted."""
         self.catch_up()
         return sorted(self.identities.get(role, ()), key=lambda i: (i[0] or "", i[1] or ""))
+
+
+def _encode(value: dict[str, Any]) -> bytes:
+    """JSON bytes of a kept answer that ``decode_json`` reads back exactly (orjson, else the
+    standard library for integers beyond 64 bits)."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return canonical_json(value)
 
 
 _SOURCES: "weakref.WeakKeyDictionary[Any, SourceIndex]" = weakref.WeakKeyDictionary()
