@@ -66,6 +66,8 @@ from evalledger.ledger.verify import Problem, VerifyReport, verify_sqlite
 from evalledger.ledger.verify_blobs import checked_blobs
 
 _PAGE = 256  # rows a read fetches at once: small pages stay in the CPU cache (5,000 made reads 25% slower)
+_PAGE_BYTES = 1 << 21   # payload bytes a page of large events holds at most, about (one event may be more)
+_FIRST_PAGE = 16
 _MAX_CACHED_STREAMS = 100_000
 # What an insert gives back: (every event of the batch, the new ones, their lines, new stream versions)
 _Inserted = tuple[list[Event], list[Event], list[bytes], dict[str, int]]
@@ -518,19 +520,27 @@ class SQLiteRecorder(Recorder):
     # --- reading ----------------------------------------------------------------------------------
     def _pages(self, where: str, params: list[Any], from_seq: int,
                to_seq: int | None) -> Iterator[list[tuple[Any, ...]]]:
-        """Pages of rows in seq order, each fetched whole so no read transaction stays open."""
+        """Pages of rows in seq order, each fetched whole so no read transaction stays open.
+
+        A page of large events (a big benchmark's registration parts) holds fewer rows: about
+        ``_PAGE_BYTES`` of payload, so a read's memory does not depend on how large events are.
+        The first page is a short one, to learn how large they are.
+        """
         last = from_seq - 1
         bound = " AND seq <= ?" if to_seq is not None else ""
-        sql = f"SELECT {COLUMNS} FROM events WHERE seq > ?{where}{bound} ORDER BY seq LIMIT {_PAGE}"
+        sql = f"SELECT {COLUMNS} FROM events WHERE seq > ?{where}{bound} ORDER BY seq LIMIT ?"
         tail = params + ([to_seq] if to_seq is not None else [])
+        limit = _FIRST_PAGE
         while True:
             with self._thread_lock:
-                rows = self.conn.execute(sql, [last, *tail]).fetchall()
+                rows = self.conn.execute(sql, [last, *tail, limit]).fetchall()
             if rows:
                 yield rows
-            if len(rows) < _PAGE:
+            if len(rows) < limit:
                 return
             last = rows[-1][0]
+            size = sum([len(row[6]) for row in rows])
+            limit = min(_PAGE, max(1, len(rows) * _PAGE_BYTES // max(1, size)))
 
     def _rows(self, where: str, params: list[Any], from_seq: int,
               to_seq: int | None) -> Iterator[tuple[Any, ...]]:

@@ -14,13 +14,49 @@ from evalledger.ledger.blobs import BlobError, BlobReader, has_markers, raw_refs
 from evalledger.ledger.envelope import EnvelopeError
 from evalledger.ledger.verify import Problem
 
+#: blobs a verify remembers as checked, per copy (twice this at most): a blob used again and again
+#: (a shared system prompt, a response schema) is not read again, and memory does not grow with the
+#: number of distinct blobs in the ledger.
+RECENT_BLOBS = 16384
+
+
+class RecentKeys(set[str]):
+    """The keys added or found recently: at most ``most`` in this set, and the ``most`` before them
+    kept aside (a key found there is kept again). Older keys are forgotten, which only costs a
+    blob checked again when a later event refers to it."""
+
+    def __init__(self, most: int = RECENT_BLOBS):
+        super().__init__()
+        self.most = most
+        self._before: set[str] = set()
+
+    def __contains__(self, key: object) -> bool:
+        if set.__contains__(self, key):
+            return True
+        if key in self._before:
+            self.add(key)   # only str keys are ever added (``key in self._before``)
+            return True
+        return False
+
+    def add(self, key: str) -> None:
+        """Remember ``key``; when ``most`` are remembered, they are set aside and the set starts again."""
+        if len(self) >= self.most:
+            self._before = set(self)
+            self.clear()
+        super().add(key)
+
+    def remembered(self) -> int:
+        """How many keys are remembered (this set and those set aside)."""
+        return len(self) + len(self._before)
+
 
 def checked_blobs(rows: Iterator[tuple[Any, ...]], readers: list[BlobReader],
                   problems: list[Problem]) -> Iterator[tuple[Any, ...]]:
     """The rows unchanged; each blob their data refers to (and every blob inside it) is checked on
     the way in every copy (``readers``: the store, the mirror's blob file), and a Problem recorded,
-    once per blob and copy, at the first seq that refers to a bad one."""
-    good: list[set[str]] = [set() for _ in readers]
+    once per blob and copy, at the first seq that refers to a bad one. Only the most recently
+    checked blobs are remembered as good (``RecentKeys``): memory stays flat however long the ledger."""
+    good: list[set[str]] = [RecentKeys() for _ in readers]
     bad: set[tuple[int, str]] = set()
     for row in rows:
         data = row[6]

@@ -42,6 +42,7 @@ from evalledger.stages.judge.recording import (
     record_events,
     request_hash,
 )
+from evalledger.stages.judge.source_index import SourceIndex, source_index_for
 
 REPLAY = "replay"
 # Secrets shorter than this are placeholders ("x", "ollama", "EMPTY"), redacted only as whole tokens.
@@ -171,9 +172,10 @@ class RecordedCalls:
         self.led = led
         self.index: CallIndex | None = index_for(led) if led is not None else None
         self.source = source
-        # A separate source is read only for its answers: its index keeps them (no event read back per call).
-        self.source_index: CallIndex | None = (index_for(source, keep_answers=source is not led)
-                                               if source is not None else None)
+        # A separate source is read only for its answers: its index keeps them in a temporary file
+        # (no event read back from the source per call, no memory growing with the source).
+        self.source_index: CallIndex | SourceIndex | None = (
+            None if source is None else index_for(source) if source is led else source_index_for(source))
         self.misses: list[dict[str, Any]] = []
         self._writer: GroupCommitter | None = None
         self._identities: dict[tuple[Any, ...], list[tuple[str, str | None]]] = {}
@@ -267,7 +269,7 @@ class RecordedCalls:
             self._writer = None
 
 
-def _first(led, index: CallIndex, hashes: list[str], accept: Callable[[Event], Any] | None) -> Found | None:
+def _first(led, index: CallIndex | SourceIndex, hashes: list[str], accept: Callable[[Event], Any] | None) -> Found | None:
     """The first recorded success under ``hashes`` (in order) that ``accept`` takes (its kept
     answer when the index kept one, else the event read back)."""
     def recorded() -> Iterator[tuple[Event | KeptAnswer, str]]:
