@@ -153,9 +153,8 @@ class _Folder:
 
     def flush(self, position: tuple[int, str] | None, folded_from: int | None = None) -> None:
         # A rebuild into empty tables knows which cases it has written: only those are looked up.
-        stored = {c for c in self.cases if c in self.flushed} if self.fresh else None
         self.store.save(self.cases.values(), self.benchmarks or {}, self.runs or {}, position, folded_from,
-                        self.checkpoints or {}, stored)
+                        self.checkpoints or {}, self.flushed if self.fresh else None)
         self.flushed.update(self.cases)
         self.cases = {}
 

@@ -131,8 +131,9 @@ class ReadModelStore:
 
         ``folded_from``: the position the fold started at; when another fold (a daemon's and a
         user's ``report`` at once) has moved it since, nothing is written and StaleFold is raised.
-        ``stored_cases``: the only case ids that may have a stored row (a rebuild knows the ones it
-        wrote since dropping the tables); None: any may, each is looked up.
+        ``stored_cases``: every case id written since the tables were dropped (a rebuild knows
+        them): only these are looked up, unless ``proj_cases`` holds another number of rows (another
+        process folded meanwhile), when every case is; None: every case is looked up.
         """
         from evalledger.projections.results import case_status, effective_verdict
         rows = {"proj_cases": [(c["case_id"], c["benchmark"], c["model"], c["kind"], c["question_id"],
@@ -147,6 +148,8 @@ class ReadModelStore:
             if folded_from is not None and self.position()[0] != folded_from:
                 raise StaleFold(f"the read models moved past seq {folded_from} during this fold")
             digest = int(self.stored_digest() or "0", 16)
+            if stored_cases is not None and self.case_count() != len(stored_cases):
+                stored_cases = None   # rows this fold did not write: look every case up
             for table, key in KEYED_TABLES:
                 new = rows[table]
                 if not new:

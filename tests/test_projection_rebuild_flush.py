@@ -56,8 +56,12 @@ def test_save_looks_up_only_the_cases_it_is_told_may_be_stored(tmp_path):
             store.save([first], {}, {}, None, stored_cases=set())          # never written: no lookup
             store.save([first, second], {}, {}, None, stored_cases={case_ids[0]})
             assert store.stored_digest() == store.contents_digest()
-            # told wrongly that a stored case was never written, its old row stays in the digest
-            store.save([first], {}, {}, None, stored_cases=set())
+            # a row another fold wrote (the count differs from the cases named): every case looked up
+            store.save([first, second], {}, {}, None, stored_cases={case_ids[0]})
+            assert store.stored_digest() == store.contents_digest()
+            # told wrongly (with the right count) that a stored case was never written, its old row
+            # stays in the digest: the lookup is skipped
+            store.save([first, second], {}, {}, None, stored_cases={case_ids[0], "another"})
             assert store.stored_digest() != store.contents_digest()
         finally:
             store.close()
