@@ -12,7 +12,7 @@ The public API (see ``ledger.api``)::
     Ledger.head() -> Head; Ledger.verify(expect_head=None) -> VerifyReport
     Ledger.export(out); Ledger.import_file(path)
     Ledger.tracking_position(name); Ledger.set_tracking(name, position)
-    Ledger.scan(from_seq, to_seq, types, stamped=(), timed=(), resolve=True) -> Iterator[ScanRow]   # the folds' raw read
+    Ledger.scan(from_seq, to_seq, types, stamped=(), timed=(), resolve=True, plain=False) -> Iterator[ScanRow]   # the folds' raw read
     Ledger.join(value); Ledger.open(value)   # a scanned part's blob references: resolved whole / one level
     Ledger.home, .path, .location, .label, .read_models_path()
 

@@ -284,7 +284,7 @@ class Ledger:
 
     def scan(self, from_seq: int, to_seq: int, types: Collection[str],
              stamped: Collection[str] = (), timed: Collection[str] = (),
-             resolve: bool = True) -> Iterator[ScanRow]:
+             resolve: bool = True, plain: bool = False) -> Iterator[ScanRow]:
         """The raw, streaming read a fold needs: ScanRow(type, id, stream, version, schema, data,
         config_hash, recorded_at) for the events of ``types`` with from_seq <= seq <= to_seq, in
         seq order.
@@ -297,8 +297,11 @@ class Ledger:
         ``resolve=False``: a payload stored with blob references may keep them (SQLite leaves them,
         so a reader that needs only an event's small fields reads no blob); ``join`` resolves any
         part of it later. Rows at an older schema are joined before they are upcast.
+
+        ``plain=True``: rows may be plain tuples in ScanRow's field order (a fold unpacking them
+        saves making a named tuple per row); an upcast row is still a ScanRow.
         """
-        rows = self.recorder.scan(from_seq, to_seq, types, stamped, timed, resolve)
+        rows = self.recorder.scan(from_seq, to_seq, types, stamped, timed, resolve, plain)
         return _upcast_rows(rows, None if resolve else self.join)
 
     def join(self, value: Any) -> Any:
@@ -524,6 +527,7 @@ def _upcast_rows(rows: Iterator[ScanRow], join: Callable[[Any], Any] | None = No
     current = SCHEMAS
     for row in rows:
         if current.get(row[0]) != row[4]:   # (type, schema) by index: no property call on every row
+            row = ScanRow._make(row)   # the recorder may give plain tuples (``plain``)
             data = decode_json(row.data) if isinstance(row.data, (bytes, str)) else row.data
             if join is not None:
                 data = join(data)

@@ -310,13 +310,14 @@ class Recorder(ABC):
 
     def scan(self, from_seq: int, to_seq: int, types: Collection[str],
              stamped: Collection[str] = (), timed: Collection[str] = (),
-             resolve: bool = True) -> Iterator[ScanRow]:
+             resolve: bool = True, plain: bool = False) -> Iterator[ScanRow]:
         """Rows of the events of ``types`` with from_seq <= seq <= to_seq, in seq order, for folds.
 
         ``data`` is the stored payload (bytes, or the decoded dict); ``config_hash`` is read from
         meta for the ``stamped`` types only, ``recorded_at`` for the ``timed`` types only. A
         backend may override this with a cheaper query. ``resolve=False`` allows (not requires)
-        blob references to stay in ``data``; this default resolves them.
+        blob references to stay in ``data``; this default resolves them. ``plain=True`` allows
+        (not requires) plain tuples in ScanRow's field order.
         """
         for e in self.read(from_seq, types, None, to_seq):
             config_hash = (e.meta or {}).get("config_hash") if e.type in stamped else None

@@ -583,10 +583,11 @@ class SQLiteRecorder(Recorder):
 
     def scan(self, from_seq: int, to_seq: int, types: Collection[str],
              stamped: Collection[str] = (), timed: Collection[str] = (),
-             resolve: bool = True) -> Iterator[ScanRow]:
+             resolve: bool = True, plain: bool = False) -> Iterator[ScanRow]:
         """The fold's rows straight from SQLite: only the columns a fold needs, the payload as
         stored bytes, meta's config_hash extracted by SQLite for the ``stamped`` types and its
-        recorded_at for the ``timed`` types.
+        recorded_at for the ``timed`` types. ``plain`` (with ``resolve=False``): SQLite's own
+        tuples, no ScanRow made per row (a rebuild's scan of a million rows).
 
         On a read-only connection of its own, so a long fold holds neither this recorder's
         connection nor its thread lock while a stage appends.
@@ -607,7 +608,7 @@ class SQLiteRecorder(Recorder):
                 f"FROM events WHERE seq >= ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
                 (*stamped, *timed, from_seq, to_seq, *types))
             if self.blobs is None or not resolve:   # not resolve: references stay, for Ledger.join
-                yield from map(ScanRow._make, cursor)
+                yield from cursor if plain else map(ScanRow._make, cursor)
                 return
             reader = BlobReader(partial(_select_blob, conn), self.blobs.where)
             for row in map(ScanRow._make, cursor):

@@ -62,9 +62,10 @@ def scan(led, start: int, end: int) -> Iterator[tuple]:
     upcast; ``_decoded`` turns either into the dict. ``config_hash`` is read from meta for the
     CONFIG_STAMPED types only, ``recorded_at`` for the TIME_STAMPED types only (None otherwise).
     Blob references stay in stored bytes (``resolve=False``): ``_Folder.resolved`` fetches the
-    parts the appliers read, never a judge call's prompt or reply.
+    parts the appliers read, never a judge call's prompt or reply. Rows are plain tuples where the
+    store can give them (``plain=True``): the fold unpacks them, a named tuple each would cost more.
     """
-    return led.scan(start + 1, end, FOLDED_TYPES, CONFIG_STAMPED, TIME_STAMPED, resolve=False)
+    return led.scan(start + 1, end, FOLDED_TYPES, CONFIG_STAMPED, TIME_STAMPED, resolve=False, plain=True)
 
 
 # A run of 19+ digits is an integer orjson may read inexactly: such payloads take the exact decoder.
@@ -151,8 +152,9 @@ class _Folder:
             apply_checkpoint_event(self.checkpoints, data)
 
     def flush(self, position: tuple[int, str] | None, folded_from: int | None = None) -> None:
+        # A rebuild into empty tables knows which cases it has written: only those are looked up.
         self.store.save(self.cases.values(), self.benchmarks or {}, self.runs or {}, position, folded_from,
-                        self.checkpoints or {})
+                        self.checkpoints or {}, self.flushed if self.fresh else None)
         self.flushed.update(self.cases)
         self.cases = {}
 

@@ -19,7 +19,7 @@ import hashlib
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Collection, Iterable, Iterator
 
 import orjson
 
@@ -126,11 +126,14 @@ class ReadModelStore:
 
     def save(self, cases: Iterable[dict], benchmarks: dict[str, dict], runs: dict[str, dict],
              position: tuple[int, str] | None, folded_from: int | None = None,
-             checkpoints: dict[str, dict] | None = None) -> None:
+             checkpoints: dict[str, dict] | None = None, stored_cases: Collection[str] | None = None) -> None:
         """Upsert states and (when given) the new position, in one transaction, with the digest.
 
         ``folded_from``: the position the fold started at; when another fold (a daemon's and a
         user's ``report`` at once) has moved it since, nothing is written and StaleFold is raised.
+        ``stored_cases``: every case id written since the tables were dropped (a rebuild knows
+        them): only these are looked up, unless ``proj_cases`` holds another number of rows (another
+        process folded meanwhile), when every case is; None: every case is looked up.
         """
         from evalledger.projections.results import case_status, effective_verdict
         rows = {"proj_cases": [(c["case_id"], c["benchmark"], c["model"], c["kind"], c["question_id"],
@@ -145,6 +148,8 @@ class ReadModelStore:
             if folded_from is not None and self.position()[0] != folded_from:
                 raise StaleFold(f"the read models moved past seq {folded_from} during this fold")
             digest = int(self.stored_digest() or "0", 16)
+            if stored_cases is not None and self.case_count() != len(stored_cases):
+                stored_cases = None   # rows this fold did not write: look every case up
             for table, key in KEYED_TABLES:
                 new = rows[table]
                 if not new:
@@ -152,7 +157,10 @@ class ReadModelStore:
                 # The digest moves by the rows replaced and the rows written: the cost of an update
                 # stays that of the rows it touches. A row changed behind our back was never in
                 # the digest, so replacing it leaves the digest wrong, and the change is still found.
-                for old in self._stored_rows(table, key, [row[0] for row in new]):
+                keys = [row[0] for row in new]
+                if table == "proj_cases" and stored_cases is not None:
+                    keys = [k for k in keys if k in stored_cases]   # the others were never written
+                for old in self._stored_rows(table, key, keys):
                     digest ^= row_hash(table, old)
                 for row in new:
                     digest ^= row_hash(table, row)

@@ -224,6 +224,19 @@ class TestLedgerContract:
                        for r in rows]
             assert decoded[0] == {"text": "y", "author": None}
 
+    def test_a_plain_scan_gives_the_same_rows_as_tuples_and_upcast_rows_whole(self, backend):
+        with backend.open() as led:
+            led.append([NewEvent("case:a", "note.added", {"text": "x"}, meta={"config_hash": "abc"}),
+                        NewEvent("case:a", "verdict.overridden",
+                                 {"case_id": "a", "verdict": "pass", "reason": "r", "author": "me"},
+                                 meta={"config_hash": "ghi", "recorded_at": "2026-01-02T00:00:00Z"})])
+            args = (1, 2, ["note.added", "verdict.overridden"], ["verdict.overridden"], ["verdict.overridden"])
+            named = list(led.scan(*args, resolve=False))
+            plain = list(led.scan(*args, resolve=False, plain=True))
+            assert [tuple(r) for r in plain] == [tuple(r) for r in named]
+            assert [r[6:] for r in plain] == [(None, None), ("ghi", "2026-01-02T00:00:00Z")]
+            assert plain[1][:4] == ("verdict.overridden", named[1].id, "case:a", 2)
+
     def test_scan_gives_recorded_at_for_the_timed_types_only(self, backend):
         with backend.open() as led:
             led.append([NewEvent("case:a", "note.added", {"text": "x"}, meta={"recorded_at": "2026-01-01T00:00:00Z"}),

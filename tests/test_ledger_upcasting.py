@@ -159,7 +159,9 @@ def test_every_read_path_of_every_backend_upcasts(tmp_path, monkeypatch, where):
         [read] = led.read()
         [again] = led.append(NewEvent("test:u", "test.upcast", {"first": "x", "last": "y"}, key="k"))
         [row] = led.scan(1, 1, ["test.upcast"])
-        assert read.data == led.get(stored.id).data == again.data == row.data == want
+        [plain] = led.scan(1, 1, ["test.upcast"], resolve=False, plain=True)   # a fold's scan: upcast too
+        assert read.data == led.get(stored.id).data == again.data == row.data == plain.data == want
+        assert tuple(plain) == tuple(row)
         assert read.payload() == Renamed(**want) and read.schema == row.schema - 1 == 1
     with ledger.open_ledger(tmp_path / where, readonly=True) as led:
         assert led.verify().ok  # the stored bytes were never touched
