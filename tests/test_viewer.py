@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from evalledger import ledger
 from evalledger.cli.viewer import CSP, export_site, make_app
+from evalledger.cli.viewer import live as live_module
 from evalledger.cli.viewer.server import asset_bytes
 from viewer_support import failing_home, xss_home
 
@@ -454,3 +455,24 @@ def test_no_content_can_end_the_data_block():
     inner = block[len('<script type="application/json" id="case-data">'):-len("</script>")]
     assert "<" not in inner and json.loads(inner) == json.loads(document)
     assert [t for t, _ in tags_of(block)] == ["script"]
+
+
+def test_a_cancel_of_the_live_fold_loop_is_never_lost(failing):
+    """The cancel lands after the wake-up completed and before the loop resumed (the order is
+    fixed by chaining call_soon): the loop must still end, or the viewer's shutdown waits for it
+    for ever (asyncio.wait_for on Python 3.11 swallowed exactly this cancel)."""
+    from evalledger.cli.viewer.server import LIVE_KEY
+    home, _ = failing
+
+    async def main():
+        live = make_app(home, token=TOKEN, live=False)[LIVE_KEY]
+        await live.start()
+        await asyncio.sleep(live_module.MIN_INTERVAL + 1.0)   # past the first fold: waiting for a wake-up
+        loop = asyncio.get_running_loop()
+        live.wake.set()                                        # the waiting task resumes next turn...
+        loop.call_soon(lambda: loop.call_soon(live.task.cancel))   # ...the cancel lands the turn after
+        done, _ = await asyncio.wait({live.task}, timeout=3)
+        assert done, "the fold loop went on after its cancel"
+        await live.stop()
+
+    asyncio.run(main())

@@ -66,8 +66,13 @@ class LiveUpdates:
 
     async def _loop(self) -> None:
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), SAFETY_SECONDS)
+            # Not asyncio.wait_for: on Python 3.11 it swallows a cancel that lands as the wake-up
+            # completes, and the viewer's shutdown then waited for this loop for ever.
+            waiting = asyncio.ensure_future(self.wake.wait())
+            try:
+                await asyncio.wait({waiting}, timeout=SAFETY_SECONDS)
+            finally:
+                waiting.cancel()
             self.wake.clear()
             try:
                 moved = self.view.refresh()

@@ -135,7 +135,9 @@ class Breaker:
         """Sleep ``seconds``, or less if the breaker opens meanwhile."""
         if seconds <= 0 or self.is_open:
             return
+        # Not asyncio.wait_for: on Python 3.11 it swallows a cancel that lands as the breaker opens.
+        opening = asyncio.ensure_future(self.opened.wait())
         try:
-            await asyncio.wait_for(self.opened.wait(), seconds)
-        except TimeoutError:
-            pass
+            await asyncio.wait({opening}, timeout=seconds)
+        finally:
+            opening.cancel()
