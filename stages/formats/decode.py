@@ -9,6 +9,7 @@ these would either be ambiguous (duplicate keys) or could not be stored as canon
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from evalledger.stages.formats.errors import FileRejected, Problem, join_path
@@ -140,17 +141,30 @@ def jsonl_lines(text: str) -> list[str]:
     JSON allows raw inside strings: a valid line would be cut in two and every later line number
     would be wrong.
     """
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return list(iter_jsonl_lines(text))
+
+
+def iter_jsonl_lines(text: str) -> Iterator[str]:
+    """The lines of ``jsonl_lines`` one at a time, so a parse never holds a second copy of the file.
+
+    A large JSONL file's text split whole into a list doubles the memory ingest needs; slicing
+    one line at a time keeps only the line being parsed besides the text itself.
+    """
+    start, end = 0, len(text)
+    while start < end:
+        stop = text.find("\n", start)
+        if stop < 0:
+            stop = end
+        line = text[start:stop]
+        yield line[:-1] if line.endswith("\r") else line
+        start = stop + 1
 
 
 def parse_jsonl(text: str) -> tuple[list[tuple[int, Any]], list[Problem]]:
     """Parse JSONL: (line number, value) for each non-blank line, and the problems of bad lines."""
     rows: list[tuple[int, Any]] = []
     problems: list[Problem] = []
-    for number, line in enumerate(jsonl_lines(text), start=1):
+    for number, line in enumerate(iter_jsonl_lines(text), start=1):
         if not line.strip(_JSON_SPACE):
             continue
         try:
@@ -162,7 +176,7 @@ def parse_jsonl(text: str) -> tuple[list[tuple[int, Any]], list[Problem]]:
 
 def first_json_line(text: str) -> Any:
     """The first non-blank line parsed as JSON, or None when it does not parse."""
-    for line in jsonl_lines(text):
+    for line in iter_jsonl_lines(text):
         if line.strip(_JSON_SPACE):
             try:
                 return loads(line)
