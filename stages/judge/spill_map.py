@@ -30,8 +30,8 @@ _MISSING = object()
 class SpillMap:
     """A dict-like map (get, set, ``in``, keys, values, len) bounded in memory by a temporary file."""
 
-    def __init__(self, limit: int = SPILL_AT):
-        self.limit = limit
+    def __init__(self, limit: int | None = None):
+        self.limit = limit or SPILL_AT
         self.recent: dict[Any, Any] = {}
         self._db: sqlite3.Connection | None = None   # opened at the first spill only
         self._spilled = 0
