@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 # Entries kept in memory before they are written to the file (the bound on the map's memory).
-SPILL_AT = 20_000
+SPILL_AT = 2_000
 # The temporary file's page cache, in KiB (SQLite's negative cache_size): the memory it may use.
 _CACHE_KIB = 4096
 _MISSING = object()
