@@ -58,3 +58,35 @@ def test_a_run_judges_every_case_once_and_its_call_index_keeps_no_seq_per_event(
         assert run_until_idle(led, RunSettings(judge_backend="offline")).cases == 0
         assert led.head() == head
         assert led.verify().ok
+
+
+def test_a_runs_call_index_keeps_a_bounded_number_of_entries_in_memory_and_reuses_the_rest(tmp_path, monkeypatch):
+    from evalledger.stages.judge import spill_map
+
+    monkeypatch.setattr(spill_map, "SPILL_AT", 8)
+    home = judged_home(tmp_path, 14)
+    with ledger.open_ledger(home) as led:
+        assert run_until_idle(led, RunSettings(judge_backend="offline", max_cases_in_flight=4)).cases == 14
+        index = known_index(led)
+        calls = [e for e in led.read(types=["judge.called"])]
+        successes = {e.data["request_hash"] for e in calls if e.data.get("error") is None}
+        assert len(index.successes.recent) < 8 and len(index.attempts.recent) < 8   # the rest in the file
+        assert index.successes.keys() == successes
+        spilled = next(h for h in successes if h not in index.successes.recent)
+        found = index.success(spilled)
+        assert found is not None and found.id in {e.id for e in calls}
+        assert run_until_idle(led, RunSettings(judge_backend="offline")).cases == 0
+        assert len(list(led.read(types=["judge.called"]))) == len(calls)   # nothing called twice
+
+
+def test_a_spill_map_reads_back_what_it_wrote_to_its_file():
+    from evalledger.stages.judge.spill_map import SpillMap
+
+    m = SpillMap(limit=3)
+    for i in range(10):
+        m[("case:c", "judge", f"h{i}", 1)] = i
+    m[("case:c", "judge", "h0", 1)] = 99   # a newer value overrides the spilled one
+    assert len(m.recent) < 3 and m.get(("case:c", "judge", "h4", 1)) == 4
+    assert m.get(("case:c", "judge", "h0", 1)) == 99 and ("x", "y", "z", 1) not in m
+    assert sorted(m.values()) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 99] and len(m) == 10
+    m.close()

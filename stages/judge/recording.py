@@ -1,7 +1,7 @@
 """Recording judge and search calls as ``judge.called`` events, and finding recorded answers fast.
 
 - ``request_hash``: sha256 over the canonical (role, backend, model, parameters, messages).
-- ``CallIndex``: an in-memory index of a ledger's ``judge.called`` events (request hash -> the
+- ``CallIndex``: an index (recent entries in memory, the rest in a temporary file) of a ledger's ``judge.called`` events (request hash -> the
   first recorded success; call -> the highest attempt number), built once per ledger and caught
   up from the ledger before every miss, so events appended by another process are seen too.
   Correctness never depends on it: a miss only means "call", and event ids are deterministic.
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalledger.ledger import Event, NewEvent, canonical_json, decode_json
+from evalledger.stages.judge.spill_map import SpillMap
 
 CALL_EVENT = "judge.called"
 
@@ -79,8 +80,10 @@ class CallIndex:
 
     led: Any
     last_seq: int = 0
-    successes: dict[str, Recorded] = field(default_factory=dict)
-    attempts: dict[tuple[str, str, str, int], int] = field(default_factory=dict)
+    # One entry a recorded success and one a call: kept mostly in a temporary file (``SpillMap``)
+    # so a long run's memory stays flat.
+    successes: SpillMap = field(default_factory=SpillMap)
+    attempts: SpillMap = field(default_factory=SpillMap)
     identities: dict[str, set[tuple[str, str | None]]] = field(default_factory=dict)
     own_seqs: set[int] = field(default_factory=set)   # appended here, after last_seq
     keep_answers: bool = False   # a replay source: keep each success's answer (``KeptAnswer``)
