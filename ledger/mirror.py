@@ -69,8 +69,12 @@ def lines_upto(path: str, size: int | None) -> Iterator[bytes]:
             yield line
 
 
-class Mirror:
-    """Appends lines to ``events.jsonl`` in seq order, under the home's write lock."""
+class MirrorFile:
+    """What every form of a home's mirror shares: its file, the descriptor kept for appending, the
+    size and seq after our last write, and how a failed write is recorded (appends then stop)."""
+
+    #: what a write or a catch-up may raise; the events are committed whatever happens in the mirror
+    WRITE_ERRORS: tuple[type[Exception], ...] = (OSError, EnvelopeError, ValueError)
 
     def __init__(self, path: str, fsync: bool = False):
         self.path = path
@@ -79,9 +83,8 @@ class Mirror:
         self.disk_full = ""   # the problem is only a full disk (its reason): the next open completes the mirror
         self._fd: int | None = None
         self._size = -1  # size after our last write or check; a different size means someone else wrote
-        self._seq = 0    # seq of the last line at that size
-        self.blob_path = ""   # a store with blobs: where the mirror keeps their lines (set by the store)
-        self._blobs_checked = False
+        self._seq = 0    # seq of the last event at that size
+        self.blob_path = ""   # where blob lines go beside the mirror ("" when the mirror holds them itself)
 
     def size(self) -> int | None:
         """The mirror's size in bytes (None when there is no mirror file)."""
@@ -89,6 +92,49 @@ class Mirror:
             return os.path.getsize(self.path)
         except FileNotFoundError:
             return None
+
+    def recover(self, recorder: "SQLiteRecorder") -> None:
+        """Bring the mirror level with SQLite, or record in ``problem`` why it cannot be."""
+        raise NotImplementedError
+
+    def catch_up(self, recorder: "SQLiteRecorder", first_seq: int) -> None:
+        """After a commit whose lines were not kept (``SQLiteRecorder.append_chunks``): write what
+        the store holds past the mirror, streamed from the table; a failure is recorded in
+        ``problem`` as for ``append`` (the events are committed whatever happens here)."""
+        if self.problem:
+            return
+        try:
+            self.recover(recorder)
+        except self.WRITE_ERRORS as exc:
+            self._failed(exc, first_seq, recorder.head_seq_unlocked())
+
+    def _failed(self, exc: Exception, first_seq: int, last_seq: int) -> None:
+        """Record why the mirror could not be written after seq ``first_seq - 1`` (appends stop)."""
+        if isinstance(exc, OSError) and is_disk_full(exc):
+            self.disk_full = exc.strerror or str(exc)
+            self.problem = (f"{self.path}: the disk is full ({exc.strerror}): every event up to seq "
+                            f"{last_seq} is committed in the SQLite store, the mirror stops before seq "
+                            f"{self._seq + 1}; free space and run the command again (opening the home "
+                            "completes the mirror)")
+            return
+        self.problem = f"{self.path}: could not write the mirror after seq {first_seq - 1}: {exc}"
+
+    def _current_size(self) -> int:
+        return os.fstat(self._fd).st_size if self._fd is not None else self.size() or 0
+
+    def close(self) -> None:
+        """Close the descriptor kept for appending."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class Mirror(MirrorFile):
+    """Appends lines to ``events.jsonl`` in seq order, under the home's write lock."""
+
+    def __init__(self, path: str, fsync: bool = False):
+        super().__init__(path, fsync)
+        self._blobs_checked = False
 
     def recover(self, recorder: "SQLiteRecorder") -> None:
         """Bring the mirror level with SQLite, or record why it cannot be done without rewriting it."""
@@ -146,30 +192,8 @@ class Mirror:
                 self._seq = last_seq
             else:
                 self._write(lines, last_seq)
-        except (OSError, EnvelopeError, ValueError) as exc:
+        except self.WRITE_ERRORS as exc:
             self._failed(exc, first_seq, last_seq)
-
-    def _failed(self, exc: Exception, first_seq: int, last_seq: int) -> None:
-        """Record why the mirror could not be written after seq ``first_seq - 1`` (appends stop)."""
-        if isinstance(exc, OSError) and is_disk_full(exc):
-            self.disk_full = exc.strerror or str(exc)
-            self.problem = (f"{self.path}: the disk is full ({exc.strerror}): every event up to seq "
-                            f"{last_seq} is committed in the SQLite store, the mirror stops before seq "
-                            f"{self._seq + 1}; free space and run the command again (opening the home "
-                            "completes the mirror)")
-            return
-        self.problem = f"{self.path}: could not write the mirror after seq {first_seq - 1}: {exc}"
-
-    def catch_up(self, recorder: "SQLiteRecorder", first_seq: int) -> None:
-        """After a commit whose lines were not kept (``SQLiteRecorder.append_chunks``): write what
-        the store holds past the mirror, streamed from the table; a failure is recorded in
-        ``problem`` as for ``append`` (the events are committed whatever happens here)."""
-        if self.problem:
-            return
-        try:
-            self.recover(recorder)
-        except (OSError, EnvelopeError, ValueError) as exc:
-            self._failed(exc, first_seq, recorder.head_seq_unlocked())
 
     def _write_split(self, lines: Iterable[bytes], last_seq: int | None = None) -> None:
         """Write blob lines to the mirror's blob file (synced first: an event line never goes out
@@ -202,9 +226,6 @@ class Mirror:
                 fh.flush()
                 os.fsync(fh.fileno())
 
-    def _current_size(self) -> int:
-        return os.fstat(self._fd).st_size if self._fd is not None else self.size() or 0
-
     def _write(self, lines: Iterable[bytes], last_seq: int | None = None) -> None:
         """Append lines (the last one holding ``last_seq``) through one O_APPEND descriptor."""
         if self._fd is None:
@@ -233,8 +254,3 @@ class Mirror:
             while view:
                 view = view[os.write(fd, view):]
         self._size += len(data)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None

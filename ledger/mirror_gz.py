@@ -32,8 +32,8 @@ from evalledger.ledger.blobs import (
     raw_refs,
 )
 from evalledger.ledger.envelope import EnvelopeError
-from evalledger.ledger.mirror import line_seq
-from evalledger.ledger.persistence import Head, TreeState, is_disk_full
+from evalledger.ledger.mirror import MirrorFile, line_seq
+from evalledger.ledger.persistence import Head, TreeState
 from evalledger.ledger.verify import Problem, VerifyReport, verify_sqlite
 
 if TYPE_CHECKING:
@@ -264,26 +264,11 @@ def gz_side_file(path: str) -> str | None:
     return None
 
 
-class GzMirror:
+class GzMirror(MirrorFile):
     """Appends each commit's lines to ``events.jsonl.gz`` as a member and its footer, under the
-    home's write lock (the interface of ``ledger.mirror.Mirror``)."""
+    home's write lock (blob lines are written into the mirror itself, never beside it)."""
 
-    def __init__(self, path: str, fsync: bool = False):
-        self.path = path
-        self.fsync = fsync
-        self.problem: str | None = None
-        self.disk_full = ""   # the problem is only a full disk (its reason): the next open completes the mirror
-        self.blob_path = ""   # blob lines are written into the mirror itself, never beside it
-        self._fd: int | None = None
-        self._size = -1  # size after our last write or check; a different size means someone else wrote
-        self._seq = 0    # seq of the last event at that size
-
-    def size(self) -> int | None:
-        """The mirror's size in bytes (None when there is no mirror file)."""
-        try:
-            return os.path.getsize(self.path)
-        except FileNotFoundError:
-            return None
+    WRITE_ERRORS = (*MirrorFile.WRITE_ERRORS, zlib.error, BlobError)
 
     def recover(self, recorder: "SQLiteRecorder") -> None:
         """Bring the mirror level with SQLite, or record why it cannot be done without rewriting it."""
@@ -346,30 +331,8 @@ class GzMirror:
                 self.recover(recorder)   # another process wrote, or crashed before its mirror write
             else:
                 self._write(member(lines, last_seq), last_seq)
-        except (OSError, EnvelopeError, ValueError, zlib.error, BlobError) as exc:
+        except self.WRITE_ERRORS as exc:
             self._failed(exc, first_seq, last_seq)
-
-    def catch_up(self, recorder: "SQLiteRecorder", first_seq: int) -> None:
-        """After a commit whose lines were not kept (``SQLiteRecorder.append_chunks``): write what
-        the store holds past the mirror, streamed from the table; a failure is recorded in
-        ``problem`` as for ``append`` (the events are committed whatever happens here)."""
-        if self.problem:
-            return
-        try:
-            self.recover(recorder)
-        except (OSError, EnvelopeError, ValueError, zlib.error, BlobError) as exc:
-            self._failed(exc, first_seq, recorder.head_seq_unlocked())
-
-    def _failed(self, exc: Exception, first_seq: int, last_seq: int) -> None:
-        """Record why the mirror could not be written after seq ``first_seq - 1`` (appends stop)."""
-        if isinstance(exc, OSError) and is_disk_full(exc):
-            self.disk_full = exc.strerror or str(exc)
-            self.problem = (f"{self.path}: the disk is full ({exc.strerror}): every event up to seq "
-                            f"{last_seq} is committed in the SQLite store, the mirror stops before seq "
-                            f"{self._seq + 1}; free space and run the command again (opening the home "
-                            "completes the mirror)")
-            return
-        self.problem = f"{self.path}: could not write the mirror after seq {first_seq - 1}: {exc}"
 
     def _write_chunks(self, lines: Iterable[bytes]) -> None:
         """Write lines from SQLite as members of about ``_CHUNK_LINES`` lines, each ending with an event."""
@@ -384,9 +347,6 @@ class GzMirror:
             seq = line_seq(chunk[-1])
             self._write(member(chunk, seq), seq)
 
-    def _current_size(self) -> int:
-        return os.fstat(self._fd).st_size if self._fd is not None else self.size() or 0
-
     def _write(self, data: bytes, last_seq: int) -> None:
         """Append one member and its footer through an O_APPEND descriptor."""
         if self._fd is None:
@@ -398,12 +358,6 @@ class GzMirror:
             os.fsync(self._fd)
         self._size += len(data)
         self._seq = last_seq
-
-    def close(self) -> None:
-        """Close the descriptor kept for appending."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
 
     def verify(self, rows: Iterator[tuple[Any, ...]], source: str, expect_head: Head | None,
                size: int, tree: TreeState | None) -> VerifyReport:
