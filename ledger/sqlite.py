@@ -11,7 +11,7 @@ head and the stream versions it has seen and lets the seq key tell it when they 
 from __future__ import annotations
 
 import sqlite3
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from itertools import chain, starmap
 from typing import Any, Callable, Collection, Iterable, Iterator
@@ -149,10 +149,7 @@ class SQLiteRecorder(Recorder):
                 if new and self._blob_lines:   # the mirror writes them to its blob file first
                     lines = [blob_line(key, packed) for key, packed in self._blob_lines.items()] + lines
             if new:
-                self._head = Head(new[-1].seq, new[-1].hash)
-                if len(self._versions) > _MAX_CACHED_STREAMS:
-                    self._versions.clear()
-                self._versions.update(versions)
+                self._remember(new, versions)
                 if self.mirror:
                     self.mirror.append(self, new[0].seq, lines, new[-1].seq, checked=level)
         return out
@@ -166,21 +163,11 @@ class SQLiteRecorder(Recorder):
             self._forget()   # head and versions read inside the transaction: the chunks cannot be retried
             added: dict[str, bytes] = {}
             first = 0
-            try:
-                self.conn.execute("BEGIN IMMEDIATE")
+            with self._immediate():
                 for batch in chunks:
                     stored, new = self._insert_chunk(batch, added)
                     first = first or (new[0].seq if new else 0)
                     seen(stored, new)
-                self.conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if is_disk_full(exc):
-                    raise self._full(exc) from None
-                self._rollback()
-                raise
-            except BaseException:
-                self._rollback()
-                raise
             remember_blobs(self._known_blobs, added)
             if first and self.mirror:
                 self.mirror.catch_up(self, first)
@@ -200,27 +187,38 @@ class SQLiteRecorder(Recorder):
                               "run 'evalledger verify'") from None
         if new:
             self._advance_tree(new)
-            self._head = Head(new[-1].seq, new[-1].hash)
-            if len(self._versions) > _MAX_CACHED_STREAMS:
-                self._versions.clear()   # the table, read inside the transaction, has them
-            self._versions.update(versions)
+            self._remember(new, versions)
         return out, new
+
+    def _remember(self, new: list[Event], versions: dict[str, int]) -> None:
+        """Cache the head and the streams' versions an insert left (the table has them all)."""
+        self._head = Head(new[-1].seq, new[-1].hash)
+        if len(self._versions) > _MAX_CACHED_STREAMS:
+            self._versions.clear()
+        self._versions.update(versions)
 
     def _transaction(self, batch: list[Prepared], expected: dict[str, int],
                      tracking: tuple[str, int] | None, blobs: dict[str, bytes]) -> _Inserted:
         """One BEGIN IMMEDIATE .. COMMIT holding the batch's new events and their new blobs (and the
         tracking record); the mirror lines of the blobs the table lacked are left in ``_blob_lines``."""
-        conn = self.conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
+        with self._immediate():
             self._blob_lines = self._insert_blobs(blobs) if blobs else {}
             result = self._insert(batch, expected)
             if result[1]:
                 self._advance_tree(result[1])
             if tracking is not None:
-                conn.execute("INSERT INTO tracking (name, position) VALUES (?, ?) "
-                             "ON CONFLICT(name) DO UPDATE SET position = excluded.position", tracking)
-            conn.execute("COMMIT")
+                self.conn.execute("INSERT INTO tracking (name, position) VALUES (?, ?) "
+                                  "ON CONFLICT(name) DO UPDATE SET position = excluded.position", tracking)
+        return result
+
+    @contextmanager
+    def _immediate(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE .. COMMIT around the body; rolled back whatever the body or the commit
+        raises (a full disk is said as such)."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            yield
+            self.conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if is_disk_full(exc):
                 raise self._full(exc) from None
@@ -229,7 +227,6 @@ class SQLiteRecorder(Recorder):
         except BaseException:
             self._rollback()
             raise
-        return result
 
     # --- blobs --------------------------------------------------------------------------------------
     def _insert_blobs(self, blobs: dict[str, bytes]) -> dict[str, bytes]:
