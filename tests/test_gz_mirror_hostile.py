@@ -30,6 +30,7 @@ from evalledger.ledger import NewEvent
 from evalledger.ledger.blobs import is_blob_line
 from evalledger.ledger.mirror_gz import MemberEnd, MirrorDamage, footer, member, read_lines, scan
 from test_gz_mirror import judged
+from viewer_support import next_event
 
 GZ = "events.jsonl.gz"
 
@@ -396,19 +397,19 @@ def test_the_viewers_live_tail_and_verify_page_follow_a_compressed_home_while_it
 
     async def watch(client):
         response = await client.get("/events")
-        heads = [int(await asyncio.wait_for(_next_event(response), 10))]
+        heads = [int(await asyncio.wait_for(next_event(response), 10))]
         writer = await asyncio.create_subprocess_exec(sys.executable, "-c", WRITER, str(home))
         pages = []
         while writer.returncode is None or len(pages) < 2:
             pages.append(await (await client.get("/verify")).text())   # verify races the writer
             await asyncio.sleep(0.05)
             with contextlib.suppress(asyncio.TimeoutError):
-                heads.append(int(await asyncio.wait_for(_next_event(response), 0.3)))
+                heads.append(int(await asyncio.wait_for(next_event(response), 0.3)))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(writer.wait(), 0.01)
         final = stored_lines(home)
         while heads[-1] < len(final):   # the tail reaches the last commit
-            heads.append(int(await asyncio.wait_for(_next_event(response), 15)))
+            heads.append(int(await asyncio.wait_for(next_event(response), 15)))
         response.close()
         return heads, pages, writer.returncode
 
@@ -420,12 +421,3 @@ def test_the_viewers_live_tail_and_verify_page_follow_a_compressed_home_while_it
     assert all('id="verify-status" class="ok"' in page for page in pages), [p for p in pages if "FAILED" in p][:1]
 
 
-async def _next_event(response) -> str:
-    """The data of the next server-sent event on an open ``/events`` response."""
-    data = None
-    while True:
-        line = (await response.content.readline()).decode().strip()
-        if line.startswith("data:"):
-            data = line[5:].strip()
-        elif not line and data is not None:
-            return data

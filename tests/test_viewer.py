@@ -16,7 +16,7 @@ from evalledger import ledger
 from evalledger.cli.viewer import CSP, export_site, make_app
 from evalledger.cli.viewer import live as live_module
 from evalledger.cli.viewer.server import asset_bytes
-from viewer_support import failing_home, xss_home
+from viewer_support import failing_home, next_event, xss_home
 
 TOKEN = "launch-token-for-tests"
 
@@ -249,10 +249,10 @@ def test_open_pages_hear_of_new_events(failing, run_cli):
 
     async def test(client):
         response = await client.get("/events")
-        first = await asyncio.wait_for(_next_event(response), 10)
+        first = await asyncio.wait_for(next_event(response), 10)
         done = await asyncio.to_thread(run_cli, "note", ids["overridden"], "live?", "--author", "cy", home=home)
         assert done.returncode == 0, done.stderr
-        second = await asyncio.wait_for(_next_event(response), 15)
+        second = await asyncio.wait_for(next_event(response), 15)
         response.close()
         return int(first), int(second)
     first, second = serve(home, test)
@@ -260,14 +260,6 @@ def test_open_pages_hear_of_new_events(failing, run_cli):
         assert second == led.head().seq == first + 1
 
 
-async def _next_event(response) -> str:
-    data = None
-    while True:
-        line = (await response.content.readline()).decode().strip()
-        if line.startswith("data:"):
-            data = line[5:].strip()
-        elif not line and data is not None:
-            return data
 
 
 def test_export_writes_a_site_whose_links_all_resolve(failing):

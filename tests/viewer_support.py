@@ -154,3 +154,14 @@ def usage_by_run(home: Path) -> dict[str, dict]:
         costs = sums.pop("costs")
         sums["cost"] = None if None in costs else round(sum(costs), 6)
     return out
+
+
+async def next_event(response) -> str:
+    """The data of the next server-sent event on an open ``/events`` response."""
+    data = None
+    while True:
+        line = (await response.content.readline()).decode().strip()
+        if line.startswith("data:"):
+            data = line[5:].strip()
+        elif not line and data is not None:
+            return data
