@@ -27,6 +27,7 @@ from evalledger.projections.appliers import (
     apply_checkpoint_event,
     apply_run_event,
     case_id_of,
+    judge_call_entry,
     judge_call_reads,
     new_case,
     note_recorded_at,
@@ -207,6 +208,7 @@ def _fold_all(folder: _Folder, events) -> int:
     appliers = CASE_APPLIERS
     cases = folder.cases
     loads, digits_to_9, nineteen, marker = orjson.loads, _DIGITS_TO_9, _NINETEEN_DIGITS, _MARKER
+    judge_called, join, open_ref = appliers["judge.called"], folder.join, folder.open
     count = 0
     for etype, eid, stream, version, schema, raw, config_hash, recorded_at in events:
         count += 1
@@ -217,6 +219,16 @@ def _fold_all(folder: _Folder, events) -> int:
         if raw.__class__ is bytes and raw.translate(digits_to_9).find(nineteen) < 0:
             data = loads(raw)                   # the common case, inlined: no long integer
             if b"$" in raw and marker in raw:   # one byte is found fastest; then the two
+                if applier is judge_called and data.__class__ is dict:
+                    case_id = data.get("case_id")
+                    if case_id.__class__ is str:   # its entry resolves what it reads, in one pass
+                        case = cases.get(case_id) or folder.case(case_id)
+                        key = str(version) if stream == "case:" + case_id else eid
+                        case["calls"][key] = judge_call_entry(data, join, open_ref)
+                        if len(cases) >= FLUSH_EVERY:
+                            folder.flush(None)
+                            cases = folder.cases
+                        continue   # a judge call carries no config_hash or recorded_at the fold reads
                 data = folder.resolved(etype, data)
         else:
             data = folder.payload(etype, schema, raw)
