@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_projection_blob_reads import case_events, drop_unread_blobs, old_home
-
 from evalledger import ledger
 from evalledger.ledger.envelope import decode_json
 from evalledger.projections import appliers
+from test_projection_blob_reads import case_events, drop_unread_blobs, old_home
 
 
 def stored_calls(home: Path) -> dict[str, dict]:
