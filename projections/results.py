@@ -265,7 +265,13 @@ def compare_models(benchmark: str, by_model: dict[str, list[dict]]) -> list[dict
     """
     models = sorted(m for m, cases in by_model.items() if any(effective_verdict(c) for c in cases)
                     or any(c["kind"] == "template" for c in cases))
-    outcomes = {m: _outcomes(by_model[m]) for m in models}
+    return compare_outcomes(benchmark, {m: _outcomes(by_model[m]) for m in models})
+
+
+def compare_outcomes(benchmark: str, outcomes: dict[str, dict[str, tuple[int, bool]]]) -> list[dict[str, Any]]:
+    """``compare_models`` from each compared model's outcomes (question_id -> (passed, finished)),
+    models in sorted order: a streamed report tallies the outcomes case by case."""
+    models = sorted(outcomes)
     rows = []
     for i, a in enumerate(models):
         for b_model in models[i + 1:]:
