@@ -3,19 +3,18 @@ without holding every case.
 
 Cases arrive one at a time in case-id order (``AggregateBuilder.add``). A benchmark whose cases are
 all template cases is tallied as it goes: counts and sums per benchmark x model, costs and trait
-scores as arrays of floats (an exactly rounded ``fsum`` does not depend on order), each question's
-outcome per model for the paired comparison, and only the cases that were judged more than once
-(repeats). A benchmark with any other kind of case (reconstruction, audit: their statistics read
+scores as exact sums (``ExactSum``: what ``math.fsum`` of them all gives), the paired comparison
+counted by the caller (in SQL, from the spilled report rows), and only the cases that were
+judged more than once (repeats). A benchmark with any other kind of case (reconstruction, audit: their statistics read
 whole cases) keeps its cases and goes through ``aggregate.benchmark_aggregates`` as before; so do
 the reviewed cases (agreement) and the reconstruction cases (collections). Memory then grows with
-the questions and the rare cases, not with every case.
+the rare cases, not with every case.
 """
 
 from __future__ import annotations
 
 import math
-from array import array
-from typing import Any
+from typing import Any, Callable
 
 from evalledger.projections.aggregate import (
     benchmark_aggregates,
@@ -29,8 +28,9 @@ from evalledger.projections.reconstruction import collection_aggregates
 from evalledger.projections.repeats import group_repeats
 from evalledger.projections.results import (
     NUMERIC,
+    PairCounts,
     case_status,
-    compare_outcomes,
+    compare_pairs,
     effective_verdict,
     excerpt_retry_count,
     group_label,
@@ -41,29 +41,63 @@ from evalledger.projections.results import (
 )
 from evalledger.projections.stats import ratio, rnd, wilson_interval
 
-# One shared (passed, finished) pair per outcome: 50,000 questions hold references, not tuples.
-_OUTCOMES = {(p, f): (p, f) for p in (0, 1) for f in (False, True)}
+PairCounter = Callable[[str, str, str], "PairCounts | None"]   # (benchmark, group a, group b) -> counts
 _USAGE_SUMS = ("judge_calls", "judge_retries", "judge_errors", "input_tokens", "output_tokens", "tokens",
                "unpriced_calls")
 
 
-class CostSum:
-    """``known_cost`` over cases added one by one: None once a cost is unknown, else the fsum of
-    every cost (kept as 8-byte floats: fsum is exact, so the order does not matter)."""
+class ExactSum:
+    """A sum of floats kept exact as a few non-overlapping partials (Shewchuk's algorithm, as
+    ``math.fsum`` uses): ``value()`` equals ``math.fsum`` of every value added, in any order, in
+    constant memory."""
 
     def __init__(self) -> None:
-        self.costs: array | None = array("d")
+        self.count = 0
+        self.partials: list[float] = []
+        self.specials: list[float] = []   # inf, -inf, nan: each at most once (fsum's result is the same)
+
+    def add(self, value: float) -> None:
+        """Add one value (converted to float, as ``math.fsum`` converts it)."""
+        x = float(value)
+        self.count += 1
+        if not math.isfinite(x):
+            if not any(repr(x) == repr(s) for s in self.specials):
+                self.specials.append(x)
+            return
+        i = 0
+        for y in self.partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            hi = x + y
+            lo = y - (hi - x)
+            if lo:
+                self.partials[i] = lo
+                i += 1
+            x = hi
+        self.partials[i:] = [x]
+
+    def value(self) -> float:
+        """The correctly rounded sum of every value added."""
+        return math.fsum(self.specials + self.partials)
+
+
+class CostSum:
+    """``known_cost`` over cases added one by one: None once a cost is unknown, else the fsum of
+    every cost."""
+
+    def __init__(self) -> None:
+        self.costs: ExactSum | None = ExactSum()
 
     def add(self, cost: float | None) -> None:
         """Add one case's cost (None: unknown, and so is the sum)."""
         if cost is None:
             self.costs = None
         elif self.costs is not None:
-            self.costs.append(cost)
+            self.costs.add(cost)
 
     def total(self) -> float | None:
         """The rounded sum as reports state it (None when a cost was unknown)."""
-        return rounded_cost(None if self.costs is None else math.fsum(self.costs))
+        return rounded_cost(None if self.costs is None else self.costs.value())
 
 
 class JudgeTally:
@@ -93,7 +127,7 @@ class TraitTally:
         self.auto_failed = 0
         self.booleans = 0
         self.trues = 0
-        self.numbers = array("d")
+        self.numbers = ExactSum()
 
     def add(self, score: Any) -> None:
         """Count one score (a boolean, a number, or anything else: scored but neither)."""
@@ -102,19 +136,19 @@ class TraitTally:
             self.booleans += 1
             self.trues += score
         elif isinstance(score, NUMERIC):
-            self.numbers.append(score)
+            self.numbers.add(score)
 
     def summary(self) -> dict[str, Any]:
         """The trait's row of ``per_trait``."""
         numbers = self.numbers
         return {"scored": self.scored, "auto_failed": self.auto_failed,
-                "mean_score": rnd(math.fsum(numbers) / len(numbers)) if numbers else None,
+                "mean_score": rnd(numbers.value() / numbers.count) if numbers.count else None,
                 "true_rate": rnd(ratio(self.trues, self.booleans)) if self.booleans else None}
 
 
 class GroupTally:
     """One benchmark x model (or model [profile]) of template cases: ``aggregate._model_aggregates``
-    and the group's question outcomes for ``compare_models``, tallied case by case."""
+    tallied case by case."""
 
     def __init__(self) -> None:
         self.counts = dict.fromkeys(("cases", "judged", "failed", "pending", "passed", "failed_verdict",
@@ -124,7 +158,6 @@ class GroupTally:
         self.fields: dict[str, dict[str, int]] = {}
         self.traits: dict[str, TraitTally] = {}
         self.repeated: list[dict] = []
-        self.outcomes: dict[Any, tuple[int, bool]] = {}
 
     def add(self, case: dict) -> None:
         """Tally one case (cases come in case-id order)."""
@@ -154,10 +187,6 @@ class GroupTally:
             self.traits.setdefault(name, TraitTally()).auto_failed += 1
         if (case.get("repeats") or {}).get("runs"):
             self.repeated.append(case)
-        passed, finished = int(verdict == "pass"), status == "judged"
-        prev = self.outcomes.get(case["question_id"])
-        self.outcomes[case["question_id"]] = _OUTCOMES[(passed, finished) if prev is None
-                                                       else (prev[0] & passed, prev[1] and finished)]
 
     def aggregates(self) -> dict[str, Any]:
         """The group's entry in a benchmark's ``models``: summary, per field, per trait, repeats."""
@@ -211,8 +240,9 @@ class BenchmarkTally:
         else:
             self.groups.setdefault(group_label(case), GroupTally()).add(case)
 
-    def aggregates(self, benchmark_id: str, benchmark: dict | None) -> dict[str, Any]:
-        """``aggregate.benchmark_aggregates`` of this benchmark."""
+    def aggregates(self, benchmark_id: str, benchmark: dict | None, pairs: PairCounter) -> dict[str, Any]:
+        """``aggregate.benchmark_aggregates`` of this benchmark (``pairs``: the paired counts of
+        two of its groups, for the model comparisons)."""
         if self.cases is not None:
             return benchmark_aggregates(benchmark_id, benchmark, self.cases)
         models = sorted(self.groups)
@@ -223,7 +253,7 @@ class BenchmarkTally:
             "question_count": (benchmark or {}).get("question_count"),
             "rejected_questions": (benchmark or {}).get("rejected_questions", []),
             "models": {m: self.groups[m].aggregates() for m in models},
-            "comparisons": compare_outcomes(benchmark_id, {m: self.groups[m].outcomes for m in models}),
+            "comparisons": compare_pairs(benchmark_id, models, lambda a, b: pairs(benchmark_id, a, b)),
             **{k: benchmark[k] for k in ("version", "previous", "changes") if benchmark and benchmark.get(k)},
         }
 
@@ -268,8 +298,9 @@ class AggregateBuilder:
         return (tally.cases or []) if tally else []
 
     def finish(self, position: tuple[int, str], benchmarks: dict[str, dict], runs: dict[str, dict],
-               checkpoint: dict | None = None) -> dict[str, Any]:
-        """The whole ``aggregate-stats.json`` document, equal to ``build_aggregates``'s."""
+               checkpoint: dict | None, pairs: PairCounter) -> dict[str, Any]:
+        """The whole ``aggregate-stats.json`` document, equal to ``build_aggregates``'s (``pairs``:
+        two groups' counts over their shared questions, ``report_rows.ReportRows.paired_counts``)."""
         registered = {k: v for k, v in benchmarks.items() if v.get("benchmark") is not None}
         empty = BenchmarkTally(whole=False)
         return {
@@ -277,7 +308,7 @@ class AggregateBuilder:
             "configs": configs_by_hash(runs),
             "totals": {"judge_calls": self.totals["judge_calls"], "tokens": self.totals["tokens"],
                        "cost": self.cost.total(), "unpriced_calls": self.totals["unpriced_calls"]},
-            "benchmarks": {b: self.benchmarks.get(b, empty).aggregates(b, registered.get(b))
+            "benchmarks": {b: self.benchmarks.get(b, empty).aggregates(b, registered.get(b), pairs)
                            for b in sorted(set(self.benchmarks) | set(registered))},
             "rejected_files": [{"file": v["rejected_file"], "errors": v["errors"]}
                                for k, v in sorted(benchmarks.items()) if v.get("benchmark") is None],

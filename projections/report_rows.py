@@ -16,6 +16,7 @@ import sqlite3
 import tempfile
 from typing import Any, Iterator
 
+from evalledger.projections import case_pages
 from evalledger.projections.benchmark_md import (
     attention_header,
     attention_reason,
@@ -23,16 +24,16 @@ from evalledger.projections.benchmark_md import (
     natural_key,
     outcome_label,
 )
-from evalledger.projections import case_pages
 from evalledger.projections.case_pages import anchor, page_names
 from evalledger.projections.markdown import Markdown, cell, table, text
-from evalledger.projections.results import group_label
+from evalledger.projections.results import PairCounts, group_label
+from evalledger.projections.store import json_bytes
 
 BATCH = 1000   # rows written per statement
 SCHEMA = """
 CREATE TABLE rows (n INTEGER PRIMARY KEY, bench TEXT NOT NULL, grp TEXT NOT NULL, pos INTEGER NOT NULL,
                    case_id TEXT NOT NULL, question TEXT NOT NULL, qkey BLOB NOT NULL, outcome TEXT NOT NULL,
-                   attention TEXT);
+                   attention TEXT, qid, passed INTEGER NOT NULL, finished INTEGER NOT NULL);
 """
 
 
@@ -74,15 +75,18 @@ class ReportRows:
         question = str(result["question_id"])
         why = attention_reason(result)
         tail = None if why is None else " | ".join(cell(v) for v in (result["question_id"], group, why))
+        qid = result["question_id"]   # as it is: the comparison pairs questions by their id's value
         self.pending.append((bench, group, pos, result["case_id"], question, sort_key(question),
-                             outcome_label(result), tail))
+                             outcome_label(result), tail,
+                             qid if qid is None or isinstance(qid, (str, int, float)) else json_bytes(qid).decode(),
+                             int(result["verdict"] == "pass"), int(result["status"] == "judged")))
         if len(self.pending) >= BATCH:
             self._flush()
 
     def _flush(self) -> None:
         """Write the rows kept so far."""
-        self.conn.executemany("INSERT INTO rows (bench, grp, pos, case_id, question, qkey, outcome, attention)"
-                              " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self.pending)
+        self.conn.executemany("INSERT INTO rows (bench, grp, pos, case_id, question, qkey, outcome, attention, qid,"
+                              " passed, finished) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self.pending)
         self.pending = []
 
     def finish(self) -> None:
@@ -104,6 +108,17 @@ class ReportRows:
                 "SELECT case_id FROM rows WHERE bench = ? AND grp = ? ORDER BY n", (bench, group)))
             for number in range(len(names)):
                 yield group, names, number, [case_id for _, case_id in zip(range(case_pages.CASES_PER_PAGE), ids)]
+
+    def paired_counts(self, bench: str, a: str, b: str) -> PairCounts | None:
+        """``results.paired_counts`` of two groups of one benchmark, counted in SQL: per question a
+        group passes only if all its cases pass, and finished only if all finished."""
+        per_question = ("SELECT qid, MIN(passed) AS p, MIN(finished) AS f FROM rows"
+                        " WHERE bench = ? AND grp = ? GROUP BY qid")
+        n, both, a_only, b_only, unfinished = self.conn.execute(
+            f"SELECT COUNT(*), SUM(a.p AND b.p), SUM(a.p AND NOT b.p), SUM(b.p AND NOT a.p),"
+            f" SUM(NOT (a.f AND b.f)) FROM ({per_question}) AS a JOIN ({per_question}) AS b ON a.qid IS b.qid",
+            (bench, a, bench, b)).fetchone()
+        return (n, both, a_only, b_only, unfinished) if n else None
 
     def link(self, group_names: dict[str, str], group: str, pos: int, case_id: str) -> str:
         """The link to a case's section: its page (from its place in its group) and anchor."""

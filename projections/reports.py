@@ -158,7 +158,7 @@ def aggregate_facts(case: dict, intern: Interner) -> dict:
             value = {name: {"passed": field["passed"]} for name, field in value.items()}
         if key in _REPEATING:
             value = intern(value)
-        elif isinstance(value, str) and key != "case_id":     # benchmark, model, question ids repeat
+        elif isinstance(value, str) and key not in ("case_id", "question_id"):   # benchmark, model ids repeat
             value = sys.intern(value)
         facts[key] = value
     return facts
@@ -266,7 +266,7 @@ def render_into(store: ReadModelStore, sink: Sink) -> None:
                 builder.add(aggregate_facts(case, intern))
                 rows.add(result)
         rows.finish()
-        agg = builder.finish(position, benchmarks, runs, checkpoint)
+        agg = builder.finish(position, benchmarks, runs, checkpoint, rows.paired_counts)
         sink.put("aggregate-stats.json", pretty_json(agg))
         folders = benchmark_folders(agg["benchmarks"])
         links = version_links(agg["benchmarks"], folders)
