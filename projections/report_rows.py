@@ -29,7 +29,7 @@ from evalledger.projections.markdown import Markdown, cell, table, text
 from evalledger.projections.results import PairCounts, group_label
 from evalledger.projections.store import json_bytes
 
-BATCH = 1000   # rows written per statement
+BATCH = 200   # rows written per statement (held until then)
 SCHEMA = """
 CREATE TABLE rows (n INTEGER PRIMARY KEY, bench TEXT NOT NULL, grp TEXT NOT NULL, pos INTEGER NOT NULL,
                    case_id TEXT NOT NULL, question TEXT NOT NULL, qkey BLOB NOT NULL, outcome TEXT NOT NULL,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
-import sys
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable
 
@@ -115,12 +114,6 @@ def version_links(benchmarks: dict[str, dict], folders: dict[str, str]) -> dict[
 # load their cases again a page at a time); left out of the states held for the whole render.
 _PAGE_ONLY = frozenset(("question", "response", "excerpts", "reasoning", "parsed", "risk", "missing_excerpts",
                         "opened", "response_chars", "judged_at"))
-# The values that repeat from case to case (one judge, one config, one flow of stage events: calls
-# and verdicts are keyed by stream versions); values unique to a case are not worth a lookup.
-_REPEATING = frozenset(("calls", "fields", "config", "config_hashes", "judged", "auto_fail_reasons",
-                        "traits_auto_failed", "excerpt_retries"))
-
-
 class Facts(dict):
     """A case state kept for the aggregates: only its non-empty keys; a missing one reads as the
     empty default every state has (``new_case``), so the aggregates see the same case."""
@@ -132,22 +125,11 @@ class Facts(dict):
 _DEFAULTS = new_case("")
 
 
-class Interner:
-    """One shared object per distinct JSON value: 100,000 cases judged by one judge under one
-    config hold that judge's call records and that config once, not 100,000 times. The aggregates
-    only read what they are given."""
-
-    def __init__(self) -> None:
-        self.seen: dict[bytes, Any] = {}
-
-    def __call__(self, value: Any) -> Any:
-        return self.seen.setdefault(json_bytes(value), value)
-
-
-def aggregate_facts(case: dict, intern: Interner) -> dict:
+def aggregate_facts(case: dict) -> dict:
     """The part of a case state the aggregates read: a template case without its page-only keys,
-    its empty keys and, of its fields, anything but whether each passed, with repeated values
-    shared (reconstruction and audit cases are kept whole: their aggregates and documents read more)."""
+    its empty keys and, of its fields, anything but whether each passed (reconstruction and audit
+    cases are kept whole: their aggregates and documents read more). Only the benchmarks with such
+    cases keep their facts (``aggregate_stream``); the rest are tallied and let go."""
     if case["kind"] != "template":
         return case
     facts = Facts()
@@ -156,10 +138,6 @@ def aggregate_facts(case: dict, intern: Interner) -> dict:
             continue
         if key == "fields":
             value = {name: {"passed": field["passed"]} for name, field in value.items()}
-        if key in _REPEATING:
-            value = intern(value)
-        elif isinstance(value, str) and key not in ("case_id", "question_id"):   # benchmark, model ids repeat
-            value = sys.intern(value)
         facts[key] = value
     return facts
 
@@ -223,7 +201,7 @@ def _write_lines(out: BinaryIO, lines: Iterable[str]) -> None:
     batch: list[str] = []
     for i, line in enumerate(lines):
         batch.append(line if i == 0 else "\n" + line)
-        if len(batch) >= 1000:
+        if len(batch) >= 200:
             out.write("".join(batch).encode())
             batch = []
     out.write("".join(batch).encode())
@@ -256,14 +234,13 @@ def render_into(store: ReadModelStore, sink: Sink) -> None:
     runs = store.load_keyed("proj_runs")
     checkpoint = store.load_keyed("proj_checkpoints").get(LATEST_CHECKPOINT)
     builder = AggregateBuilder(_whole_benchmarks(store))
-    intern = Interner()
     rows = ReportRows()
     try:
         with sink.stream("evaluations.jsonl") as out:
             for case in store.iter_cases():
                 result = case_result(case)
                 out.write(json_bytes(result) + b"\n")
-                builder.add(aggregate_facts(case, intern))
+                builder.add(aggregate_facts(case))
                 rows.add(result)
         rows.finish()
         agg = builder.finish(position, benchmarks, runs, checkpoint, rows.paired_counts)
