@@ -6,14 +6,13 @@ memory. ``ReportRows`` writes one small row per case (in case-id order) to a tem
 reads them back a page at a time (``case_pages.CASES_PER_PAGE``, read when used), ordered by
 SQL: the page plan of each group, the side-by-side table in natural question order, and the
 cases to look at. Each case's link is computed from its place in its group, so no case-id ->
-link map is held either. The file is removed on ``close``.
+link map is held either. The file is SQLite's private temporary database: nobody else sees it,
+and it is gone when the connection closes or the process dies.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import tempfile
 from typing import Any, Iterator
 
 from evalledger.projections import case_pages
@@ -56,9 +55,9 @@ class ReportRows:
     """Every case's report row, in a temporary SQLite file: ``add`` in case-id order, then read."""
 
     def __init__(self) -> None:
-        fd, self.path = tempfile.mkstemp(prefix="evalledger-report-rows-", suffix=".db")
-        os.close(fd)
-        self.conn = sqlite3.connect(self.path, isolation_level=None)
+        # "": SQLite's own private temporary file, removed as soon as it is opened (even a killed
+        # reporter leaves none); pages beyond the cache go to it, not to memory.
+        self.conn = sqlite3.connect("", isolation_level=None)
         for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -4096", "temp_store = FILE"):
             self.conn.execute(f"PRAGMA {pragma}")
         self.conn.executescript(SCHEMA)
@@ -160,13 +159,8 @@ class ReportRows:
             yield ""
 
     def close(self) -> None:
-        """Close and remove the temporary file."""
+        """Close the temporary file (SQLite deletes it)."""
         self.conn.close()
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            try:
-                os.unlink(self.path + suffix)
-            except FileNotFoundError:
-                pass
 
 
 def _side_row(question: str, models: list[str], outcomes: dict[str, list[Any]]) -> str:
