@@ -2,8 +2,9 @@
 
 ``render_into`` is a pure function of the stored read models (cases sorted by id, canonical
 JSON with sorted keys, fixed rounding): the same models give the same bytes. It hands each file
-to a sink as it is produced and holds no more of each case than the aggregates need, so memory
-does not hold every case, result and output file at once (``report_files``: the sinks).
+to a sink as it is produced (the big ones as streams) and keeps nothing per case: the aggregates
+are tallied case by case (``aggregate_stream``) and the report rows wait in a temporary SQLite
+file (``report_rows``), so memory stays flat as the home grows (``report_files``: the sinks).
 """
 
 from __future__ import annotations
