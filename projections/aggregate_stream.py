@@ -159,8 +159,8 @@ class GroupTally:
         self.traits: dict[str, TraitTally] = {}
         self.repeated: list[dict] = []
 
-    def add(self, case: dict) -> None:
-        """Tally one case (cases come in case-id order)."""
+    def add(self, case: dict, usage: dict[str, Any]) -> None:
+        """Tally one case (cases come in case-id order; ``usage``: its ``usage_of``)."""
         c = self.counts
         status = case_status(case)
         verdict = effective_verdict(case)
@@ -173,7 +173,6 @@ class GroupTally:
         c["abstained"] += case.get("abstention") is not None
         c["overridden"] += bool(case["overrides"])
         c["excerpt_retries"] += excerpt_retry_count(case)
-        usage = usage_of(case)
         for key in _USAGE_SUMS:
             c[key] += usage[key]
         self.cost.add(usage["cost"])
@@ -229,8 +228,8 @@ class BenchmarkTally:
         self.groups: dict[str, GroupTally] = {}
         self.cases: list[dict] | None = [] if whole else None
 
-    def add(self, case: dict) -> None:
-        """Tally (or keep) one case of the benchmark."""
+    def add(self, case: dict, usage: dict[str, Any]) -> None:
+        """Tally (or keep) one case of the benchmark (``usage``: its ``usage_of``)."""
         self.judges.add(case)
         self.kinds.add(str(case["kind"]))
         if self.cases is not None:
@@ -238,7 +237,7 @@ class BenchmarkTally:
         elif case["kind"] != "template":   # the caller names every such benchmark up front
             raise ValueError(f"benchmark {case['benchmark']!r}: a {case['kind']} case in a tallied benchmark")
         else:
-            self.groups.setdefault(group_label(case), GroupTally()).add(case)
+            self.groups.setdefault(group_label(case), GroupTally()).add(case, usage)
 
     def aggregates(self, benchmark_id: str, benchmark: dict | None, pairs: PairCounter) -> dict[str, Any]:
         """``aggregate.benchmark_aggregates`` of this benchmark (``pairs``: the paired counts of
@@ -281,7 +280,7 @@ class AggregateBuilder:
         bench = str(case["benchmark"])
         if bench not in self.benchmarks:
             self.benchmarks[bench] = BenchmarkTally(whole=bench in self.whole or case["kind"] != "template")
-        self.benchmarks[bench].add(case)
+        self.benchmarks[bench].add(case, usage)
         if case.get("overrides") or case.get("confirmations"):
             self.reviewed.append(case)
         if case["kind"] == "reconstruction":
