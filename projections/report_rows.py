@@ -94,6 +94,7 @@ class ReportRows:
         self.conn.execute("COMMIT")
         self.conn.execute("CREATE INDEX rows_group ON rows (bench, grp, n)")
         self.conn.execute("CREATE INDEX rows_question ON rows (bench, question, n)")
+        self.conn.execute("CREATE INDEX rows_attention ON rows (bench, n) WHERE attention IS NOT NULL")
 
     def groups(self, bench: str) -> list[str]:
         """The benchmark's groups (model, or model [profile]), in the order of their first case."""
