@@ -12,7 +12,8 @@ from evalledger import ledger, projections
 from evalledger.projections import case_pages
 from evalledger.projections.aggregate_stream import ExactSum
 from evalledger.projections.report_rows import sort_key
-from evalledger.projections.reports import write_reports
+from evalledger.projections.report_files import DictSink
+from evalledger.projections.reports import render_into, write_reports
 from evalledger.projections.store import ReadModelStore
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.intake import ingest_path
@@ -82,3 +83,45 @@ def test_the_side_by_side_order_key_sorts_as_the_natural_order_does():
            "q1.10", "Q1", "q٣", "q3"]
     assert sorted(ids, key=sort_key) == sorted(ids, key=natural_key)
     assert all((sort_key(a) == sort_key(b)) == (natural_key(a) == natural_key(b)) for a in ids for b in ids)
+
+
+class _StreamsNoted(DictSink):
+    """A DictSink that notes which files came in pieces."""
+
+    def __init__(self):
+        super().__init__()
+        self.streamed: list[str] = []
+
+    def stream(self, rel):
+        self.streamed.append(rel)
+        return super().stream(rel)
+
+
+def test_question_ids_that_sort_alike_keep_the_in_memory_renderers_order(tmp_path):
+    """Ids equal in natural order ("q2", "q02") keep their first case's order, as the renderer that
+    held every case sorted them; hostile characters are escaped the same way."""
+    import reference_reports
+
+    bench = arithmetic_benchmark(8, "ids")
+    ids = ["q10", "q2", "q02", "Q1", "q1.5", "a|b", "x y", "q\u0663"]
+    renamed = dict(zip((q["id"] for q in bench["questions"]), ids))
+    for q in bench["questions"]:
+        q["id"] = renamed[q["id"]]
+    for r in bench["responses"]:
+        r["question_id"] = renamed[r["question_id"]]
+    source = tmp_path / "ids.json"
+    source.write_text(json.dumps(bench))
+    with ledger.open_ledger(tmp_path / "home") as led:
+        assert ingest_path(led, source).status == "accepted"
+        run_until_idle(led, RunSettings(judge_backend="offline"))
+        projections.update(led)
+        store, sink = ReadModelStore(led), _StreamsNoted()
+        try:
+            expected = reference_reports.render_files(store)
+            render_into(store, sink)
+        finally:
+            store.close()
+        assert projections.render(led) == expected == dict(sorted(sink.files.items()))
+    assert sink.streamed == ["evaluations.jsonl", "ids/report.md"]   # its rows came back from SQL
+    side = expected["ids/report.md"].decode().split("### Side by side")[1].split("###")[0]
+    assert side.count("\n| ") == 1 + len(ids)          # the header and a row per question
