@@ -11,8 +11,8 @@ import tracemalloc
 from evalledger import ledger, projections
 from evalledger.projections import case_pages
 from evalledger.projections.aggregate_stream import ExactSum
-from evalledger.projections.report_rows import sort_key
 from evalledger.projections.report_files import DictSink
+from evalledger.projections.report_rows import sort_key
 from evalledger.projections.reports import render_into, write_reports
 from evalledger.projections.store import ReadModelStore
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
