@@ -51,11 +51,11 @@ def _traced_peak(home, out) -> int:
 
 def test_rendering_the_reports_keeps_nothing_per_case(tmp_path, monkeypatch):
     monkeypatch.setattr(case_pages, "CASES_PER_PAGE", PAGE)
-    small, large = 400, 1200
+    small, large = 300, 900
     peaks = {n: _traced_peak(_judged_home(tmp_path, f"b{n}", n), tmp_path / f"reports-{n}") for n in (small, large)}
     grown = (peaks[large] - peaks[small]) / (large - small)
-    # Holding a dict, a row and a link per case (and report.md whole) grew by about 1.7 KB a case.
-    assert grown < 250, f"traced peak {peaks[small]} -> {peaks[large]} bytes: {grown:.0f} bytes per added case"
+    # Holding a dict, a row and a link per case (and report.md whole) grew by about 2.3 KB a case here.
+    assert grown < 300, f"traced peak {peaks[small]} -> {peaks[large]} bytes: {grown:.0f} bytes per added case"
     report = (tmp_path / f"reports-{large}" / f"b{large}" / "report.md").read_text()
     assert report.count("| q") >= large // 2          # a row per question, written as a stream
     assert "cases/wrong/2.md#case-" in report          # links to cases past the first page
