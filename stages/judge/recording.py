@@ -90,8 +90,9 @@ class CallIndex:
     lock: threading.Lock = field(default_factory=threading.Lock)
     appending: int = 0   # events this process is appending through ``record_events`` right now
 
-    def catch_up(self) -> None:
-        """Fold the ``judge.called`` events appended since the last look (by anyone).
+    def catch_up(self) -> bool:
+        """Fold the ``judge.called`` events appended since the last look (by anyone); False when
+        nothing was read (so nothing new can be known).
 
         When every event after the last look is one this process appended (and so already
         folded), the head alone tells: no read is needed. While appends of this process are under
@@ -108,11 +109,11 @@ class CallIndex:
                 # it) and could not tell its events from others'. The next look, once they are
                 # folded, reads what others appended. (An index never caught up, being built,
                 # always looks.)
-                return
+                return False
             head = self.led.head().seq
             if head - self.last_seq == len(self.own_seqs):
                 self.last_seq, self.own_seqs = head, set()
-                return
+                return False
             if head - self.last_seq > _SCAN_FROM:
                 # A long way behind (an index being built): the stored rows, blob references left
                 # in place, since the index reads small fields only and a kept answer resolves
@@ -124,6 +125,7 @@ class CallIndex:
                     self.add(event)
             self.last_seq = max(self.last_seq, head)
             self.own_seqs = {seq for seq in self.own_seqs if seq > self.last_seq}
+            return True
 
     def add(self, event: Event, advance: bool = True) -> None:
         """Fold one ``judge.called`` event into the index.
@@ -193,8 +195,7 @@ class CallIndex:
     def success(self, hash: str) -> Recorded | None:
         """The first recorded success of this request, looking at new events on a miss."""
         found = self.successes.get(hash)
-        if found is None:
-            self.catch_up()
+        if found is None and self.catch_up():   # a second look only when something new was read
             found = self.successes.get(hash)
         return found
 
