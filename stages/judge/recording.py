@@ -20,7 +20,7 @@ import sys
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from evalledger.ledger import Event, NewEvent, canonical_json, decode_json
 from evalledger.stages.judge.spill_map import SpillMap
@@ -63,9 +63,12 @@ class KeptAnswer:
     data: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Recorded:
-    """Where a recorded success is: its event id, stream, backend and model (and its answer, when kept)."""
+class Recorded(NamedTuple):
+    """Where a recorded success is: its event id, stream, backend and model (and its answer, when kept).
+
+    A NamedTuple rather than a frozen dataclass: the call index pickles one into its spill file
+    for every success a run records, and a tuple pickles and loads in about 60% of the time.
+    """
 
     id: str
     stream: str
