@@ -36,8 +36,8 @@ from evalledger.ledger.persistence import (
     prepare,
 )
 from evalledger.ledger.postgres import PostgresRecorder, is_store_url, redact_url, split_store_url
-from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
 from evalledger.ledger.row_codec import ROWS_FORMS, is_compact
+from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
 from evalledger.ledger.sqlite import SQLiteRecorder
 from evalledger.ledger.sqlite_schema import connect
 from evalledger.ledger.verify import Problem, VerifyReport, tree_problem

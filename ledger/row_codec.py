@@ -80,7 +80,7 @@ def raw_hex(value: str) -> bytes | str:
 
 def hex_of(cell: Any) -> str:
     """An id or hash cell as hex text: a BLOB is its raw bytes, TEXT is as stored."""
-    return cell.hex() if isinstance(cell, bytes) else cell  # type: ignore[no-any-return]
+    return cell.hex() if isinstance(cell, bytes) else str(cell)
 
 
 def pack_row(row: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -628,6 +628,7 @@ class SQLiteRecorder(Recorder):
             time = (f"CASE WHEN type IN ({', '.join('?' * len(timed))}) "
                     "THEN json_extract(meta, '$.recorded_at') END") if timed else "NULL"
             # "+type": filter while walking the rowid in order, not via the type index plus a sort
+            cursor: Any   # a sqlite3 cursor, or its tuples unpacked (compact rows)
             if self.compact:   # SQLite cannot read a packed meta: the cells are unpacked here
                 cursor = _compact_scan(conn, from_seq, to_seq, types, set(stamped), set(timed))
             else:
