@@ -1,11 +1,13 @@
 """Compact rows: how a home made with ``--rows compact`` stores an event in SQLite's ``events`` table.
 
 The event itself does not change: its canonical bytes, its hash chain, its JSONL line (mirror,
-export, verify) are exactly those of a plain row. Only the cells differ: ``data`` and ``meta`` are
-raw deflate streams (level 1) primed with a fixed dictionary, stored as BLOB; ``id``, ``prev_hash``
-and ``hash`` are their raw bytes (BLOB) rather than hex text. SQLite keeps each cell's type, so a
-cell stored as TEXT (a plain row, a row someone inserted by hand) reads as it is: every cell is
-decoded on its own, and a home mixes both forms safely.
+export, verify) are exactly those of a plain row. Only the cells differ: ``meta`` and ``data`` are
+deflated together (level 1, primed with a fixed dictionary) into the ``data`` cell, the ``meta``
+cell holding the length of meta (a BLOB of two bytes); ``id`` and ``hash`` are their raw bytes rather than hex text; and
+``prev_hash`` is left empty past seq 1, read as the hash of the row before (the stored hash covers
+it, so a row edited, moved, inserted or deleted still fails verification). SQLite keeps each
+cell's type, so a cell stored as TEXT (a plain row, a row someone inserted by hand) reads as it is:
+the cells are decoded by their types, and a home may mix both forms.
 
 The dictionary is versioned: ``event_rows`` names the form a home was made with (``compact-1``),
 and a later dictionary is a new form beside this one, so rows written with it always read back.
@@ -21,6 +23,10 @@ from typing import Any
 ROWS_FORMS = ("text", "compact")
 COMPACT_FORM = "compact-1"
 FORM_SCHEMA = "CREATE TABLE IF NOT EXISTS event_rows (form TEXT NOT NULL)"
+#: ``COLUMNS`` as a compact store is read: an empty prev_hash is the hash of the row before it
+COMPACT_COLUMNS = ("seq, id, stream, version, type, schema, data, meta, "
+                   "CASE WHEN length(prev_hash) = 0 THEN (SELECT p.hash FROM events AS p "
+                   "WHERE p.seq = events.seq - 1) ELSE prev_hash END, hash")
 
 _WBITS = -12   # raw deflate, a 4 KB window: large payload parts live in the blob store
 _MEM_LEVEL = 8  # level 9 allocates four times the memory, and its set-up costs more than the event
@@ -49,24 +55,45 @@ ZDICT_1 = (
 )
 
 
-def compress(text: str) -> bytes:
+def compress(text: str | bytes) -> bytes:
     """``text`` (canonical JSON) as a raw deflate stream primed with the dictionary."""
     packer = zlib.compressobj(1, zlib.DEFLATED, _WBITS, _MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY, ZDICT_1)
-    return packer.compress(text.encode()) + packer.flush()
+    return packer.compress(text.encode() if isinstance(text, str) else text) + packer.flush()
+
+
+def inflate(cell: bytes) -> bytes:
+    """The bytes a compressed cell holds; a cell that does not inflate (edited by hand) gives a JSON
+    object naming the damage, so verify reports the row's hash as not matching and a read fails
+    the payload's validation, rather than either stopping at a zlib error."""
+    try:
+        return zlib.decompressobj(_WBITS, ZDICT_1).decompress(cell)
+    except zlib.error as exc:
+        return b'{"$undecodable":"compact cell: %s"}' % str(exc).encode()
 
 
 def text_of(cell: Any) -> str:
     """A data or meta cell as text: a BLOB is inflated, TEXT is as stored."""
     if isinstance(cell, bytes):
-        return zlib.decompressobj(_WBITS, ZDICT_1).decompress(cell).decode()
-    return cell  # type: ignore[no-any-return]
+        return inflate(cell).decode("utf-8", "replace")
+    return str(cell)
 
 
 def bytes_of(cell: Any) -> bytes:
     """A data or meta cell as UTF-8 bytes (what a fold reads)."""
     if isinstance(cell, bytes):
-        return zlib.decompressobj(_WBITS, ZDICT_1).decompress(cell)
-    return cell.encode() if isinstance(cell, str) else bytes(cell)
+        return inflate(cell)
+    return cell.encode() if isinstance(cell, str) else str(cell).encode()
+
+
+def payload_cells(data: Any, meta: Any) -> tuple[bytes, bytes]:
+    """(data, meta) as UTF-8 bytes from a row's two cells: a BLOB meta cell is the length (big-endian)
+    of the meta that opens the data cell's stream (both compressed together; a BLOB, since the
+    column's TEXT affinity would turn an integer into text), else each cell holds its own."""
+    if isinstance(meta, bytes) and isinstance(data, bytes):
+        whole = inflate(data)
+        cut = int.from_bytes(meta, "big")
+        return whole[cut:], whole[:cut]
+    return bytes_of(data), bytes_of(meta)
 
 
 def raw_hex(value: str) -> bytes | str:
@@ -79,23 +106,36 @@ def raw_hex(value: str) -> bytes | str:
 
 
 def hex_of(cell: Any) -> str:
-    """An id or hash cell as hex text: a BLOB is its raw bytes, TEXT is as stored."""
+    """An id or hash cell as hex text: a BLOB is its raw bytes, TEXT is as stored (NULL: no event
+    before this one, which verify reports)."""
+    if cell is None:
+        return ""
     return cell.hex() if isinstance(cell, bytes) else str(cell)
 
 
 def pack_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
     """A row of ``COLUMNS`` (seq, id, stream, version, type, schema, data, meta, prev_hash, hash) in
-    the compact form."""
+    the compact form: meta and data deflated together (meta first, its length in the meta cell, as a BLOB),
+    ids and hashes raw, and past seq 1 an empty prev_hash, which is the hash of the row before
+    (``COMPACT_COLUMNS`` reads it there; the stored hash covers it, so a row moved, inserted or
+    deleted still fails verification)."""
     seq, id, stream, version, type, schema, data, meta, prev_hash, hash = row
-    return (seq, raw_hex(id), stream, version, type, schema, compress(data), compress(meta),
-            raw_hex(prev_hash), raw_hex(hash))
+    meta_bytes = meta.encode()
+    return (seq, raw_hex(id), stream, version, type, schema, compress(meta_bytes + data.encode()),
+            _length(len(meta_bytes)), raw_hex(prev_hash) if seq == 1 else b"", raw_hex(hash))
+
+
+def _length(size: int) -> bytes:
+    """``size`` in as few big-endian bytes as hold it (meta is 100-300 bytes: two)."""
+    return size.to_bytes(max(1, (size.bit_length() + 7) // 8), "big")
 
 
 def unpack_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
     """A stored row of ``COLUMNS`` in the plain form (hex and JSON text), whatever form its cells have."""
     seq, id, stream, version, type, schema, data, meta, prev_hash, hash = row
-    return (seq, hex_of(id), stream, version, type, schema, text_of(data), text_of(meta),
-            hex_of(prev_hash), hex_of(hash))
+    data_bytes, meta_bytes = payload_cells(data, meta)
+    return (seq, hex_of(id), stream, version, type, schema, data_bytes.decode("utf-8", "replace"),
+            meta_bytes.decode("utf-8", "replace"), hex_of(prev_hash), hex_of(hash))
 
 
 def is_compact(conn: sqlite3.Connection) -> bool:

@@ -51,12 +51,13 @@ from evalledger.ledger.persistence import (
     tree_built_note,
 )
 from evalledger.ledger.row_codec import (
+    COMPACT_COLUMNS,
     ROWS_FORMS,
-    bytes_of,
     hex_of,
     is_compact,
     mark_compact,
     pack_row,
+    payload_cells,
     raw_hex,
     unpack_row,
 )
@@ -116,6 +117,7 @@ class SQLiteRecorder(Recorder):
                 self._complete_tree()
         # Compact rows (ledger/row_codec.py): cells are packed on insert and unpacked on every read.
         self.compact = is_compact(self.conn)
+        self._columns = COMPACT_COLUMNS if self.compact else COLUMNS
         # The blob store (ledger/blobs.py), when this store was made with one: None for an older store.
         self.blobs = BlobReader(self._load_blob, f"{path} (table blobs)") if has_blob_table(self.conn) else None
         self._known_blobs: set[str] = set()   # keys committed by this object: not packed again
@@ -421,7 +423,7 @@ class SQLiteRecorder(Recorder):
         except sqlite3.IntegrityError as exc:
             if "events.id" not in str(exc):
                 raise _StaleCache() from None
-            stored = self.conn.execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (self._key(p.id),)).fetchone()
+            stored = self.conn.execute(f"SELECT {self._columns} FROM events WHERE id = ?", (self._key(p.id),)).fetchone()
             return [self._event(stored)], [], [], {}
         want = expected.get(p.stream) if expected else None
         if want is not None and want != current:
@@ -510,7 +512,7 @@ class SQLiteRecorder(Recorder):
                 if "events.id" not in str(exc):
                     raise _StaleCache() if not new else LedgerError(
                         f"{self.location}: cannot append seq {seq}: {exc}") from None
-                stored = execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (self._key(p.id),)).fetchone()
+                stored = execute(f"SELECT {self._columns} FROM events WHERE id = ?", (self._key(p.id),)).fetchone()
                 seen[p.id] = self._event(stored)
                 out.append(seen[p.id])
                 continue
@@ -553,7 +555,7 @@ class SQLiteRecorder(Recorder):
         """
         last = from_seq - 1
         bound = " AND seq <= ?" if to_seq is not None else ""
-        sql = f"SELECT {COLUMNS} FROM events WHERE seq > ?{where}{bound} ORDER BY seq LIMIT ?"
+        sql = f"SELECT {self._columns} FROM events WHERE seq > ?{where}{bound} ORDER BY seq LIMIT ?"
         tail = params + ([to_seq] if to_seq is not None else [])
         limit = _FIRST_PAGE
         while True:
@@ -591,7 +593,7 @@ class SQLiteRecorder(Recorder):
 
     def get(self, id: str) -> Event | None:
         with self._thread_lock:
-            row = self.conn.execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (self._key(id),)).fetchone()
+            row = self.conn.execute(f"SELECT {self._columns} FROM events WHERE id = ?", (self._key(id),)).fetchone()
         return self._event(row) if row else None
 
     def stream_version(self, stream: str) -> int:
@@ -786,11 +788,12 @@ def _compact_scan(conn: sqlite3.Connection, from_seq: int, to_seq: int, types: l
         (from_seq, to_seq, *types))
     for type, id, stream, version, schema, data, meta in cursor:
         stamp = time = None
+        data, meta = payload_cells(data, meta)
         if type in stamped or type in timed:
-            fields = json.loads(bytes_of(meta))
+            fields = json.loads(meta)
             stamp = fields.get("config_hash") if type in stamped else None
             time = fields.get("recorded_at") if type in timed else None
-        yield type, hex_of(id), stream, version, schema, bytes_of(data), stamp, time
+        yield type, hex_of(id), stream, version, schema, data, stamp, time
 
 
 def _select_blob(conn: sqlite3.Connection, key: str) -> bytes | None:

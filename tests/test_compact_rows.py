@@ -87,12 +87,13 @@ def verify_fails_at(home: Path, seq: int, reason: str) -> bool:
 def test_a_compact_home_stores_blob_cells_in_fewer_bytes_and_verifies(homes):
     compact, text = homes
     assert stored(compact, "SELECT form FROM event_rows") == [(COMPACT_FORM,)]
-    kinds = set(stored(compact, "SELECT typeof(id), typeof(data), typeof(meta), typeof(prev_hash), typeof(hash) "
-                                "FROM events"))
-    assert kinds == {("blob",) * 5}
+    kinds = set(stored(compact, "SELECT typeof(id), typeof(data), typeof(meta), typeof(hash) FROM events"))
+    assert kinds == {("blob",) * 4}   # meta's cell holds its length: meta and data are deflated together
+    assert stored(compact, "SELECT seq, length(prev_hash) FROM events WHERE length(prev_hash) > 0") == [(1, 32)]
     assert set(stored(text, "SELECT typeof(data), typeof(hash) FROM events")) == {("text", "text")}
-    size = {h: sum(stored(h, "SELECT SUM(LENGTH(id) + LENGTH(data) + LENGTH(meta) + LENGTH(prev_hash) "
-                             "+ LENGTH(hash)) FROM events")[0]) for h in homes}
+    size = {h: sum(stored(h, "SELECT SUM(LENGTH(CAST(id AS BLOB)) + LENGTH(CAST(data AS BLOB)) + "
+                             "LENGTH(CAST(meta AS BLOB)) + LENGTH(CAST(prev_hash AS BLOB)) + "
+                             "LENGTH(CAST(hash AS BLOB))) FROM events")[0]) for h in homes}
     assert size[compact] * 2 < size[text]
     result = cli("verify", home=compact)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -119,23 +120,30 @@ def test_export_and_import_round_trip_through_both_forms_with_byte_identical_rep
 
 def test_an_edited_compact_row_is_detected_whatever_form_the_edit_takes(homes, tmp_path):
     compact, _ = homes
-    home = tmp_path / "compact"
-    _copy_compact(compact, home)
-    [(data,)] = stored(home, "SELECT data FROM events WHERE seq = 3")
-    payload = json.loads(unpack_row((3, "", "", 0, "", 0, data, "{}", "", ""))[6])
-    edited = json.dumps({**payload, "x": 1}, separators=(",", ":"), sort_keys=True)
-    tamper(home, ("UPDATE events SET data = ? WHERE seq = 3", (compress(edited),)))
-    assert verify_fails_at(home, 3, "hash does not match the stored bytes")
+    homes_made = [tmp_path / f"c{i}" for i in range(5)]
+    for home in homes_made:
+        _copy_compact(compact, home)
+    edited, text_meta, garbage, raw_hash, moved = homes_made
+    # A payload edited and compressed again, as the store would have written it.
+    [(data, meta)] = stored(edited, "SELECT data, meta FROM events WHERE seq = 3")
+    _, _, _, _, _, _, payload, meta_text, _, _ = unpack_row((3, "", "", 0, "", 0, data, meta, "", ""))
+    changed = json.dumps({**json.loads(payload), "x": 1}, separators=(",", ":"), sort_keys=True)
+    tamper(edited, ("UPDATE events SET data = ? WHERE seq = 3", (compress(meta_text + changed),)))
+    assert verify_fails_at(edited, 3, "hash does not match the stored bytes")
     # A text cell written by hand in a compact home is read as text, and checked the same way.
-    home2 = tmp_path / "compact2"
-    _copy_compact(compact, home2)
-    tamper(home2, ("UPDATE events SET meta = ? WHERE seq = 4", ('{"recorded_at":"2000-01-01T00:00:00Z"}',)))
-    assert verify_fails_at(home2, 4, "hash does not match the stored bytes")
-    # A hash flipped in its raw bytes breaks the chain at the next event.
-    home3 = tmp_path / "compact3"
-    _copy_compact(compact, home3)
-    tamper(home3, ("UPDATE events SET hash = ? WHERE seq = 2", (b"\x01" * 32,)))
-    assert verify_fails_at(home3, 2, "hash does not match the stored bytes")
+    tamper(text_meta, ("UPDATE events SET meta = ? WHERE seq = 4", ('{"recorded_at":"2000-01-01T00:00:00Z"}',)))
+    assert verify_fails_at(text_meta, 4, "hash does not match the stored bytes")
+    # A cell that does not inflate at all is named the same way, not a zlib error.
+    tamper(garbage, ("UPDATE events SET data = ? WHERE seq = 5", (b"not a deflate stream",)))
+    assert verify_fails_at(garbage, 5, "hash does not match the stored bytes")
+    # A hash flipped in its raw bytes fails at its own seq.
+    tamper(raw_hash, ("UPDATE events SET hash = ? WHERE seq = 2", (b"\x01" * 32,)))
+    assert verify_fails_at(raw_hash, 2, "hash does not match the stored bytes")
+    # Two rows swapped: the empty prev_hash is read from the row now before, which the hash does not cover.
+    tamper(moved, ("DROP TRIGGER IF EXISTS events_refuse_delete", ()),
+           ("UPDATE events SET seq = 1000000 WHERE seq = 3", ()), ("UPDATE events SET seq = 3 WHERE seq = 4", ()),
+           ("UPDATE events SET seq = 4 WHERE seq = 1000000", ()))
+    assert verify_fails_at(moved, 3, "hash does not match the stored bytes")
 
 
 def _copy_compact(source: Path, target: Path) -> None:
@@ -167,9 +175,12 @@ def test_a_text_home_keeps_its_rows_and_migrate_rows_compact_copies_it(homes, tm
 
 
 def test_the_row_codec_round_trips_any_cell_and_keeps_text_that_is_not_lowercase_hex(tmp_path):
-    row = (7, "Not-Hex-Id", "case:a", 2, "note.added", 1, '{"text":"é\\n"}', "{}", "AB" * 32, "0f" * 32)
-    packed = pack_row(row)
+    first = (1, "Not-Hex-Id", "case:a", 1, "note.added", 1, '{"text":"é\\n"}', "{}", "AB" * 32, "0f" * 32)
+    packed = pack_row(first)
     assert packed[1] == "Not-Hex-Id" and packed[8] == "AB" * 32 and packed[9] == bytes.fromhex("0f" * 32)
-    assert unpack_row(packed) == row and unpack_row(row) == row
+    assert unpack_row(packed) == first and unpack_row(first) == first
+    later = (7, "ab" * 16, "case:a", 2, "note.added", 1, '{"text":"x"}', '{"run":"r"}', "cd" * 32, "0f" * 32)
+    packed = pack_row(later)
+    assert packed[8] == b"" and unpack_row(packed) == later[:8] + ("",) + later[9:]   # read from the row before
     refused = cli("init", "--rows", "compact", home=tmp_path / "x.jsonl")
     assert refused.returncode != 0 and "compact rows are a form of ledger.db" in refused.stderr
