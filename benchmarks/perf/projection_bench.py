@@ -38,7 +38,7 @@ from urllib.parse import quote
 import orjson
 
 from evalledger import ledger, projections
-from evalledger.ledger.row_codec import bytes_of
+from evalledger.ledger.row_codec import payload_cells
 from evalledger.projections import catch_up as folding
 from evalledger.projections.case_pages import page_groups, render_case_pages
 from evalledger.projections.case_result import case_result
@@ -145,9 +145,10 @@ def raw_scan(led) -> float:
     conn = sqlite3.connect(f"file:{quote(str(led.path.resolve()))}?mode=ro", uri=True)  # the raw baseline: not through the ledger
     start = time.perf_counter()
     if getattr(led.recorder, "compact", False):   # compact rows (--rows compact): inflated first
-        for data, meta in conn.execute("SELECT data, meta FROM events"):
-            orjson.loads(bytes_of(data))
-            orjson.loads(bytes_of(meta))
+        for cells in conn.execute("SELECT data, meta FROM events"):
+            data, meta = payload_cells(*cells)
+            orjson.loads(data)
+            orjson.loads(meta)
     else:
         for data, meta in conn.execute("SELECT CAST(data AS BLOB), CAST(meta AS BLOB) FROM events"):
             orjson.loads(data)
