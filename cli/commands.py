@@ -43,6 +43,9 @@ def register_ledger(sub) -> None:
     p.add_argument("--mirror", choices=("jsonl", "gzip"), default="jsonl",
                    help="the JSONL mirror beside ledger.db: plain events.jsonl (the default), or "
                         "events.jsonl.gz, compressed as it is written (for a new home only)")
+    p.add_argument("--rows", choices=("text", "compact"), default="text",
+                   help="how ledger.db stores each event: hex and JSON text (the default), or compact "
+                        "(payloads deflated, ids and hashes as raw bytes: about half the bytes; new homes only)")
     p.set_defaults(func=Handler("ledger_commands", "cmd_init"))
 
     p = sub.add_parser("note", help="append a note.added event to a stream")
@@ -95,6 +98,8 @@ def register_ledger(sub) -> None:
     p.add_argument("--to", required=True, metavar="NEW_HOME", help="the new home to write (must not exist, or be empty)")
     p.add_argument("--mirror", choices=("jsonl", "gzip"), default="jsonl",
                    help="the new home's mirror: plain events.jsonl (the default) or compressed events.jsonl.gz")
+    p.add_argument("--rows", choices=("text", "compact"), default="text",
+                   help="the new ledger.db's rows: text (the default) or compact (see init --rows)")
     p.set_defaults(func=Handler("ledger_commands", "cmd_migrate"))
 
 

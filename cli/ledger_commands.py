@@ -62,7 +62,8 @@ def cmd_init(args) -> int:
     """Create the home; on an existing home, say so (missing folders are put back, nothing else changes)."""
     path = home_of(args)
     existed = ledger.is_home(path)
-    home = ledger.init_home(path, store=getattr(args, "store", None), mirror=getattr(args, "mirror", "jsonl"))
+    home = ledger.init_home(path, store=getattr(args, "store", None), mirror=getattr(args, "mirror", "jsonl"),
+                             rows=getattr(args, "rows", "text"))
     if existed:
         with ledger.open_ledger(home, readonly=True) as led:
             head = led.head()
@@ -147,7 +148,7 @@ def cmd_export(args) -> int:
 def cmd_migrate(args) -> int:
     """``evalledger migrate --to NEW``: copy the home into a new home with the blob store, recording it."""
     from evalledger.ledger.migrate import migrate_home
-    done = migrate_home(home_of(args), args.to, getattr(args, "mirror", "jsonl"))
+    done = migrate_home(home_of(args), args.to, getattr(args, "mirror", "jsonl"), getattr(args, "rows", "text"))
     print(f"migrated {done.events} events (head seq {done.source_head.seq} {done.source_head.hash}) from "
           f"{home_of(args)} to {args.to}; recorded as {done.recorded.type} at seq {done.recorded.seq}; "
           f"{home_of(args)} is left as it was")

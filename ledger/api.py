@@ -36,8 +36,10 @@ from evalledger.ledger.persistence import (
     prepare,
 )
 from evalledger.ledger.postgres import PostgresRecorder, is_store_url, redact_url, split_store_url
+from evalledger.ledger.row_codec import ROWS_FORMS, is_compact
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
 from evalledger.ledger.sqlite import SQLiteRecorder
+from evalledger.ledger.sqlite_schema import connect
 from evalledger.ledger.verify import Problem, VerifyReport, tree_problem
 
 HOME_FOLDERS = ("inbox", "processed", "rejected", "reports")
@@ -57,26 +59,29 @@ def default_home() -> str:
     return os.environ.get("EVALLEDGER_HOME") or "evalledger"
 
 
-def init_home(home: str | os.PathLike[str], store: str | None = None, mirror: str = "jsonl") -> Path:
+def init_home(home: str | os.PathLike[str], store: str | None = None, mirror: str = "jsonl",
+              rows: str = "text") -> Path:
     """Create a home's layout (DESIGN.md): ledger.db, events.jsonl, inbox/, processed/, rejected/, reports/.
 
     With ``store`` (a ``postgresql://`` URL) the events live in that database instead: the home
     keeps its folders, ``store.url`` naming the store, and ``read-models.db`` (``bind_store``).
     ``mirror="gzip"``: a new home keeps its mirror compressed, as ``events.jsonl.gz``.
+    ``rows="compact"``: a new home's ledger.db stores its events in compact rows (ledger/row_codec.py).
     """
     home = Path(home)
     check_mirror_form(home, mirror)
+    check_rows_form(home, store, rows)
     if store is not None:
         bind_store(home, store)
     if home.exists() and not home.is_dir() and home.suffix not in LEDGER_FILE_SUFFIXES:
         raise LedgerError(f"{home} is a file, not a home directory; choose another --home")
     if home.suffix in LEDGER_FILE_SUFFIXES:  # a bare ledger file: no folders around it
-        open_ledger(home).close()
+        open_ledger(home, rows=rows).close()
         return home
     home.mkdir(parents=True, exist_ok=True)
     for name in HOME_FOLDERS:
         (home / name).mkdir(exist_ok=True)
-    open_ledger(home, mirror=mirror).close()
+    open_ledger(home, mirror=mirror, rows=rows).close()
     return home
 
 
@@ -93,6 +98,27 @@ def check_mirror_form(home: Path, mirror: str) -> None:
         raise LedgerError(f"the mirror is 'jsonl' or 'gzip', not {mirror!r}")
     if mirror == "gzip" and (home / "ledger.db").exists() and not (home / GZ_MIRROR).exists():
         raise LedgerError(f"{home} was made with a plain mirror ({MIRROR_FILES['jsonl']}); it keeps it")
+
+
+def check_rows_form(home: Path, store: str | None, rows: str) -> None:
+    """Refuse compact rows for a PostgreSQL store or for a ledger.db made with text rows (a store keeps
+    the rows form it was made with: ``migrate --rows compact`` copies it into a new one)."""
+    if rows not in ROWS_FORMS:
+        raise LedgerError(f"rows are 'text' or 'compact', not {rows!r}")
+    if rows != "compact":
+        return
+    if store is not None or store_of(home) is not None or home.suffix == ".jsonl":
+        raise LedgerError("compact rows are a form of ledger.db; a PostgreSQL store or a JSONL file keeps its own")
+    db = home if home.suffix in LEDGER_FILE_SUFFIXES else home / "ledger.db"
+    if db.exists():
+        conn = connect(str(db), readonly=True)
+        try:
+            compact = is_compact(conn)
+        finally:
+            conn.close()
+        if not compact:
+            raise LedgerError(f"{db} was made with text rows; it keeps them ('evalledger migrate --to NEW "
+                              "--rows compact' copies it into a new home with compact rows)")
 
 
 def mirror_file(home: Path, mirror: str = "jsonl") -> Path:
@@ -560,7 +586,7 @@ def parse_head(text: str) -> Head:
 
 
 def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str = "normal",
-                readonly: bool = False, mirror: str = "jsonl") -> Ledger:
+                readonly: bool = False, mirror: str = "jsonl", rows: str = "text") -> Ledger:
     """Open a ledger: a home directory (SQLite + events.jsonl mirror), a ``.jsonl`` file, or a ``.db``.
 
     A home bound to a PostgreSQL store (``bind_store``) opens that store; a ``postgresql://`` URL
@@ -571,6 +597,7 @@ def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str =
     batch forward, cuts a torn last line); ``readonly`` changes nothing on disk, so ``verify``
     reports what it finds instead of repairing it. ``mirror="gzip"``: a home made by this call keeps
     its mirror compressed (``events.jsonl.gz``); an existing home keeps the mirror it has.
+    ``rows="compact"``: a ledger.db made by this call stores compact rows; an existing one keeps its form.
     """
     if isinstance(path, str) and is_store_url(path):  # a store without a home: no read models
         return Ledger(PostgresRecorder(path, readonly=readonly))
@@ -583,7 +610,7 @@ def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str =
     if path.suffix in (".db", ".sqlite", ".sqlite3"):
         if readonly and not path.exists():
             raise LedgerError(f"{path}: no such ledger file")
-        return Ledger(SQLiteRecorder(str(path), durability, readonly=readonly))
+        return Ledger(SQLiteRecorder(str(path), durability, readonly=readonly, rows=rows))
     if not (path / "ledger.db").exists():
         if readonly:
             raise LedgerError(f"{path}: no evalledger home here (run 'evalledger --home {path} init' first)")
@@ -593,5 +620,5 @@ def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str =
     check_mirror_form(path, mirror)
     mirror_path = str(mirror_file(path, "jsonl" if readonly else mirror))
     recorder = SQLiteRecorder(str(path / "ledger.db"), durability, mirror_path=mirror_path,
-                              lock_path=str(path / "ledger.lock"), readonly=readonly)
+                              lock_path=str(path / "ledger.lock"), readonly=readonly, rows=rows)
     return Ledger(recorder, home=path)

@@ -435,6 +435,7 @@ class StoreMigrated(Payload):
     events: int                                           # events copied (seq 1 .. source_head_seq)
     blob_types: list[str] = []                            # event types whose payloads the blob store splits
     mirror: str = "jsonl"                                 # the new home's mirror: events.jsonl, or gzip (.gz)
+    rows: str = "text"                                    # the new ledger.db's rows: text, or compact
 
 
 @event_type("note.added")

@@ -4,7 +4,8 @@ Events are never rewritten: the new home holds every event of the old one byte f
 seqs, ids and hashes, so heads and checkpoints published from the old home still verify), then a
 ``store.migrated`` event naming the source and its head. Events appended from then on keep their
 large payload parts in the blob store. ``--mirror gzip`` gives the new home the compressed mirror
-(``events.jsonl.gz``), recorded in the event as ``mirror``. The old home is left as it was.
+(``events.jsonl.gz``), recorded in the event as ``mirror``; ``--rows compact`` gives its ledger.db
+compact rows (ledger/row_codec.py), recorded as ``rows``. The old home is left as it was.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ class Migrated:
     recorded: Event
 
 
-def migrate_home(source: str | Path, target: str | Path, mirror: str = "jsonl") -> Migrated:
+def migrate_home(source: str | Path, target: str | Path, mirror: str = "jsonl", rows: str = "text") -> Migrated:
     """Copy the home ``source`` into the new home ``target`` (made with the blob store, and with the
-    compressed mirror when ``mirror`` is "gzip") and record it.
+    compressed mirror when ``mirror`` is "gzip", with compact rows when ``rows`` is "compact") and record it.
 
     Refuses a source that is not a home of its own (a PostgreSQL store, a bare file), a target
     that exists and is not empty, and a source whose chain does not verify (nothing is written).
@@ -46,12 +47,13 @@ def migrate_home(source: str | Path, target: str | Path, mirror: str = "jsonl") 
             raise LedgerError(f"{source}: the ledger does not verify ({report.problems[0]}); migrate copies "
                               "only a ledger that verifies; nothing was written")
         head = report.head
-        with open_ledger(target, mirror=mirror) as dst:
+        with open_ledger(target, mirror=mirror, rows=rows) as dst:
             count = dst.recorder.import_lines(src.recorder.export_lines(1, head.seq), str(source))
             [recorded] = dst.append(NewEvent("ledger:store", "store.migrated", {
                 "source": str(source), "source_head_seq": head.seq, "source_head_hash": head.hash,
                 "events": count, "blob_types": sorted(SPLIT_TYPES),
-                "mirror": mirror}, key=f"{head.seq}:{head.hash}"))
+                "mirror": mirror, **({"rows": rows} if rows != "text" else {})},
+                key=f"{head.seq}:{head.hash}"))
     for name in COPIED_FOLDERS:
         if (source / name).is_dir():
             shutil.copytree(source / name, target / name, dirs_exist_ok=True)

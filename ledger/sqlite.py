@@ -10,6 +10,7 @@ head and the stream versions it has seen and lets the seq key tell it when they 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
@@ -49,6 +50,17 @@ from evalledger.ledger.persistence import (
     seal,
     tree_built_note,
 )
+from evalledger.ledger.row_codec import (
+    COMPACT_COLUMNS,
+    ROWS_FORMS,
+    hex_of,
+    is_compact,
+    mark_compact,
+    pack_row,
+    payload_cells,
+    raw_hex,
+    unpack_row,
+)
 from evalledger.ledger.sqlite_schema import (
     BLOB_SCHEMA,
     COLUMNS,
@@ -81,7 +93,10 @@ class SQLiteRecorder(Recorder):
     """Events in a SQLite file, with an optional JSONL mirror kept in seq order."""
 
     def __init__(self, path: str, durability: str = "normal", mirror_path: str | None = None,
-                 lock_path: str | None = None, readonly: bool = False, blobs: bool = True):
+                 lock_path: str | None = None, readonly: bool = False, blobs: bool = True,
+                 rows: str = "text"):
+        if rows not in ROWS_FORMS:
+            raise LedgerError(f"rows are 'text' or 'compact', not {rows!r}")
         self.path = path
         self.location = f"{path} (table events)"
         self.readonly = readonly
@@ -97,7 +112,12 @@ class SQLiteRecorder(Recorder):
                 self.conn.executescript(SCHEMA)
                 if blobs and new:   # only a store made now: an older one reads and grows as it was written
                     self.conn.executescript(BLOB_SCHEMA)
+                if rows == "compact" and new:   # likewise: a store keeps the rows form it was made with
+                    mark_compact(self.conn)
                 self._complete_tree()
+        # Compact rows (ledger/row_codec.py): cells are packed on insert and unpacked on every read.
+        self.compact = is_compact(self.conn)
+        self._columns = COMPACT_COLUMNS if self.compact else COLUMNS
         # The blob store (ledger/blobs.py), when this store was made with one: None for an older store.
         self.blobs = BlobReader(self._load_blob, f"{path} (table blobs)") if has_blob_table(self.conn) else None
         self._known_blobs: set[str] = set()   # keys committed by this object: not packed again
@@ -248,6 +268,8 @@ class SQLiteRecorder(Recorder):
 
     def _event(self, row: tuple[Any, ...]) -> Event:
         """An Event from a row of ``COLUMNS``, its blob references resolved when it is read."""
+        if self.compact:
+            row = unpack_row(row)
         return self.blobs.row_event(*row) if self.blobs is not None else Event(*row)
 
     def export_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
@@ -310,7 +332,7 @@ class SQLiteRecorder(Recorder):
         """Raw event hashes of from_seq..to_seq, on this connection (inside a transaction too)."""
         cursor = self.conn.execute("SELECT hash FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq",
                                    (from_seq, to_seq))
-        return (bytes.fromhex(h) for (h,) in cursor)
+        return (h if isinstance(h, bytes) else bytes.fromhex(h) for (h,) in cursor)
 
     def _complete_tree(self) -> None:
         """On a writable open: make the ``merkle`` row hold the tree at the head, building it from the
@@ -359,7 +381,7 @@ class SQLiteRecorder(Recorder):
             with self._thread_lock:
                 rows = self.conn.execute("SELECT seq, hash FROM events WHERE seq > ? AND seq <= ? ORDER BY seq "
                                          f"LIMIT {_PAGE * 16}", (last, to_seq)).fetchall()
-            yield from (bytes.fromhex(h) for _, h in rows)
+            yield from (h if isinstance(h, bytes) else bytes.fromhex(h) for _, h in rows)
             if len(rows) < _PAGE * 16:
                 return
             last = rows[-1][0]
@@ -396,12 +418,12 @@ class SQLiteRecorder(Recorder):
             current = self._select_version(p.stream)
         event, canonical = seal(p, seq, current + 1, prev_hash)
         try:
-            self.conn.execute(INSERT, (seq, p.id, p.stream, current + 1, p.type, p.schema,
-                                        p.data.decode(), p.meta.decode(), prev_hash, event.hash))
+            self.conn.execute(INSERT, self._packed((seq, p.id, p.stream, current + 1, p.type, p.schema,
+                                                    p.data.decode(), p.meta.decode(), prev_hash, event.hash)))
         except sqlite3.IntegrityError as exc:
             if "events.id" not in str(exc):
                 raise _StaleCache() from None
-            stored = self.conn.execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (p.id,)).fetchone()
+            stored = self.conn.execute(f"SELECT {self._columns} FROM events WHERE id = ?", (self._key(p.id),)).fetchone()
             return [self._event(stored)], [], [], {}
         want = expected.get(p.stream) if expected else None
         if want is not None and want != current:
@@ -434,7 +456,7 @@ class SQLiteRecorder(Recorder):
         execute = self.conn.execute
         execute("SAVEPOINT batch")
         try:
-            self.conn.executemany(INSERT, rows)
+            self.conn.executemany(INSERT, map(pack_row, rows) if self.compact else rows)
         except sqlite3.IntegrityError as exc:
             execute("ROLLBACK TO batch")
             execute("RELEASE batch")
@@ -484,13 +506,13 @@ class SQLiteRecorder(Recorder):
                 current = self._cached_version(p.stream)
             event, canonical = seal(p, seq, current + 1, prev_hash)
             try:
-                execute(INSERT, (seq, p.id, p.stream, current + 1, p.type, p.schema,
-                                  p.data.decode(), p.meta.decode(), prev_hash, event.hash))
+                execute(INSERT, self._packed((seq, p.id, p.stream, current + 1, p.type, p.schema,
+                                              p.data.decode(), p.meta.decode(), prev_hash, event.hash)))
             except sqlite3.IntegrityError as exc:
                 if "events.id" not in str(exc):
                     raise _StaleCache() if not new else LedgerError(
                         f"{self.location}: cannot append seq {seq}: {exc}") from None
-                stored = execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (p.id,)).fetchone()
+                stored = execute(f"SELECT {self._columns} FROM events WHERE id = ?", (self._key(p.id),)).fetchone()
                 seen[p.id] = self._event(stored)
                 out.append(seen[p.id])
                 continue
@@ -506,9 +528,17 @@ class SQLiteRecorder(Recorder):
             seq, prev_hash = seq + 1, event.hash
         return out, new, lines, versions
 
+    def _packed(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
+        """A row of ``COLUMNS`` as this store writes it: compact or as given."""
+        return pack_row(row) if self.compact else row
+
+    def _key(self, id: str) -> bytes | str:
+        """An event id as this store's ``id`` column holds it (raw bytes in a compact store)."""
+        return raw_hex(id) if self.compact else id
+
     def _select_head(self) -> Head:
         row = self.conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-        return Head(row[0], row[1]) if row else Head(0, GENESIS_HASH)
+        return Head(row[0], hex_of(row[1])) if row else Head(0, GENESIS_HASH)
 
     def _select_version(self, stream: str) -> int:
         row = self.conn.execute("SELECT MAX(version) FROM events WHERE stream = ?", (stream,)).fetchone()
@@ -525,18 +555,18 @@ class SQLiteRecorder(Recorder):
         """
         last = from_seq - 1
         bound = " AND seq <= ?" if to_seq is not None else ""
-        sql = f"SELECT {COLUMNS} FROM events WHERE seq > ?{where}{bound} ORDER BY seq LIMIT ?"
+        sql = f"SELECT {self._columns} FROM events WHERE seq > ?{where}{bound} ORDER BY seq LIMIT ?"
         tail = params + ([to_seq] if to_seq is not None else [])
         limit = _FIRST_PAGE
         while True:
             with self._thread_lock:
                 rows = self.conn.execute(sql, [last, *tail, limit]).fetchall()
             if rows:
-                yield rows
+                yield list(map(unpack_row, rows)) if self.compact else rows
             if len(rows) < limit:
                 return
             last = rows[-1][0]
-            size = sum([len(row[6]) for row in rows])
+            size = sum([len(row[6]) for row in rows])   # compact rows: their stored size
             limit = min(_PAGE, max(1, len(rows) * _PAGE_BYTES // max(1, size)))
 
     def _rows(self, where: str, params: list[Any], from_seq: int,
@@ -554,7 +584,7 @@ class SQLiteRecorder(Recorder):
         if stream is not None:
             where += " AND stream = ?"
             params.append(stream)
-        make = self.blobs.row_event if self.blobs is not None else Event
+        make = self.blobs.row_event if self.blobs is not None else Event   # the pages are unpacked
         return starmap(make, self._rows(where, params, from_seq, to_seq))
 
     def head(self) -> Head:
@@ -563,7 +593,7 @@ class SQLiteRecorder(Recorder):
 
     def get(self, id: str) -> Event | None:
         with self._thread_lock:
-            row = self.conn.execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (id,)).fetchone()
+            row = self.conn.execute(f"SELECT {self._columns} FROM events WHERE id = ?", (self._key(id),)).fetchone()
         return self._event(row) if row else None
 
     def get_stored(self, id: str) -> Event | None:
@@ -606,10 +636,14 @@ class SQLiteRecorder(Recorder):
             time = (f"CASE WHEN type IN ({', '.join('?' * len(timed))}) "
                     "THEN json_extract(meta, '$.recorded_at') END") if timed else "NULL"
             # "+type": filter while walking the rowid in order, not via the type index plus a sort
-            cursor = conn.execute(
-                f"SELECT type, id, stream, version, schema, CAST(data AS BLOB), {stamp}, {time} "
-                f"FROM events WHERE seq >= ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
-                (*stamped, *timed, from_seq, to_seq, *types))
+            cursor: Any   # a sqlite3 cursor, or its tuples unpacked (compact rows)
+            if self.compact:   # SQLite cannot read a packed meta: the cells are unpacked here
+                cursor = _compact_scan(conn, from_seq, to_seq, types, set(stamped), set(timed))
+            else:
+                cursor = conn.execute(
+                    f"SELECT type, id, stream, version, schema, CAST(data AS BLOB), {stamp}, {time} "
+                    f"FROM events WHERE seq >= ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
+                    (*stamped, *timed, from_seq, to_seq, *types))
             if self.blobs is None or not resolve:   # not resolve: references stay, for Ledger.join
                 yield from cursor if plain else map(ScanRow._make, cursor)
                 return
@@ -697,7 +731,7 @@ class SQLiteRecorder(Recorder):
                         conn.execute(INSERT_BLOB, (bytes.fromhex(key), packed))
                 for row in checked_rows(lines, source, keep):
                     try:
-                        conn.execute(INSERT, row)
+                        conn.execute(INSERT, self._packed(row))
                     except sqlite3.IntegrityError as exc:
                         raise LedgerError(f"seq {row[0]}: {exc} (the file repeats an id or a stream "
                                           "version); nothing was imported") from None
@@ -748,6 +782,24 @@ class SQLiteRecorder(Recorder):
                 self.mirror.close()
             self._lock.close()
             self.conn.close()
+
+
+def _compact_scan(conn: sqlite3.Connection, from_seq: int, to_seq: int, types: list[str],
+                  stamped: set[str], timed: set[str]) -> Iterator[tuple[Any, ...]]:
+    """``scan``'s tuples from a compact store: the payload inflated to its canonical bytes, the id as
+    hex, and meta's config_hash and recorded_at read in Python for the types that want them."""
+    cursor = conn.execute(
+        f"SELECT type, id, stream, version, schema, data, meta FROM events "
+        f"WHERE seq >= ? AND seq <= ? AND +type IN ({', '.join('?' * len(types))}) ORDER BY seq",
+        (from_seq, to_seq, *types))
+    for type, id, stream, version, schema, data, meta in cursor:
+        stamp = time = None
+        data, meta = payload_cells(data, meta)
+        if type in stamped or type in timed:
+            fields = json.loads(meta)
+            stamp = fields.get("config_hash") if type in stamped else None
+            time = fields.get("recorded_at") if type in timed else None
+        yield type, hex_of(id), stream, version, schema, data, stamp, time
 
 
 def _select_blob(conn: sqlite3.Connection, key: str) -> bytes | None:

@@ -31,7 +31,7 @@ CASES = {
                                                  "replay/run", "copying the inputs", "replay/(run+report)"]),
     "storage_bench.py": (["20"], ["with the blob store", "without it (the baseline)", "KB per case", "judge.called",
                                   "events.jsonl.blobs", "blob store / Inspect", "events.jsonl.gz",
-                                  "with the compressed mirror"]),
+                                  "with the compressed mirror", "with compact rows", "compact rows and the compressed mirror"]),
     "scale_bench.py": (["20", "--check", "--skip-inspect"],
                        ["ms CPU a case", "peak RSS MB", "KB a case", "events a case", "check, 2 -> 20 cases"]),
     "run_bench.py": (["40"], ["ms a case", "per-case CPU at 40 vs 4 cases", "target <= 1.25", "a case)",

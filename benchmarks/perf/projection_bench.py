@@ -38,6 +38,7 @@ from urllib.parse import quote
 import orjson
 
 from evalledger import ledger, projections
+from evalledger.ledger.row_codec import payload_cells
 from evalledger.projections import catch_up as folding
 from evalledger.projections.case_pages import page_groups, render_case_pages
 from evalledger.projections.case_result import case_result
@@ -143,9 +144,15 @@ def raw_scan(led) -> float:
     """Seconds to read every event row and decode its payload and meta with orjson."""
     conn = sqlite3.connect(f"file:{quote(str(led.path.resolve()))}?mode=ro", uri=True)  # the raw baseline: not through the ledger
     start = time.perf_counter()
-    for data, meta in conn.execute("SELECT CAST(data AS BLOB), CAST(meta AS BLOB) FROM events"):
-        orjson.loads(data)
-        orjson.loads(meta)
+    if getattr(led.recorder, "compact", False):   # compact rows (--rows compact): inflated first
+        for cells in conn.execute("SELECT data, meta FROM events"):
+            data, meta = payload_cells(*cells)
+            orjson.loads(data)
+            orjson.loads(meta)
+    else:
+        for data, meta in conn.execute("SELECT CAST(data AS BLOB), CAST(meta AS BLOB) FROM events"):
+            orjson.loads(data)
+            orjson.loads(meta)
     elapsed = time.perf_counter() - start
     conn.close()
     return elapsed
@@ -188,9 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=1_000_000, help="ledger size (default 1,000,000)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per timing; the best counts")
     parser.add_argument("--no-render", action="store_true", help="skip the report rendering figure")
+    parser.add_argument("--rows", choices=("text", "compact"), default="text",
+                        help="the home's rows form (init --rows); compact rows are inflated by the baseline too")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="projection-bench-") as tmp:
-        led = ledger.open_ledger(Path(tmp) / "home")
+        led = ledger.open_ledger(Path(tmp) / "home", rows=args.rows)
         start = time.perf_counter()
         next_case = fill(led, args.events)
         head = led.head()
