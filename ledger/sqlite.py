@@ -599,8 +599,10 @@ class SQLiteRecorder(Recorder):
     def get_stored(self, id: str) -> Event | None:
         """The event with this id as stored: blob references in its data are left in place."""
         with self._thread_lock:
-            row = self.conn.execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (id,)).fetchone()
-        return Event(*row) if row else None
+            row = self.conn.execute(f"SELECT {self._columns} FROM events WHERE id = ?", (self._key(id),)).fetchone()
+        if row is None:
+            return None
+        return Event(*(unpack_row(row) if self.compact else row))
 
     def stream_version(self, stream: str) -> int:
         with self._thread_lock:

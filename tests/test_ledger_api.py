@@ -267,7 +267,8 @@ def test_get_stored_leaves_blob_references_in_place_and_other_stores_give_the_ev
     prompt = "a long prompt " * 60
     data = {"role": "parse", "backend": "offline", "model": "m", "request_hash": "a" * 64, "attempt": 1,
             "request": {"messages": [{"role": "user", "content": prompt}], "parameters": {}}}
-    for where in (tmp_path / "home", tmp_path / "bare.jsonl"):
+    api.init_home(tmp_path / "compact", rows="compact")   # ids and rows stored in their compact form
+    for where in (tmp_path / "home", tmp_path / "compact", tmp_path / "bare.jsonl"):
         with api.open_ledger(where) as led:
             [event] = led.append(api.NewEvent("case:c1", "judge.called", data, key="k"))
             stored, whole = led.get_stored(event.id), led.get(event.id)
