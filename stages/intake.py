@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from evalledger.ledger import Event, Ledger, NewEvent, event_id
+from evalledger.ledger.api import CHUNK_BYTES
 from evalledger.ledger.persistence import Recorder
 from evalledger.stages import intake_events as ev
 from evalledger.stages import intake_stream
@@ -109,6 +110,7 @@ def _hash_rest(fh, digest, size: int, limit: int | None = None) -> tuple[str, in
 # A file larger than this is copied to a private spool file as it is read, not held in memory,
 # and a native benchmark among them is taken in item by item (intake_stream).
 SPOOL_ABOVE = 1 << 20
+SPILLED_CHUNK_BYTES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -269,7 +271,9 @@ def _accept_spilled(led: Ledger, spilled: intake_stream.SpilledBenchmark, name: 
                                 spilled.name)
     result = IngestResult(name, read.sha256, "accepted", "benchmark", spilled.benchmark, spilled.name)
     result.warnings = list(spilled.warnings)
-    return _commit(led, chain([received], spilled.events(source, received)), result)
+    # Smaller chunks than the default: a chunk's events are held as dicts too (several times
+    # their bytes), and a registration's parts would fill a default chunk with ~8,000 questions.
+    return _commit(led, chain([received], spilled.events(source, received)), result, SPILLED_CHUNK_BYTES)
 
 
 def _drop_empty_folder(folder: Path) -> None:
@@ -444,9 +448,11 @@ def _resolution_notes(waiting: list[Event], resolutions: list[tuple[NewEvent, It
     return notes
 
 
-def _commit(led: Ledger, batch: Iterable[NewEvent], result: IngestResult) -> IngestResult:
+def _commit(led: Ledger, batch: Iterable[NewEvent], result: IngestResult,
+            chunk_bytes: int = CHUNK_BYTES) -> IngestResult:
     """Append the batch atomically, a chunk at a time (``Ledger.append_many``: a file of any size
-    is one all-or-nothing batch without being held whole), and count the cases it newly opened."""
+    is one all-or-nothing batch without being held whole, one chunk of at most ``chunk_bytes``
+    bytes of payload at a time), and count the cases it newly opened."""
     found: list[Event] = []
 
     def seen(event: Event, new: bool) -> None:
@@ -455,7 +461,7 @@ def _commit(led: Ledger, batch: Iterable[NewEvent], result: IngestResult) -> Ing
         elif event.type == "benchmark.registered" and not new and not found:
             found.append(event)
 
-    led.append_many(batch, seen)
+    led.append_many(batch, seen, chunk_bytes=chunk_bytes)
     earlier = found[0] if found else None
     if earlier is not None:
         result.benchmark_name = earlier.data["name"]

@@ -140,7 +140,7 @@ def read_document(fh: IO[bytes], arrays: frozenset[str]) -> Iterator[tuple[str, 
         where = f"$.{key}" if key.isidentifier() else f"$[{json.dumps(key)}]"
         if key in arrays and window.char(at) == "[":
             yield key, -1, None
-            at = yield from _items(window, scan, key, at + 1)
+            at = (yield from _items(window, scan, key, at + 1)) + 1
         else:
             value, at = _value(window, scan, at, where, 2)
             yield key, None, value
