@@ -65,7 +65,8 @@ class SpilledBenchmark:
 
     @property
     def responses_path(self) -> Path:
-        """The responses' spill: ``[question id, model, text]`` a line."""
+        """The responses' spill: ``[question id, model, text]`` a line, as read; once the whole
+        file is checked, ``[question number, question id, model, text]`` (``_number_responses``)."""
         return self.folder / "responses.jsonl"
 
     def take(self, fh: IO[bytes]) -> None:
@@ -136,10 +137,22 @@ class SpilledBenchmark:
             raise NotStreamable("the document's shape") from None
         if check_config(bench.config):
             raise NotStreamable("the config")
-        if any(r[0] not in self.index for r in self._responses()):
-            raise NotStreamable("a response names an unknown question")
+        self._number_responses()
         self.name, self.description, self.config = bench.name, bench.description, dict(bench.config)
         self.benchmark = self._benchmark_id()
+
+    def _number_responses(self) -> None:
+        """Rewrite the responses' spill with each response's question number for its id (a
+        response may come before its question in the file), then drop what only the check needed:
+        the question ids and the answered pairs are most of what this class holds."""
+        numbered = self.folder / "responses.numbered.jsonl"
+        with open(numbered, "wb") as out:
+            for qid, model, text in self._responses():
+                if qid not in self.index:
+                    raise NotStreamable("a response names an unknown question")
+                out.write(canonical_json([self.index[qid], qid, model, text]) + b"\n")
+        numbered.replace(self.responses_path)
+        self.index, self.answered = {}, set()
 
     def _benchmark_id(self) -> str:
         """``formats.ids.benchmark_id`` computed over the spilled questions (canonical JSON of
@@ -147,7 +160,7 @@ class SpilledBenchmark:
         digest = hashlib.sha256(b'{"config":' + canonical_json(self.config) + b',"kind":"template","name":'
                                 + canonical_json(self.name) + b',"questions":[')
         with open(self.questions_path, "rb") as fh:
-            for n in range(len(self.index)):
+            for n in range(len(self.starts) - 1):
                 digest.update(b"," if n else b"")
                 digest.update(fh.read(self.starts[n + 1] - self.starts[n]))
         digest.update(b"]}")
@@ -188,7 +201,7 @@ class SpilledBenchmark:
 
     def _registration(self, source: dict, causation: str, fh: IO[bytes]) -> Iterator[NewEvent]:
         """``benchmark.registered`` and, past one part, its ``benchmark.questions_added``."""
-        bounds = [*self.parts, len(self.index)]
+        bounds = [*self.parts, len(self.starts) - 1]
         data = {"benchmark": self.benchmark, "name": self.name, "kind": "template", "format": "benchmark",
                 "config": self.config, "questions": self._questions(bounds[0], bounds[1], fh), "source": source,
                 "rejected_questions": [], "rejected_traits": [],
@@ -196,7 +209,7 @@ class SpilledBenchmark:
         if self.warnings:
             data["warnings"] = self.warnings
         if len(self.parts) > 1:
-            data = {**data, "question_count": len(self.index), "question_parts": len(self.parts)}
+            data = {**data, "question_count": len(self.starts) - 1, "question_parts": len(self.parts)}
         stream, meta = f"benchmark:{self.benchmark}", ev.meta(causation)
         yield NewEvent(stream, "benchmark.registered", data, key=self.benchmark, meta=meta)
         for number in range(1, len(self.parts)):
@@ -208,16 +221,19 @@ class SpilledBenchmark:
     def _cases(self, source: dict, causation: str, fh: IO[bytes]) -> Iterator[NewEvent]:
         """``responses.registered`` (every case id), then a ``case.opened`` per response."""
         record = self.record()
-        ids = [case_id(self.benchmark, qid, model, text) for qid, model, text in self._responses()]
-        yield ev.responses_opened(record, source, ids, causation)
 
         @lru_cache(maxsize=_QUESTION_CACHE)
         def question(number: int) -> dict:
             return self._questions(number, number + 1, fh)[0]
 
-        for n, (qid, model, text) in enumerate(self._responses()):
+        # Every case id in one event: the list is let go once it is appended, and each case's id
+        # made again below (cheaper than holding 100,000 of them through the whole batch).
+        yield ev.responses_opened(record, source, [case_id(self.benchmark, qid, model, text)
+                                                   for _, qid, model, text in self._responses()], causation)
+        for n, (number, qid, model, text) in enumerate(self._responses()):
             response = ParsedResponse(qid, model, text, f"$.responses[{n}]")
-            yield ev.case_opened(record, response, question(self.index[qid]), source, causation, ids[n])
+            cid = case_id(self.benchmark, qid, model, text)
+            yield ev.case_opened(record, response, question(number), source, causation, cid)
 
 
 def read_native(spool: Path, folder: Path, max_response_chars: int) -> SpilledBenchmark | None:
