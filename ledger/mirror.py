@@ -21,7 +21,7 @@ from evalledger.ledger.persistence import is_disk_full
 if TYPE_CHECKING:
     from evalledger.ledger.sqlite import SQLiteRecorder
 
-_FLUSH_BYTES = 4 << 20   # a catch-up writes at most about this many bytes of lines at once
+_FLUSH_BYTES = 1 << 20   # a catch-up writes at most about this many bytes of lines at once
 
 def line_seq(line: bytes) -> int:
     """The seq of a stored line, read from its tail (stream and type never hold a quote)."""
