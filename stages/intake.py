@@ -253,7 +253,9 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
     if led.get(ev.file_event_id(read.sha256)) is None:
         with tempfile.TemporaryDirectory(dir=read.spool.parent, prefix=".spill-") as folder:
             spilled = intake_stream.read_native(read.spool, Path(folder), max_response_chars)
-            if spilled is not None and not spilled.needs_whole(led):
+            # an earlier version to compare with, or pending responses waiting for it: read whole
+            if spilled is not None and not spilled.has_earlier_version(led) \
+                    and not pending_for(led, spilled.record()):
                 if type(led.recorder).keep_file is not Recorder.keep_file:   # a store that keeps files
                     led.keep_file(read.sha256, read.whole())
                 result = _accept_spilled(led, spilled, name, read)

@@ -177,15 +177,11 @@ class SpilledBenchmark:
         fh.seek(self.starts[first])
         return [orjson.loads(fh.read(self.starts[n + 1] - self.starts[n])) for n in range(first, stop)]
 
-    def needs_whole(self, led: Ledger) -> bool:
-        """True when intake must see every question at once: an earlier version of this name to
-        compare with (``version_lineage``), or pending responses that wait for it."""
-        for event in led.read(types=["benchmark.registered"]):
-            if event.data["name"] == self.name and event.data["kind"] == "template":
-                return True
-        record = {"benchmark": self.benchmark, "name": self.name}
-        from evalledger.stages.intake import pending_for
-        return bool(pending_for(led, record))
+    def has_earlier_version(self, led: Ledger) -> bool:
+        """True when a benchmark of this name is registered already: intake then compares every
+        question with it (``version_lineage``), so it reads the file whole."""
+        return any(event.data["name"] == self.name and event.data["kind"] == "template"
+                   for event in led.read(types=["benchmark.registered"]))
 
     def record(self) -> dict:
         """What ``case.opened`` and ``responses.registered`` need of the registration."""

@@ -40,8 +40,9 @@ def _scanner() -> Any:
 class _Window:
     """The decoded text of a binary file, read on demand; text already consumed is dropped."""
 
-    def __init__(self, fh: IO[bytes]):
+    def __init__(self, fh: IO[bytes], size: int = WINDOW):
         self.fh = fh
+        self.size = size
         self.decoder = codecs.getincrementaldecoder("utf-8")()
         self.text = ""
         self.eof = False
@@ -51,7 +52,7 @@ class _Window:
         """Read the next chunk onto the text; False at the end of the file."""
         if self.eof:
             return False
-        chunk = self.fh.read(WINDOW)
+        chunk = self.fh.read(self.size)
         try:
             added = self.decoder.decode(chunk, final=not chunk)
         except UnicodeDecodeError:
@@ -65,7 +66,7 @@ class _Window:
 
     def drop(self, upto: int) -> int:
         """Forget the text before ``upto``; returns the new index of that position (0)."""
-        if upto > WINDOW // 2:
+        if upto > self.size // 2:
             self.text = self.text[upto:]
             return 0
         return upto
@@ -119,12 +120,14 @@ def _key(window: _Window, at: int) -> tuple[str, int]:
     return key, window.space(end + 1)
 
 
-def read_document(fh: IO[bytes], arrays: frozenset[str]) -> Iterator[tuple[str, int | None, Any]]:
+def read_document(fh: IO[bytes], arrays: frozenset[str],
+                  read_size: int = WINDOW) -> Iterator[tuple[str, int | None, Any]]:
     """The top-level object of the JSON file ``fh`` as ``(key, None, value)`` for each key, except
     the keys in ``arrays`` whose value is a list: ``(key, index, item)`` for each of its items
     (``(key, -1, None)`` first, so an empty list still shows). Raises NotStreamable (possibly after
-    items were given) for anything a whole-document parse would not return as it is."""
-    window, scan = _Window(fh), _scanner()
+    items were given) for anything a whole-document parse would not return as it is. ``read_size``:
+    the bytes read at a time."""
+    window, scan = _Window(fh, read_size), _scanner()
     seen: set[str] = set()
     at = window.space(0)
     if window.char(at) != "{":
