@@ -250,17 +250,22 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
     """Ingest a large file from its spool: a plainly valid native benchmark item by item
     (``intake_stream``: the same events, in bounded memory), any other file read whole."""
     assert read.spool is not None
-    if led.get(ev.file_event_id(read.sha256)) is None:
-        with tempfile.TemporaryDirectory(dir=read.spool.parent, prefix=".spill-") as folder:
-            spilled = intake_stream.read_native(read.spool, Path(folder), max_response_chars)
-            # an earlier version to compare with, or pending responses waiting for it: read whole
-            if spilled is not None and not spilled.has_earlier_version(led) \
-                    and not pending_for(led, spilled.record()):
-                if type(led.recorder).keep_file is not Recorder.keep_file:   # a store that keeps files
-                    led.keep_file(read.sha256, read.whole())
-                result = _accept_spilled(led, spilled, name, read)
-                resolve_pending(led)
-                return result
+    known = led.get(ev.file_event_id(read.sha256))
+    if known is not None:   # as ingest_bytes says it, without reading the file into memory
+        result = _known(led, known)
+        if result.ok:
+            resolve_pending(led)
+        return result
+    with tempfile.TemporaryDirectory(dir=read.spool.parent, prefix=".spill-") as folder:
+        spilled = intake_stream.read_native(read.spool, Path(folder), max_response_chars)
+        # an earlier version to compare with, or pending responses waiting for it: read whole
+        if spilled is not None and not spilled.has_earlier_version(led) \
+                and not pending_for(led, spilled.record()):
+            if type(led.recorder).keep_file is not Recorder.keep_file:   # a store that keeps files
+                led.keep_file(read.sha256, read.whole())
+            result = _accept_spilled(led, spilled, name, read)
+            resolve_pending(led)
+            return result
     return ingest_bytes(led, read.whole(), name, sha=read.sha256, max_response_chars=max_response_chars,
                         collection=collection)
 
