@@ -202,3 +202,18 @@ def test_spooled_ingest_memory_does_not_grow_with_the_file(tmp_path):
     # kept for the events); spooled, well under 1 KB a case (mostly the case ids of one event).
     per_case_kb = (large - small) * 1024 / 8000
     assert per_case_kb < 1.5, f"the peak grows {per_case_kb:.2f} KB a case ({small:.0f} -> {large:.0f} MB)"
+
+
+def test_a_spooled_benchmark_in_a_postgresql_store_keeps_its_file_and_the_same_events(tmp_path):
+    from postgres_support import postgres_home
+    path = write(tmp_path, "pg.json", arithmetic_benchmark(150, "pg"))
+    found = []
+    for label, spool in (("whole", WHOLE), ("spooled", 0)):
+        home = postgres_home(tmp_path / label)
+        with ledger.open_ledger(home) as led:
+            assert ingest_path(led, path, spool_above=spool).cases_opened == 300
+            sha, _ = sha256_of(path)
+            # kept in the store itself (not only in this home's processed/), for every machine
+            assert led.recorder.file_bytes(sha) == path.read_bytes()
+        found.append(events_of(home))
+    assert found[0] == found[1]
