@@ -31,7 +31,8 @@ from evalledger.ledger.api import (
     parse_head,
     store_of,
 )
-from evalledger.ledger.catalog import Payload, event_type, known_types, payload_model, upcaster
+from evalledger.ledger.blobs import stored_part
+from evalledger.ledger.catalog import Payload, event_type, known_types, payload_model, schema_version, upcaster
 from evalledger.ledger.envelope import EnvelopeError, Event, NewEvent, canonical_json, decode_json, event_id
 from evalledger.ledger.importer import ImportRefused
 from evalledger.ledger.persistence import (
@@ -50,5 +51,6 @@ __all__ = [
     "Ledger", "LedgerError", "NewEvent",
     "Payload",
     "Problem", "ScanRow", "StoredPayload", "VerifyReport", "canonical_json", "decode_json", "default_home", "event_id", "event_type", "init_home",
-    "is_home", "known_types", "mirror_form", "open_ledger", "parse_head", "payload_model", "stored_payload", "upcaster",
+    "is_home", "known_types", "mirror_form", "open_ledger", "parse_head", "payload_model", "schema_version",
+    "stored_part", "stored_payload", "upcaster",
 ]

@@ -326,6 +326,13 @@ class Ledger:
         """The event with this id, or None."""
         return self.recorder.get(id)
 
+    def get_stored(self, id: str) -> Event | None:
+        """The event with this id (or None) as stored: in a store with blobs, its ``stored_data``
+        may hold blob references (``join`` resolves a part; ``get`` reads it whole), so a reader
+        that needs a few small fields of a large event reads no blob. Other stores give it whole."""
+        stored = getattr(self.recorder, "get_stored", None)
+        return stored(id) if stored is not None else self.recorder.get(id)
+
     def stream_version(self, stream: str) -> int:
         """The version of the last event in ``stream`` (0 when empty)."""
         return self.recorder.stream_version(stream)

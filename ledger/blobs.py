@@ -92,6 +92,13 @@ def split(data: Any, raw: bytes) -> tuple[bytes, dict[str, bytes]]:
     return _encode(stored), blobs
 
 
+def stored_part(value: Any) -> Any:
+    """What one part of a split payload (a judge call's ``request``, say) is stored as: a
+    reference when it is a blob of its own, else itself with its large parts referenced. A pure
+    function of the value, like ``split``: two parts with the same stored form hold the same data."""
+    return _split_value(value, {})
+
+
 def split_batch(batch: list[Prepared], known: set[str], blobs: dict[str, bytes]) -> list[Prepared]:
     """The batch with the payloads of ``SPLIT_TYPES`` split; the blobs not in ``known`` (committed
     by this writer already, so not packed again) go into ``blobs``, in dependency order."""

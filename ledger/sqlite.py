@@ -566,6 +566,12 @@ class SQLiteRecorder(Recorder):
             row = self.conn.execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (id,)).fetchone()
         return self._event(row) if row else None
 
+    def get_stored(self, id: str) -> Event | None:
+        """The event with this id as stored: blob references in its data are left in place."""
+        with self._thread_lock:
+            row = self.conn.execute(f"SELECT {COLUMNS} FROM events WHERE id = ?", (id,)).fetchone()
+        return Event(*row) if row else None
+
     def stream_version(self, stream: str) -> int:
         with self._thread_lock:
             return self._select_version(stream)

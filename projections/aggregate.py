@@ -32,10 +32,21 @@ def judges_of(cases: list[dict], runs: dict[str, dict] | None = None) -> list[di
     """The judges behind these cases: (backend, model) with call counts, plus those runs declared."""
     seen: dict[tuple[str, str], int] = {}
     for case in cases:
-        for stored in case["calls"].values():
-            call = call_fields(stored)
-            key = (_backend_label(call), str(call["model"]))
-            seen[key] = seen.get(key, 0) + 1
+        count_calls(case, seen)
+    return judge_list(seen, runs)
+
+
+def count_calls(case: dict, seen: dict[tuple[str, str], int]) -> None:
+    """Add one case's judge calls to ``seen``: (backend, model) -> calls (reports tally case by case)."""
+    for stored in case["calls"].values():
+        call = call_fields(stored)
+        key = (_backend_label(call), str(call["model"]))
+        seen[key] = seen.get(key, 0) + 1
+
+
+def judge_list(seen: dict[tuple[str, str], int], runs: dict[str, dict] | None) -> list[dict[str, Any]]:
+    """The judges as reports state them: the tallied calls, plus the judges the runs declared."""
+    seen = dict(seen)
     for run in (runs or {}).values():
         started = run.get("started") or {}
         judge = started.get("judge") if isinstance(started.get("judge"), dict) else {}
@@ -57,7 +68,12 @@ def _backend_label(call: dict) -> str:
 
 def config_hashes_of(cases: list[dict], runs: dict[str, dict] | None = None) -> list[str]:
     """Every config hash the stages stamped on these cases' events, plus those of the runs."""
-    hashes = {h for case in cases for h in case["config_hashes"]}
+    return hash_list({h for case in cases for h in case["config_hashes"]}, runs)
+
+
+def hash_list(hashes: set[str], runs: dict[str, dict] | None) -> list[str]:
+    """The cases' config hashes (``hashes``) with those the runs declared, sorted."""
+    hashes = set(hashes)
     for run in (runs or {}).values():
         for part in (run.get("started") or {}, run.get("completed") or {}):
             if part.get("config_hash"):

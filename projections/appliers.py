@@ -10,6 +10,7 @@ histories give the same states.
 from __future__ import annotations
 
 import hashlib
+from itertools import compress
 from typing import Any, Callable
 
 import orjson
@@ -37,7 +38,11 @@ ALWAYS_STORED = frozenset(("case_id", "benchmark", "kind", "question_id", "model
 
 def sparse_case(case: dict[str, Any]) -> dict[str, Any]:
     """The state as stored: empty defaults left out (a third of a small case's bytes)."""
-    return {k: v for k, v in case.items() if v or k in ALWAYS_STORED}
+    stored = dict(compress(case.items(), case.values()))   # the items with a value, picked in C
+    for key in ALWAYS_STORED:
+        if key not in stored and key in case:
+            stored[key] = case[key]
+    return stored
 
 
 def restore_case(stored: dict[str, Any]) -> dict[str, Any]:
@@ -168,7 +173,11 @@ def call_target(role: Any, request: Any) -> tuple[str | None, list[str]]:
     """(subject, names) a deep-judgment call served; (None, []) for other roles."""
     if role not in DEEP_ROLES or not isinstance(request, dict):
         return None, []
-    payload = request.get("payload")
+    return payload_target(role, request.get("payload"))
+
+
+def payload_target(role: Any, payload: Any) -> tuple[str | None, list[str]]:
+    """(subject, names) a deep-judgment call of ``role`` served, read from its request's payload."""
     if not isinstance(payload, dict):
         return None, []
     if role == "score_trait":
@@ -190,6 +199,10 @@ def call_target(role: Any, request: Any) -> tuple[str | None, list[str]]:
 # A key read there must be listed here (tests/test_projection_blob_reads.py checks the two agree).
 JUDGE_CALL_READS = ("case_id", "role", "backend", "model", "attempt", "error", "source_backend", "usage", "cost",
                     "cost_usd", "source_event", "order")
+# The read parts ``judge_call_entry`` takes as they are stored when they are not containers (a
+# reference is a dict); ``usage`` and ``cost`` are looked at apart.
+# (``cost_usd`` and ``source_event`` are read for a cost that is not a number alone, ``case_id`` by the fold.)
+_SMALL_READS = ("backend", "model", "attempt", "error", "source_backend", "order")
 
 
 def judge_call_reads(d: dict, join: Callable[[Any], Any], open_ref: Callable[[Any], Any]) -> dict:
@@ -239,14 +252,55 @@ def _joined(value: Any, join: Callable[[Any], Any]) -> Any:
 
 
 def _judge_called(case, d, key, version):
-    usage = d.get("usage")
-    inp, out, total = _usage_tokens(usage) if usage else (0, 0, 0)
-    cost = d.get("cost")
-    subject, targets = call_target(d.get("role"), d.get("request"))
-    case["calls"][key] = [d.get("role"), d.get("backend"), d.get("model"), d.get("attempt"), d.get("error"),
-                          d.get("source_backend"), inp, out, total,
-                          float(cost) if cost.__class__ in (int, float) else _call_cost(d), subject, targets,
-                          d.get("order")]
+    case["calls"][key] = judge_call_entry(d)
+
+
+_NUMBER = (int, float)
+_NO_TARGET: tuple[None, list[str]] = (None, [])
+
+
+def judge_call_entry(d: dict, join: Callable[[Any], Any] | None = None,
+                     open_ref: Callable[[Any], Any] | None = None) -> list:
+    """A judge call's stored entry (``CALL_FIELDS`` order) from its payload.
+
+    ``join`` (with ``open_ref``) given: ``d`` is the payload as stored, blob references in place
+    (the rebuild's hot path); only what the entry reads is resolved. Most calls hold references in
+    their prompt and reply alone: then only ``usage`` (a dict) and, for a deep-judgment role, the
+    request's payload are looked at; any other read part that is a container (a reference is a
+    dict), or a cost that is not a number, takes ``judge_call_reads`` first. Without ``join``,
+    ``d`` is already resolved. One pass over the payload: this runs for a third of all events.
+    """
+    get = d.get
+    if join is not None:
+        role, cost = get("role"), get("cost")
+        kinds = set(map(type, map(get, _SMALL_READS)))   # in C: no Python loop over the names
+        if (len(d) == 1 or cost.__class__ not in _NUMBER or role.__class__ is not str
+                or dict in kinds or list in kinds):
+            d = judge_call_reads(d, join, open_ref)   # type: ignore[arg-type]
+            get, join = d.get, None
+    usage = get("usage")
+    if usage.__class__ is dict:
+        if join is not None:
+            usage = _joined(usage, join)
+        inp = usage.get("prompt_tokens", usage.get("input_tokens")) or 0
+        out = usage.get("completion_tokens", usage.get("output_tokens")) or 0
+        tokens = (int(inp), int(out), int(usage.get("total_tokens") or (inp + out)))
+    else:
+        tokens = (0, 0, 0)
+    role, cost = get("role"), get("cost")
+    subject, targets = _NO_TARGET
+    if role in DEEP_ROLES:
+        request = get("request")
+        if join is not None:
+            request = open_ref(request)   # type: ignore[misc]
+            if request.__class__ is dict and len(request) == 1 and "$lit" in request:   # looks like a reference
+                request = join(request)
+            payload = _joined(request.get("payload"), join) if request.__class__ is dict else None
+        else:
+            payload = request.get("payload") if isinstance(request, dict) else None
+        subject, targets = payload_target(role, payload)
+    return [role, get("backend"), get("model"), get("attempt"), get("error"), get("source_backend"), *tokens,
+            float(cost) if cost.__class__ in _NUMBER else _call_cost(d), subject, targets, get("order")]
 
 
 def subject_of(d: dict) -> str:

@@ -6,7 +6,7 @@ Numbers come from the aggregate document and from ``case_result``; this module o
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from evalledger.projections.markdown import (
     Markdown,
@@ -65,7 +65,7 @@ def side_by_side(results: list[dict], models: list[str], links: dict[str, str]) 
     for question in sorted(by_question, key=natural_key):
         row: list[Any] = [question]
         for model in models:
-            outcomes = [case_link(_outcome(r), r["case_id"], links) for r in by_question[question].get(model, [])]
+            outcomes = [case_link(outcome_label(r), r["case_id"], links) for r in by_question[question].get(model, [])]
             row.append(Markdown("; ".join(outcomes)) if outcomes else "-")
         rows.append(row)
     return ["### Side by side", ""] + table(["question", *(text(m) for m in models)], rows)
@@ -77,7 +77,7 @@ def case_link(label: Any, case_id: str, links: dict[str, str]) -> Markdown:
     return link(label, target) if target else Markdown(text(label))
 
 
-def _outcome(result: dict) -> str:
+def outcome_label(result: dict) -> str:
     if result["kind"] == "reconstruction" and result.get("calculated_metrics"):
         m = result["calculated_metrics"]
         return f"avg {fmt(m['average_score'])} (weighted {fmt(m['weighted_average_score'])})"
@@ -109,26 +109,33 @@ def trait_section(models: dict[str, dict]) -> list[str]:
 def attention_section(results: list[dict], links: dict[str, str]) -> list[str]:
     """Cases a reader must see, each linked to its section: every failed verdict, failed or
     pending (still in every denominator), overridden, auto-failed, abstained."""
-    rows = []
-    for r in results:
-        why = []
-        if r["verdict"] == "fail" and not r["auto_failed"] and not r["override"]:
-            why.append("failed: " + ("; ".join(r["auto_fail_reasons"]) or "the judge's verdict"))
-        if r["status"] != "judged":
-            why.append(r["status"] + ": " + ("; ".join(f"{f['stage']}: {f['reason']}" for f in r["failures"])
-                                             or "no final event yet"))
-        if r["override"]:
-            why.append("overridden: " + verdict_text(r))
-        if r["auto_failed"]:
-            why.append("auto-failed: " + ", ".join(r["auto_fail_reasons"]))
-        if r.get("abstained"):
-            why.append("abstained: " + str((r.get("abstention") or {}).get("evidence")))
-        if why:
-            rows.append([case_link(r["case_id"], r["case_id"], links), r["question_id"], group_label(r),
-                         " / ".join(why)])
+    rows = [[case_link(r["case_id"], r["case_id"], links), r["question_id"], group_label(r), why]
+            for r in results if (why := attention_reason(r))]
     if not rows:
         return []
-    return ["### Cases to look at", ""] + table(["case", "question", "model", "why"], rows)
+    return attention_header() + table(["case", "question", "model", "why"], rows)[2:]
+
+
+def attention_header() -> list[str]:
+    """The lines "Cases to look at" starts with, up to its table's first row."""
+    return ["### Cases to look at", ""] + table(["case", "question", "model", "why"], [])[:2]
+
+
+def attention_reason(r: dict) -> str | None:
+    """Why a case is among the cases to look at (None: it is not)."""
+    why = []
+    if r["verdict"] == "fail" and not r["auto_failed"] and not r["override"]:
+        why.append("failed: " + ("; ".join(r["auto_fail_reasons"]) or "the judge's verdict"))
+    if r["status"] != "judged":
+        why.append(r["status"] + ": " + ("; ".join(f"{f['stage']}: {f['reason']}" for f in r["failures"])
+                                         or "no final event yet"))
+    if r["override"]:
+        why.append("overridden: " + verdict_text(r))
+    if r["auto_failed"]:
+        why.append("auto-failed: " + ", ".join(r["auto_fail_reasons"]))
+    if r.get("abstained"):
+        why.append("abstained: " + str((r.get("abstention") or {}).get("evidence")))
+    return " / ".join(why) or None
 
 
 def repeats_section(models: dict[str, dict]) -> list[str]:
@@ -184,8 +191,17 @@ def render_benchmark(data: dict[str, Any], prov: dict[str, Any], results: list[d
                      pictures: list[tuple[str, str]], documents: dict[str, str],
                      case_links: dict[str, str] | None = None) -> str:
     """``<benchmark>/report.md``; ``case_links`` gives each case's section (case id -> link)."""
-    models = list(data["models"])
     links = case_links or {}
+    return "\n".join(benchmark_lines(data, prov, pictures, documents,
+                                     side_by_side(results, list(data["models"]), links),
+                                     attention_section(results, links)))
+
+
+def benchmark_lines(data: dict[str, Any], prov: dict[str, Any], pictures: list[tuple[str, str]],
+                    documents: dict[str, str], side: Iterable[str], attention: Iterable[str]) -> Iterator[str]:
+    """The lines of ``<benchmark>/report.md`` one by one; ``side`` and ``attention`` are the
+    sections with a row per question and per case to look at (a streamed report reads them a page
+    at a time)."""
     lines = [f"# Benchmark {text(data['benchmark'])}" + (f": {text(data['name'])}" if data["name"] else ""), ""]
     lines += provenance_lines(prov)
     lines += version_lines(data)
@@ -201,15 +217,16 @@ def render_benchmark(data: dict[str, Any], prov: dict[str, Any], results: list[d
         if title not in audit_groups:           # zone matrices are drawn inside their section
             lines += [f"![{label_text(title)}]({name})", ""]
     lines += comparison_section(data["comparisons"])
-    lines += side_by_side(results, models, links)
-    lines += field_section(data["models"]) + trait_section(data["models"])
+    yield from lines
+    yield from side
+    lines = field_section(data["models"]) + trait_section(data["models"])
     lines += repeats_section(data["models"])
     lines += reconstruction_section(data.get("reconstruction", {}))
     if documents:
         lines += ["### Documents", ""] + [f"- {link(doc, path)}" for doc, path in documents.items()] + [""]
     lines += audit_section(data.get("audit", {}), svg_names={k: v for k, v in pictures if k in data.get("audit", {})})
-    lines += attention_section(results, links)
-    return "\n".join(lines)
+    yield from lines
+    yield from attention
 
 
 def render_document(doc: dict[str, Any], prov: dict[str, Any]) -> str:

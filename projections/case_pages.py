@@ -10,7 +10,7 @@ file or a judge is escaped (``markdown.text``): a hostile id or response shows a
 from __future__ import annotations
 
 import posixpath
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from evalledger.projections.benchmark_md import verdict_text
 from evalledger.projections.markdown import fmt, provenance_lines, table, text
@@ -227,7 +227,14 @@ def iter_case_pages(title: str, prov: dict[str, Any], rows: list[dict], group_na
     """Each case page of one benchmark as (path relative to the benchmark folder, markdown), one
     at a time: ``load`` gives the (case, result) pairs of one page's case ids, so only one page's
     cases are held at once."""
-    for group, names, number, ids in page_plan(rows, group_names):
+    return pages_of_plan(title, prov, page_plan(rows, group_names), documents, load)
+
+
+def pages_of_plan(title: str, prov: dict[str, Any], plan: Iterable[tuple[str, list[str], int, list[str]]],
+                  documents: dict[str, str],
+                  load: Callable[[list[str]], list[tuple[dict, dict]]]) -> Iterator[tuple[str, str]]:
+    """``iter_case_pages`` from a page plan (``page_plan``'s tuples, or a streamed report's)."""
+    for group, names, number, ids in plan:
         name = names[number]
         lines = [f"# Cases: {text(title)}, {text(group)}", ""] + provenance_lines(prov)
         lines += [f"Page {number + 1} of {len(names)} ({count_of(len(ids), 'case')}, in case-id order). "

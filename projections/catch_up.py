@@ -27,6 +27,7 @@ from evalledger.projections.appliers import (
     apply_checkpoint_event,
     apply_run_event,
     case_id_of,
+    judge_call_entry,
     judge_call_reads,
     new_case,
     note_recorded_at,
@@ -203,10 +204,16 @@ def slot_key(stream: str, case_id: str, eid: str, version: int) -> str:
 
 
 def _fold_all(folder: _Folder, events) -> int:
-    """The hot loop: route each event to its case (inlined ``_Folder.fold`` for case events)."""
+    """The hot loop: route each event to its case (inlined ``_Folder.fold`` for case events).
+
+    The batch is written out (``FLUSH_EVERY`` cases) before a case is added to a full one: only
+    a new case makes it grow, so the events of cases already held never test its size.
+    """
     appliers = CASE_APPLIERS
     cases = folder.cases
     loads, digits_to_9, nineteen, marker = orjson.loads, _DIGITS_TO_9, _NINETEEN_DIGITS, _MARKER
+    judge_called, join, open_ref = appliers["judge.called"], folder.join, folder.open
+    flush_every, version_keys, known = FLUSH_EVERY, _VERSION_KEYS, len(_VERSION_KEYS)
     count = 0
     for etype, eid, stream, version, schema, raw, config_hash, recorded_at in events:
         count += 1
@@ -217,27 +224,46 @@ def _fold_all(folder: _Folder, events) -> int:
         if raw.__class__ is bytes and raw.translate(digits_to_9).find(nineteen) < 0:
             data = loads(raw)                   # the common case, inlined: no long integer
             if b"$" in raw and marker in raw:   # one byte is found fastest; then the two
+                if applier is judge_called and data.__class__ is dict:
+                    case_id = data.get("case_id")
+                    if case_id.__class__ is str:   # its entry resolves what it reads, in one pass
+                        case = cases.get(case_id)
+                        if case is None:
+                            if len(cases) >= flush_every:
+                                folder.flush(None)
+                                cases = folder.cases
+                            case = folder.case(case_id)
+                        key = (version_keys[version] if -1 < version < known else str(version)) \
+                            if stream == "case:" + case_id else eid
+                        case["calls"][key] = judge_call_entry(data, join, open_ref)
+                        continue   # a judge call carries no config_hash or recorded_at the fold reads
                 data = folder.resolved(etype, data)
         else:
             data = folder.payload(etype, schema, raw)
-        case_id = data.get("case_id") if data.__class__ is dict else None
+        if data.__class__ is not dict:
+            data = {}
+        case_id = data.get("case_id")
         if case_id.__class__ is not str:
             case_id = case_id_of(stream, data)
             if case_id is None:
                 continue
         case = cases.get(case_id)
         if case is None:
+            if len(cases) >= flush_every:
+                folder.flush(None)
+                cases = folder.cases
             case = folder.case(case_id)
-        key = str(version) if stream == "case:" + case_id else eid
-        applier(case, data if data.__class__ is dict else {}, key, version)
+        key = (version_keys[version] if -1 < version < known else str(version)) if stream == "case:" + case_id else eid
+        applier(case, data, key, version)
         if config_hash and etype != "case.opened" and config_hash not in case["config_hashes"]:
             case["config_hashes"] = sorted([*case["config_hashes"], config_hash])
         if recorded_at:
             note_recorded_at(case, recorded_at)
-        if len(cases) >= FLUSH_EVERY:
-            folder.flush(None)
-            cases = folder.cases
     return count
+
+
+# The slot keys of the first stream versions, made once: ``str(version)`` for every event cost more.
+_VERSION_KEYS = tuple(str(v) for v in range(1024))
 
 
 def rebuild(led, store: ReadModelStore) -> FoldResult:

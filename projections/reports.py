@@ -2,8 +2,9 @@
 
 ``render_into`` is a pure function of the stored read models (cases sorted by id, canonical
 JSON with sorted keys, fixed rounding): the same models give the same bytes. It hands each file
-to a sink as it is produced and holds no more of each case than the aggregates need, so memory
-does not hold every case, result and output file at once (``report_files``: the sinks).
+to a sink as it is produced (the big ones as streams) and keeps nothing per case: the aggregates
+are tallied case by case (``aggregate_stream``) and the report rows wait in a temporary SQLite
+file (``report_rows``), so memory stays flat as the home grows (``report_files``: the sinks).
 """
 
 from __future__ import annotations
@@ -11,17 +12,16 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
-import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Iterable
 
 from evalledger.projections import svg
-from evalledger.projections.aggregate import build_aggregates, provenance
+from evalledger.projections.aggregate_stream import AggregateBuilder
 from evalledger.projections.agreement import render_agreement, reviewer_agreement
 from evalledger.projections.appliers import ALWAYS_STORED, LATEST_CHECKPOINT, new_case
 from evalledger.projections.audit import ZONES
-from evalledger.projections.benchmark_md import render_benchmark, render_document
-from evalledger.projections.case_pages import case_links, iter_case_pages, page_groups
+from evalledger.projections.benchmark_md import benchmark_lines, render_document
+from evalledger.projections.case_pages import pages_of_plan
 from evalledger.projections.case_result import case_result
 from evalledger.projections.markdown import render_aggregate_report, render_index
 from evalledger.projections.reconstruction import document_report, score_histogram
@@ -32,6 +32,7 @@ from evalledger.projections.report_files import (  # noqa: F401 (write_files: re
     Sink,
     write_files,
 )
+from evalledger.projections.report_rows import ReportRows
 from evalledger.projections.results import NO_MODEL, group_label, usage_of
 from evalledger.projections.store import ReadModelStore, json_bytes
 
@@ -114,18 +115,6 @@ def version_links(benchmarks: dict[str, dict], folders: dict[str, str]) -> dict[
 # load their cases again a page at a time); left out of the states held for the whole render.
 _PAGE_ONLY = frozenset(("question", "response", "excerpts", "reasoning", "parsed", "risk", "missing_excerpts",
                         "opened", "response_chars", "judged_at"))
-# The keys of a case's result that report.md's tables read (the side-by-side table, the cases to look at).
-_ROW_KEYS = ("case_id", "benchmark", "kind", "question_id", "model", "profile", "status", "verdict",
-             "original_verdict", "override", "auto_failed", "abstained", "abstention", "auto_fail_reasons",
-             "failures", "calculated_metrics", "audit")
-
-
-# The values that repeat from case to case (one judge, one config, one flow of stage events: calls
-# and verdicts are keyed by stream versions); values unique to a case are not worth a lookup.
-_REPEATING = frozenset(("calls", "fields", "config", "config_hashes", "judged", "auto_fail_reasons",
-                        "traits_auto_failed", "excerpt_retries"))
-
-
 class Facts(dict):
     """A case state kept for the aggregates: only its non-empty keys; a missing one reads as the
     empty default every state has (``new_case``), so the aggregates see the same case."""
@@ -137,22 +126,11 @@ class Facts(dict):
 _DEFAULTS = new_case("")
 
 
-class Interner:
-    """One shared object per distinct JSON value: 100,000 cases judged by one judge under one
-    config hold that judge's call records and that config once, not 100,000 times. The aggregates
-    only read what they are given."""
-
-    def __init__(self) -> None:
-        self.seen: dict[bytes, Any] = {}
-
-    def __call__(self, value: Any) -> Any:
-        return self.seen.setdefault(json_bytes(value), value)
-
-
-def aggregate_facts(case: dict, intern: Interner) -> dict:
+def aggregate_facts(case: dict) -> dict:
     """The part of a case state the aggregates read: a template case without its page-only keys,
-    its empty keys and, of its fields, anything but whether each passed, with repeated values
-    shared (reconstruction and audit cases are kept whole: their aggregates and documents read more)."""
+    its empty keys and, of its fields, anything but whether each passed (reconstruction and audit
+    cases are kept whole: their aggregates and documents read more). Only the benchmarks with such
+    cases keep their facts (``aggregate_stream``); the rest are tallied and let go."""
     if case["kind"] != "template":
         return case
     facts = Facts()
@@ -161,34 +139,16 @@ def aggregate_facts(case: dict, intern: Interner) -> dict:
             continue
         if key == "fields":
             value = {name: {"passed": field["passed"]} for name, field in value.items()}
-        if key in _REPEATING:
-            value = intern(value)
-        elif isinstance(value, str) and key != "case_id":     # benchmark, model, question ids repeat
-            value = sys.intern(value)
         facts[key] = value
     return facts
 
 
-class Row(dict):
-    """A case's report row: its empty keys left out, read back as empty."""
-
-    def __missing__(self, key: str) -> Any:
-        return [] if key in ("auto_fail_reasons", "failures") else None
-
-
-def report_row(result: dict) -> dict:
-    """The part of a case's result the benchmark report's tables and page plan read (empty keys
-    left out; ids and labels that repeat across cases held once)."""
-    return Row((k, sys.intern(v) if isinstance(v, str) and k != "case_id" else v)
-               for k, v in ((k, result.get(k)) for k in _ROW_KEYS) if v)
-
-
 def _benchmark_files(sink: Sink, store: ReadModelStore, bench: str, folder: str, data: dict, cases: list[dict],
-                     rows: list[dict], agg: dict, position: tuple[int, str]) -> None:
+                     rows: ReportRows, prov: dict, agg: dict) -> None:
     """report.md, pictures, per-document files and case pages of one benchmark, each into ``sink``
-    as it is rendered (``cases``: the benchmark's aggregate facts, ``rows`` its report rows)."""
-    prov = {**provenance(position, cases, None),   # this benchmark's own judges and configs
-            "checkpoint": agg["checkpoint"]}
+    as it is rendered (``cases``: the benchmark's cases kept whole, [] for a tallied one; ``rows``
+    every case's report row; ``prov`` the benchmark's own judges and configs)."""
+    prov = {**prov, "checkpoint": agg["checkpoint"]}
     pictures: list[tuple[str, str]] = []
     model_names = unique_names(list(data["models"]))
     rated = {m: s for m, s in data["models"].items() if s["pass_rate"] is not None}
@@ -226,13 +186,26 @@ def _benchmark_files(sink: Sink, store: ReadModelStore, bench: str, folder: str,
         document_of[case["case_id"]] = f"documents/{base}.md"
     audit_pictures = [(t, n) for t, n in pictures if t in audit]
     other_pictures = [(t, n) for t, n in pictures if t not in audit]
-    group_names = unique_names(list(page_groups(rows)))
-    for rel, body in iter_case_pages(str(data.get("name") or bench), prov, rows, group_names, document_of,
-                                     lambda ids: _page_cases(store, ids)):
+    group_names = unique_names(rows.groups(bench))
+    for rel, body in pages_of_plan(str(data.get("name") or bench), prov, rows.page_plan(bench, group_names),
+                                   document_of, lambda ids: _page_cases(store, ids)):
         sink.put(f"{folder}/{rel}", body.encode())
-    text = render_benchmark(data, prov, rows, other_pictures + audit_pictures,
-                            dict(sorted(documents.items())), case_links(rows, group_names))
-    sink.put(f"{folder}/report.md", text.encode())
+    lines = benchmark_lines(data, prov, other_pictures + audit_pictures, dict(sorted(documents.items())),
+                            rows.side_by_side(bench, list(data["models"]), group_names),
+                            rows.attention(bench, group_names))
+    with sink.stream(f"{folder}/report.md") as out:
+        _write_lines(out, lines)
+
+
+def _write_lines(out: BinaryIO, lines: Iterable[str]) -> None:
+    """Write ``"\n".join(lines)`` as UTF-8 a piece at a time (no whole text held)."""
+    batch: list[str] = []
+    for i, line in enumerate(lines):
+        batch.append(line if i == 0 else "\n" + line)
+        if len(batch) >= 200:
+            out.write("".join(batch).encode())
+            batch = []
+    out.write("".join(batch).encode())
 
 
 def _page_cases(store: ReadModelStore, ids: list[str]) -> list[tuple[dict, dict]]:
@@ -241,40 +214,47 @@ def _page_cases(store: ReadModelStore, ids: list[str]) -> list[tuple[dict, dict]
     return [(states[i], case_result(states[i])) for i in ids]
 
 
+def _whole_benchmarks(store: ReadModelStore) -> set[str]:
+    """The benchmarks (as ``str``) with a case of another kind than template: their aggregates
+    read whole cases, so theirs are kept; every other benchmark is tallied case by case."""
+    return {str(b) for (b,) in store.conn.execute(
+        "SELECT DISTINCT benchmark FROM proj_cases WHERE kind IS NOT 'template'")}
+
+
 def render_into(store: ReadModelStore, sink: Sink) -> None:
     """Render every report file from the read models alone into ``sink``, each as it is produced.
 
     Two passes over the cases, in case-id order: the first writes ``evaluations.jsonl`` line by
-    line and keeps of each case only what the aggregates and report tables read; the case pages
-    then read their cases again, one page at a time. The bytes equal those of rendering with
+    line, tallies the aggregates (``aggregate_stream``) and spills each case's report row to a
+    temporary file (``report_rows``); the case pages then read their cases again, one page at a
+    time, and each ``report.md`` is written as a stream. The bytes equal those of rendering with
     every case in memory.
     """
     position = store.position()
     benchmarks = store.load_keyed("proj_benchmarks")
     runs = store.load_keyed("proj_runs")
     checkpoint = store.load_keyed("proj_checkpoints").get(LATEST_CHECKPOINT)
-    cases: list[dict] = []
-    rows: list[dict] = []
-    intern = Interner()
-    with sink.stream("evaluations.jsonl") as out:
-        for case in store.iter_cases():
-            result = case_result(case)
-            out.write(json_bytes(result) + b"\n")
-            cases.append(aggregate_facts(case, intern))
-            rows.append(report_row(result))
-    agg = build_aggregates(position, cases, benchmarks, runs, checkpoint)
-    sink.put("aggregate-stats.json", pretty_json(agg))
-    folders = benchmark_folders(agg["benchmarks"])
-    by_bench: dict[str, list[int]] = {}
-    for i, case in enumerate(cases):
-        by_bench.setdefault(str(case["benchmark"]), []).append(i)
-    links = version_links(agg["benchmarks"], folders)
-    for bench, data in agg["benchmarks"].items():
-        idx = by_bench.get(bench, [])
-        _benchmark_files(sink, store, bench, folders[bench], {**data, "version_links": links.get(bench, [])},
-                         [cases[i] for i in idx], [rows[i] for i in idx], agg, position)
+    builder = AggregateBuilder(_whole_benchmarks(store))
+    rows = ReportRows()
+    try:
+        with sink.stream("evaluations.jsonl") as out:
+            for case in store.iter_cases():
+                result = case_result(case)
+                out.write(json_bytes(result) + b"\n")
+                builder.add(aggregate_facts(case))
+                rows.add(result)
+        rows.finish()
+        agg = builder.finish(position, benchmarks, runs, checkpoint, rows.paired_counts)
+        sink.put("aggregate-stats.json", pretty_json(agg))
+        folders = benchmark_folders(agg["benchmarks"])
+        links = version_links(agg["benchmarks"], folders)
+        for bench, data in agg["benchmarks"].items():
+            _benchmark_files(sink, store, bench, folders[bench], {**data, "version_links": links.get(bench, [])},
+                             builder.benchmark_cases(bench), rows, builder.benchmark_provenance(bench, position), agg)
+    finally:
+        rows.close()
     sink.put("index.md", render_index(agg, folders).encode())
-    sink.put("agreement.md", render_agreement(reviewer_agreement(cases), agg["ledger_head"],
+    sink.put("agreement.md", render_agreement(reviewer_agreement(builder.reviewed), agg["ledger_head"],
                                               agg["checkpoint"]).encode())
     sink.put("aggregate-report.md", render_aggregate_report(agg, folders).encode())
 

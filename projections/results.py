@@ -9,7 +9,7 @@ order in which cases finished.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from evalledger.projections.appliers import call_fields
 from evalledger.projections.stats import (
@@ -266,18 +266,36 @@ def compare_models(benchmark: str, by_model: dict[str, list[dict]]) -> list[dict
     models = sorted(m for m, cases in by_model.items() if any(effective_verdict(c) for c in cases)
                     or any(c["kind"] == "template" for c in cases))
     outcomes = {m: _outcomes(by_model[m]) for m in models}
+    return compare_pairs(benchmark, models, lambda a, b: paired_counts(outcomes[a], outcomes[b]))
+
+
+PairCounts = tuple[int, int, int, int, int]   # pairs, both pass, a only, b only, unfinished pairs
+
+
+def paired_counts(a: dict[str, tuple[int, bool]], b: dict[str, tuple[int, bool]]) -> PairCounts | None:
+    """Two models' outcomes (question_id -> (passed, finished)) counted over their shared
+    questions; None when they share none."""
+    shared = sorted(set(a) & set(b))
+    if not shared:
+        return None
+    pa = [a[q] for q in shared]
+    pb = [b[q] for q in shared]
+    return (len(shared), sum(1 for x, y in zip(pa, pb) if x[0] and y[0]),
+            sum(1 for x, y in zip(pa, pb) if x[0] and not y[0]), sum(1 for x, y in zip(pa, pb) if y[0] and not x[0]),
+            sum(1 for x, y in zip(pa, pb) if not (x[1] and y[1])))
+
+
+def compare_pairs(benchmark: str, models: list[str],
+                  counts: Callable[[str, str], PairCounts | None]) -> list[dict[str, Any]]:
+    """``compare_models``'s rows for ``models`` (sorted), from each pair's counts over their shared
+    questions (``counts(a, b)``: a streamed report counts them in SQL, not from every case)."""
     rows = []
     for i, a in enumerate(models):
         for b_model in models[i + 1:]:
-            shared = sorted(set(outcomes[a]) & set(outcomes[b_model]))
-            if not shared:
+            paired = counts(a, b_model)
+            if paired is None:
                 continue
-            pa = [outcomes[a][q] for q in shared]
-            pb = [outcomes[b_model][q] for q in shared]
-            both = sum(1 for x, y in zip(pa, pb) if x[0] and y[0])
-            a_only = sum(1 for x, y in zip(pa, pb) if x[0] and not y[0])
-            b_only = sum(1 for x, y in zip(pa, pb) if y[0] and not x[0])
-            n = len(shared)
+            n, both, a_only, b_only, unfinished = paired
             interval = paired_bootstrap_interval(a_only, b_only, n, seed_for(benchmark, a, b_model))
             rows.append({
                 "model_a": a, "model_b": b_model, "pairs": n, "both_pass": both, "a_only": a_only,
@@ -286,7 +304,7 @@ def compare_models(benchmark: str, by_model: dict[str, list[dict]]) -> list[dict
                 "difference": rnd((b_only - a_only) / n),
                 "difference_ci95": [rnd(interval[0]), rnd(interval[1])],
                 "mcnemar_p": rnd(mcnemar_exact(a_only, b_only), 6),
-                "unfinished_pairs": sum(1 for x, y in zip(pa, pb) if not (x[1] and y[1])),
+                "unfinished_pairs": unfinished,
                 "verdict": _comparison_sentence(a, b_model, a_only, b_only, mcnemar_exact(a_only, b_only)),
             })
     return rows

@@ -28,7 +28,8 @@ from evalledger.projections.appliers import restore_case, sparse_case
 
 # Bump when the shape of a stored state changes: tables folded by another version are dropped and
 # refolded from seq 1 on first use, so an update never mixes states of two fold versions.
-FOLD_VERSION = 8   # 5: verdict.confirmed folded (confirmations); 6: abstention, judged_at; 7: repeats; 8: checkpoints, responses
+FOLD_VERSION = 9   # 5: verdict.confirmed folded (confirmations); 6: abstention, judged_at; 7: repeats; 8: checkpoints, responses;
+# 9: row_hash frames the state column as its own bytes (the stored digests of version 8 differ)
 POSITION_NAME = f"projections/v{FOLD_VERSION}"
 TABLES = ("proj_position", "proj_cases", "proj_benchmarks", "proj_runs", "proj_checkpoints", "proj_digest")
 # Each table and the column it is keyed by, in the order the digest (and a comparison) reads them.
@@ -57,8 +58,20 @@ class ReadModelsAltered(Exception):
 
 def row_hash(table: str, row: tuple) -> int:
     """sha256 of one row (with its table's name) as an integer; the digest XORs them, so it can be
-    updated row by row and does not depend on the order rows were written in."""
-    return int.from_bytes(hashlib.sha256(table.encode() + b"\n" + json_bytes(list(row))).digest(), "big")
+    updated row by row and does not depend on the order rows were written in.
+
+    The last column (a state's JSON text, or the position's hash) is hashed as its own UTF-8 bytes
+    after a newline, the others as a JSON array: encoding a state again as a JSON string (escaping
+    every quote in it) cost a rebuild more than hashing it. Canonical JSON holds no raw newline, so
+    the framing is unambiguous; a row whose last column is not text (changed from a shell) is
+    hashed as one JSON array, with no newline after the table's line.
+    """
+    last = row[-1]
+    if last.__class__ is str:
+        body = json_bytes(list(row[:-1])) + b"\n" + last.encode("utf-8")
+    else:
+        body = json_bytes(list(row))
+    return int.from_bytes(hashlib.sha256(table.encode() + b"\n" + body).digest(), "big")
 
 
 def json_bytes(value: Any, indent: bool = False) -> bytes:

@@ -16,6 +16,9 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import sqlite3
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -281,3 +284,48 @@ def test_a_stand_in_that_forgets_its_requests_still_counts_them():
     os.environ.setdefault("OPENAI_API_KEY", "sk-test-not-a-real-key")
     stand_in = asyncio.run(go())
     assert len(stand_in.requests) == 3 and all(r["body"] is None for r in stand_in.requests)
+
+
+_EXIT_WITHOUT_CLOSING = """
+import asyncio, sys
+from evalledger import ledger
+from evalledger.stages.judge import JudgeSettings, make_judge
+
+async def go(led):
+    settings = JudgeSettings(backend="openai", model="m", base_url=sys.argv[2], concurrency=1)
+    judge = make_judge(settings, led)          # never closed: the program just ends
+    request = {"context_input": "Revenue rose 5%.", "model_output": "Revenue rose 5%.", "facts": ["f"]}
+    try:
+        await asyncio.wait_for(judge.call("check_facts", request, case_id="c1"), 1.0)
+    except asyncio.TimeoutError:
+        print("gave up waiting", flush=True)   # the reply came, its record waits for the write lock
+
+led = ledger.open_ledger(sys.argv[1])
+asyncio.run(go(led))
+"""
+
+
+def test_a_paid_call_queued_for_recording_is_committed_when_the_program_exits_without_closing(tmp_path, monkeypatch):
+    """A caller that gives up waiting, in a program that never closes its judge, still gets its
+    paid call recorded: the exit waits for the writer thread instead of killing it mid-queue."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    home = tmp_path / "home"
+    ledger.init_home(home)
+    with StandInThread(StandIn()) as stand_in:
+        blocker = sqlite3.connect(home / "ledger.db", isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")                  # another writer holds the ledger
+        child = subprocess.Popen([sys.executable, "-c", _EXIT_WITHOUT_CLOSING, str(home), stand_in.base_url],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "gave up waiting"
+            with pytest.raises(subprocess.TimeoutExpired):
+                child.wait(timeout=1.0)                     # the exit waits for the record to commit
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        _, err = child.communicate(timeout=60)
+        assert child.returncode == 0, err
+    with ledger.open_ledger(home) as led:
+        calls = list(led.read(types=["judge.called"]))
+    assert len(calls) == 1 and calls[0].data["case_id"] == "c1"

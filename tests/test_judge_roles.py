@@ -179,3 +179,27 @@ def test_parse_prompt_shows_the_template_schema_encoded_once_per_template():
     assert f"```json\n{expected}\n```" in first[1]["content"]
     assert f"```json\n{expected}\n```" in second[1]["content"]
     assert _schema_text.cache_info().hits == hits + 1
+
+
+def test_deep_judgment_evidence_in_the_reason_and_parse_prompts_is_json_dumps_byte_for_byte():
+    # The prompts are hashed and recorded: the evidence orjson writes must be the bytes json wrote.
+    from evalledger.stages.judge.prompts_deep import _evidence_json, parse_messages, reason_messages
+    from evalledger.stages.judge.roles import ReasonRequest
+
+    def indented(value):
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+    awkward = ['say "hi"\\', "tab\there\nnew\x00\x1f\x7f", "é ü 東京 😀 \u2028", "", "b", "a"]
+    attrs = [AttributeSpec(name="Ω"), AttributeSpec(name="z"), AttributeSpec(name="a\x01")]
+    reason = ReasonRequest(question="q", response="r", attributes=attrs,
+                           excerpts={"Ω": awkward, "a\x01": [], "z": ["x"]}, risks={"z": "high"})
+    user = reason_messages(reason)[1]["content"]
+    evidence = {"Ω": {"excerpts": awkward}, "z": {"excerpts": ["x"], "hallucination_risk": "high"},
+                "a\x01": {"excerpts": []}}
+    assert user.endswith("<evidence>\n" + indented(evidence) + "\n</evidence>")
+    parse = ParseRequest(question="q", response="r", fields=attrs, reasoning={"z": awkward[2], "Ω": "ok"},
+                         excerpts={"z": awkward})
+    text = parse_messages(parse)[1]["content"]
+    assert indented({"reasoning": {"z": awkward[2], "Ω": "ok"}, "excerpts": {"z": awkward}}) + "\n\n" in text
+    lone = {"a": ["\ud800 half a pair"], "b": {}}   # orjson refuses a lone surrogate: json writes it
+    assert _evidence_json(lone) == indented(lone)

@@ -259,3 +259,23 @@ def test_a_home_whose_path_looks_like_uri_syntax_opens_read_only(tmp_path):
         led.append(note("case:a", "x"))
     with ledger.open_ledger(home, readonly=True) as led:
         assert [e.data["text"] for e in led.read()] == ["x"] and led.verify().ok
+
+
+def test_get_stored_leaves_blob_references_in_place_and_other_stores_give_the_event_whole(tmp_path):
+    from evalledger import ledger as api
+
+    prompt = "a long prompt " * 60
+    data = {"role": "parse", "backend": "offline", "model": "m", "request_hash": "a" * 64, "attempt": 1,
+            "request": {"messages": [{"role": "user", "content": prompt}], "parameters": {}}}
+    for where in (tmp_path / "home", tmp_path / "bare.jsonl"):
+        with api.open_ledger(where) as led:
+            [event] = led.append(api.NewEvent("case:c1", "judge.called", data, key="k"))
+            stored, whole = led.get_stored(event.id), led.get(event.id)
+            assert whole.data["request"]["messages"][0]["content"] == prompt
+            assert led.join(stored.stored_data) == whole.data and stored.raw_data == whole.raw_data
+            content = stored.stored_data["request"]["messages"][0]["content"]
+            if where.suffix == ".jsonl":
+                assert content == prompt                                   # no blobs: whole
+            else:
+                assert set(content) == {"$blob"} and stored.stored_data["request"] == api.stored_part(data["request"])
+            assert led.get_stored("0" * 32) is None

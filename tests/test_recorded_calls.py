@@ -252,6 +252,54 @@ def test_a_record_the_accept_function_refuses_is_skipped_for_the_next(home):
         assert found.value == original["reply"]
 
 
+def test_a_success_reused_on_another_case_is_copied_without_reading_its_prompt_back(home):
+    # The copy on c2 carries c1's request: when the one c2 would record has the same stored form
+    # (the same blob key), that one is used and no blob is read; the events are as before.
+    asyncio.run(_one_offline_call(home))
+    [original] = calls_in(home)
+    with ledger.open_ledger(home) as led:
+        stored = led.get_stored(next(led.read(types=["judge.called"])).id)
+        assert b'"$blob"' in ledger.canonical_json(stored.stored_data["request"])   # the prompt is in blobs
+        assert led.join(stored.stored_data) == original                     # join gives it whole
+        reads = []
+        load = led.recorder.blobs._load
+        led.recorder.blobs._load = lambda key: reads.append(key) or load(key)
+
+        async def again():
+            async with make_judge(JudgeSettings(), led) as judge:
+                reply = await judge.call("parse", PARSE, case_id="c2")
+                return reply, judge.calls, judge.reused
+
+        reply, asked, reused = asyncio.run(again())
+        assert (reply.values, asked, reused, reads) == ({"year": 1969}, 0, 1, [])
+        copy = led.get_stored(next(e.id for e in led.read(types=["judge.called"]) if e.stream == "case:c2"))
+        assert copy.stored_data["request"] == stored.stored_data["request"]   # the same blob
+    first, second = calls_in(home)
+    assert second["source_event"] == stored.id and second["request"] == first["request"]
+    copied = ("role", "backend", "model", "request_hash", "request", "reply", "source_backend", "error")
+    assert [second[k] for k in copied] == [first[k] for k in copied] and second["case_id"] == "c2"
+
+
+def test_a_success_stored_with_another_request_is_read_back_and_its_request_copied(home, tmp_path):
+    # A record whose request differs from this call's (an openai response-format mode, say) under
+    # the same hash is read whole, and the copy carries ITS request, as it always did.
+    asyncio.run(_one_offline_call(home))
+    [original] = calls_in(home)
+    other = ledger.init_home(tmp_path / "other")
+    moded = {**original, "case_id": "c0", "request": {**original["request"], "response_format": "tool"}}
+    with ledger.open_ledger(other) as led:
+        led.append(ledger.NewEvent("case:c0", "judge.called", moded, key="judge:parse:x:1:1"))
+
+        async def ask():
+            async with make_judge(JudgeSettings(), led) as judge:
+                await judge.call("parse", PARSE, case_id="c2")
+                return judge.calls
+
+        assert asyncio.run(ask()) == 0
+    source, copy = calls_in(other)
+    assert copy["case_id"] == "c2" and copy["request"] == source["request"] and "response_format" in copy["request"]
+
+
 async def _one_offline_call(home):
     with ledger.open_ledger(home) as led:
         async with make_judge(JudgeSettings(), led) as judge:

@@ -90,3 +90,40 @@ def test_a_spill_map_reads_back_what_it_wrote_to_its_file():
     assert m.get(("case:c", "judge", "h0", 1)) == 99 and ("x", "y", "z", 1) not in m
     assert sorted(m.values()) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 99] and len(m) == 10
     m.close()
+
+
+def test_the_spill_filter_never_forgets_a_spilled_key_and_turns_most_unknown_keys_away():
+    from evalledger.stages.judge.spill_map import KeyFilter, SpillMap
+
+    m = SpillMap(limit=50)
+    keys = [("case:c%d" % i, "parse", f"{i:064x}", 1) for i in range(2_000)]   # spilled 40 times
+    for i, key in enumerate(keys):
+        m[key] = i
+    assert m._filter is not None and m._filter.capacity >= m._spilled   # grown (rebuilt from the file) as it filled
+    assert all(m.get(key) == i for i, key in enumerate(keys))           # no false negative
+    unknown = [("case:x%d" % i, "parse", f"{i:064x}", 1) for i in range(2_000)]
+    assert all(m.get(key) is None for key in unknown)
+    assert sum(m._filter.might_hold(key) for key in unknown) < 40      # ~1 in 200 expected
+    small = KeyFilter(10)
+    small.add("only")
+    assert small.might_hold("only") and not small.might_hold("other")
+    m.close()
+
+
+def test_a_call_index_looks_again_only_when_catching_up_read_something(tmp_path):
+    from evalledger.ledger import NewEvent
+    from evalledger.stages.judge.recording import index_for
+
+    home = judged_home(tmp_path, 2)
+    with ledger.open_ledger(home) as led:
+        run_until_idle(led, RunSettings(judge_backend="offline"))
+        index = index_for(led)
+        assert index.catch_up() is False                    # nothing new: the head alone tells
+        assert index.success("f" * 64) is None
+        call = next(led.read(types=["judge.called"]))
+        with ledger.open_ledger(home) as other:             # another writer records a new success
+            data = {**call.data, "request_hash": "e" * 64, "case_id": "zz"}
+            other.append(NewEvent("case:zz", "judge.called", data, key="judge:x:e:1:1"))
+        found = index.success("e" * 64)                     # read on the miss, then found
+        assert found is not None and found.stream == "case:zz"
+        assert index.catch_up() is False

@@ -10,13 +10,19 @@ The writer is one thread of its own, fed through a ``queue.SimpleQueue``: handin
 is one C-level put, where a thread pool's ``submit`` took two locks, a work item and a future for
 every batch (the biggest single cost of the judge-call path at 64 calls in flight). It wakes each
 waiting event loop once per batch.
+
+The writer is a daemon thread, so a program that never closes its judge still exits; an exit
+hook lets every live writer commit what it was handed first (a paid call whose caller gave up
+waiting is still recorded, and not paid again next run).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import queue
 import threading
+import weakref
 from typing import Any
 
 from evalledger.ledger import Event, NewEvent
@@ -25,6 +31,8 @@ from evalledger.stages.judge.recording import CallIndex, record_events
 _STOP = None   # put on the queue by close(): the writer ends once it gets there
 
 Waiting = tuple[asyncio.AbstractEventLoop, asyncio.Future, NewEvent]
+
+_LIVE: weakref.WeakSet[GroupCommitter] = weakref.WeakSet()   # writers whose thread runs
 
 
 class GroupCommitter:
@@ -52,6 +60,7 @@ class GroupCommitter:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._write, name="judge-record", daemon=True)
                 self._thread.start()
+                _LIVE.add(self)
 
     def _write(self) -> None:
         """The writer: wait for an event, take every other one waiting too, append them as one batch."""
@@ -106,6 +115,13 @@ class GroupCommitter:
         if thread is not None:
             self._queue.put(_STOP)
             thread.join()
+
+
+@atexit.register
+def _close_live_writers() -> None:
+    """At interpreter exit, let every writer still running commit its queue (see the module note)."""
+    for committer in list(_LIVE):
+        committer.close()
 
 
 def settle_all(outcomes: list[tuple[asyncio.Future, Any]]) -> None:

@@ -80,9 +80,11 @@ class Judge:
         hashes = request_hashes(role, self.backend.identities(role), parameters, messages)
         caching = not self.settings.no_cache and self.index is not None
         if caching:
-            reply = await self._reuse(spec, typed, hashes, case_id, attempt, meta)
+            def recorded() -> dict[str, Any]:
+                return _request_record(typed, messages, parameters)
+            reply = await self._reuse(spec, typed, hashes, case_id, attempt, meta, recorded)
             if reply is None and await self._wait_for_twin(hashes[0]):
-                reply = await self._reuse(spec, typed, hashes, case_id, attempt, meta)
+                reply = await self._reuse(spec, typed, hashes, case_id, attempt, meta, recorded)
             if reply is not None:
                 return reply
         first = self.records.next_attempt(case_id, role, hashes[0], attempt)
@@ -136,8 +138,7 @@ class Judge:
         the ledger refused the reply it carries (the backend then records it as invalid and asks
         again).
         """
-        request_record = {"payload": call.request.model_dump(mode="json"), "messages": call.messages,
-                          "parameters": call.parameters}
+        request_record = _request_record(call.request, call.messages, call.parameters)
         last: Attempt | None = None
         refused: str | None = None
         async with aclosing(self.backend.attempts(call)) as attempts:
@@ -204,15 +205,18 @@ class Judge:
         await asyncio.shield(twin)
         return True
 
-    async def _reuse(self, spec, request, hashes, case_id, step_attempt, meta) -> Model | None:
-        """A recorded success of this request, validated; recorded on this case too when it came from another."""
+    async def _reuse(self, spec, request, hashes, case_id, step_attempt, meta, recorded=None) -> Model | None:
+        """A recorded success of this request, validated; recorded on this case too when it came from another.
+
+        ``recorded()`` gives the request as ``_ask`` would record it (a success stored with the
+        same one is found without reading its prompt back: ``RecordedCalls.reusable``)."""
 
         def reply_of(event):
             if event.data.get("reply") is None:
                 raise ValueError("no reply recorded")
             return spec.validate_reply(request, event.data["reply"])
 
-        found = self.records.reusable(hashes, reply_of)
+        found = self.records.reusable(hashes, reply_of, recorded)
         if found is None:
             return None
         event = found.event
@@ -241,6 +245,11 @@ class Judge:
 
     async def __aexit__(self, *exc) -> None:
         await self.aclose()
+
+
+def _request_record(request: Model, messages: list[dict[str, Any]], parameters: dict[str, Any]) -> dict[str, Any]:
+    """The request as a ``judge.called`` event records it (before any response-format mode)."""
+    return {"payload": request.model_dump(mode="json"), "messages": messages, "parameters": parameters}
 
 
 def _jsonable(reply: Any) -> Any:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from evalledger import ledger
-from evalledger.ledger import Event, NewEvent
+from evalledger.ledger import Event, NewEvent, canonical_json, schema_version, stored_part
 from evalledger.stages.judge.group_commit import GroupCommitter
 from evalledger.stages.judge.recording import (
     CALL_EVENT,
@@ -181,17 +181,20 @@ class RecordedCalls:
         self._identities: dict[tuple[Any, ...], list[tuple[str, str | None]]] = {}
 
     # --- finding ------------------------------------------------------------------------------------
-    def reusable(self, hashes: list[str], accept: Callable[[Event], Any]) -> Found | None:
+    def reusable(self, hashes: list[str], accept: Callable[[Event], Any],
+                 request: Callable[[], dict[str, Any]] | None = None) -> Found | None:
         """The first success recorded in this ledger under one of ``hashes`` that ``accept`` takes.
 
         ``accept`` turns the event into the answer; a ValueError from it (a record this version
         cannot read) skips that record, so the request is asked again rather than trusted.
+        ``request()`` gives the request this call would record: a success stored with the very
+        same request (the same stored form) is then read without it, and found with this one.
         """
         if self.index is None:
             return None
         calls = _CASE.get()
         held = calls.success(hashes, accept) if calls is not None else None
-        return held or _first(self.led, self.index, hashes, accept)
+        return held or _first(self.led, self.index, hashes, accept, request)
 
     def replayed(self, hashes: list[str]) -> Found | None:
         """The first success recorded in the replay source under one of ``hashes``."""
@@ -269,16 +272,37 @@ class RecordedCalls:
             self._writer = None
 
 
-def _first(led, index: CallIndex | SourceIndex, hashes: list[str], accept: Callable[[Event], Any] | None) -> Found | None:
+def _first(led, index: CallIndex | SourceIndex, hashes: list[str], accept: Callable[[Event], Any] | None,
+           request: Callable[[], dict[str, Any]] | None = None) -> Found | None:
     """The first recorded success under ``hashes`` (in order) that ``accept`` takes (its kept
-    answer when the index kept one, else the event read back)."""
+    answer when the index kept one, else the event read back: without its request when
+    ``request()`` gives the same one, see ``_same_request``)."""
     def recorded() -> Iterator[tuple[Event | KeptAnswer, str]]:
         for hash in hashes:
             found = index.success(hash)
-            event = None if found is None else found.answer if found.answer is not None else led.get(found.id)
+            if found is None:
+                continue
+            event = found.answer if found.answer is not None else (
+                request is not None and _same_request(led, found.id, request())) or led.get(found.id)
             if event is not None:
                 yield event, hash
     return _first_accepted(recorded(), accept)
+
+
+def _same_request(led, id: str, request: dict[str, Any]) -> KeptAnswer | None:
+    """Recorded call ``id`` with ``request`` as its request, when its stored request has the same
+    stored form (a blob reference with the same key: the same bytes), so the prompt it holds is
+    not read back and decompressed; None (read it whole) otherwise, or when it was stored at an
+    older schema. A reuse on another case copies the request: a run that meets the same question
+    and response again (a benchmark's repeated items) read each of them back."""
+    event = led.get_stored(id)
+    if event is None or event.schema != schema_version(event.type):
+        return None
+    data = event.stored_data
+    if canonical_json(data.get("request")) != canonical_json(stored_part(request)):
+        return None
+    return KeptAnswer(event.id, event.stream,
+                      {k: request if k == "request" else led.join(v) for k, v in data.items()})
 
 
 def _first_accepted(candidates: Iterable[tuple[Any, str]], accept: Callable[[Any], Any] | None) -> Found | None:
