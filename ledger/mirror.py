@@ -21,6 +21,7 @@ from evalledger.ledger.persistence import is_disk_full
 if TYPE_CHECKING:
     from evalledger.ledger.sqlite import SQLiteRecorder
 
+_FLUSH_BYTES = 1 << 20   # a catch-up writes at most about this many bytes of lines at once
 
 def line_seq(line: bytes) -> int:
     """The seq of a stored line, read from its tail (stream and type never hold a quote)."""
@@ -200,12 +201,15 @@ class Mirror(MirrorFile):
         before the blobs it uses) and the event lines to the mirror."""
         events: list[bytes] = []
         blobs: list[bytes] = []
+        held = 0
         for line in lines:
             (blobs if is_blob_line(line) else events).append(line)
-            if len(events) >= 1000:
+            held += len(line)
+            # by bytes too: 1,000 lines of a big benchmark's registration parts are hundreds of MB
+            if len(events) >= 1000 or held >= _FLUSH_BYTES:
                 self._write_blobs(blobs)
                 self._write(events)
-                events, blobs = [], []
+                events, blobs, held = [], [], 0
         self._write_blobs(blobs)
         if events:
             self._write(events, last_seq)

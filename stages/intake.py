@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from evalledger.ledger import Event, Ledger, NewEvent, event_id
+from evalledger.ledger.api import CHUNK_BYTES
+from evalledger.ledger.persistence import Recorder
 from evalledger.stages import intake_events as ev
+from evalledger.stages import intake_stream
 from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
 from evalledger.stages.limits import (  # noqa: F401 (the limit is re-exported: callers import it from here)
     DEFAULT_MAX_BYTES,
@@ -104,56 +107,129 @@ def _hash_rest(fh, digest, size: int, limit: int | None = None) -> tuple[str, in
     return digest.hexdigest(), size
 
 
+# A file larger than this is copied to a private spool file as it is read, not held in memory,
+# and a native benchmark among them is taken in item by item (intake_stream).
+SPOOL_ABOVE = 1 << 20
+SPILLED_CHUNK_BYTES = 1_000_000
+
+
 @dataclass(frozen=True)
 class FileRead:
-    """One read of a file: its bytes (None when over the limit), their sha256 and size, and the
-    identity (device, inode) of the file they came from."""
+    """One read of a file: its bytes (in ``raw``, or in the private copy ``spool`` for a large
+    file; neither when over the limit), their sha256 and size, and the identity (device, inode)
+    of the file they came from."""
 
     raw: bytes | None
     sha256: str
     size: int
     identity: tuple[int, int]
+    spool: Path | None = None
+
+    @property
+    def over_limit(self) -> bool:
+        """True when the file was over the size limit: its bytes were hashed, not kept."""
+        return self.raw is None and self.spool is None
+
+    def whole(self) -> bytes:
+        """The bytes read (from the spool when there is one)."""
+        if self.raw is not None:
+            return self.raw
+        assert self.spool is not None, "a file over the limit has no bytes"
+        return self.spool.read_bytes()
 
 
-def read_once(path: Path, max_bytes: int) -> FileRead:
+def read_once(path: Path, max_bytes: int, spool_above: int | None = None,
+              spool_dir: Path | None = None) -> FileRead:
     """Read a file once, at most ``max_bytes`` + 1 bytes: hash, size check and parse all use this read.
 
     Reading twice (hash, then parse) let a file replaced in between be recorded under the first
     file's hash with the second one's content; and a file growing after a size check got past it.
+    A file over ``spool_above`` bytes (default ``SPOOL_ABOVE``) is copied, as it is read, to a
+    private file in ``spool_dir`` (the caller removes it): what is parsed is still exactly what
+    was hashed, and memory does not grow with the file.
     """
+    spool_above = SPOOL_ABOVE if spool_above is None else spool_above
     with open(path, "rb") as fh:
         st = os.fstat(fh.fileno())
-        raw = fh.read(max_bytes + 1)
+        identity = (st.st_dev, st.st_ino)
+        raw = fh.read(min(max_bytes, spool_above) + 1)
+        if len(raw) <= min(max_bytes, spool_above):
+            return FileRead(raw, hashlib.sha256(raw).hexdigest(), len(raw), identity)
         if len(raw) <= max_bytes:
-            return FileRead(raw, hashlib.sha256(raw).hexdigest(), len(raw), (st.st_dev, st.st_ino))
+            return _spool(fh, raw, max_bytes, identity, spool_dir)
         # The same open file, so the hash names what was read; bounded by the size it had when
         # opened, so a file that keeps growing (or a pipe) cannot keep us reading.
         sha, size = _hash_rest(fh, hashlib.sha256(raw), len(raw), limit=max(st.st_size, len(raw)))
-    return FileRead(None, sha, size, (st.st_dev, st.st_ino))
+    return FileRead(None, sha, size, identity)
+
+
+def _spool(fh, head: bytes, max_bytes: int, identity: tuple[int, int], folder: Path | None) -> FileRead:
+    """Copy ``head`` and the rest of the open file ``fh`` (up to ``max_bytes`` + 1 in all) to a
+    new private file while hashing them; a file over the limit keeps no copy."""
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=folder, prefix=".spool-")
+    digest, size = hashlib.sha256(), 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            chunk = head
+            while chunk and size <= max_bytes:
+                digest.update(chunk)
+                out.write(chunk)
+                size += len(chunk)
+                chunk = fh.read(min(1 << 20, max_bytes + 1 - size))
+        if size <= max_bytes:
+            return FileRead(None, digest.hexdigest(), size, identity, spool=Path(name))
+        sha, size = _hash_rest(fh, digest, size, limit=max(os.fstat(fh.fileno()).st_size, size))
+    except BaseException:
+        os.unlink(name)
+        raise
+    os.unlink(name)
+    return FileRead(None, sha, size, identity)
 
 
 def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = False,
                 max_bytes: int = DEFAULT_MAX_BYTES,
                 max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
-                collection: str | None = None) -> IngestResult:
+                collection: str | None = None, spool_above: int | None = None) -> IngestResult:
     """Ingest one file; from the inbox it then moves to processed/ or rejected/.
 
     The file is read once (``read_once``); what is filed away is what was read: a file replaced
     in the inbox while it was ingested stays there, to be ingested on its own. ``collection``
     names the reconstruction collection of documents that do not name their own (the CLI passes
     the folder a file was ingested with); a file from a folder dropped into the inbox gets that
-    folder's name.
+    folder's name. A file over ``spool_above`` bytes (default ``SPOOL_ABOVE``) is read through a
+    private copy on disk (``read_once``), and a native benchmark among them item by item.
     """
     path = Path(path)
     if collection is None and from_inbox and led.home is not None \
             and path.resolve().parent.parent == (Path(led.home) / "inbox").resolve():
         collection = path.parent.name
     name = recorded_name(path)
-    read = read_once(path, max_bytes)
-    if read.raw is None:
+    read = read_once(path, max_bytes, spool_above, _spool_folder(led))
+    try:
+        return _ingest_read(led, path, read, name, from_inbox, max_bytes, max_response_chars, collection)
+    finally:
+        if read.spool is not None:
+            read.spool.unlink(missing_ok=True)
+
+
+def _spool_folder(led: Ledger) -> Path | None:
+    """Where large files are spooled: the home's processed/ (the same disk as what it holds),
+    else the system's temporary folder."""
+    return None if led.home is None else Path(led.home) / "processed"
+
+
+def _ingest_read(led: Ledger, path: Path, read: FileRead, name: str, from_inbox: bool, max_bytes: int,
+                 max_response_chars: int, collection: str | None) -> IngestResult:
+    """``ingest_path`` once the file is read: its events, then filing it away."""
+    if read.over_limit:
         problems = [Problem("$", f"the file is {read.size} bytes, over the limit of {max_bytes} bytes")]
         result = _reject(led, name, read.sha256, read.size, problems)
+    elif read.spool is not None:
+        result = _ingest_spooled(led, read, name, max_response_chars, collection)
     else:
+        assert read.raw is not None
         result = ingest_bytes(led, read.raw, name, sha=read.sha256, max_response_chars=max_response_chars,
                               collection=collection)
     if led.home is not None:
@@ -167,6 +243,44 @@ def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = Fals
         if from_inbox and collection is not None:
             _drop_empty_folder(path.parent)
     return result
+
+
+def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: int,
+                    collection: str | None) -> IngestResult:
+    """Ingest a large file from its spool: a plainly valid native benchmark item by item
+    (``intake_stream``: the same events, in bounded memory), any other file read whole."""
+    assert read.spool is not None
+    known = led.get(ev.file_event_id(read.sha256))
+    if known is not None:   # as ingest_bytes says it, without reading the file into memory
+        result = _known(led, known)
+        if result.ok:
+            resolve_pending(led)
+        return result
+    with tempfile.TemporaryDirectory(dir=read.spool.parent, prefix=".spill-") as folder:
+        spilled = intake_stream.read_native(read.spool, Path(folder), max_response_chars)
+        # an earlier version to compare with, or pending responses waiting for it: read whole
+        if spilled is not None and not spilled.has_earlier_version(led) \
+                and not pending_for(led, spilled.record()):
+            if type(led.recorder).keep_file is not Recorder.keep_file:   # a store that keeps files
+                led.keep_file(read.sha256, read.whole())
+            result = _accept_spilled(led, spilled, name, read)
+            resolve_pending(led)
+            return result
+    return ingest_bytes(led, read.whole(), name, sha=read.sha256, max_response_chars=max_response_chars,
+                        collection=collection)
+
+
+def _accept_spilled(led: Ledger, spilled: intake_stream.SpilledBenchmark, name: str,
+                    read: FileRead) -> IngestResult:
+    """``_accept_benchmark`` for a native benchmark spilled to disk: the same events and result."""
+    source = {"file": name, "sha256": read.sha256}
+    received = ev.file_received(name, read.sha256, read.size, "benchmark", "accepted", spilled.benchmark,
+                                spilled.name)
+    result = IngestResult(name, read.sha256, "accepted", "benchmark", spilled.benchmark, spilled.name)
+    result.warnings = list(spilled.warnings)
+    # Smaller chunks than the default: a chunk's events are held as dicts too (several times
+    # their bytes), and a registration's parts would fill a default chunk with ~8,000 questions.
+    return _commit(led, chain([received], spilled.events(source, received)), result, SPILLED_CHUNK_BYTES)
 
 
 def _drop_empty_folder(folder: Path) -> None:
@@ -341,9 +455,11 @@ def _resolution_notes(waiting: list[Event], resolutions: list[tuple[NewEvent, It
     return notes
 
 
-def _commit(led: Ledger, batch: Iterable[NewEvent], result: IngestResult) -> IngestResult:
+def _commit(led: Ledger, batch: Iterable[NewEvent], result: IngestResult,
+            chunk_bytes: int = CHUNK_BYTES) -> IngestResult:
     """Append the batch atomically, a chunk at a time (``Ledger.append_many``: a file of any size
-    is one all-or-nothing batch without being held whole), and count the cases it newly opened."""
+    is one all-or-nothing batch without being held whole, one chunk of at most ``chunk_bytes``
+    bytes of payload at a time), and count the cases it newly opened."""
     found: list[Event] = []
 
     def seen(event: Event, new: bool) -> None:
@@ -352,7 +468,7 @@ def _commit(led: Ledger, batch: Iterable[NewEvent], result: IngestResult) -> Ing
         elif event.type == "benchmark.registered" and not new and not found:
             found.append(event)
 
-    led.append_many(batch, seen)
+    led.append_many(batch, seen, chunk_bytes=chunk_bytes)
     earlier = found[0] if found else None
     if earlier is not None:
         result.benchmark_name = earlier.data["name"]
@@ -418,11 +534,23 @@ def pending_responses(led: Ledger) -> list[Event]:
     """Pending ``responses.registered`` events that no benchmark has resolved yet."""
     held, resolved = [], set()
     for event in led.read(types=["responses.registered"]):
+        if _opened_only(event):
+            continue
         if event.data.get("pending"):
             held.append(event)
         elif event.data.get("resolved_from"):
             resolved.add(event.data["resolved_from"])
     return [e for e in held if e.id not in resolved]
+
+
+def _opened_only(event: Event) -> bool:
+    """True for a record that neither waits nor resolved a pending file, seen in its stored bytes
+    without decoding them: a big benchmark's record lists 100,000 case ids. (Canonical JSON: in a
+    string a quote is escaped, so these two exact pieces are fields.)"""
+    raw = event.raw_data
+    if isinstance(raw, str):
+        return '"pending":false' in raw and '"resolved_from":null' in raw
+    return b'"pending":false' in raw and b'"resolved_from":null' in raw
 
 
 def pending_for(led: Ledger, bench: dict) -> list[Event]:
@@ -486,8 +614,8 @@ def _file_away(home: Path, path: Path, result: IngestResult, from_inbox: bool, r
             os.replace(taken, dest)
         elif taken is not None:
             taken.unlink()
-    if not dest.exists() and read.raw is not None:   # copied, or the inbox file was replaced meanwhile:
-        _atomic_write(read.raw, dest)                   # keep what was ingested (an accepted file was read whole)
+    if not dest.exists() and not read.over_limit:   # copied, or the inbox file was replaced meanwhile:
+        _atomic_write(read, dest)                      # keep what was ingested (an accepted file was read whole)
     return dest
 
 
@@ -497,7 +625,7 @@ def _take(path: Path, read: FileRead, folder: Path) -> Path | None:
     The rename comes first and the check after it, on the file renamed, so a file swapped in at
     any moment is never taken for the one read: it goes back to the inbox, to be ingested itself.
     """
-    if read.raw is None or not _same_device(path, folder):
+    if read.over_limit or not _same_device(path, folder):
         # over the limit (no bytes to write instead), or another device: check, then move
         try:
             st = path.stat()
@@ -549,8 +677,8 @@ def _move_rejected(home: Path, path: Path, result: IngestResult, read: FileRead)
     taken = _take(path, read, folder)
     if taken is not None:
         os.replace(taken, dest)
-    elif read.raw is not None and not dest.exists():   # replaced meanwhile: keep what was read
-        _atomic_write(read.raw, dest)
+    elif not read.over_limit and not dest.exists():   # replaced meanwhile: keep what was read
+        _atomic_write(read, dest)
     return dest
 
 
@@ -561,12 +689,17 @@ def _same_device(path: Path, folder: Path) -> bool:
         return False
 
 
-def _atomic_write(raw: bytes, dest: Path) -> None:
-    """Write beside the destination, then rename: a reader never sees half a file."""
+def _atomic_write(read: FileRead, dest: Path) -> None:
+    """Write the bytes read beside the destination, then rename: a reader never sees half a file."""
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".incoming-")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
+            if read.raw is not None:
+                fh.write(read.raw)
+            else:
+                assert read.spool is not None
+                with open(read.spool, "rb") as spool:
+                    shutil.copyfileobj(spool, fh, 1 << 20)
         os.replace(tmp, dest)
     finally:
         if os.path.exists(tmp):

@@ -62,14 +62,20 @@ def template_warnings(questions: list[dict]) -> list[dict[str, str]]:
     """Load-time warnings of the questions' templates (``{where, reason}``): specs that are valid
     but probably not meant, such as a NumericRange without bounds. Intake has already loaded
     every template, so none raises here."""
-    from evalledger.stages.verification import TemplateSpec
     out: list[dict[str, str]] = []
     for index, question in enumerate(questions):
-        template = question.get("template")
-        if template:
-            where = f"$.questions[{index}] (id {question.get('id')}).template"
-            out += TemplateSpec.from_dict(template, where=where).warnings(where)
+        out += question_warnings(index, question)
     return out
+
+
+def question_warnings(index: int, question: dict) -> list[dict[str, str]]:
+    """``template_warnings`` of the question at ``index`` alone."""
+    from evalledger.stages.verification import TemplateSpec
+    template = question.get("template")
+    if not template:
+        return []
+    where = f"$.questions[{index}] (id {question.get('id')}).template"
+    return TemplateSpec.from_dict(template, where=where).warnings(where)
 
 
 def registered(bench: ParsedBenchmark, source: dict, fmt: str, causation: str,
@@ -163,13 +169,18 @@ def case_events(bench: dict, responses: list[ParsedResponse], source: dict, caus
     """``cases`` one at a time (``ids``: their ``case_ids``, when already computed), so a file's
     intake never holds all its ``case.opened`` events at once (``Ledger.append_many``)."""
     questions = {q["id"]: q for q in bench["questions"]}
-    config = bench.get("config") or {}
     for r, cid in zip(responses, ids if ids is not None else case_ids(bench, responses)):
-        data = {"case_id": cid, "benchmark": bench["benchmark"], "benchmark_name": bench["name"],
-                "kind": bench["kind"], "question_id": r.question_id, "model": r.model,
-                "question": questions[r.question_id], "response": r.response,
-                "config": config, "source": source}
-        yield NewEvent(f"case:{cid}", "case.opened", data, key=cid, meta=meta(causation))
+        yield case_opened(bench, r, questions[r.question_id], source, causation, cid)
+
+
+def case_opened(bench: dict, r: ParsedResponse, question: dict, source: dict, causation: str,
+                cid: str) -> NewEvent:
+    """The ``case.opened`` of response ``r`` to ``question`` (``cid``: its case id)."""
+    data = {"case_id": cid, "benchmark": bench["benchmark"], "benchmark_name": bench["name"],
+            "kind": bench["kind"], "question_id": r.question_id, "model": r.model,
+            "question": question, "response": r.response,
+            "config": bench.get("config") or {}, "source": source}
+    return NewEvent(f"case:{cid}", "case.opened", data, key=cid, meta=meta(causation))
 
 
 def responses_registered(bench: dict, source: dict, case_events: list[NewEvent], causation: str,

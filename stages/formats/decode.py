@@ -97,10 +97,11 @@ def loads(text: str, where: str = "$", line_offset: int = 0) -> Any:
     return value
 
 
-def check_tree(value: Any, where: str = "$") -> list[Problem]:
-    """Every place in a parsed value that cannot be kept: depth, numbers, duplicate keys, surrogates."""
+def check_tree(value: Any, where: str = "$", depth: int = 1) -> list[Problem]:
+    """Every place in a parsed value that cannot be kept: depth, numbers, duplicate keys, surrogates.
+    ``depth``: the nesting level of ``value`` itself (1 for a whole document)."""
     problems: list[Problem] = []
-    stack: list[tuple[Any, str, int]] = [(value, where, 1)]
+    stack: list[tuple[Any, str, int]] = [(value, where, depth)]
     while stack:
         node, path, depth = stack.pop()
         if depth > MAX_DEPTH:

@@ -217,12 +217,19 @@ def check_questions(questions: list[dict], base: str = "$.questions") -> list[Pr
             problems.append(Problem(f"{where}.id", f"duplicate question id {q['id']!r} "
                                                    f"(first at {base}[{seen[q['id']]}])"))
         seen.setdefault(q["id"], index)
-        if q.get("template") is None and q.get("rubric") is None:
-            problems.append(Problem(where, "a question needs a template, a rubric, or both"))
-        if q.get("template"):
-            problems.extend(check_template(q["template"], f"{where}.template"))
-        if q.get("rubric"):
-            problems.extend(check_rubric(q["rubric"], f"{where}.rubric"))
+        problems.extend(check_question(q, where))
+    return problems
+
+
+def check_question(q: dict, where: str) -> list[Problem]:
+    """One question on its own (its id's uniqueness aside): a template or rubric, each consistent."""
+    problems: list[Problem] = []
+    if q.get("template") is None and q.get("rubric") is None:
+        problems.append(Problem(where, "a question needs a template, a rubric, or both"))
+    if q.get("template"):
+        problems.extend(check_template(q["template"], f"{where}.template"))
+    if q.get("rubric"):
+        problems.extend(check_rubric(q["rubric"], f"{where}.rubric"))
     return problems
 
 
