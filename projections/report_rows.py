@@ -12,7 +12,9 @@ and it is gone when the connection closes or the process dies.
 
 from __future__ import annotations
 
+import re
 import sqlite3
+import unicodedata
 from typing import Any, Iterator
 
 from evalledger.projections import case_pages
@@ -20,7 +22,6 @@ from evalledger.projections.benchmark_md import (
     attention_header,
     attention_reason,
     case_link,
-    natural_key,
     outcome_label,
 )
 from evalledger.projections.case_pages import anchor, page_names
@@ -41,14 +42,21 @@ def sort_key(question: str) -> bytes:
     the side-by-side table): digit runs as their length then digits, text as UTF-8 with NUL
     escaped, each part ended by a terminator below every character."""
     out = bytearray()
-    for tag, number, part in natural_key(question):
-        out.append(tag + 1)
-        if tag == 0:
-            digits = str(number).encode()
+    for i, part in enumerate(re.split(r"(\d+)", question)):   # the parts ``natural_key`` compares
+        out.append(1 if i % 2 else 2)
+        if i % 2:
+            digits = _plain_digits(part).encode()
             out += len(digits).to_bytes(4, "big") + digits
         else:
             out += part.encode("utf-8", "surrogatepass").replace(b"\x00", b"\x00\xff") + b"\x00\x00"
     return bytes(out)
+
+
+def _plain_digits(run: str) -> str:
+    """A run of decimal digits (any script) as ASCII digits without leading zeros: ``str(int(run))``
+    for a run of any length (``str`` of an int refuses more than 4,300 digits)."""
+    ascii_run = run if run.isascii() else "".join(str(unicodedata.decimal(ch)) for ch in run)
+    return ascii_run.lstrip("0") or "0"
 
 
 class ReportRows:

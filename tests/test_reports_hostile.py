@@ -1,0 +1,86 @@
+"""An adversarial review of the streamed report renderer (issue 15, flat ``report`` memory): inputs
+its author did not write. Question ids that the natural order could not read (digits that are not
+decimal, digit runs past Python's 4,300-digit ``int`` limit), and a temporary folder with no room
+for the spilled report rows. The reports must still equal those of the renderer that held every
+case in memory (tests/reference_reports.py), or the command must fail saying what it could not
+write, leaving no reports folder that looks complete."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import reference_reports
+from evalledger import ledger
+from evalledger.projections.benchmark_md import natural_key
+from evalledger.projections.report_rows import sort_key
+from evalledger.projections.reports import MANIFEST
+from evalledger.projections.store import ReadModelStore
+from evalledger.testing.arithmetic import arithmetic_benchmark
+
+
+def _reference(home: Path) -> dict[str, bytes]:
+    """Every report file as the in-memory renderer renders it from ``home``'s read models."""
+    with ledger.open_ledger(home, readonly=True) as led:
+        store = ReadModelStore(led)
+        try:
+            return reference_reports.render_files(store)
+        finally:
+            store.close()
+
+
+def _folder_files(reports: Path) -> dict[str, bytes]:
+    """The files ``evalledger report`` wrote (the manifest aside)."""
+    return {p.relative_to(reports).as_posix(): p.read_bytes()
+            for p in sorted(reports.rglob("*")) if p.is_file() and p.name != MANIFEST}
+
+
+def _home_with_ids(tmp_path: Path, run_cli, ids: list[str]) -> Path:
+    """A home whose one benchmark's questions carry ``ids``, judged by the offline judge via the CLI."""
+    bench = arithmetic_benchmark(len(ids), "hostile")
+    renamed = {q["id"]: new for q, new in zip(bench["questions"], ids)}
+    for q in bench["questions"]:
+        q["id"] = renamed[q["id"]]
+    for r in bench["responses"]:
+        r["question_id"] = renamed[r["question_id"]]
+    source = tmp_path / "hostile.benchmark.json"
+    source.write_text(json.dumps(bench))
+    home = tmp_path / "home"
+    assert run_cli("init", home=home).returncode == 0
+    ingest = run_cli("ingest", source, home=home)
+    assert ingest.returncode == 0 and "accepted" in ingest.stdout, ingest.stdout + ingest.stderr
+    assert run_cli("run", "--quiet", home=home).returncode in (0, 1)
+    return home
+
+
+def test_question_ids_with_digits_that_are_not_decimal_are_reported(tmp_path, run_cli):
+    """"²" and "①" are digits to ``str.isdigit`` but not to ``int``: the natural order once tried
+    ``int("²")`` and ``evalledger report`` died with a ValueError on such an id."""
+    ids = ["q1²", "²", "①", "x²y", "q٣", "q3", "q10", "q2", "Q1"]
+    home = _home_with_ids(tmp_path, run_cli, ids)
+    report = run_cli("report", home=home)
+    assert report.returncode == 0, report.stderr
+    assert "Traceback" not in report.stderr
+    expected = _reference(home)
+    assert _folder_files(home / "reports") == expected
+    side = expected["hostile/report.md"].decode().split("### Side by side")[1].split("###")[0]
+    rows = [line.split(" | ")[0][2:] for line in side.splitlines()[4:] if line.startswith("| ")]
+    # "q3" and "q٣" are the same number: they keep the order of their first cases (case ids)
+    assert rows[:3] + rows[5:] == ["Q1", "q1²", "q2", "q10", "x²y", "²", "①"]
+    assert sorted(rows[3:5]) == ["q3", "q٣"]
+
+
+def test_the_order_key_matches_the_natural_order_on_generated_ids():
+    """``sort_key`` (bytes SQL orders) against ``natural_key`` over generated ids: digits of other
+    scripts, leading zeros, case, NUL, markup, non-decimal digits and digit runs of 5,000 digits."""
+    rng = random.Random(1515)
+    alphabet = ["0", "1", "2", "9", "00", "٣", "۰", "𝟘", "²", "①", "a", "A", "é", "E\u0301", "\x00", "|", "*",
+                "[", "\n", " ", ".", "-", "q", "\U0001f600"]
+    ids = ["", "1" * 5000, "1" * 4999 + "2", "0" * 4500 + "7", "q" + "9" * 4400, "q" + "9" * 4401, "7", "q07"]
+    ids += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))) for _ in range(400)]
+    assert sorted(ids, key=sort_key) == sorted(ids, key=natural_key)
+    for a in ids[:120]:
+        for b in ids[:120]:
+            assert (sort_key(a) == sort_key(b)) == (natural_key(a) == natural_key(b)), (a, b)
+            assert (sort_key(a) < sort_key(b)) == (natural_key(a) < natural_key(b)), (a, b)
