@@ -8,14 +8,19 @@ write, leaving no reports folder that looks complete."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 import reference_reports
 from evalledger import ledger
 from evalledger.projections.benchmark_md import natural_key
-from evalledger.projections.report_rows import sort_key
-from evalledger.projections.reports import MANIFEST
+from evalledger.projections.report_rows import ReportRows, ReportRowsError, sort_key
+from evalledger.projections.reports import INCOMPLETE, MANIFEST, write_reports
 from evalledger.projections.store import ReadModelStore
 from evalledger.testing.arithmetic import arithmetic_benchmark
 
@@ -84,3 +89,80 @@ def test_the_order_key_matches_the_natural_order_on_generated_ids():
         for b in ids[:120]:
             assert (sort_key(a) == sort_key(b)) == (natural_key(a) == natural_key(b)), (a, b)
             assert (sort_key(a) < sort_key(b)) == (natural_key(a) < natural_key(b)), (a, b)
+
+
+@pytest.fixture
+def full_folder(tmp_path):
+    """A 16 KB tmpfs, filled: a temporary folder with no room left (root only: mount)."""
+    disk = tmp_path / "tmp-full"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        with open(disk / "filler", "wb") as fh:
+            try:
+                fh.write(b"\0" * (1 << 20))
+            except OSError:
+                pass
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+# The CLI with the report rows' page cache cut to 8 KiB, so a home of a hundred cases spills its
+# rows to the temporary file as a large one does (the real CLI otherwise, in its own process).
+_SMALL_CACHE_CLI = ("import sys; from evalledger.projections import report_rows; report_rows.CACHE_KIB = 8; "
+                    "from evalledger.cli.main import main; sys.exit(main(sys.argv[1:]))")
+
+
+def test_a_full_temporary_folder_fails_the_report_clearly_and_marks_the_folder_incomplete(tmp_path, run_cli,
+                                                                                          full_folder):
+    home = _home_with_ids(tmp_path, run_cli, [f"q{i}" for i in range(60)])
+    assert run_cli("report", home=home).returncode == 0          # an earlier, complete render
+    reports = home / "reports"
+    earlier = (reports / MANIFEST).read_text().splitlines()
+    with ledger.open_ledger(home, readonly=True) as led:
+        case = sorted(e.data["case_id"] for e in led.read(types=["case.judged"]))[0]
+    assert run_cli("override", case, "--verdict", "fail", "--reason", "checked", "--author", "ann",
+                   home=home).returncode == 0
+
+    failed = subprocess.run([sys.executable, "-c", _SMALL_CACHE_CLI, "--home", str(home), "report"],
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "TMPDIR": str(full_folder), "SQLITE_TMPDIR": str(full_folder)})
+    assert failed.returncode == 1, failed.stderr
+    assert "Traceback" not in failed.stderr
+    [line] = failed.stderr.strip().splitlines()
+    assert line.startswith("evalledger report: error: could not write the report rows' temporary file in "
+                           f"{full_folder} ")
+    assert "database or disk is full" in line and "TMPDIR" in line
+    # The folder now mixes two renders: it says so, and its manifest lists every file of both.
+    assert str(reports / INCOMPLETE) in line
+    assert "failed part way" in (reports / INCOMPLETE).read_text()
+    assert set(earlier) <= set((reports / MANIFEST).read_text().splitlines())
+
+    again = run_cli("report", home=home)                          # with room: complete again
+    assert again.returncode == 0, again.stderr
+    assert not (reports / INCOMPLETE).exists()
+    assert _folder_files(reports) == _reference(home)
+
+
+def test_a_render_that_fails_before_writing_anything_leaves_the_earlier_folder_unmarked(tmp_path, run_cli,
+                                                                                        monkeypatch):
+    home = _home_with_ids(tmp_path, run_cli, ["q1", "q2"])
+    assert run_cli("report", home=home).returncode == 0
+    reports = home / "reports"
+    before = _folder_files(reports)
+
+    def refuse(self, result):
+        raise ReportRowsError("no room for the rows")
+
+    monkeypatch.setattr(ReportRows, "add", refuse)
+    with ledger.open_ledger(home, readonly=True) as led:
+        store = ReadModelStore(led)
+        try:
+            with pytest.raises(ReportRowsError):
+                write_reports(store, reports)
+        finally:
+            store.close()
+    assert _folder_files(reports) == before and not (reports / INCOMPLETE).exists()
