@@ -166,3 +166,37 @@ def test_a_render_that_fails_before_writing_anything_leaves_the_earlier_folder_u
         finally:
             store.close()
     assert _folder_files(reports) == before and not (reports / INCOMPLETE).exists()
+
+
+def _outcome(total, values) -> tuple[str, str]:
+    """("ok", repr of ``total(values)``) or ("error", the exception's type name)."""
+    try:
+        return "ok", repr(total(values))
+    except (OverflowError, ValueError) as exc:
+        return "error", type(exc).__name__
+
+
+def test_exact_sum_equals_fsum_where_sums_overflow_or_meet_inf_and_nan():
+    """Costs and rubric scores are summed case by case (ExactSum) where the in-memory renderer
+    called ``math.fsum`` over them in case-id order: the same values in the same order must give
+    the same float, or the same error. A partial sum past the largest float once went on as nan
+    (fsum raises OverflowError) and an inf kept the partials fsum drops."""
+    import itertools
+    import math
+
+    from evalledger.projections.aggregate_stream import ExactSum
+
+    pool = [0.0, -0.0, 1e308, -1e308, 1.7976931348623157e308, 5e-324, -5e-324, 1e-300, 1.0, -1.0, 1e16, 0.1,
+            math.inf, -math.inf, math.nan, 2 ** 53, 3]
+    rng = random.Random(15)
+    orders = list(itertools.product(pool, repeat=3))
+    orders += [tuple(rng.choice(pool) for _ in range(rng.randint(4, 6))) for _ in range(4000)]
+
+    def exact(values):
+        total = ExactSum()
+        for v in values:
+            total.add(v)
+        return total.value()
+
+    for values in orders:
+        assert _outcome(exact, values) == _outcome(math.fsum, values), values
