@@ -119,7 +119,10 @@ class FolderSink:
                 _atomic_write(self.directory / rel, data)
             except OSError:
                 if rel == INCOMPLETE:   # no room even for the note: no manifest then, nothing looks complete
-                    (self.directory / MANIFEST).unlink(missing_ok=True)
+                    try:
+                        (self.directory / MANIFEST).unlink(missing_ok=True)
+                    except OSError:      # a read-only folder: the render's own error says so
+                        pass
                     return
 
 
