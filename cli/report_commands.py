@@ -12,6 +12,8 @@ from evalledger.cli.progress import Progress
 from evalledger.ledger import NewEvent
 from evalledger.projections.history import case_history, format_history
 from evalledger.projections.replay import finish_replay
+from evalledger.projections.report_files import INCOMPLETE
+from evalledger.projections.report_rows import ReportRowsError
 from evalledger.projections.store import ReadModelStore, json_bytes, reports_dir
 from evalledger.projections.wording import with_article
 
@@ -44,6 +46,8 @@ def cmd_report(args) -> int:
         except projections.ReadModelsAltered as exc:
             print(f"evalledger report: refused: {exc}", file=sys.stderr)
             return 1
+        except ReportRowsError as exc:
+            return _render_failed("report", led, exc)
         _built(led, paths, "updated")
     return 0
 
@@ -51,8 +55,21 @@ def cmd_report(args) -> int:
 def cmd_rebuild(args) -> int:
     """``evalledger rebuild``: fold the read models from scratch and write the reports."""
     with open_existing(args) as led:
-        _built(led, projections.rebuild(led), "rebuilt")
+        try:
+            paths = projections.rebuild(led)
+        except ReportRowsError as exc:
+            return _render_failed("rebuild", led, exc)
+        _built(led, paths, "rebuilt")
     return 0
+
+
+def _render_failed(command: str, led, exc: ReportRowsError) -> int:
+    """Say why the render stopped and what state the reports folder is in; exit code 1."""
+    folder = reports_dir(led)
+    state = (f"{folder / INCOMPLETE} says the folder is incomplete" if (folder / INCOMPLETE).exists()
+             else f"{folder} was left as the earlier render wrote it")
+    print(f"evalledger {command}: error: {exc}; the read models are saved, {state}", file=sys.stderr)
+    return 1
 
 
 def cmd_history(args) -> int:

@@ -48,8 +48,9 @@ _USAGE_SUMS = ("judge_calls", "judge_retries", "judge_errors", "input_tokens", "
 
 class ExactSum:
     """A sum of floats kept exact as a few non-overlapping partials (Shewchuk's algorithm, as
-    ``math.fsum`` uses): ``value()`` equals ``math.fsum`` of every value added, in any order, in
-    constant memory."""
+    ``math.fsum`` uses): ``value()`` equals ``math.fsum`` of every value added, in constant memory
+    (in any order, unless a partial sum passes the largest float: then it raises as ``fsum`` does
+    for that order, and reports add in case-id order as the in-memory sums did)."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -57,12 +58,15 @@ class ExactSum:
         self.specials: list[float] = []   # inf, -inf, nan: each at most once (fsum's result is the same)
 
     def add(self, value: float) -> None:
-        """Add one value (converted to float, as ``math.fsum`` converts it)."""
+        """Add one value (converted to float, as ``math.fsum`` converts it). As ``math.fsum`` does
+        for the same values in the same order: a finite sum that overflows raises OverflowError
+        (rather than going on as inf or nan), and an inf or nan drops the partials so far."""
         x = float(value)
         self.count += 1
         if not math.isfinite(x):
             if not any(repr(x) == repr(s) for s in self.specials):
                 self.specials.append(x)
+            self.partials = []
             return
         i = 0
         for y in self.partials:
@@ -74,6 +78,8 @@ class ExactSum:
                 self.partials[i] = lo
                 i += 1
             x = hi
+        if not math.isfinite(x):
+            raise OverflowError("intermediate overflow in fsum")
         self.partials[i:] = [x]
 
     def value(self) -> float:

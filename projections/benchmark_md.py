@@ -31,8 +31,24 @@ from evalledger.projections.wording import count_of
 
 
 def natural_key(text: str) -> list:
-    """Sort "q2" before "q10" and "2" before "10": digit runs compare as numbers."""
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", str(text))]
+    """Sort "q2" before "q10" and "2" before "10": digit runs compare as numbers.
+
+    The split's odd parts are its decimal-digit runs (``\\d``); the text between them is text
+    even when ``str.isdigit`` holds for it ("²", "①": digits that are not decimal, which ``int``
+    refuses), so no question id can make the report fail."""
+    return [(0, run_value(part), "") if i % 2 else (1, 0, part) for i, part in enumerate(re.split(r"(\d+)", str(text)))]
+
+
+def run_value(digits: str) -> int:
+    """A run of decimal digits as its number, however long (``int`` alone refuses more than
+    4,300 digits: a Karenina ``@id`` has no length limit)."""
+    if len(digits) <= 4000:
+        return int(digits)
+    value = 0
+    for start in range(0, len(digits), 4000):
+        chunk = digits[start:start + 4000]
+        value = value * 10 ** len(chunk) + int(chunk)
+    return value
 
 
 def verdict_text(result: dict[str, Any]) -> str:

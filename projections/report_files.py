@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator, Protocol
 
 MANIFEST = ".evalledger-reports"
+INCOMPLETE = "INCOMPLETE.md"   # left by a render that failed part way, removed by one that finishes
 
 
 class Sink(Protocol):
@@ -53,6 +54,7 @@ class FolderSink:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.names: list[str] = []
+        self.changed = False   # a file of the folder was written (an abort then leaves it mixed)
         directory.mkdir(parents=True, exist_ok=True)
         manifest = directory / MANIFEST
         self.previous = set(manifest.read_text().splitlines()) if manifest.exists() else set()
@@ -63,6 +65,7 @@ class FolderSink:
         if path.exists() and path.read_bytes() == data:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.changed = True
         _atomic_write(path, data)
 
     @contextmanager
@@ -77,6 +80,7 @@ class FolderSink:
             if path.exists() and filecmp.cmp(tmp, path, shallow=False):
                 tmp.unlink()
             else:
+                self.changed = True
                 os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
@@ -92,7 +96,34 @@ class FolderSink:
         _drop_stale(self.directory, sorted(self.previous - set(names)))
         _drop_dead_temporaries(self.directory)
         _atomic_write(self.directory / MANIFEST, "".join(rel + "\n" for rel in names).encode())
+        (self.directory / INCOMPLETE).unlink(missing_ok=True)
         return [self.directory / rel for rel in names]
+
+    def abort(self, reason: BaseException) -> None:
+        """The render failed part way: the folder now mixes this render's files with an earlier
+        one's, so say so in ``INCOMPLETE.md`` (which a finished render removes), and list every
+        file either render wrote in the manifest, so the next render removes what it does not
+        produce. Nothing is said when no file was written yet: the folder is the earlier render's.
+        Best effort: the failure may be that nothing more can be written here."""
+        if not self.changed:
+            return
+        note = ("# These reports are incomplete\n\n"
+                "The last `evalledger report` (or `rebuild`) failed part way, so this folder mixes files "
+                "of that render with files of an earlier one: do not read them as one report. "
+                f"What failed: {' '.join(str(reason).split()) or type(reason).__name__}\n\n"
+                "Run `evalledger report` again once the cause is fixed; a render that finishes "
+                "removes this file.\n")
+        names = sorted(self.previous | set(self.names))
+        for rel, data in ((INCOMPLETE, note.encode()), (MANIFEST, "".join(r + "\n" for r in names).encode())):
+            try:
+                _atomic_write(self.directory / rel, data)
+            except OSError:
+                if rel == INCOMPLETE:   # no room even for the note: no manifest then, nothing looks complete
+                    try:
+                        (self.directory / MANIFEST).unlink(missing_ok=True)
+                    except OSError:      # a read-only folder: the render's own error says so
+                        pass
+                    return
 
 
 def write_files(directory: Path, files: dict[str, bytes]) -> list[Path]:

@@ -26,6 +26,7 @@ from evalledger.projections.case_result import case_result
 from evalledger.projections.markdown import render_aggregate_report, render_index
 from evalledger.projections.reconstruction import document_report, score_histogram
 from evalledger.projections.report_files import (  # noqa: F401 (write_files: re-exported for callers)
+    INCOMPLETE,
     MANIFEST,
     DictSink,
     FolderSink,
@@ -37,7 +38,7 @@ from evalledger.projections.results import NO_MODEL, group_label, usage_of
 from evalledger.projections.store import ReadModelStore, json_bytes
 
 TOP_LEVEL = {"index.md", "aggregate-stats.json", "aggregate-report.md", "evaluations.jsonl", "agreement.md",
-             MANIFEST}
+             MANIFEST, INCOMPLETE}
 
 
 def pretty_json(value: Any) -> bytes:
@@ -271,7 +272,11 @@ def write_reports(store: ReadModelStore, directory: Path) -> list[Path]:
     """Render every report file into ``directory`` as it is produced (only changed files are
     rewritten, stale ones removed); every report path back."""
     sink = FolderSink(directory)
-    render_into(store, sink)
+    try:
+        render_into(store, sink)
+    except BaseException as exc:   # a KeyboardInterrupt leaves a half-written folder too
+        sink.abort(exc)
+        raise
     return sink.finish()
 
 
