@@ -115,8 +115,11 @@ def split_batch(batch: list[Prepared], known: set[str], blobs: dict[str, bytes])
     return out
 
 
-def remember_blobs(known: set[str], blobs: dict[str, bytes], most: int = 100_000) -> None:
-    """After a commit: these keys are in the store (a bounded set: forgetting only costs a pack)."""
+def remember_blobs(known: set[str], blobs: dict[str, bytes], most: int = 10_000) -> None:
+    """After a commit: these keys are in the store (a bounded set: forgetting only costs a pack).
+
+    ~150 bytes a key: 10,000 keep a run's shared prompts known at 1.5 MB (100,000 made 15 MB of a
+    100,000-case run's peak, mostly the keys of answers never written again)."""
     if len(known) > most:
         known.clear()
     known.update(blobs)

@@ -80,7 +80,8 @@ from evalledger.ledger.verify_blobs import checked_blobs
 _PAGE = 256  # rows a read fetches at once: small pages stay in the CPU cache (5,000 made reads 25% slower)
 _PAGE_BYTES = 1 << 21   # payload bytes a page of large events holds at most, about (one event may be more)
 _FIRST_PAGE = 4   # the first page is short, to learn how large the rows are (a big registration: 1 MB each)
-_MAX_CACHED_STREAMS = 20_000
+# Stream versions cached (cleared past it): ~150 bytes each, and a run writes each case's stream once.
+_MAX_CACHED_STREAMS = 10_000
 # What an insert gives back: (every event of the batch, the new ones, their lines, new stream versions)
 _Inserted = tuple[list[Event], list[Event], list[bytes], dict[str, int]]
 

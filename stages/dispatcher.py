@@ -35,13 +35,16 @@ stops the run the same way but gently: calls already admitted finish, no new cas
 from __future__ import annotations
 
 import asyncio
+import heapq
 import os
 import socket
 import threading
 import uuid
+from array import array
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import chain, islice
 from typing import Any, Awaitable, Callable, Iterable, Iterator, NamedTuple
 
 import orjson
@@ -169,13 +172,41 @@ class RunSummary:
     failures: list[dict[str, str]] = field(default_factory=list)
 
 
+class PendingCases:
+    """The pending cases a run keeps from a scan until they start: per case its ``case.opened`` seq
+    and its stage in one 8-byte integer, in seq order, and the prior failure counts that are not
+    0 (``--retry-failed`` only). Iterating gives ``(stage, seq, failures)``.
+
+    A list of ``(stage, CaseRef, failures)`` cost ~300 bytes a case (two id strings, two tuples,
+    an int): 30 MB of a run's peak at 100,000 cases. The events are read back a page at a time
+    as cases start (``_opened_events``).
+    """
+
+    def __init__(self, keys: Iterable[int] = (), failures: dict[int, int] | None = None):
+        self._keys = array("q", keys)     # seq << 2 | the stage's index in STAGES
+        self._failures = failures or {}   # key -> prior stage.failed count, when not 0
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __iter__(self) -> Iterator[tuple[Stage, int, int]]:
+        failures = self._failures
+        for key in self._keys:
+            yield STAGES[key & 3], key >> 2, failures.get(key, 0)
+
+
+def _merged(per_stage: list[array]) -> Iterator[int]:
+    """The keys of every stage in seq order (each stage's scan read them in seq order)."""
+    return heapq.merge(*per_stage)
+
+
 @dataclass
 class _Pending:
     """The pending cases of one scan, per stage, with the scan's upper bound."""
 
     upto: int
-    cases: list[tuple[Stage, Any, int]]   # (stage, case.opened or its CaseRef, prior stage.failed count)
-    held: list[tuple[Stage, Any, int]] = field(default_factory=list)   # pending, not this run's
+    cases: Any   # (stage, case.opened, prior stage.failed count) items: a list, or the run's PendingCases
+    held: Any = field(default_factory=list)   # pending, not this run's
     configs: dict[str, Any] = field(default_factory=dict)   # the cases' distinct configs (as given)
 
 
@@ -200,8 +231,8 @@ def find_pending(led, retry_failed: bool = False, upto: int | None = None, full:
 
 
 class CaseRef(NamedTuple):
-    """A pending case as a run keeps it until it starts (``_scan_pending``): where its
-    ``case.opened`` is, not the event, so a scan of a million cases holds no payload."""
+    """Where a pending case's ``case.opened`` is (not the event: no payload held), with its ids:
+    what a run sharing its store with other workers keeps of each case it may claim."""
 
     seq: int
     id: str
@@ -215,12 +246,16 @@ def _case_ref(opened: Event) -> CaseRef:
 
 def _scan_pending(led, retry_failed: bool, upto: int | None, full: bool, select, keep) -> _Pending:
     """``find_pending``, keeping ``keep(case.opened)`` of each case (the event, or its ``CaseRef``),
-    and the distinct configs of the selected cases (``_Pending.configs``)."""
+    and the distinct configs of the selected cases (``_Pending.configs``). ``keep=None`` (a run's
+    scan) keeps the cases as ``PendingCases``: no object per case."""
     upto = led.head().seq if upto is None else upto
     found: list[tuple[Stage, Any, int, bool]] = []
+    chosen_keys: list[array] = []
+    held_keys: list[array] = []
+    failed: dict[int, int] = {}
     configs: dict[str, Any] = {}
     select = select or _without_profile
-    for stage in STAGES:
+    for index, stage in enumerate(STAGES):
         start = 1 if (retry_failed or full) else led.tracking_position(stage.tracking) + 1
         if start > upto:
             continue
@@ -229,6 +264,7 @@ def _scan_pending(led, retry_failed: bool, upto: int | None, full: bool, select,
         # retry_failed ``start`` is 1 and these are the full counts that key the next failure.
         failures = Counter(e.data.get("case_id") for e in led.read(from_seq=start, types=["stage.failed"])
                            if e.data.get("stage") == stage.name)
+        mine, others = array("q"), array("q")
         for opened in led.read(from_seq=start, types=["case.opened"], to_seq=upto):
             case_id = opened.data.get("case_id")
             if opened.data.get("kind") != stage.kind or case_id in done:
@@ -239,10 +275,26 @@ def _scan_pending(led, retry_failed: bool, upto: int | None, full: bool, select,
             if chosen:
                 config = opened.data.get("config")
                 configs.setdefault(canonical_json(config).decode() if config is not None else "null", config)
-            found.append((stage, keep(opened), failures[case_id], chosen))
+            if keep is not None:
+                found.append((stage, keep(opened), failures[case_id], chosen))
+                continue
+            key = opened.seq << 2 | index
+            (mine if chosen else others).append(key)
+            if failures[case_id]:
+                failed[key] = failures[case_id]
+        chosen_keys.append(mine)
+        held_keys.append(others)
+    if keep is None:
+        return _Pending(upto, PendingCases(_merged(chosen_keys), failed),
+                        PendingCases(_merged(held_keys), failed), configs)
     found.sort(key=lambda item: item[1].seq)
     return _Pending(upto, [(s, o, f) for s, o, f, chosen in found if chosen],
                     [(s, o, f) for s, o, f, chosen in found if not chosen], configs)
+
+
+def _seq_of(kept: Any) -> int:
+    """The ``case.opened`` seq of a pending case as a scan kept it (a seq, a CaseRef or the event)."""
+    return kept if isinstance(kept, int) else kept.seq
 
 
 def _without_profile(opened: dict[str, Any]) -> bool:
@@ -255,27 +307,27 @@ def below_tracking(led, pending: _Pending) -> dict[str, list[Any]]:
     trusted tracking would never see again), as the scan kept them."""
     positions = {stage.name: led.tracking_position(stage.tracking) for stage in STAGES}
     stuck: dict[str, list[Any]] = {}
-    for stage, opened, _ in pending.cases + pending.held:   # held cases wait for another run
-        if opened.seq <= positions[stage.name]:
+    for stage, opened, _ in chain(pending.cases, pending.held):   # held cases wait for another run
+        if _seq_of(opened) <= positions[stage.name]:
             stuck.setdefault(stage.name, []).append(opened)
     return stuck
 
 
-def _opened_events(led, cases: list[tuple[Stage, CaseRef, int]], page: int = 256) -> Iterator[tuple[Stage, Event, int]]:
+def _opened_events(led, cases: Iterable[tuple[Stage, Any, int]], page: int = 256) -> Iterator[tuple[Stage, Event, int]]:
     """The pending cases with their ``case.opened`` events, read a page of cases at a time (one
     read over the page's seq range), so only the cases about to run hold their payloads."""
-    for at in range(0, len(cases), page):
-        chunk = cases[at:at + page]
-        wanted = {ref.seq for _, ref, _ in chunk}
-        events = {e.seq: e for e in led.read(from_seq=chunk[0][1].seq, to_seq=chunk[-1][1].seq,
+    items = iter(cases)
+    while chunk := list(islice(items, page)):
+        wanted = {_seq_of(ref) for _, ref, _ in chunk}
+        events = {e.seq: e for e in led.read(from_seq=_seq_of(chunk[0][1]), to_seq=_seq_of(chunk[-1][1]),
                                               types=["case.opened"]) if e.seq in wanted}
         for stage, ref, failures in chunk:
-            yield stage, events[ref.seq], failures
+            yield stage, events[_seq_of(ref)], failures
 
 
 def _watermarks(led, pending: _Pending) -> Watermarks:
     """The watermarks of one scan: every case it found (held ones too) is open until committed."""
-    return Watermarks(led, pending.upto, ((stage, opened.seq) for stage, opened, _ in pending.cases + pending.held),
+    return Watermarks(led, pending.upto, ((stage, _seq_of(opened)) for stage, opened, _ in chain(pending.cases, pending.held)),
                       STAGES)
 
 
@@ -377,7 +429,7 @@ class _Run:
             self.summary.failures.extend(
                 {"case_id": f["case_id"], "stage": f"answer ({f['profile']}, question {f['question_id']})",
                  "reason": f["reason"]} for f in failures)
-        pending = _scan_pending(self.led, self.settings.retry_failed, None, full, self._select(), _case_ref)
+        pending = _scan_pending(self.led, self.settings.retry_failed, None, full, self._select(), None)
         if full:
             self._reconcile(pending)
         if not pending.cases and not self._stopped():
@@ -403,7 +455,7 @@ class _Run:
                     # every pending case is leased to another worker: wait for them (or their leases)
                     await asyncio.sleep(min(1.0, self.settings.lease_seconds / 4))
                 retry_failed = False  # failures of this run are not retried within it
-                pending = _scan_pending(self.led, retry_failed, None, False, self._select(), _case_ref)
+                pending = _scan_pending(self.led, retry_failed, None, False, self._select(), None)
             if self._stopped():
                 self._record_stop()
             else:
@@ -447,10 +499,11 @@ class _Run:
             position = self.led.tracking_position(stage.tracking)
             if not cases and position <= pending.upto:
                 continue
-            lowered = min(e.seq for e in cases) - 1 if cases else pending.upto
+            lowered = min(_seq_of(e) for e in cases) - 1 if cases else pending.upto
+            case_ids = [opened.data.get("case_id") for _, opened, _ in _opened_events(self.led, ((stage, e, 0) for e in cases))]
             self.led.append(NewEvent(f"run:{self.id}", "run.reconciled", {
                 "run": self.id, "stage": stage.name, "tracking_position": position, "lowered_to": lowered,
-                "cases": [e.case_id for e in cases]}, key=f"run.reconciled:{stage.name}",
+                "cases": case_ids}, key=f"run.reconciled:{stage.name}",
                 meta={"run": self.id, "stage": "dispatcher", "config_hash": self.run_config.hash()}),
                 tracking=(stage.tracking, lowered))
 
@@ -520,7 +573,8 @@ class _Run:
         The watermarks count every case of the scan, claimed or not, so a stage's tracking
         position never passes a case another worker still holds.
         """
-        items = {f"{stage.name}:{ref.case_id}": (stage, ref, failures) for stage, ref, failures in pending.cases}
+        items = {f"{stage.name}:{opened.data.get('case_id')}": (stage, _case_ref(opened), failures)
+                 for stage, opened, failures in _opened_events(self.led, pending.cases)}
         waiting = list(items)
         running: set[asyncio.Task[None]] = set()
         done = 0
@@ -694,7 +748,7 @@ class _Run:
             s.stopped, s.stop = self.budget.stopped, "budget"
         else:
             s.stopped, s.stop = "a stop was requested; the cases in flight finished", "requested"
-        s.pending = s.left_pending = len(_scan_pending(self.led, False, None, False, self._select(), _case_ref).cases)
+        s.pending = s.left_pending = len(_scan_pending(self.led, False, None, False, self._select(), None).cases)
 
     async def _close_plan(self) -> None:
         if self.plan is not None:

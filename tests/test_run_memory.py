@@ -5,13 +5,16 @@ not keep a seq for every event the run appends. Real homes, the offline judge.""
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 from evalledger import ledger
+from evalledger.ledger import NewEvent
 from evalledger.stages.dispatcher import (
     CaseRef,
     RunSettings,
     _opened_events,
     _scan_pending,
+    _watermarks,
     find_pending,
     run_until_idle,
 )
@@ -127,3 +130,57 @@ def test_a_call_index_looks_again_only_when_catching_up_read_something(tmp_path)
         found = index.success("e" * 64)                     # read on the miss, then found
         assert found is not None and found.stream == "case:zz"
         assert index.catch_up() is False
+
+
+def kept_by_a_scan(tmp_path, cases: int) -> int:
+    """Bytes a run's scan keeps (its pending cases and their watermarks) over ``cases`` new cases."""
+    (tmp_path / f"n{cases}").mkdir()
+    home = judged_home(tmp_path / f"n{cases}", cases)
+    with ledger.open_ledger(home) as led:
+        tracemalloc.start()
+        try:
+            pending = _scan_pending(led, False, None, True, None, None)
+            marks = _watermarks(led, pending)
+            kept, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert len(pending.cases) == cases and len(marks.open["template"]) == cases
+    return kept
+
+
+def test_a_runs_scan_keeps_a_few_bytes_per_pending_case(tmp_path):
+    # A (stage, CaseRef, failures) tuple and a set and heap entry cost ~400 bytes a case: 40 MB of
+    # a 100,000-case run's peak. Now an 8-byte key and a 9-byte watermark entry (plus slack).
+    small, large = kept_by_a_scan(tmp_path, 400), kept_by_a_scan(tmp_path, 1200)
+    assert (large - small) / 800 < 48, f"{(large - small) / 800:.0f} bytes kept per pending case"
+
+
+def test_a_runs_pending_cases_come_in_seq_order_with_their_stage_and_failures(tmp_path):
+    home = judged_home(tmp_path, 12)
+    with ledger.open_ledger(home) as led:
+        events = [opened for _, opened, _ in find_pending(led).cases]
+        led.append(NewEvent(f"case:{events[3].data['case_id']}", "stage.failed",
+                            {"case_id": events[3].data["case_id"], "stage": "template", "reason": "x", "failure": 1},
+                            key="template:failed:1"))
+        compact = _scan_pending(led, True, None, True, None, None)
+        assert [(s.name, seq, f) for s, seq, f in compact.cases] == [
+            ("template", e.seq, 1 if i == 3 else 0) for i, e in enumerate(events)]
+        assert [e.seq for _, e, _ in _opened_events(led, compact.cases, page=5)] == [e.seq for e in events]
+        assert len(_scan_pending(led, False, None, True, None, None).cases) == 11   # the failed one is not retried
+
+
+def test_a_ledgers_write_caches_stay_bounded_however_many_streams_a_run_writes(tmp_path):
+    # The stream versions and the known blob keys: one entry per case stream and per answer, which
+    # reached 100,000 entries (~30 MB) in a 100,000-case run before they were cleared.
+    from evalledger.ledger import blobs
+
+    with ledger.open_ledger(tmp_path / "home") as led:
+        for at in range(0, 12_000, 1_000):
+            led.append([NewEvent(f"case:c{i}", "judge.called",
+                                 {"role": "parse", "backend": "offline", "model": "m", "request_hash": f"{i:064x}",
+                                  "attempt": 1, "raw_response": f"answer {i} " + "x" * blobs.MIN_STRING},
+                                 key=f"c{i}") for i in range(at, at + 1_000)])
+        recorder = led.recorder
+        # cleared once past 10,000: the last batch's 1,000 are what is left (12,000 were kept before)
+        assert len(recorder._versions) <= 11_000 and len(recorder._known_blobs) <= 11_000
+        assert led.verify().ok

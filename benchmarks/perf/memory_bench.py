@@ -7,42 +7,49 @@ For each size a benchmark of the issue's workload kind (``replay_bench.benchmark
 questions with two fields, answered by two models, under deep judgment) is written, then each
 command runs as its own ``evalledger`` process against one home: ``ingest``, ``run`` (offline
 judge), ``report``, ``rebuild``, ``verify`` and ``replay``. Each process's peak resident set
-(``ru_maxrss`` from ``wait4``) is printed; the baseline is the same command on the smaller home,
+(``ru_maxrss`` from ``wait4``, in a small launcher process: see ``LAUNCHER``) is printed; the
+baseline is the same command on the smaller home,
 measured in the same run. Targets: every command under 300 MB at the larger size, and large/small
 at most 1.25 (memory does not grow with the home). Exit 0 when both are met, 1 otherwise.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-# The benchmark file is written by a child process: a child's ru_maxrss starts from its parent's
-# peak (spawned before exec, it inherits that high-water mark), and building a 100,000-case
-# benchmark in this process took it to ~210 MB, so every command measured after looked that large.
-WRITE = ("import json, sys; sys.path.insert(0, sys.argv[1]); from replay_bench import benchmark; "
-         "open(sys.argv[2], 'w').write(json.dumps(benchmark(int(sys.argv[3]))))")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replay_bench import benchmark  # noqa: E402 (this folder is not a package)
+
 LIMIT_MB = 300
 RATIO = 1.25
 COMMANDS = ("ingest", "run", "report", "rebuild", "verify", "replay")
 
 
+# Runs argv[1:] and prints its peak RSS (KB). Linux carries a process's peak RSS across exec from
+# the memory it was forked (or vforked) from, so a command started straight from this script
+# reported at least this script's own peak: ~200 MB once it has written a 100,000-case benchmark,
+# whatever the command used. Started from this small launcher, it reports its own.
+LAUNCHER = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+_, status, usage = os.wait4(child.pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
 def peak_mb(argv: list[str]) -> tuple[float, float]:
     """(peak RSS in MB, wall seconds) of one process running ``argv``; it must succeed."""
     start = time.monotonic()
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert child.stderr is not None
-    errors = child.stderr.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({child.returncode}): {errors.decode()[-2000:]}")
-    return usage.ru_maxrss / 1024, time.monotonic() - start
+    launched = subprocess.run([sys.executable, "-c", LAUNCHER, *argv], capture_output=True)
+    code, maxrss_kb = (int(v) for v in launched.stdout.split()) if launched.returncode == 0 else (-1, 0)
+    if code != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({code}): {launched.stderr.decode()[-2000:]}")
+    return maxrss_kb / 1024, time.monotonic() - start
 
 
 def command_line(command: str, home: Path, source: Path) -> list[str]:
@@ -55,7 +62,7 @@ def command_line(command: str, home: Path, source: Path) -> list[str]:
 def measure(cases: int, folder: Path, commands: tuple[str, ...]) -> dict[str, float]:
     """Peak RSS (MB) of each of ``commands`` on a new home of ``cases`` cases."""
     source = folder / "benchmark.json"
-    subprocess.run([sys.executable, "-c", WRITE, str(HERE), str(source), str(cases)], check=True)
+    source.write_text(json.dumps(benchmark(cases)))
     home = folder / "home"
     subprocess.run([sys.executable, "-m", "evalledger", "--home", str(home), "init"], check=True,
                    stdout=subprocess.DEVNULL)
