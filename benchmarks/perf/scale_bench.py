@@ -66,34 +66,61 @@ class StepFailed(RuntimeError):
     """A measured command exited with an error (or ran past its time limit)."""
 
 
+# Runs argv[2:] and writes "exit-code cpu-seconds peak-kb" of it to argv[1]. Linux carries a
+# process's peak RSS across exec from the process it was forked from, so a step started straight
+# from this script reported at least this script's own peak (which writing a 100,000-case benchmark
+# takes to ~200 MB). Started from this small launcher, a step reports its own.
+LAUNCHER = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL)
+_, status, usage = os.wait4(child.pid, 0)
+with open(sys.argv[1], "w") as out:
+    out.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_utime + usage.ru_stime} {usage.ru_maxrss}")
+"""
+
+
 def measured(cmd: list[str], log: Path, timeout: float, cwd: Path | None = None,
              env: dict | None = None) -> Usage:
     """Run ``cmd`` as a child, its output appended to ``log``, and return its own resource usage.
 
-    ``os.wait4`` gives the rusage of exactly this child (and the children it waited for), so
-    other work of this script or the machine is not counted. A child past ``timeout`` seconds is
-    killed and reported, never waited on forever.
+    The child is started from a small launcher (``LAUNCHER``) whose ``os.wait4`` gives the rusage
+    of exactly that child (and the children it waited for), so other work of this script or the
+    machine is not counted. A child past ``timeout`` seconds is killed with its launcher and
+    reported, never waited on forever.
     """
+    usage_file = log.with_name(log.name + ".usage")
+    usage_file.unlink(missing_ok=True)
     with log.open("ab") as out:
         out.write(f"$ {' '.join(cmd)}\n".encode())
         out.flush()
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=cwd, env=env)
-        timer = threading.Timer(timeout, proc.kill)
+        proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(usage_file), *cmd], stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd, env=env,
+                                start_new_session=True)
+        timer = threading.Timer(timeout, lambda: _kill_group(proc.pid))
         timer.start()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
+            proc.wait()
         finally:
             timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here; Popen must not wait again
         wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        reason = f"killed after {timeout:.0f} s" if wall >= timeout else f"exit code {proc.returncode}"
+    fields = usage_file.read_text().split() if usage_file.exists() else []
+    usage_file.unlink(missing_ok=True)
+    code = int(fields[0]) if fields else proc.returncode or -9
+    if code != 0:
+        reason = f"killed after {timeout:.0f} s" if wall >= timeout else f"exit code {code}"
         tail = log.read_text(errors="replace").splitlines()[-15:]
         raise StepFailed(f"{' '.join(cmd)}: {reason}; the end of {log}:\n" + "\n".join(tail))
     # Linux reports ru_maxrss in KB.
-    return Usage(usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, wall)
+    return Usage(float(fields[1]), int(fields[2]) / 1024, wall)
+
+
+def _kill_group(pid: int) -> None:
+    """Kill the launcher and the step it started (one session)."""
+    try:
+        os.killpg(pid, 9)
+    except ProcessLookupError:
+        pass
 
 
 def write_inputs(cases: int, inbox: Path) -> int:
