@@ -6,11 +6,11 @@ from __future__ import annotations
 import collections
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from disk_support import mounted_tmpfs
 from evalledger import ledger
 from evalledger.stages.intake_status import case_states
 from watch_support import benchmark_file, evalledger
@@ -19,15 +19,8 @@ from watch_support import benchmark_file, evalledger
 @pytest.fixture
 def small_disk(tmp_path):
     """A 16 MB tmpfs mounted for the test, unmounted afterwards."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "16m") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", str(disk)], check=True)
 
 
 def fill(disk: Path, leave: int) -> Path:

@@ -11,13 +11,13 @@ import tracemalloc
 from evalledger import ledger, projections
 from evalledger.projections import case_pages
 from evalledger.projections.aggregate_stream import ExactSum
-from evalledger.projections.report_files import DictSink
 from evalledger.projections.report_rows import sort_key
 from evalledger.projections.reports import render_into, write_reports
 from evalledger.projections.store import ReadModelStore
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.intake import ingest_path
 from evalledger.testing.arithmetic import arithmetic_benchmark
+from reports_support import StreamsNoted
 
 PAGE = 25   # cases per page: the page in hand is the same size at both sizes
 
@@ -85,16 +85,7 @@ def test_the_side_by_side_order_key_sorts_as_the_natural_order_does():
     assert all((sort_key(a) == sort_key(b)) == (natural_key(a) == natural_key(b)) for a in ids for b in ids)
 
 
-class _StreamsNoted(DictSink):
-    """A DictSink that notes which files came in pieces."""
 
-    def __init__(self):
-        super().__init__()
-        self.streamed: list[str] = []
-
-    def stream(self, rel):
-        self.streamed.append(rel)
-        return super().stream(rel)
 
 
 def test_question_ids_that_sort_alike_keep_the_in_memory_renderers_order(tmp_path):
@@ -115,7 +106,7 @@ def test_question_ids_that_sort_alike_keep_the_in_memory_renderers_order(tmp_pat
         assert ingest_path(led, source).status == "accepted"
         run_until_idle(led, RunSettings(judge_backend="offline"))
         projections.update(led)
-        store, sink = ReadModelStore(led), _StreamsNoted()
+        store, sink = ReadModelStore(led), StreamsNoted()
         try:
             expected = reference_reports.render_files(store)
             render_into(store, sink)

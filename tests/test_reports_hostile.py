@@ -16,23 +16,14 @@ from pathlib import Path
 
 import pytest
 
-import reference_reports
+from disk_support import mounted_tmpfs
 from evalledger import ledger
 from evalledger.projections.benchmark_md import natural_key
 from evalledger.projections.report_rows import ReportRows, ReportRowsError, sort_key
 from evalledger.projections.reports import INCOMPLETE, MANIFEST, write_reports
 from evalledger.projections.store import ReadModelStore
 from evalledger.testing.arithmetic import arithmetic_benchmark
-
-
-def _reference(home: Path) -> dict[str, bytes]:
-    """Every report file as the in-memory renderer renders it from ``home``'s read models."""
-    with ledger.open_ledger(home, readonly=True) as led:
-        store = ReadModelStore(led)
-        try:
-            return reference_reports.render_files(store)
-        finally:
-            store.close()
+from reports_support import reference_files
 
 
 def _folder_files(reports: Path) -> dict[str, bytes]:
@@ -67,7 +58,7 @@ def test_question_ids_with_digits_that_are_not_decimal_are_reported(tmp_path, ru
     report = run_cli("report", home=home)
     assert report.returncode == 0, report.stderr
     assert "Traceback" not in report.stderr
-    expected = _reference(home)
+    expected = reference_files(home)
     assert _folder_files(home / "reports") == expected
     side = expected["hostile/report.md"].decode().split("### Side by side")[1].split("###")[0]
     rows = [line.split(" | ")[0][2:] for line in side.splitlines()[4:] if line.startswith("| ")]
@@ -94,20 +85,13 @@ def test_the_order_key_matches_the_natural_order_on_generated_ids():
 @pytest.fixture
 def full_folder(tmp_path):
     """A 16 KB tmpfs, filled: a temporary folder with no room left (root only: mount)."""
-    disk = tmp_path / "tmp-full"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "tmp-full", "16k") as disk:
         with open(disk / "filler", "wb") as fh:
             try:
                 fh.write(b"\0" * (1 << 20))
             except OSError:
                 pass
         yield disk
-    finally:
-        subprocess.run(["umount", str(disk)], check=True)
 
 
 # The CLI with the report rows' page cache cut to 8 KiB, so a home of a hundred cases spills its
@@ -144,7 +128,7 @@ def test_a_full_temporary_folder_fails_the_report_clearly_and_marks_the_folder_i
     again = run_cli("report", home=home)                          # with room: complete again
     assert again.returncode == 0, again.stderr
     assert not (reports / INCOMPLETE).exists()
-    assert _folder_files(reports) == _reference(home)
+    assert _folder_files(reports) == reference_files(home)
 
 
 def test_a_render_that_fails_before_writing_anything_leaves_the_earlier_folder_unmarked(tmp_path, run_cli,

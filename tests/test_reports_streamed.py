@@ -12,9 +12,9 @@ from pathlib import Path
 import reference_reports
 from evalledger import ledger, projections
 from evalledger.projections import case_pages
-from evalledger.projections.report_files import DictSink
 from evalledger.projections.reports import MANIFEST, render_into, write_reports
 from evalledger.projections.store import ReadModelStore
+from reports_support import StreamsNoted, reference_files
 
 PAGE = 7     # cases per page in these tests: a few cases make several pages
 
@@ -38,13 +38,7 @@ def _folder_files(reports: Path) -> dict[str, bytes]:
             for p in sorted(reports.rglob("*")) if p.is_file() and p.name != MANIFEST}
 
 
-def _reference(home: Path) -> dict[str, bytes]:
-    with ledger.open_ledger(home, readonly=True) as led:
-        store = ReadModelStore(led)
-        try:
-            return reference_reports.render_files(store)
-        finally:
-            store.close()
+
 
 
 class _WatchedStore(ReadModelStore):
@@ -60,16 +54,7 @@ class _WatchedStore(ReadModelStore):
         return super().load_cases(ids)
 
 
-class _Sink(DictSink):
-    """A DictSink that notes which files came in pieces."""
 
-    def __init__(self):
-        super().__init__()
-        self.streamed: list[str] = []
-
-    def stream(self, rel):
-        self.streamed.append(rel)
-        return super().stream(rel)
 
 
 def test_streamed_reports_equal_the_in_memory_renderer_on_a_varied_home(tmp_path, run_cli, monkeypatch):
@@ -91,7 +76,7 @@ def test_streamed_reports_equal_the_in_memory_renderer_on_a_varied_home(tmp_path
     assert run_cli("confirm", judged[1], "--author", "bob", home=home).returncode in (0, 1)
     assert run_cli("report", home=home).returncode == 0
 
-    expected = _reference(home)
+    expected = reference_files(home)
     kinds = json.loads(expected["aggregate-stats.json"])["benchmarks"].values()
     assert {b["kind"] for b in kinds} == {"template", "reconstruction", "audit"}
     assert any("repeats" in m for b in kinds for m in b["models"].values())
@@ -101,11 +86,11 @@ def test_streamed_reports_equal_the_in_memory_renderer_on_a_varied_home(tmp_path
     # With small pages: several pages per model, each read on its own, in both renderers.
     monkeypatch.setattr(case_pages, "CASES_PER_PAGE", PAGE)
     monkeypatch.setattr(reference_reports, "CASES_PER_PAGE", PAGE)
-    paged_expected = _reference(home)
+    paged_expected = reference_files(home)
     assert any(re.search(r"^paged/cases/[^/]+/3\.md$", rel) for rel in paged_expected)
     out = tmp_path / "out"
     with ledger.open_ledger(home, readonly=True) as led:
-        store, sink = _WatchedStore(led), _Sink()
+        store, sink = _WatchedStore(led), StreamsNoted()
         try:
             render_into(store, sink)
             loads, cases = list(store.loads), store.case_count()
