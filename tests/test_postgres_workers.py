@@ -143,6 +143,19 @@ def judged_count(home: Path) -> int:
         return sum(1 for _ in led.read(types=list(TERMINAL)))
 
 
+def unjudged(home: Path, cases: set[str], exits: list[tuple[int, str]]) -> str:
+    """What a failure message needs: the events of the cases left without an outcome (a
+    ``stage.failed`` says why) and how every worker ended."""
+    lines = [f"{len(cases)} case(s) without an outcome"]
+    with ledger.open_ledger(home, readonly=True) as led:
+        for case_id in sorted(cases):
+            for event in led.read(stream=f"case:{case_id}"):
+                lines.append(f"  {case_id} seq {event.seq} {event.type} run={event.meta.get('run')} "
+                             f"{event.data.get('reason', '')}")
+    lines += [f"worker exit {code}: {output.strip()[-600:]}" for code, output in exits]
+    return "\n".join(lines)
+
+
 def add_generated(home: Path, folder: Path, i: int) -> None:
     """Ingest generated benchmark ``i`` into the store through ``home`` (more work for the workers)."""
     path = folder / f"more-generated-{i}.json"
@@ -159,12 +172,14 @@ def test_four_workers_with_random_sigkills_judge_every_case_exactly_once(tmp_pat
         homes = [tmp_path / f"machine{n}" for n in range(4)]
         running = {n: worker(homes[n], store, server.base_url) for n in range(4)}
         kills, judged_at_kills = 0, []
+        exits: list[tuple[int, str]] = []   # every worker that ended: (exit code, output)
         deadline = time.monotonic() + 150
         while running and time.monotonic() < deadline:
             time.sleep(rng.uniform(0.2, 0.6))
             for n, proc in list(running.items()):
                 if proc.poll() is not None:
                     output = proc.stdout.read()
+                    exits.append((proc.returncode, output))
                     assert proc.returncode in (0, 1, -signal.SIGKILL), output
                     del running[n]
                     if kills < KILLS:   # kills are still owed: the machine starts another run
@@ -185,8 +200,12 @@ def test_four_workers_with_random_sigkills_judge_every_case_exactly_once(tmp_pat
                 kills += 1
                 judged_at_kills.append(judged_count(home))
                 running[victim] = worker(homes[victim], store, server.base_url)   # the machine restarts it
+        if running:   # the loop's deadline passed (a slow machine): these end on their own
+            exits.append((0, f"the loop's deadline passed with {len(running)} worker(s) running"))
         for proc in running.values():
             proc.wait(timeout=120)
+            exits.append((proc.returncode, proc.stdout.read()))
+            assert proc.returncode in (0, 1), exits[-1]
         with ledger.open_ledger(home, readonly=True) as led:
             opened = {e.data["case_id"] for e in led.read(types=["case.opened"])}
         assert kills == KILLS
@@ -198,7 +217,7 @@ def test_four_workers_with_random_sigkills_judge_every_case_exactly_once(tmp_pat
         assert len(runs) >= KILLS + 1   # every killed run committed outcomes, and so did others
         assert report.ok, report.problems
         judged = outcomes(home)
-        assert set(judged) == opened and set(judged.values()) == {1}, judged
+        assert set(judged) == opened and set(judged.values()) == {1}, unjudged(home, opened - set(judged), exits)
 
         # A last worker finds nothing left; meanwhile the same cases are judged by one worker alone,
         # in a store of their own (replies depend on the request only, so this judge needs no delay).
