@@ -7,17 +7,8 @@ import shutil
 
 from evalledger import ledger
 from evalledger.projections.replay import finish_replay
-from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.replaying import replay_into
-from stages_support import home_with, template_benchmark
-
-
-def offline_judged(tmp_path):
-    """A home whose one case the offline judge judged."""
-    home = home_with(tmp_path, ("b.json", template_benchmark()))
-    with ledger.open_ledger(home) as led:
-        assert run_until_idle(led, RunSettings(judge_backend="offline")).judged == 1
-    return home
+from stages_support import offline_judged
 
 
 def folder_bytes(folder):
