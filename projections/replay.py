@@ -36,13 +36,16 @@ def write_unrecorded(led, missing: list[dict[str, str]]) -> Path:
     return path
 
 
-def finish_replay(target: ledger.Ledger | str | os.PathLike, missing: list[dict[str, str]]) -> Path | None:
-    """After ``replay_into``: write the listing of unrecorded requests (when there are any) and the
-    new home's reports; returns the listing's path, or None."""
+def finish_replay(target: ledger.Ledger | str | os.PathLike, missing: list[dict[str, str]],
+                  report: bool = True) -> Path | None:
+    """After ``replay_into``: write the listing of unrecorded requests (when there are any) and,
+    unless ``report`` is False (the caller writes them itself), the new home's reports; returns
+    the listing's path, or None."""
     led = ledger.open_ledger(target) if isinstance(target, (str, os.PathLike)) else target
     try:
         listing = write_unrecorded(led, missing) if missing else None
-        refresh(led)
+        if report:
+            refresh(led)
         return listing
     finally:
         if led is not target:

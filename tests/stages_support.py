@@ -91,6 +91,15 @@ def home_with(tmp_path: Path, *files: tuple[str, Any]) -> Path:
     return home
 
 
+def offline_judged(tmp_path: Path) -> Path:
+    """A home whose one case the offline judge judged (its runs name the offline backend)."""
+    from evalledger.stages.dispatcher import RunSettings, run_until_idle
+    home = home_with(tmp_path, ("b.json", template_benchmark()))
+    with ledger.open_ledger(home) as led:
+        assert run_until_idle(led, RunSettings(judge_backend="offline")).judged == 1
+    return home
+
+
 def events(home: Path, *types: str, stream: str | None = None) -> list[ledger.Event]:
     with ledger.open_ledger(home) as led:
         return list(led.read(types=list(types) or None, stream=stream))

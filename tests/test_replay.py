@@ -13,7 +13,7 @@ from evalledger.cli.main import main
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.testing.stand_in import StandIn, StandInThread
 from stages_scripted import dispatch, pairs_sentence, response_of
-from stages_support import RESPONSE, home_with, template_benchmark
+from stages_support import RESPONSE, home_with, offline_judged, template_benchmark
 
 NEAR_MARK = "Notes:"   # responses starting with this get a near-verbatim excerpt (similarity ~0.9)
 SUFFIX = " overall"
@@ -171,14 +171,6 @@ def test_diff_names_changed_claim_scores_from_the_events(tmp_path, capsys):
 
 
 # --- a live judge that cannot be set up is refused before the new home is made ------------------------
-
-def offline_judged(tmp_path):
-    """A home whose one case the offline judge judged (its runs name the offline backend)."""
-    home = home_with(tmp_path, ("b.json", template_benchmark()))
-    with ledger.open_ledger(home) as led:
-        assert run_until_idle(led, RunSettings(judge_backend="offline")).judged == 1
-    return home
-
 
 @pytest.mark.parametrize("env, missing", [
     ({"OPENAI_MODEL": "", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}, "OPENAI_MODEL"),
