@@ -11,13 +11,23 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
+from evalledger import ledger
 from evalledger.stages.formats.decode import loads
 from evalledger.stages.formats.errors import FileRejected
 from evalledger.stages.formats.stream import NotStreamable, read_document
+from evalledger.testing.arithmetic import arithmetic_benchmark
+
+CLI = [sys.executable, "-m", "evalledger"]
 
 ARRAYS = frozenset({"questions", "responses"})
 # Pieces chosen to land on window boundaries: escapes, multi-byte UTF-8, a surrogate pair, a
@@ -124,3 +134,53 @@ def test_one_long_value_is_not_read_again_once_per_window(tail):
     if got is not None:
         assert got["questions"] == ['a"' * (4 << 18)]
     assert fh.reads < 40, f"{fh.reads} reads for one value of {len(raw)} bytes"
+
+
+def leftovers(home: Path) -> list[str]:
+    """The temporary spools and spill folders in the home's processed/."""
+    return sorted(p.name for p in (home / "processed").glob(".sp[oi]l*-*"))
+
+
+def counts(home: Path) -> tuple[int, int]:
+    """(file.received, case.opened) events in the home."""
+    with ledger.open_ledger(home, readonly=True) as led:
+        kinds = [e.type for e in led.read(types=["file.received", "case.opened"])]
+    return kinds.count("file.received"), kinds.count("case.opened")
+
+
+def test_a_killed_spooled_ingest_leaves_no_temporary_files_once_intake_runs_again(tmp_path):
+    source = tmp_path / "big.json"
+    source.write_text(json.dumps(arithmetic_benchmark(3000, "killed")))   # ~1.7 MB: spooled
+    home = tmp_path / "home"
+    subprocess.run([*CLI, "--home", str(home), "init"], check=True, capture_output=True)
+    child = subprocess.Popen([*CLI, "--home", str(home), "ingest", str(source)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.monotonic() + 60
+    while not any(name.startswith(".spill-") for name in leftovers(home)):   # mid-ingest: spilled
+        assert child.poll() is None and time.monotonic() < end, "the ingest ended before it spilled"
+        time.sleep(0.002)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    assert leftovers(home), "the kill left nothing behind: it did not land mid-ingest"
+    assert counts(home) == (0, 0)
+    again = subprocess.run([*CLI, "--home", str(home), "ingest", str(source)], capture_output=True, text=True)
+    assert again.returncode == 0 and "6000 new cases" in again.stdout, again.stdout + again.stderr
+    assert leftovers(home) == [] and counts(home) == (1, 6000)
+    verify = subprocess.run([*CLI, "--home", str(home), "verify"], capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_the_spool_of_an_ingest_still_running_is_left_alone(tmp_path):
+    home = tmp_path / "home"
+    subprocess.run([*CLI, "--home", str(home), "init"], check=True, capture_output=True)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (home / "processed").mkdir(exist_ok=True)
+    live = home / "processed" / f".spool-{os.getpid()}-abc"     # this test's process is running
+    dead = home / "processed" / f".spool-{gone.stdout.strip()}-abc"
+    other = home / "processed" / ".spool-notes.txt"             # not a name intake makes
+    for path in (live, dead, other):
+        path.write_bytes(b"x")
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps(arithmetic_benchmark(2, "small")))
+    subprocess.run([*CLI, "--home", str(home), "ingest", str(small)], check=True, capture_output=True)
+    assert live.exists() and other.exists() and not dead.exists()
