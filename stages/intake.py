@@ -635,7 +635,7 @@ def _take(path: Path, read: FileRead, folder: Path) -> Path | None:
             st = path.stat()
         except FileNotFoundError:
             return None
-        if (st.st_dev, st.st_ino) != read.identity:
+        if (st.st_dev, st.st_ino) != read.identity or not _unchanged(path, read):
             return None
         taking = folder / f".taking-{read.sha256[:16]}-{os.getpid()}"
         try:
@@ -649,10 +649,18 @@ def _take(path: Path, read: FileRead, folder: Path) -> Path | None:
     except FileNotFoundError:
         return None   # another process (the watch daemon, a second ingest) filed it first
     st = taking.stat()
-    if (st.st_dev, st.st_ino) == read.identity:
+    if (st.st_dev, st.st_ino) == read.identity and _unchanged(taking, read):
         return taking
     _put_back(taking, path)
     return None
+
+
+def _unchanged(path: Path, read: FileRead) -> bool:
+    """True when ``path`` still holds the bytes read: the same inode written to since (appended,
+    rewritten) would otherwise be filed as ``processed/<sha256>`` of bytes it no longer holds."""
+    if path.stat().st_size != read.size:
+        return False
+    return read.over_limit or sha256_of(path)[0] == read.sha256
 
 
 def _put_back(taken: Path, path: Path) -> None:

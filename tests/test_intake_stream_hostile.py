@@ -9,6 +9,7 @@ were the bytes the ledger names.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from evalledger import ledger
+from evalledger.stages import intake
 from evalledger.stages.formats.decode import loads
 from evalledger.stages.formats.errors import FileRejected
 from evalledger.stages.formats.stream import NotStreamable, read_document
@@ -184,3 +186,35 @@ def test_the_spool_of_an_ingest_still_running_is_left_alone(tmp_path):
     small.write_text(json.dumps(arithmetic_benchmark(2, "small")))
     subprocess.run([*CLI, "--home", str(home), "ingest", str(small)], check=True, capture_output=True)
     assert live.exists() and other.exists() and not dead.exists()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("questions", [5, 3000], ids=["in-memory", "spooled"])
+@pytest.mark.parametrize("change", ["appended", "rewritten"])
+def test_an_inbox_file_written_to_after_it_was_read_is_not_filed_as_what_was_read(tmp_path, questions, change):
+    home = tmp_path / "home"
+    led = ledger.open_ledger(home)
+    inbox = home / "inbox"
+    inbox.mkdir(parents=True, exist_ok=True)
+    path = inbox / "late.json"
+    path.write_text(json.dumps(arithmetic_benchmark(questions, "late")))
+    read = intake.read_once(path, intake.DEFAULT_MAX_BYTES, None, home / "processed")
+    # a writer still at work on the same inode, after intake's one read
+    with open(path, "r+b") as fh:
+        fh.seek(0, os.SEEK_END if change == "appended" else os.SEEK_SET)
+        fh.write(b"\n " if change == "appended" else b" ")   # appended: still valid; rewritten: '{' lost
+    try:
+        result = intake._ingest_read(led, path, read, "late.json", True, intake.DEFAULT_MAX_BYTES, 100_000, None)
+    finally:
+        if read.spool is not None:
+            read.spool.unlink(missing_ok=True)
+    assert result.status == "accepted" and result.sha256 == read.sha256
+    assert sha256(result.moved_to) == read.sha256, "processed/ names bytes it does not hold"
+    assert path.exists(), "the changed file left the inbox without being ingested"
+    changed = sha256(path)
+    again = intake.ingest_path(led, path, from_inbox=True)   # ingested on its own, under its own hash
+    led.close()
+    assert again.sha256 == changed != read.sha256 and sha256(again.moved_to) == changed
