@@ -66,16 +66,25 @@ def random_document(rng: random.Random) -> bytes:
     raw = json.dumps(doc, ensure_ascii=rng.random() < .3, indent=rng.choice([None, 0, 1, "\t"])).encode()
     raw = (b"\xef\xbb\xbf" if rng.random() < .2 else b"") + raw
     for _ in range(rng.randint(0, 3)):
-        at = rng.randint(0, len(raw))
-        raw = rng.choice([
-            lambda: raw[:at] + raw[at + 1:],
-            lambda: raw[:at] + rng.choice(DAMAGE) + raw[at:],
-            lambda: raw[:at],
-            lambda: raw + rng.choice([b" x", b"{}", b"\n", b"\x00"]),
-            lambda: raw.replace(b'"questions": [', b'"questions": [' + b"[" * rng.randint(60, 66), 1),
-            lambda: raw.replace(b'"name"', b'"name": 1, "name"', 1),
-        ])()
+        raw = damaged(rng, raw)
     return raw
+
+
+def damaged(rng: random.Random, raw: bytes) -> bytes:
+    """``raw`` with one random damage: a byte dropped, a token inserted, cut short, trailing data,
+    nesting deeper than the limit, or a repeated key."""
+    at, kind = rng.randint(0, len(raw)), rng.randint(0, 5)
+    if kind == 0:
+        return raw[:at] + raw[at + 1:]
+    if kind == 1:
+        return raw[:at] + rng.choice(DAMAGE) + raw[at:]
+    if kind == 2:
+        return raw[:at]
+    if kind == 3:
+        return raw + rng.choice([b" x", b"{}", b"\n", b"\x00"])
+    if kind == 4:
+        return raw.replace(b'"questions": [', b'"questions": [' + b"[" * rng.randint(60, 66), 1)
+    return raw.replace(b'"name"', b'"name": 1, "name"', 1)
 
 
 def parsed_whole(raw: bytes):
@@ -110,9 +119,9 @@ def test_random_documents_stream_as_they_parse_whole_or_not_at_all(seed):
         whole = parsed_whole(raw)
         for read_size in (1, 2, 3, 7, 64, 4096):
             streamed = parsed_streamed(io.BytesIO(raw), read_size)
-            if streamed is not None:   # a yes must be exactly the whole parse
-                assert whole is not None, (read_size, raw)
-                assert json.dumps(streamed, sort_keys=True) == json.dumps(whole, sort_keys=True), (read_size, raw)
+            # exactly the whole parse, or no when the whole reader refuses it (a valid document
+            # read as a whole would merely cost memory, and none of these needs that)
+            assert json.dumps(streamed, sort_keys=True) == json.dumps(whole, sort_keys=True), (read_size, raw)
 
 
 class CountedReads(io.BytesIO):

@@ -60,7 +60,7 @@ class _Window:
             added = self.decoder.decode(chunk, final=not chunk)
         except UnicodeDecodeError:
             raise NotStreamable("not UTF-8") from None
-        if not self.started:
+        if not self.started and added:   # the first character: a BOM's 3 bytes may span reads
             self.started = True
             added = added.removeprefix(_BOM)
         self.eof = not chunk
