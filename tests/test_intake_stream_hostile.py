@@ -26,12 +26,11 @@ from evalledger import ledger
 from evalledger.stages import intake
 from evalledger.stages.formats.decode import loads
 from evalledger.stages.formats.errors import FileRejected
-from evalledger.stages.formats.stream import NotStreamable, read_document
 from evalledger.testing.arithmetic import arithmetic_benchmark
+from intake_support import streamed_document
 
 CLI = [sys.executable, "-m", "evalledger"]
 
-ARRAYS = frozenset({"questions", "responses"})
 # Pieces chosen to land on window boundaries: escapes, multi-byte UTF-8, a surrogate pair, a
 # string longer than the reader's margin, and the characters the reader looks for between values.
 ATOMS = ["a", "é", "\u2028", "\\", '"', "\U0001F600", "x" * 70, "\u0000", "]", "}", ",", ":"]
@@ -95,22 +94,6 @@ def parsed_whole(raw: bytes):
         return None
 
 
-def parsed_streamed(fh: io.BufferedIOBase, read_size: int):
-    """The document as ``read_document`` gives it, reassembled; None when it says no."""
-    got: dict = {}
-    try:
-        for key, number, item in read_document(fh, ARRAYS, read_size):
-            if number is None:
-                got[key] = item
-            elif number < 0:
-                got[key] = []
-            else:
-                got[key].append(item)
-    except NotStreamable:
-        return None
-    return got
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_random_documents_stream_as_they_parse_whole_or_not_at_all(seed):
     rng = random.Random(seed)
@@ -118,7 +101,7 @@ def test_random_documents_stream_as_they_parse_whole_or_not_at_all(seed):
         raw = random_document(rng)
         whole = parsed_whole(raw)
         for read_size in (1, 2, 3, 7, 64, 4096):
-            streamed = parsed_streamed(io.BytesIO(raw), read_size)
+            streamed = streamed_document(io.BytesIO(raw), read_size)
             # exactly the whole parse, or no when the whole reader refuses it (a valid document
             # read as a whole would merely cost memory, and none of these needs that)
             assert json.dumps(streamed, sort_keys=True) == json.dumps(whole, sort_keys=True), (read_size, raw)
@@ -140,7 +123,7 @@ def test_one_long_value_is_not_read_again_once_per_window(tail):
     # each of ~1,000 reads (quadratic: a 200 MB string took a minute and 4x its size in memory).
     raw = b'{"format": "evalledger/benchmark@1", "questions": ["' + b"a\\\"" * (4 << 18) + tail
     fh = CountedReads(raw)
-    got = parsed_streamed(fh, 4096)
+    got = streamed_document(fh, 4096)
     assert (got is None) == (tail == b"")
     if got is not None:
         assert got["questions"] == ['a"' * (4 << 18)]
