@@ -54,7 +54,7 @@ class _Window:
         if self.eof:
             return False
         # Growing geometrically keeps one long value (a 200 MB string) linear: a fixed window
-        # re-scanned the value from its start once per window read (54 s and 820 MB at 200 MB).
+        # re-scanned the value from its start once per window read (a 200 MB string: 31 s, now 1.5 s).
         chunk = self.fh.read(max(self.size, len(self.text)) if grow else self.size)
         try:
             added = self.decoder.decode(chunk, final=not chunk)
