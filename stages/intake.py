@@ -24,7 +24,7 @@ from evalledger.ledger import Event, Ledger, NewEvent, event_id
 from evalledger.ledger.api import CHUNK_BYTES
 from evalledger.ledger.persistence import Recorder
 from evalledger.stages import intake_events as ev
-from evalledger.stages import intake_stream
+from evalledger.stages import intake_spool, intake_stream
 from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
 from evalledger.stages.limits import (  # noqa: F401 (the limit is re-exported: callers import it from here)
     DEFAULT_MAX_BYTES,
@@ -168,7 +168,7 @@ def _spool(fh, head: bytes, max_bytes: int, identity: tuple[int, int], folder: P
     new private file while hashing them; a file over the limit keeps no copy."""
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=folder, prefix=".spool-")
+    fd, name = tempfile.mkstemp(dir=folder, prefix=intake_spool.prefix(intake_spool.SPOOL))
     digest, size = hashlib.sha256(), 0
     try:
         with os.fdopen(fd, "wb") as out:
@@ -206,7 +206,10 @@ def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = Fals
             and path.resolve().parent.parent == (Path(led.home) / "inbox").resolve():
         collection = path.parent.name
     name = recorded_name(path)
-    read = read_once(path, max_bytes, spool_above, _spool_folder(led))
+    spool_dir = _spool_folder(led)
+    if spool_dir is not None:   # what a killed ingest left there (the system's temporary folder is the OS's)
+        intake_spool.remove_leftovers(spool_dir)
+    read = read_once(path, max_bytes, spool_above, spool_dir)
     try:
         return _ingest_read(led, path, read, name, from_inbox, max_bytes, max_response_chars, collection)
     finally:
@@ -256,7 +259,8 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
         if result.ok:
             resolve_pending(led)
         return result
-    with tempfile.TemporaryDirectory(dir=read.spool.parent, prefix=".spill-") as folder:
+    spill = intake_spool.prefix(intake_spool.SPILL)
+    with tempfile.TemporaryDirectory(dir=read.spool.parent, prefix=spill) as folder:
         spilled = intake_stream.read_native(read.spool, Path(folder), max_response_chars)
         # an earlier version to compare with, or pending responses waiting for it: read whole
         if spilled is not None and not spilled.has_earlier_version(led) \
@@ -631,7 +635,7 @@ def _take(path: Path, read: FileRead, folder: Path) -> Path | None:
             st = path.stat()
         except FileNotFoundError:
             return None
-        if (st.st_dev, st.st_ino) != read.identity:
+        if (st.st_dev, st.st_ino) != read.identity or not _unchanged(path, read):
             return None
         taking = folder / f".taking-{read.sha256[:16]}-{os.getpid()}"
         try:
@@ -645,10 +649,18 @@ def _take(path: Path, read: FileRead, folder: Path) -> Path | None:
     except FileNotFoundError:
         return None   # another process (the watch daemon, a second ingest) filed it first
     st = taking.stat()
-    if (st.st_dev, st.st_ino) == read.identity:
+    if (st.st_dev, st.st_ino) == read.identity and _unchanged(taking, read):
         return taking
     _put_back(taking, path)
     return None
+
+
+def _unchanged(path: Path, read: FileRead) -> bool:
+    """True when ``path`` still holds the bytes read: the same inode written to since (appended,
+    rewritten) would otherwise be filed as ``processed/<sha256>`` of bytes it no longer holds."""
+    if path.stat().st_size != read.size:
+        return False
+    return read.over_limit or sha256_of(path)[0] == read.sha256
 
 
 def _put_back(taken: Path, path: Path) -> None:

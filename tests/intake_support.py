@@ -5,8 +5,10 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import IO
 
 from evalledger import ledger
+from evalledger.stages.formats.stream import NotStreamable, read_document
 from shared_fixtures import KARENINA  # noqa: F401 - re-exported for the intake tests
 
 SAMPLES = Path(__file__).resolve().parent.parent / "benchmarks" / "samples"
@@ -57,3 +59,20 @@ def events(led: ledger.Ledger, type: str | None = None) -> list[ledger.Event]:
 
 def types(led: ledger.Ledger) -> list[str]:
     return [e.type for e in led.read()]
+
+
+def streamed_document(fh: IO[bytes], read_size: int) -> dict | None:
+    """A native benchmark file as ``formats.stream.read_document`` gives it (a window of
+    ``read_size`` bytes at a time), its arrays put back together; None when it says no."""
+    got: dict = {}
+    try:
+        for key, number, item in read_document(fh, frozenset({"questions", "responses"}), read_size):
+            if number is None:
+                got[key] = item
+            elif number < 0:
+                got[key] = []
+            else:
+                got[key].append(item)
+    except NotStreamable:
+        return None
+    return got

@@ -23,6 +23,7 @@ from evalledger.stages.formats.decode import loads
 from evalledger.stages.formats.stream import NotStreamable, read_document
 from evalledger.stages.intake import SPOOL_ABOVE, ingest_path, sha256_of
 from evalledger.testing.arithmetic import arithmetic_benchmark
+from intake_support import streamed_document
 
 CLI = [sys.executable, "-m", "evalledger"]
 SAMPLES = Path(__file__).resolve().parent.parent / "benchmarks" / "samples"
@@ -146,14 +147,7 @@ def test_the_stream_reader_gives_what_a_whole_parse_gives_at_any_window(read_siz
            "questions": [{"k": i * 1.25, "s": "x" * i, "e": 1e5, "neg": -0.0} for i in range(40)],
            "responses": [], "z": {"deep": [[[{"a": "\\\"]"}]]]}}
     raw = json.dumps(doc, indent=1, ensure_ascii=bool(read_size % 2)).encode()
-    got: dict = {}
-    for key, number, item in read_document(io.BytesIO(raw), frozenset({"questions", "responses"}), read_size):
-        if number is None:
-            got[key] = item
-        elif number < 0:
-            got[key] = []
-        else:
-            got[key].append(item)
+    got = streamed_document(io.BytesIO(raw), read_size)
     assert json.dumps(got, sort_keys=True) == json.dumps(loads(raw.decode()), sort_keys=True)
 
 
