@@ -23,7 +23,7 @@ from evalledger.stages.dispatcher import STAGES, RunSettings, find_pending, run_
 from evalledger.stages.intake import ingest_path
 from evalledger.stages.intake_status import case_states
 from stages_support import InterruptedOnce
-from watch_support import benchmark_file, drop_by_rename, evalledger, start_watch, wait_for
+from watch_support import benchmark_file, drop_by_rename, evalledger, start_watch, wait_for, wait_stopped
 
 
 class Interrupted(BaseException):
@@ -103,7 +103,7 @@ def test_sigterm_at_random_points_leaves_no_case_stuck_and_a_restart_finishes_ea
             time.sleep(rng.uniform(0.2, 0.9))    # any moment: starting, ingesting, judging, idle
         os.kill(proc.pid, signal.SIGTERM)
         # -SIGTERM: the signal came before the daemon installed its handlers (the default action)
-        assert proc.wait(timeout=20) in (0, -signal.SIGTERM)
+        assert wait_stopped(proc, 20, log_path, offset) in (0, -signal.SIGTERM)
         with ledger.open_ledger(home, readonly=True) as led:
             assert passed_over(led) == [], f"after SIGTERM {n + 1}: tracking passed an unfinished case"
     assert evalledger(home, "watch", "--once", check=False).returncode == 0
