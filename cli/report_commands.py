@@ -160,15 +160,16 @@ def cmd_replay(args) -> int:
           f"into {target}: " + ("carrying on the replay begun there; " if result.resumed else "")
           + f"{result.copied} input events copied")
     listing = finish_replay(target, missing, report=False)
-    if not report_in_child(target):
-        return 1
+    # A failed report (its error on stderr) still leaves a complete replay: say what it did and
+    # what it could not answer, or the user learns of unrecorded requests only at the next replay.
+    reported = report_in_child(target)
     print(f"{summary.cases} case(s) re-run: {summary.judged} judged, {summary.failed} failed; "
           f"{result.live_calls} live judge call(s)")
     if missing:
         _print_unrecorded(missing, listing)
     if hint:
         print(f"note: {hint}")
-    return 1 if missing else 0
+    return 1 if missing or not reported else 0
 
 
 def report_in_child(target: Path) -> bool:

@@ -3,6 +3,7 @@ bytes, and a failure there says the replay itself is complete and how to write t
 
 from __future__ import annotations
 
+import json
 import shutil
 
 from evalledger import ledger
@@ -49,6 +50,23 @@ def test_replay_whose_report_fails_says_the_replay_is_complete(tmp_path, run_cli
     assert done.returncode == 1
     assert f"writing the reports of {target} failed" in done.stderr
     assert f"run 'evalledger --home {target} report'" in done.stderr
-    assert "case(s) re-run" not in done.stdout
+    assert "0 case(s) re-run" in done.stdout                   # what the replay did is still said
     with ledger.open_ledger(target, readonly=True) as led:     # the replayed ledger is intact
         assert led.head().seq > 0
+
+
+def test_replay_whose_report_fails_still_lists_the_requests_never_recorded(tmp_path, run_cli):
+    source = offline_judged(tmp_path)
+    target = tmp_path / "deep"
+    deep = ("--set", "deep_judgment_enabled=true")
+    assert run_cli("replay", "--into", target, *deep, home=source).returncode == 1   # unrecorded: exit 1
+    shutil.rmtree(target / "reports")
+    (target / "reports").write_text("not a folder")           # the report cannot be written there
+    done = run_cli("replay", "--into", target, *deep, home=source)   # carried on: nothing left to run
+    assert done.returncode == 1
+    assert f"writing the reports of {target} failed" in done.stderr
+    listing = target / "replay-unrecorded.jsonl"
+    rows = [json.loads(line) for line in listing.read_text().splitlines()]
+    assert rows                                               # deep judgment asks what was never asked
+    assert f"{len(rows)} judge request(s) the new configuration needs were never recorded" in done.stdout
+    assert f"full list (one JSON object a line): {listing}" in done.stdout
