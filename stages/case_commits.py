@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from evalledger.ledger import Event, LedgerError, NewEvent
+from evalledger.stages.interrupts import interrupt_behind
 from evalledger.stages.judge.group_commit import settle, settle_all
 
 
@@ -186,6 +187,10 @@ class CaseCommits:
             stored = self.led.append([e for item in items for e in item.events],
                                      tracking=self.marks.after(stage, seqs))
         except Exception as exc:
+            interrupt = interrupt_behind(exc)
+            if interrupt is not None:   # a signal Python wrapped: as the signal itself, below
+                self._interrupted(items, interrupt, deliver)
+                return
             if len(items) > 1 and not isinstance(exc, LedgerError):
                 for item in items:   # find the case at fault: the others still commit
                     self._append([item], deliver)
@@ -194,10 +199,7 @@ class CaseCommits:
                 deliver(item.done, exc)
             return
         except BaseException as exc:   # a signal (the daemon's Abandoned): nothing committed, hand it on
-            for item in items:
-                deliver(item.done, exc)
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
+            self._interrupted(items, exc, deliver)
             return
         self.marks.committed(stage, seqs)
         self.batches += 1
@@ -207,5 +209,15 @@ class CaseCommits:
             start += len(item.events)
         if self.appended is not None:
             self.appended(stored)
+
+    @staticmethod
+    def _interrupted(items: list[_Queued], interrupt: BaseException,
+                     deliver: Callable[[asyncio.Future, Any], None]) -> None:
+        """Nothing of ``items`` was committed: hand each case the interrupt (re-raised here when it
+        is Ctrl-C or an exit, which the thread appending must not swallow)."""
+        for item in items:
+            deliver(item.done, interrupt)
+        if isinstance(interrupt, (KeyboardInterrupt, SystemExit)):
+            raise interrupt
 
 

@@ -58,6 +58,7 @@ from evalledger.stages.case_commits import CaseCommits, Watermarks
 from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
 from evalledger.stages.config import VerificationConfig, effective_config
 from evalledger.stages.gc_pacing import fewer_collections
+from evalledger.stages.interrupts import reraise_interrupt
 from evalledger.stages.judge import JudgeCallFailed, JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.judge.budget import Budget, BudgetExhausted
 from evalledger.stages.judge.recorded_calls import CaseCalls, collecting, note_appended
@@ -679,6 +680,7 @@ class _Run:
             self._keep_calls(calls)
             return None
         except Exception as exc:  # isolate the case: record why, let every other case go on
+            reraise_interrupt(exc)        # our own stop, which Python wrapped: not the case's failure
             reason = f"{type(exc).__name__}: {exc}"
             case_id = opened.data.get("case_id")
             failed = NewEvent(f"case:{case_id}", "stage.failed",

@@ -24,6 +24,7 @@ from typing import Any, Awaitable, Callable
 
 from evalledger.stages.casework import CaseWork
 from evalledger.stages.excerpts import extract_excerpts
+from evalledger.stages.interrupts import reraise_interrupt
 from evalledger.stages.judge import JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.judge.roles import AttributeSpec, ReasonRequest, ScoreTraitRequest, TraitSpec
 from evalledger.stages.primitives.patterns import PatternTimeout, compile_benchmark_pattern, search
@@ -170,6 +171,7 @@ async def _deep_trait(work: CaseWork, trait: dict[str, Any], plan: TraitPlan, ev
     except (UnrecordedRequest, JudgeUnavailable):
         raise                 # a replay does not degrade: it names what the record lacks
     except Exception as exc:  # spec: a failed reasoning call goes on with empty reasoning
+        reraise_interrupt(exc)
         text = ""
         degraded.append(f"reasoning failed ({type(exc).__name__}: {exc}); scored without it")
     try:
@@ -178,6 +180,7 @@ async def _deep_trait(work: CaseWork, trait: dict[str, Any], plan: TraitPlan, ev
     except (UnrecordedRequest, JudgeUnavailable):
         raise
     except Exception as exc:  # spec: score extraction failure falls back to the response directly
+        reraise_interrupt(exc)
         degraded.append(f"score from the reasoning failed ({type(exc).__name__}: {exc}); scored from the response")
         reply = await _ask(work, "score_trait", ScoreTraitRequest(question=question, response=response, trait=spec))
     _scored(work, trait, "deep", reply.score, reasoning=text, excerpts=excerpts,

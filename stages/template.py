@@ -24,6 +24,7 @@ from typing import Any
 from evalledger.stages.casework import CaseWork
 from evalledger.stages.embedder_minilm import embedder_named
 from evalledger.stages.excerpts import ExcerptSettings, extract_excerpts
+from evalledger.stages.interrupts import reraise_interrupt
 from evalledger.stages.judge import JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.judge.roles import AttributeSpec, DetectAbstentionRequest, ParseRequest, ReasonRequest
 from evalledger.stages.risk import RiskItem, assess_risks
@@ -111,6 +112,7 @@ async def _reason(work: CaseWork, attributes: list[AttributeSpec], excerpts: dic
     except (UnrecordedRequest, JudgeUnavailable):
         raise                 # a replay does not degrade: it names what the record lacks
     except Exception as exc:  # the port gave up; the spec continues with empty reasoning
+        reraise_interrupt(exc)
         reasoning, error = {}, f"{type(exc).__name__}: {exc}"
     work.emit("reasoning.generated", {"reasoning": reasoning, "risks": risks, "error": error}, step="reason")
     return reasoning

@@ -22,6 +22,8 @@ from evalledger.ledger import Ledger
 from evalledger.stages.dispatcher import STAGES, RunSettings, find_pending, run_until_idle
 from evalledger.stages.intake import ingest_path
 from evalledger.stages.intake_status import case_states
+from evalledger.stages.interrupts import interrupt_behind
+from evalledger.stages.judge.offline import HEURISTICS
 from stages_support import InterruptedOnce
 from watch_support import benchmark_file, drop_by_rename, evalledger, start_watch, wait_for, wait_stopped
 
@@ -59,6 +61,64 @@ def test_an_append_interrupted_by_a_signal_never_lets_tracking_pass_the_case(tmp
         # A scan that trusts tracking (no reconcile) still finds every unfinished case.
         unfinished = {cid for cid, state in states.items() if state == "opened"}
         assert {o.data["case_id"] for _, o, _ in find_pending(led).cases} == unfinished
+
+
+def raise_as_python_wraps_it():
+    """Raise ``Interrupted`` where Python 3.11 turns it into a ``RuntimeError`` caused by it: inside
+    ``__set_name__``, which pydantic runs while it builds a model class (a lazily imported prompt
+    module; CI once recorded a case's ``stage.failed`` "Error calling __set_name__" for a SIGTERM)."""
+    class Hook:
+        def __set_name__(self, owner, name):
+            raise Interrupted()
+    type("Reply", (), {"answer": Hook()})
+
+
+def test_a_signal_python_wrapped_in_another_exception_is_still_a_stop_not_a_failure():
+    try:
+        raise_as_python_wraps_it()
+    except BaseException as exc:   # noqa: BLE001 - what it arrives as depends on the Python version
+        assert interrupt_behind(exc) is not None and isinstance(interrupt_behind(exc), Interrupted)
+    assert interrupt_behind(ValueError("a real failure")) is None
+
+
+@pytest.mark.parametrize("in_flight", [1, 4])
+def test_an_append_interrupted_inside_a_wrapping_exception_fails_no_case(tmp_path, in_flight):
+    home = ledger.init_home(tmp_path / "home")
+    (tmp_path / "bench.json").write_bytes(benchmark_file(1, questions=8))
+    with ledger.open_ledger(home) as led:
+        assert ingest_path(led, tmp_path / "bench.json").status == "accepted"
+        with pytest.raises(Interrupted):   # the stop goes on up, as the daemon's Abandoned must
+            run_until_idle(InterruptedOnce(led, 2, raise_as_python_wraps_it),
+                           RunSettings(max_cases_in_flight=in_flight))
+        assert not list(led.read(types=["stage.failed"])), "our own stop recorded as a case's failure"
+        assert passed_over(led) == []
+        assert run_until_idle(led).failed == 0
+        assert len(list(led.read(types=["case.judged"]))) == 16
+
+
+def test_a_judge_call_interrupted_inside_a_wrapping_exception_fails_no_case(tmp_path, monkeypatch):
+    home = ledger.init_home(tmp_path / "home")
+    (tmp_path / "bench.json").write_bytes(benchmark_file(1, questions=4))
+    calls = []
+
+    def parse_then_stop(request):
+        calls.append(request)
+        if len(calls) == 3:
+            raise_as_python_wraps_it()
+        return real_parse(request)
+
+    real_parse = HEURISTICS["parse"]
+    with ledger.open_ledger(home) as led:
+        assert ingest_path(led, tmp_path / "bench.json").status == "accepted"
+        monkeypatch.setitem(HEURISTICS, "parse", parse_then_stop)
+        with pytest.raises(Interrupted):
+            run_until_idle(led, RunSettings(max_cases_in_flight=1))
+        assert not list(led.read(types=["stage.failed"])), "our own stop recorded as a case's failure"
+        assert not [e for e in led.read(types=["judge.called"]) if e.data.get("error")], \
+            "our own stop recorded as a failed judge call"
+        monkeypatch.setitem(HEURISTICS, "parse", real_parse)
+        assert run_until_idle(led).failed == 0
+        assert len(list(led.read(types=["case.judged"]))) == 8
 
 
 def test_a_forged_tracking_position_is_reconciled_and_status_says_so(home, run_cli, tmp_path):

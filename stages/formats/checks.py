@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalledger.stages.formats.errors import Problem, join_path
+from evalledger.stages.interrupts import reraise_interrupt
 
 # The 18 primitives of spec/verification-primitives.md, for the fallback only.
 FALLBACK_PRIMITIVES = frozenset({
@@ -50,6 +51,7 @@ def check_primitive(spec: Any, where: str) -> tuple[Any, list[Problem]]:
     except PrimitiveSpecError as exc:
         return None, [Problem(exc.where or where, exc.reason)]
     except Exception as exc:  # noqa: BLE001 - a loader failing on odd input is still bad input
+        reraise_interrupt(exc)
         return None, [Problem(where, f"cannot load this primitive: {type(exc).__name__}: {exc}")]
 
 
@@ -76,6 +78,7 @@ def check_expected(primitive: Any, ground_truth: Any, where: str) -> list[Proble
     try:
         checker(ground_truth)
     except Exception as exc:  # noqa: BLE001 - the primitive refuses this ground truth
+        reraise_interrupt(exc)
         return [Problem(where, str(exc) or type(exc).__name__)]
     return []
 
@@ -93,6 +96,7 @@ def check_loadable(template: dict, where: str) -> list[Problem]:
     except PrimitiveSpecError as exc:
         return [Problem(exc.where or where, exc.reason)]
     except Exception as exc:  # noqa: BLE001 - the stage could not load it: neither can we accept it
+        reraise_interrupt(exc)
         return [Problem(where, f"the template stage cannot load this template: {type(exc).__name__}: {exc}")]
     return []
 

@@ -26,6 +26,7 @@ import weakref
 from typing import Any
 
 from evalledger.ledger import Event, NewEvent
+from evalledger.stages.interrupts import reraise_interrupt
 from evalledger.stages.judge.recording import CallIndex, record_events
 
 _STOP = None   # put on the queue by close(): the writer ends once it gets there
@@ -99,12 +100,14 @@ class GroupCommitter:
     def _append(self, batch: list[Waiting]) -> list[Event | BaseException]:
         try:
             return list(record_events(self.led, self.index, [event for _, _, event in batch]))
-        except Exception:  # noqa: BLE001 - find the event at fault; the rest still commit
+        except Exception as exc:  # noqa: BLE001 - find the event at fault; the rest still commit
+            reraise_interrupt(exc)
             outcomes: list[Event | BaseException] = []
             for _, _, event in batch:
                 try:
                     outcomes.append(record_events(self.led, self.index, [event])[0])
                 except Exception as exc:  # noqa: BLE001 - handed to the caller that recorded it
+                    reraise_interrupt(exc)
                     outcomes.append(exc)
             return outcomes
 

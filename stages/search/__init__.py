@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evalledger.stages.interrupts import reraise_interrupt
 from evalledger.stages.judge.recorded_calls import REPLAY, RecordedCalls, open_source, redact, request_hashes
 from evalledger.stages.judge.recording import case_stream
 from evalledger.stages.search.backends import CallableSearch, SearchFailed, TavilySearch, normalise
@@ -137,6 +138,7 @@ class Search:
         except TimeoutError:
             return [], f"search timed out after {self.settings.timeout_s:g} s", _ms(start)
         except Exception as exc:  # a search must degrade, never break the stage
+            reraise_interrupt(exc)
             text = str(exc) if isinstance(exc, SearchFailed) else f"{type(exc).__name__}: {exc}"
             return [], redact(text, os.environ.get(self.settings.api_key_env)), _ms(start)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, AsyncGenerator, Callable
 
+from evalledger.stages.interrupts import reraise_interrupt
 from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, PendingCall
 from evalledger.stages.judge.offline import audit, deep, reconstruction
 from evalledger.stages.judge.settings import OFFLINE_MODEL
@@ -43,6 +44,7 @@ class OfflineBackend:
         try:
             reply = call.spec.validate_reply(call.request, HEURISTICS[call.role](call.request))
         except Exception as exc:  # a heuristic bug must be recorded and named, not swallowed
+            reraise_interrupt(exc)
             reason = f"offline heuristic failed: {type(exc).__name__}: {exc}"
             yield Attempt(call.first_attempt, error=reason)
             raise JudgeCallFailed(call.role, call.case_id, call.request_hash, reason, 1) from exc
