@@ -17,7 +17,7 @@ import asyncio
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any, Collection, Iterator
 
 from evalledger import ledger
 from evalledger.ledger import Event, NewEvent, stored_payload
@@ -26,6 +26,8 @@ from evalledger.stages.config import ConfigError
 from evalledger.stages.dispatcher import RunSettings, RunSummary, run_until_idle
 from evalledger.stages.judge import JudgeError, JudgeSettings, live_backend, make_judge
 
+PART_TYPES = ("benchmark.questions_added",)   # the parts of a registration, appended with it
+COPY_BATCH = 1000   # inputs copied a transaction (the parts of a registration may add to it)
 COPIED_TYPES = ("file.received", "benchmark.registered", "benchmark.questions_added", "benchmark.rejected",
                 "responses.registered", "case.opened")
 # Ledgers written before stage.failed carried the request: their reason text is the only record.
@@ -201,23 +203,46 @@ def seed_replay(source: ledger.Ledger, target: ledger.Ledger, source_label: str,
             raise ReplayRefused(f"the source no longer holds the head this replay began from "
                                 f"(seq {head_seq} {head_hash}); replay into a new folder")
     upto = origin.data["source_head_seq"]
-    copied = 0
-    batch: list[NewEvent] = []
     wanted = None if cases is None else set(cases)
+    copied = [0]
+
+    def count(event: Event, new: bool) -> None:
+        copied[0] += 1   # every input the target holds, new or copied by an earlier try (a resumed replay)
+
+    for transaction in _transactions(_copies(source, origin, upto, wanted)):
+        target.append_many(transaction, seen=count)
+    return origin, copied[0]
+
+
+def _copies(source: ledger.Ledger, origin: Event, upto: int, wanted: set[str] | None) -> Iterator[NewEvent]:
+    """The source's inputs up to seq ``upto`` as events to append, each copied as its stored bytes
+    (its hash checked; an old event is copied upcast, stored as current). ``wanted``: only these
+    cases' openings."""
     for event in source.read(types=COPIED_TYPES, to_seq=upto):
         if wanted is not None and event.type == "case.opened" and event.data.get("case_id") not in wanted:
             continue
-        # A registration's parts follow it in the source: they go into the same batch as it.
-        if len(batch) >= 1000 and event.type != "benchmark.questions_added":
-            copied += len(target.append(batch))
-            batch = []
-        # Copied as its stored bytes, its hash checked (an old event is copied upcast, stored as current)
-        batch.append(NewEvent(event.stream, event.type, stored_payload(event, source.label), key=f"replay:{event.id}",
-                              meta={"stage": "replay", "causation": origin.id, "source_event": event.id,
-                                    "source_seq": event.seq}))
-    if batch:
-        copied += len(target.append(batch))
-    return origin, copied
+        yield NewEvent(event.stream, event.type, stored_payload(event, source.label), key=f"replay:{event.id}",
+                       meta={"stage": "replay", "causation": origin.id, "source_event": event.id,
+                             "source_seq": event.seq})
+
+
+def _transactions(events: Iterator[NewEvent]) -> Iterator[Iterator[NewEvent]]:
+    """``events`` cut into transactions of about COPY_BATCH events, each to be consumed whole before
+    the next is asked for. A registration's parts follow it in the source and stay in its
+    transaction (all or nothing, as intake stored them); ``append_many`` holds one chunk of it at a
+    time, so a 100,000-case registration is not held whole, as a list of its parts was."""
+    pending = next(events, None)
+
+    def one() -> Iterator[NewEvent]:
+        nonlocal pending
+        taken = 0
+        while pending is not None and (taken < COPY_BATCH or pending.type in PART_TYPES):
+            yield pending
+            taken += 1
+            pending = next(events, None)
+
+    while pending is not None:
+        yield one()
 
 
 def unrecorded_requests(led: ledger.Ledger) -> list[dict[str, str]]:
