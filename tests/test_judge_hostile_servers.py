@@ -1,0 +1,46 @@
+"""``evalledger run --judge openai`` as a real subprocess against hostile servers on 127.0.0.1.
+
+Each test serves one behaviour a real server (or what sits in front of it) may show, runs the
+CLI with short limits through its documented flags, and checks that the run ends in bounded
+time with a clear reason, that the ledger verifies, and that the API key is nowhere.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from evalledger import ledger
+from evalledger.testing.stand_in import Slow, StandIn, StandInThread
+
+SAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "samples" / "pharmacology.benchmark.json"
+KEY = "sk-hostile-test-key-5f0c2b9e7d41"
+
+
+def judge_calls(home: Path) -> list[dict]:
+    """Every judge.called payload, after checking the hash chain."""
+    with ledger.open_ledger(home) as led:
+        assert led.verify().ok
+        return [e.data for e in led.read(types=["judge.called"])]
+
+
+def run_against(run_cli, home: Path, stand_in: StandIn, *args: str, timeout: float = 60):
+    """Ingest the sample and run the openai judge against ``stand_in``: (result, seconds taken)."""
+    assert run_cli("ingest", SAMPLE, home=home).returncode == 0
+    with StandInThread(stand_in) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": "hostile-1", "OPENAI_API_KEY": KEY}
+        start = time.monotonic()
+        result = run_cli("run", "--judge", "openai", "--quiet", *args, home=home, env=env, timeout=timeout)
+        return result, time.monotonic() - start
+
+
+def test_the_timeout_flag_bounds_a_request_the_server_never_answers(run_cli, home):
+    # A server that takes the request and sends nothing for a minute (a stuck engine).
+    server = StandIn().script(*[Slow(60)] * 4)
+    result, seconds = run_against(run_cli, home, server, "--timeout", "1", "--breaker-failures", "2",
+                                  "--concurrency", "2")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "timed out after 1 s" in result.stderr
+    assert seconds < 30
+    calls = judge_calls(home)
+    assert calls and all(c["error"] == "timed out after 1 s" for c in calls)
