@@ -44,3 +44,19 @@ def test_the_timeout_flag_bounds_a_request_the_server_never_answers(run_cli, hom
     assert seconds < 30
     calls = judge_calls(home)
     assert calls and all(c["error"] == "timed out after 1 s" for c in calls)
+
+
+def test_a_base_url_carrying_credentials_is_refused_before_any_case_fails(run_cli, home):
+    # aiohttp refuses an Authorization header beside URL credentials with a ValueError: every
+    # case used to end in stage.failed; and the URL, secret included, is what messages name.
+    assert run_cli("ingest", SAMPLE, home=home).returncode == 0
+    with StandInThread(StandIn()) as server:
+        url = server.base_url.replace("http://", "http://user:url-secret-31337@")
+        env = {"OPENAI_BASE_URL": url, "OPENAI_MODEL": "hostile-1", "OPENAI_API_KEY": KEY}
+        result = run_cli("run", "--judge", "openai", "--quiet", home=home, env=env, timeout=60)
+        assert server.requests == []
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "credentials" in result.stderr and "OPENAI_API_KEY" in result.stderr
+    assert "url-secret-31337" not in result.stdout + result.stderr
+    with ledger.open_ledger(home) as led:
+        assert list(led.read(types=["stage.failed", "judge.called"])) == []

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, AsyncGenerator
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -94,7 +95,7 @@ class OpenAIBackend:
         if not self.model:
             raise JudgeError("the openai judge needs a model: set OPENAI_MODEL, or pass --model to "
                              "run or watch (replay takes the live model from OPENAI_MODEL only)")
-        self.url = settings.resolved_base_url() + "/chat/completions"
+        self.url = checked_base_url(settings) + "/chat/completions"
         self._key = os.environ.get(settings.api_key_env) or None
         if not self._key and settings.resolved_base_url() == DEFAULT_BASE_URL.rstrip("/"):
             # The public API answers every call 401 without a key: refuse before any case fails.
@@ -325,6 +326,30 @@ class OpenAIBackend:
             except RuntimeError:  # its loop is gone; nothing left to release
                 pass
         self._session = None
+
+
+def checked_base_url(settings: JudgeSettings) -> str:
+    """The base URL, refused (JudgeError) when it carries credentials or is not http(s) with a host.
+
+    Credentials in the URL would travel into every message and event that names the server
+    (the key is kept out of those only as OPENAI_API_KEY), and aiohttp refuses them beside the
+    Authorization header with a ValueError that failed every case.
+    """
+    url = settings.resolved_base_url()
+    try:
+        parts = urlsplit(url)
+        has_credentials = parts.username is not None or parts.password is not None
+        hostname = parts.hostname
+    except ValueError as exc:   # a bad port or bracketed host
+        raise JudgeError(f"the judge server URL is not valid ({exc}); set OPENAI_BASE_URL to http(s)://host[:port]/v1") from None
+    if has_credentials:
+        raise JudgeError(f"the judge server URL carries credentials (user:password@ before the host): remove "
+                         f"them and put the key in {settings.api_key_env}, which is sent only in the "
+                         "Authorization header and kept out of the ledger and logs")
+    if parts.scheme not in ("http", "https") or not hostname:
+        raise JudgeError(f"the judge server URL {url!r} is not http(s)://host[:port]/...; set OPENAI_BASE_URL "
+                         "to one, e.g. http://127.0.0.1:8000/v1")
+    return url
 
 
 def _outcome(status: int, headers, text: str, latency_ms: float, not_utf8: str | None = None,
