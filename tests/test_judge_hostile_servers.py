@@ -60,3 +60,25 @@ def test_a_base_url_carrying_credentials_is_refused_before_any_case_fails(run_cl
     assert "url-secret-31337" not in result.stdout + result.stderr
     with ledger.open_ledger(home) as led:
         assert list(led.read(types=["stage.failed", "judge.called"])) == []
+
+
+def test_a_key_read_with_its_line_ending_is_sent_without_it(run_cli, home):
+    # A key file saved with CRLF: "$(cat key.txt)" keeps the \r. aiohttp refuses the header with a
+    # ValueError, which used to end every case in stage.failed without one request sent.
+    assert run_cli("ingest", SAMPLE, home=home).returncode == 0
+    with StandInThread(StandIn()) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": "hostile-1", "OPENAI_API_KEY": KEY + "\r\n"}
+        run_cli("run", "--judge", "openai", "--quiet", home=home, env=env, timeout=60)
+        assert server.requests and all(r["authorized"] for r in server.requests)
+    with ledger.open_ledger(home) as led:
+        assert [e.data["reason"] for e in led.read(types=["stage.failed"]) if "ValueError" in e.data["reason"]] == []
+
+
+def test_a_key_with_a_control_character_inside_is_a_usage_error(run_cli, home):
+    assert run_cli("ingest", SAMPLE, home=home).returncode == 0
+    with StandInThread(StandIn()) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": "hostile-1", "OPENAI_API_KEY": "sk-a\nb"}
+        result = run_cli("run", "--judge", "openai", "--quiet", home=home, env=env, timeout=60)
+        assert server.requests == []
+    assert result.returncode == 2 and "OPENAI_API_KEY" in result.stderr, result.stdout + result.stderr
+    assert "sk-a" not in result.stderr

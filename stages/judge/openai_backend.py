@@ -96,7 +96,7 @@ class OpenAIBackend:
             raise JudgeError("the openai judge needs a model: set OPENAI_MODEL, or pass --model to "
                              "run or watch (replay takes the live model from OPENAI_MODEL only)")
         self.url = checked_base_url(settings) + "/chat/completions"
-        self._key = os.environ.get(settings.api_key_env) or None
+        self._key = read_key(settings.api_key_env)
         if not self._key and settings.resolved_base_url() == DEFAULT_BASE_URL.rstrip("/"):
             # The public API answers every call 401 without a key: refuse before any case fails.
             raise JudgeError(f"the openai judge needs an API key for {DEFAULT_BASE_URL}: set "
@@ -326,6 +326,20 @@ class OpenAIBackend:
             except RuntimeError:  # its loop is gone; nothing left to release
                 pass
         self._session = None
+
+
+def read_key(variable: str) -> str | None:
+    """The API key from ``variable``, without the whitespace around it (None when unset or blank).
+
+    A key read from a file keeps its line ending ("$(cat key.txt)" of a CRLF file keeps the \\r),
+    and aiohttp refuses such a header with a ValueError that failed every case; a control
+    character inside the key is refused here (JudgeError), without showing the key.
+    """
+    key = (os.environ.get(variable) or "").strip()
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7f for ch in key):
+        raise JudgeError(f"{variable} holds a control character (a line break?) inside the key: "
+                         "set it to the key alone")
+    return key or None
 
 
 def checked_base_url(settings: JudgeSettings) -> str:
