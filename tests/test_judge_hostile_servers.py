@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from evalledger import ledger
-from evalledger.testing.stand_in import Slow, StandIn, StandInThread
+from evalledger.testing.stand_in import Slow, StandIn, StandInThread, Status
 
 SAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "samples" / "pharmacology.benchmark.json"
 KEY = "sk-hostile-test-key-5f0c2b9e7d41"
@@ -82,3 +82,18 @@ def test_a_key_with_a_control_character_inside_is_a_usage_error(run_cli, home):
         assert server.requests == []
     assert result.returncode == 2 and "OPENAI_API_KEY" in result.stderr, result.stdout + result.stderr
     assert "sk-a" not in result.stderr
+
+
+def test_calls_the_open_breaker_refused_are_not_counted_as_made(run_cli, home):
+    # A 401 opens the breaker at once: the calls waiting for a slot send nothing, and the run's
+    # summary, run.completed and the cost line must say as many calls as the ledger recorded.
+    server = StandIn(delay=0.2).script(*[Status(401, body='{"error": "bad key"}')] * 40)
+    result, seconds = run_against(run_cli, home, server, "--concurrency", "2")
+    assert result.returncode == 3 and "HTTP 401" in result.stderr, result.stdout + result.stderr
+    sent = len(server.requests)
+    # (a call still in flight when the breaker opened is cancelled with its case, unrecorded)
+    assert 1 <= len(judge_calls(home)) <= sent <= 2
+    assert f"{sent} judge call(s), 0 retries" in result.stdout
+    with ledger.open_ledger(home) as led:
+        [completed] = [e.data for e in led.read(types=["run.completed"])]
+    assert (completed["judge_calls"], completed["model_calls"]) == (sent, sent)

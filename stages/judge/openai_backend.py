@@ -136,7 +136,7 @@ class OpenAIBackend:
         while True:
             if self.breaker.is_open:
                 raise JudgeUnavailable(self.settings.resolved_base_url(), self.breaker.reason)
-            outcome, sent, mode, concurrency = await self._send(conversation, schema, call.role, call.parameters)
+            outcome, sent, mode, concurrency = await self._send(call, conversation, schema)
             record = Attempt(number, usage=outcome.usage, latency_ms=outcome.latency_ms,
                              http_status=outcome.status, cost=self._cost(outcome.usage),
                              sent=sent if sent != call.messages else None, response_format=mode,
@@ -250,9 +250,12 @@ class OpenAIBackend:
             self._loop = loop
         return self._session
 
-    async def _send(self, conversation, schema, role: str,
-                    parameters: dict[str, Any]) -> tuple[HttpOutcome, list[dict[str, str]], str, int]:
-        """One POST within the adaptive limit: the outcome, the messages sent, their mode and the limit."""
+    async def _send(self, call: PendingCall, conversation,
+                    schema) -> tuple[HttpOutcome, list[dict[str, str]], str, int]:
+        """One POST within the adaptive limit: the outcome, the messages sent, their mode and the limit.
+
+        ``call.sent`` is set as the request goes out (a cancellation from then on cost a request).
+        """
         limit = self.limit
         round_sent = await limit.acquire()
         concurrency = limit.current
@@ -261,8 +264,9 @@ class OpenAIBackend:
             raise JudgeUnavailable(self.settings.resolved_base_url(), self.breaker.reason)
         mode = self.formats.current   # chosen once a slot is free: a switch while waiting counts
         sent = messages_for(mode, conversation, schema)
+        call.sent = True
         try:
-            outcome = await self._post(sent, schema, role, mode, parameters)
+            outcome = await self._post(sent, schema, call.role, mode, call.parameters)
         finally:
             limit.release()
         if outcome.kind == "rate_limited":
