@@ -7,6 +7,7 @@ time with a clear reason, that the ledger verifies, and that the API key is nowh
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -97,3 +98,24 @@ def test_calls_the_open_breaker_refused_are_not_counted_as_made(run_cli, home):
     with ledger.open_ledger(home) as led:
         [completed] = [e.data for e in led.read(types=["run.completed"])]
     assert (completed["judge_calls"], completed["model_calls"]) == (sent, sent)
+
+
+def test_a_key_the_server_echoes_across_the_error_cut_leaves_no_part_of_it(run_cli, home):
+    # The error kept is the body's first 300 characters: a key echoed across that cut used to be
+    # kept in part (its first characters), past the redaction of the whole key.
+    body = '{"error": "' + "x" * (300 - 11 - 8) + KEY + '"}'    # the key starts 8 characters before the cut
+    server = StandIn().script(*[Status(400, body=body)] * 200)
+    result, _ = run_against(run_cli, home, server, "--concurrency", "2")
+    assert server.requests, result.stdout + result.stderr
+    part = KEY[:8]
+    assert part not in result.stdout + result.stderr
+    assert not any(part in json.dumps(c) for c in judge_calls(home))
+    with ledger.open_ledger(home) as led:
+        assert not any(part in json.dumps(e.data) for e in led.read())
+
+
+def test_an_over_cap_body_cut_inside_the_echoed_key_keeps_no_part_of_it():
+    from evalledger.stages.judge.openai_backend import redact_cut
+    for size in range(3, len(KEY)):
+        assert KEY[:size] not in redact_cut("echo: " + KEY + " and " + KEY[:size], KEY)
+    assert redact_cut("answer: yes", KEY) == "answer: yes"

@@ -43,7 +43,7 @@ import orjson
 
 from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, JudgeUnavailable, PendingCall
 from evalledger.stages.judge.flow_control import AdaptiveLimit, Breaker
-from evalledger.stages.judge.recorded_calls import redact
+from evalledger.stages.judge.recorded_calls import SHORT_SECRET, redact
 from evalledger.stages.judge.replies import decode_reply
 from evalledger.stages.judge.reply_body import BodyTooLarge, decode_body, read_capped, safe_text, storage_problem
 from evalledger.stages.judge.response_format import (
@@ -295,8 +295,9 @@ class OpenAIBackend:
                     body = await read_capped(resp, self.settings.max_reply_bytes)
                 except BodyTooLarge as exc:
                     return HttpOutcome(_ms(start), resp.status, error=str(exc), kind="invalid",
-                                       raw=decode_body(exc.prefix)[0])
+                                       raw=redact_cut(decode_body(exc.prefix)[0], self._key))
                 text, not_utf8 = decode_body(body)
+                text = redact(text, self._key)   # whole, before any of it is cut to a length
                 return _outcome(resp.status, resp.headers, text, _ms(start), not_utf8, self.settings.token_limit(),
                                 mode != "prompt")
         except TimeoutError:
@@ -330,6 +331,16 @@ class OpenAIBackend:
             except RuntimeError:  # its loop is gone; nothing left to release
                 pass
         self._session = None
+
+
+def redact_cut(text: str, key: str | None) -> str:
+    """``text`` cut at a length, redacted, and without a start of the key at its end (where the cut fell)."""
+    text = redact(text, key)
+    if key and len(key) >= SHORT_SECRET:
+        for size in range(len(key) - 1, 2, -1):
+            if text.endswith(key[:size]):
+                return text[:-size] + "[redacted]"
+    return text
 
 
 def read_key(variable: str) -> str | None:
