@@ -171,7 +171,7 @@ def add_provider_options(p) -> None:
     g.add_argument("--max-tokens", type=int, default=None, metavar="N", help="max_tokens of a reply")
     g.add_argument("--max-completion-tokens", type=int, default=None, metavar="N",
                    help="max_completion_tokens of a reply (reasoning models)")
-    g.add_argument("--timeout", type=float, default=None, metavar="S",
+    g.add_argument("--timeout", dest="timeout_s", type=float, default=None, metavar="S",
                    help="seconds a request may take, reply included (default 60)")
     g.add_argument("--max-reply-bytes", type=int, default=None, metavar="N",
                    help="a longer reply body is an invalid reply (default 1048576)")

@@ -28,7 +28,7 @@ from typing import Any, Awaitable, Callable, Sequence, TypeVar
 from evalledger.ledger import Event, LedgerError, NewEvent
 from evalledger.stages.config import VerificationConfig
 from evalledger.stages.judge.budget import BudgetExhausted
-from evalledger.stages.judge.calls import JudgeUnavailable
+from evalledger.stages.judge.calls import UNSENT, JudgeUnavailable
 
 T = TypeVar("T")
 
@@ -102,9 +102,16 @@ class CaseWork:
         try:
             return await self.judge.call(role, request, case_id=self.case_id, attempt=attempt,
                                          meta=meta, **extra)
-        except BudgetExhausted:
-            self.counters.judge_calls -= 1   # refused before anything was asked
+        except BaseException as exc:
+            if isinstance(exc, BudgetExhausted) or getattr(exc, UNSENT, False):
+                self._uncount(attempt)   # refused or cancelled before anything was asked
             raise
+
+    def _uncount(self, attempt: int) -> None:
+        """Take back a call counted by ``ask`` that asked nothing (budget spent, breaker open, cancelled)."""
+        self.counters.judge_calls -= 1
+        if attempt > 1:
+            self.counters.retries -= 1
 
     def place(self) -> dict[str, list[int]]:
         """The next call's place, as the meta that records it: ``{"order": [...]}`` inside a

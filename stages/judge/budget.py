@@ -42,6 +42,11 @@ class Budget:
                 raise BudgetExhausted(reason)
             self.calls += 1
 
+    def withdraw(self) -> None:
+        """Take back one admitted call that sent nothing (the breaker refused it, or it was cancelled)."""
+        with self._lock:
+            self.calls -= 1
+
     @property
     def capped(self) -> bool:
         """True when a cap is set (without one the budget only counts)."""

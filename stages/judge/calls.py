@@ -32,6 +32,11 @@ class JudgeCallFailed(JudgeError):
             role, case_id, request_hash, reason, attempts)
 
 
+# The attribute (True) on the exception of a call that ended before any attempt went out (the
+# breaker refused it, or its case was cancelled while it waited): no call was made.
+UNSENT = "judge_call_unsent"
+
+
 class JudgeUnavailable(JudgeError):
     """The judge server cannot answer at all (unreachable, credentials refused, failing after
     retries, the breaker open). Not a verdict on any case: the run stops and its cases stay pending."""
@@ -85,6 +90,9 @@ class PendingCall:
     step_attempt: int
     first_attempt: int
     candidates: list[str] = field(default_factory=list)   # replay: every hash this request may be recorded under
+    # True once an attempt went out (the backend marks it as it sends; the port as one is
+    # yielded): a call that ends before that asked nothing, and is not counted as made.
+    sent: bool = False
 
     @property
     def role(self) -> str:

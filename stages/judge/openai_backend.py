@@ -36,13 +36,14 @@ import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, AsyncGenerator
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 
 from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, JudgeUnavailable, PendingCall
 from evalledger.stages.judge.flow_control import AdaptiveLimit, Breaker
-from evalledger.stages.judge.recorded_calls import redact
+from evalledger.stages.judge.recorded_calls import SHORT_SECRET, redact
 from evalledger.stages.judge.replies import decode_reply
 from evalledger.stages.judge.reply_body import BodyTooLarge, decode_body, read_capped, safe_text, storage_problem
 from evalledger.stages.judge.response_format import (
@@ -94,8 +95,8 @@ class OpenAIBackend:
         if not self.model:
             raise JudgeError("the openai judge needs a model: set OPENAI_MODEL, or pass --model to "
                              "run or watch (replay takes the live model from OPENAI_MODEL only)")
-        self.url = settings.resolved_base_url() + "/chat/completions"
-        self._key = os.environ.get(settings.api_key_env) or None
+        self.url = checked_base_url(settings) + "/chat/completions"
+        self._key = read_key(settings.api_key_env)
         if not self._key and settings.resolved_base_url() == DEFAULT_BASE_URL.rstrip("/"):
             # The public API answers every call 401 without a key: refuse before any case fails.
             raise JudgeError(f"the openai judge needs an API key for {DEFAULT_BASE_URL}: set "
@@ -135,7 +136,7 @@ class OpenAIBackend:
         while True:
             if self.breaker.is_open:
                 raise JudgeUnavailable(self.settings.resolved_base_url(), self.breaker.reason)
-            outcome, sent, mode, concurrency = await self._send(conversation, schema, call.role, call.parameters)
+            outcome, sent, mode, concurrency = await self._send(call, conversation, schema)
             record = Attempt(number, usage=outcome.usage, latency_ms=outcome.latency_ms,
                              http_status=outcome.status, cost=self._cost(outcome.usage),
                              sent=sent if sent != call.messages else None, response_format=mode,
@@ -249,9 +250,12 @@ class OpenAIBackend:
             self._loop = loop
         return self._session
 
-    async def _send(self, conversation, schema, role: str,
-                    parameters: dict[str, Any]) -> tuple[HttpOutcome, list[dict[str, str]], str, int]:
-        """One POST within the adaptive limit: the outcome, the messages sent, their mode and the limit."""
+    async def _send(self, call: PendingCall, conversation,
+                    schema) -> tuple[HttpOutcome, list[dict[str, str]], str, int]:
+        """One POST within the adaptive limit: the outcome, the messages sent, their mode and the limit.
+
+        ``call.sent`` is set as the request goes out (a cancellation from then on cost a request).
+        """
         limit = self.limit
         round_sent = await limit.acquire()
         concurrency = limit.current
@@ -260,8 +264,9 @@ class OpenAIBackend:
             raise JudgeUnavailable(self.settings.resolved_base_url(), self.breaker.reason)
         mode = self.formats.current   # chosen once a slot is free: a switch while waiting counts
         sent = messages_for(mode, conversation, schema)
+        call.sent = True
         try:
-            outcome = await self._post(sent, schema, role, mode, parameters)
+            outcome = await self._post(sent, schema, call.role, mode, call.parameters)
         finally:
             limit.release()
         if outcome.kind == "rate_limited":
@@ -290,8 +295,9 @@ class OpenAIBackend:
                     body = await read_capped(resp, self.settings.max_reply_bytes)
                 except BodyTooLarge as exc:
                     return HttpOutcome(_ms(start), resp.status, error=str(exc), kind="invalid",
-                                       raw=decode_body(exc.prefix)[0])
+                                       raw=redact_cut(decode_body(exc.prefix)[0], self._key))
                 text, not_utf8 = decode_body(body)
+                text = redact(text, self._key)   # whole, before any of it is cut to a length
                 return _outcome(resp.status, resp.headers, text, _ms(start), not_utf8, self.settings.token_limit(),
                                 mode != "prompt")
         except TimeoutError:
@@ -325,6 +331,54 @@ class OpenAIBackend:
             except RuntimeError:  # its loop is gone; nothing left to release
                 pass
         self._session = None
+
+
+def redact_cut(text: str, key: str | None) -> str:
+    """``text`` cut at a length, redacted, and without a start of the key at its end (where the cut fell)."""
+    text = redact(text, key)
+    if key and len(key) >= SHORT_SECRET:
+        for size in range(len(key) - 1, 2, -1):
+            if text.endswith(key[:size]):
+                return text[:-size] + "[redacted]"
+    return text
+
+
+def read_key(variable: str) -> str | None:
+    """The API key from ``variable``, without the whitespace around it (None when unset or blank).
+
+    A key read from a file keeps its line ending ("$(cat key.txt)" of a CRLF file keeps the \\r),
+    and aiohttp refuses such a header with a ValueError that failed every case; a control
+    character inside the key is refused here (JudgeError), without showing the key.
+    """
+    key = (os.environ.get(variable) or "").strip()
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7f for ch in key):
+        raise JudgeError(f"{variable} holds a control character (a line break?) inside the key: "
+                         "set it to the key alone")
+    return key or None
+
+
+def checked_base_url(settings: JudgeSettings) -> str:
+    """The base URL, refused (JudgeError) when it carries credentials or is not http(s) with a host.
+
+    Credentials in the URL would travel into every message and event that names the server
+    (the key is kept out of those only as OPENAI_API_KEY), and aiohttp refuses them beside the
+    Authorization header with a ValueError that failed every case.
+    """
+    url = settings.resolved_base_url()
+    try:
+        parts = urlsplit(url)
+        has_credentials = parts.username is not None or parts.password is not None
+        hostname = parts.hostname
+    except ValueError as exc:   # a bad port or bracketed host
+        raise JudgeError(f"the judge server URL is not valid ({exc}); set OPENAI_BASE_URL to http(s)://host[:port]/v1") from None
+    if has_credentials:
+        raise JudgeError(f"the judge server URL carries credentials (user:password@ before the host): remove "
+                         f"them and put the key in {settings.api_key_env}, which is sent only in the "
+                         "Authorization header and kept out of the ledger and logs")
+    if parts.scheme not in ("http", "https") or not hostname:
+        raise JudgeError(f"the judge server URL {url!r} is not http(s)://host[:port]/...; set OPENAI_BASE_URL "
+                         "to one, e.g. http://127.0.0.1:8000/v1")
+    return url
 
 
 def _outcome(status: int, headers, text: str, latency_ms: float, not_utf8: str | None = None,

@@ -16,7 +16,7 @@ from contextlib import aclosing
 from typing import Any
 
 from evalledger.ledger import EnvelopeError
-from evalledger.stages.judge.calls import Attempt, Backend, JudgeCallFailed, PendingCall
+from evalledger.stages.judge.calls import UNSENT, Attempt, Backend, JudgeCallFailed, PendingCall
 from evalledger.stages.judge.recorded_calls import RecordedCalls, request_hashes
 from evalledger.stages.judge.recording import CallIndex, case_stream
 from evalledger.stages.judge.registry import role as role_spec
@@ -71,6 +71,9 @@ class Judge:
         ``step_attempt`` and keys the events, so a redone step appends nothing new. ``sampling``
         (a repeat's ``seed``, maybe ``temperature``) is laid over the settings' parameters: it is
         sent, recorded and hashed, so each repeat is a request of its own that replay finds.
+        A call that ends (raises or is cancelled) before any attempt went out, the open breaker
+        refusing it or its case cancelled while it waited for a slot, is not counted as made:
+        the exception carries ``UNSENT = True`` for the caller's own counts.
         """
         spec = role_spec(role)
         typed = request if isinstance(request, spec.request) else spec.request.model_validate(
@@ -92,14 +95,24 @@ class Judge:
                               candidates=hashes)
         self.calls += 1
         if not caching:
-            return await self._answer(pending, meta)
+            return await self._answer_counted(pending, meta)
         done = asyncio.get_running_loop().create_future()
         self._in_flight[hashes[0]] = done
         try:
-            return await self._answer(pending, meta)
+            return await self._answer_counted(pending, meta)
         finally:
             self._in_flight.pop(hashes[0], None)
             done.set_result(None)
+
+    async def _answer_counted(self, call: PendingCall, meta: dict[str, Any] | None) -> Model:
+        """``_answer``, taking the call back from the counts when it ends before sending anything."""
+        try:
+            return await self._answer(call, meta)
+        except BaseException as exc:   # the cancellation of a case waiting for a slot included
+            if not call.sent:
+                self.calls -= 1
+                setattr(exc, UNSENT, True)
+            raise
 
     async def _answer(self, call: PendingCall, meta: dict[str, Any] | None) -> Model:
         """The backend's answer, admitted by the run's budget first (BudgetExhausted: nothing sent).
@@ -112,13 +125,23 @@ class Judge:
             return await self._send(call, meta)
         if not self.budget.capped:
             self.budget.admit(call.case_id)   # counts the call
-            return await self._send(call, meta)
+            return await self._send_admitted(call, meta)
         loop = asyncio.get_running_loop()
         if self._budget_gate is None or self._budget_gate[0] is not loop:
             self._budget_gate = (loop, asyncio.Semaphore(self.settings.concurrency))
         async with self._budget_gate[1]:
             self.budget.admit(call.case_id)
+            return await self._send_admitted(call, meta)
+
+    async def _send_admitted(self, call: PendingCall, meta: dict[str, Any] | None) -> Model:
+        """``_send`` for a call the budget counted: taken back from the budget when nothing went out."""
+        assert self.budget is not None
+        try:
             return await self._send(call, meta)
+        except BaseException:
+            if not call.sent:
+                self.budget.withdraw()
+            raise
 
     async def _send(self, call: PendingCall, meta: dict[str, Any] | None) -> Model:
         """The backend's answer (``_ask``), counted while under way."""
@@ -147,6 +170,7 @@ class Judge:
                     last = await attempts.asend(refused)
                 except StopAsyncIteration:
                     break
+                call.sent = True
                 refused = await self._record(call, request_record, last, meta)
         if refused is not None:   # the backend stopped at a reply the ledger cannot hold
             raise JudgeCallFailed(call.role, call.case_id, call.request_hash,

@@ -1,0 +1,121 @@
+"""``evalledger run --judge openai`` as a real subprocess against hostile servers on 127.0.0.1.
+
+Each test serves one behaviour a real server (or what sits in front of it) may show, runs the
+CLI with short limits through its documented flags, and checks that the run ends in bounded
+time with a clear reason, that the ledger verifies, and that the API key is nowhere.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from evalledger import ledger
+from evalledger.testing.stand_in import Slow, StandIn, StandInThread, Status
+
+SAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "samples" / "pharmacology.benchmark.json"
+KEY = "sk-hostile-test-key-5f0c2b9e7d41"
+
+
+def judge_calls(home: Path) -> list[dict]:
+    """Every judge.called payload, after checking the hash chain."""
+    with ledger.open_ledger(home) as led:
+        assert led.verify().ok
+        return [e.data for e in led.read(types=["judge.called"])]
+
+
+def run_against(run_cli, home: Path, stand_in: StandIn, *args: str, timeout: float = 60):
+    """Ingest the sample and run the openai judge against ``stand_in``: (result, seconds taken)."""
+    assert run_cli("ingest", SAMPLE, home=home).returncode == 0
+    with StandInThread(stand_in) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": "hostile-1", "OPENAI_API_KEY": KEY}
+        start = time.monotonic()
+        result = run_cli("run", "--judge", "openai", "--quiet", *args, home=home, env=env, timeout=timeout)
+        return result, time.monotonic() - start
+
+
+def test_the_timeout_flag_bounds_a_request_the_server_never_answers(run_cli, home):
+    # A server that takes the request and sends nothing for a minute (a stuck engine).
+    server = StandIn().script(*[Slow(60)] * 4)
+    result, seconds = run_against(run_cli, home, server, "--timeout", "1", "--breaker-failures", "2",
+                                  "--concurrency", "2")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "timed out after 1 s" in result.stderr
+    assert seconds < 30
+    calls = judge_calls(home)
+    assert calls and all(c["error"] == "timed out after 1 s" for c in calls)
+
+
+def test_a_base_url_carrying_credentials_is_refused_before_any_case_fails(run_cli, home):
+    # aiohttp refuses an Authorization header beside URL credentials with a ValueError: every
+    # case used to end in stage.failed; and the URL, secret included, is what messages name.
+    assert run_cli("ingest", SAMPLE, home=home).returncode == 0
+    with StandInThread(StandIn()) as server:
+        url = server.base_url.replace("http://", "http://user:url-secret-31337@")
+        env = {"OPENAI_BASE_URL": url, "OPENAI_MODEL": "hostile-1", "OPENAI_API_KEY": KEY}
+        result = run_cli("run", "--judge", "openai", "--quiet", home=home, env=env, timeout=60)
+        assert server.requests == []
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "credentials" in result.stderr and "OPENAI_API_KEY" in result.stderr
+    assert "url-secret-31337" not in result.stdout + result.stderr
+    with ledger.open_ledger(home) as led:
+        assert list(led.read(types=["stage.failed", "judge.called"])) == []
+
+
+def test_a_key_read_with_its_line_ending_is_sent_without_it(run_cli, home):
+    # A key file saved with CRLF: "$(cat key.txt)" keeps the \r. aiohttp refuses the header with a
+    # ValueError, which used to end every case in stage.failed without one request sent.
+    assert run_cli("ingest", SAMPLE, home=home).returncode == 0
+    with StandInThread(StandIn()) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": "hostile-1", "OPENAI_API_KEY": KEY + "\r\n"}
+        run_cli("run", "--judge", "openai", "--quiet", home=home, env=env, timeout=60)
+        assert server.requests and all(r["authorized"] for r in server.requests)
+    with ledger.open_ledger(home) as led:
+        assert [e.data["reason"] for e in led.read(types=["stage.failed"]) if "ValueError" in e.data["reason"]] == []
+
+
+def test_a_key_with_a_control_character_inside_is_a_usage_error(run_cli, home):
+    assert run_cli("ingest", SAMPLE, home=home).returncode == 0
+    with StandInThread(StandIn()) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": "hostile-1", "OPENAI_API_KEY": "sk-a\nb"}
+        result = run_cli("run", "--judge", "openai", "--quiet", home=home, env=env, timeout=60)
+        assert server.requests == []
+    assert result.returncode == 2 and "OPENAI_API_KEY" in result.stderr, result.stdout + result.stderr
+    assert "sk-a" not in result.stderr
+
+
+def test_calls_the_open_breaker_refused_are_not_counted_as_made(run_cli, home):
+    # A 401 opens the breaker at once: the calls waiting for a slot send nothing, and the run's
+    # summary, run.completed and the cost line must say as many calls as the ledger recorded.
+    server = StandIn(delay=0.2).script(*[Status(401, body='{"error": "bad key"}')] * 40)
+    result, seconds = run_against(run_cli, home, server, "--concurrency", "2")
+    assert result.returncode == 3 and "HTTP 401" in result.stderr, result.stdout + result.stderr
+    sent = len(server.requests)
+    # (a call still in flight when the breaker opened is cancelled with its case, unrecorded)
+    assert 1 <= len(judge_calls(home)) <= sent <= 2
+    assert f"{sent} judge call(s), 0 retries" in result.stdout
+    with ledger.open_ledger(home) as led:
+        [completed] = [e.data for e in led.read(types=["run.completed"])]
+    assert (completed["judge_calls"], completed["model_calls"]) == (sent, sent)
+
+
+def test_a_key_the_server_echoes_across_the_error_cut_leaves_no_part_of_it(run_cli, home):
+    # The error kept is the body's first 300 characters: a key echoed across that cut used to be
+    # kept in part (its first characters), past the redaction of the whole key.
+    body = '{"error": "' + "x" * (300 - 11 - 8) + KEY + '"}'    # the key starts 8 characters before the cut
+    server = StandIn().script(*[Status(400, body=body)] * 200)
+    result, _ = run_against(run_cli, home, server, "--concurrency", "2")
+    assert server.requests, result.stdout + result.stderr
+    part = KEY[:8]
+    assert part not in result.stdout + result.stderr
+    assert not any(part in json.dumps(c) for c in judge_calls(home))
+    with ledger.open_ledger(home) as led:
+        assert not any(part in json.dumps(e.data) for e in led.read())
+
+
+def test_an_over_cap_body_cut_inside_the_echoed_key_keeps_no_part_of_it():
+    from evalledger.stages.judge.openai_backend import redact_cut
+    for size in range(3, len(KEY)):
+        assert KEY[:size] not in redact_cut("echo: " + KEY + " and " + KEY[:size], KEY)
+    assert redact_cut("answer: yes", KEY) == "answer: yes"
