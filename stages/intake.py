@@ -401,7 +401,7 @@ def _opened(bench: dict, responses: list[ParsedResponse], source: dict, causatio
     """The ``responses.registered`` of ``responses`` and then their ``case.opened`` events, made
     one at a time as the append takes them (``Ledger.append_many``)."""
     ids = ev.case_ids(bench, responses)
-    yield ev.responses_opened(bench, source, ids, causation, resolved_from)
+    yield from ev.responses_parts(bench, source, ids, len(ids), causation, resolved_from)
     yield from ev.case_events(bench, responses, source, causation, ids)
 
 
@@ -572,8 +572,8 @@ def _resolution(bench: dict, held: Event) -> tuple[NewEvent, Iterable[NewEvent]]
     if problems:
         return ev.resolution_rejected(bench, source, problems, held.id), ()
     ids = ev.case_ids(bench, responses)
-    return (ev.responses_opened(bench, source, ids, held.id, resolved_from=held.id),
-            ev.case_events(bench, responses, source, held.id, ids))
+    record = ev.responses_parts(bench, source, ids, len(ids), held.id, resolved_from=held.id)
+    return next(record), chain(record, ev.case_events(bench, responses, source, held.id, ids))
 
 
 def resolve_pending(led: Ledger) -> int:

@@ -6,7 +6,7 @@ beside the spooled input: the questions as canonical JSON (with their offsets) a
 responses as canonical JSON lines. ``SpilledBenchmark.events`` then makes, from the spills, the
 very events (byte for byte) that intake makes from a file read whole, one at a time as
 ``Ledger.append_many`` takes them. Only the question ids (to find a response's question) and the
-case ids (``responses.registered`` lists them all, in one event) are held for the whole file.
+case ids of one part of ``responses.registered`` (``intake_events.PART_CASES``) are held at once.
 
 This path only says yes: a file it does not take as plainly valid (any problem at all, a name
 already registered as an earlier version, pending responses waiting for it) gives None, and
@@ -222,10 +222,11 @@ class SpilledBenchmark:
         def question(number: int) -> dict:
             return self._questions(number, number + 1, fh)[0]
 
-        # Every case id in one event: the list is let go once it is appended, and each case's id
-        # made again below (cheaper than holding 100,000 of them through the whole batch).
-        yield ev.responses_opened(record, source, [case_id(self.benchmark, qid, model, text)
-                                                   for _, qid, model, text in self._responses()], causation)
+        # The case ids a part at a time (bounded-size events), and each case's id made again below
+        # (cheaper than holding 100,000 of them through the whole batch).
+        yield from ev.responses_parts(record, source, (case_id(self.benchmark, qid, model, text)
+                                                       for _, qid, model, text in self._responses()),
+                                      self.responses, causation)
         for n, (number, qid, model, text) in enumerate(self._responses()):
             response = ParsedResponse(qid, model, text, f"$.responses[{n}]")
             cid = case_id(self.benchmark, qid, model, text)

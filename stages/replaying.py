@@ -27,7 +27,8 @@ from evalledger.stages.dispatcher import RunSettings, RunSummary, run_until_idle
 from evalledger.stages.judge import JudgeError, JudgeSettings, live_backend, make_judge
 
 COPIED_TYPES = ("file.received", "benchmark.registered", "benchmark.questions_added", "benchmark.rejected",
-                "responses.registered", "case.opened")
+                "responses.registered", "responses.cases_added", "case.opened")
+PART_TYPES = ("benchmark.questions_added", "responses.cases_added")
 # Ledgers written before stage.failed carried the request: their reason text is the only record.
 _OLD_UNRECORDED = re.compile(r"no recorded answer for role '([^']+)', case (\S+), request hash ([0-9a-f]+)")
 
@@ -208,7 +209,7 @@ def seed_replay(source: ledger.Ledger, target: ledger.Ledger, source_label: str,
         if wanted is not None and event.type == "case.opened" and event.data.get("case_id") not in wanted:
             continue
         # A registration's parts follow it in the source: they go into the same batch as it.
-        if len(batch) >= 1000 and event.type != "benchmark.questions_added":
+        if len(batch) >= 1000 and event.type not in PART_TYPES:
             copied += len(target.append(batch))
             batch = []
         # Copied as its stored bytes, its hash checked (an old event is copied upcast, stored as current)
