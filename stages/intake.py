@@ -24,7 +24,7 @@ from evalledger.ledger import Event, Ledger, NewEvent, event_id
 from evalledger.ledger.api import CHUNK_BYTES
 from evalledger.ledger.persistence import Recorder
 from evalledger.stages import intake_events as ev
-from evalledger.stages import intake_spool, intake_stream
+from evalledger.stages import intake_lines, intake_spool, intake_stream
 from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
 from evalledger.stages.limits import (  # noqa: F401 (the limit is re-exported: callers import it from here)
     DEFAULT_MAX_BYTES,
@@ -251,7 +251,8 @@ def _ingest_read(led: Ledger, path: Path, read: FileRead, name: str, from_inbox:
 def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: int,
                     collection: str | None) -> IngestResult:
     """Ingest a large file from its spool: a plainly valid native benchmark item by item
-    (``intake_stream``: the same events, in bounded memory), any other file read whole."""
+    (``intake_stream``) or responses JSONL line by line (``intake_lines``), the same events in
+    bounded memory; any other file read whole."""
     assert read.spool is not None
     known = led.get(ev.file_event_id(read.sha256))
     if known is not None:   # as ingest_bytes says it, without reading the file into memory
@@ -265,13 +266,37 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
         # an earlier version to compare with, or pending responses waiting for it: read whole
         if spilled is not None and not spilled.has_earlier_version(led) \
                 and not pending_for(led, spilled.record()):
-            if type(led.recorder).keep_file is not Recorder.keep_file:   # a store that keeps files
-                led.keep_file(read.sha256, read.whole())
+            _keep_spooled(led, read)
             result = _accept_spilled(led, spilled, name, read)
+            resolve_pending(led)
+            return result
+        lines = None if spilled is not None else \
+            intake_lines.read_response_lines(read.spool, Path(folder), max_response_chars)
+        bench = None if lines is None else find_benchmark(led, lines.benchmark_ref)
+        # responses waiting for their benchmark, or not fitting it: read whole (pending, or its errors)
+        if lines is not None and bench is not None and lines.fits(bench):
+            _keep_spooled(led, read)
+            result = _accept_lines(led, lines, bench, name, read)
             resolve_pending(led)
             return result
     return ingest_bytes(led, read.whole(), name, sha=read.sha256, max_response_chars=max_response_chars,
                         collection=collection)
+
+
+def _keep_spooled(led: Ledger, read: FileRead) -> None:
+    """Keep a spooled file's bytes in a store that keeps files (read whole only for that store)."""
+    if type(led.recorder).keep_file is not Recorder.keep_file:
+        led.keep_file(read.sha256, read.whole())
+
+
+def _accept_lines(led: Ledger, lines: intake_lines.SpilledResponses, bench: dict, name: str,
+                  read: FileRead) -> IngestResult:
+    """``_accept`` for a responses JSONL file spilled to disk: the same events and result."""
+    source = {"file": name, "sha256": read.sha256}
+    received = ev.file_received(name, read.sha256, read.size, "responses", "accepted", bench["benchmark"],
+                                bench["name"])
+    result = IngestResult(name, read.sha256, "accepted", "responses", bench["benchmark"], bench["name"])
+    return _commit(led, chain([received], lines.events(bench, source, received)), result, SPILLED_CHUNK_BYTES)
 
 
 def _accept_spilled(led: Ledger, spilled: intake_stream.SpilledBenchmark, name: str,

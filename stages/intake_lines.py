@@ -1,0 +1,161 @@
+"""A responses JSONL file taken in from its spool line by line (issue 15: flat ingest memory).
+
+``read_response_lines`` reads the spooled file once, a line at a time, checks each line as
+``formats.native.read_responses_lines`` does and spills what it keeps to a file beside the spool
+(``[question id, model, text, line number]`` a line). ``SpilledResponses.events`` then makes,
+from the spill, the very events (byte for byte) that intake makes from the file read whole, one
+at a time as ``Ledger.append_many`` takes them. Nothing per response is held in memory: a
+repeated (question, model) pair is found through a temporary SQLite table of their hashes.
+
+Like ``intake_stream``, this path only says yes: a file it does not take as plainly valid (any
+bad line, a repeat, a response over the size limit, an unknown question, a benchmark not
+registered yet) gives None, and intake reads the file whole as before, so every error (file,
+line and reason) and the pending path stay as they were, and nothing is appended.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+import orjson
+from pydantic import ValidationError
+
+from evalledger.ledger import NewEvent, canonical_json
+from evalledger.stages import intake_events as ev
+from evalledger.stages.formats import native
+from evalledger.stages.formats.decode import loads
+from evalledger.stages.formats.errors import FileRejected
+from evalledger.stages.formats.ids import case_id
+from evalledger.stages.formats.model import ParsedResponse
+from evalledger.stages.formats.stream import NotStreamable
+
+_BOM = b"\xef\xbb\xbf"
+_SPACE = " \t\r"                   # JSON's whitespace within a line (formats.decode._JSON_SPACE)
+_RESPONSE_KEYS = {"question_id", "model", "text"}
+_OTHER_KEYS = {"tag", "model_output", "context_input"}   # an audit line (formats._AUDIT_KEYS)
+_SEEN_BATCH = 1000                 # (question, model) hashes checked for repeats at a time
+
+
+@dataclass
+class SpilledResponses:
+    """A responses JSONL file checked line by line, its responses on disk."""
+
+    folder: Path
+    max_response_chars: int
+    benchmark_ref: str = ""
+    count: int = 0
+
+    @property
+    def spill_path(self) -> Path:
+        """The responses' spill: ``[question id, model, text, line number]`` a line, in file order."""
+        return self.folder / "lines.jsonl"
+
+    def take(self, fh: IO[bytes]) -> None:
+        """Read and check the whole file ``fh``; NotStreamable when it is not plainly valid."""
+        seen = sqlite3.connect(self.folder / "seen.db", isolation_level=None)
+        try:
+            seen.execute("PRAGMA journal_mode=OFF")
+            seen.execute("CREATE TABLE seen (k INTEGER PRIMARY KEY)")
+            pairs: list[tuple[int]] = []
+            with open(self.spill_path, "wb") as out:
+                for number, row in _rows(fh):
+                    pairs.append((self._line(number, row, out),))
+                    if len(pairs) >= _SEEN_BATCH:
+                        _add_seen(seen, pairs)
+                        pairs = []
+                _add_seen(seen, pairs)
+        finally:
+            seen.close()
+        if self.count < 2:
+            raise NotStreamable("fewer than two lines: the file may be read as one document")
+
+    def _line(self, number: int, row: Any, out: IO[bytes]) -> int:
+        """Check one response line and spill it; the hash of its (question, model) pair."""
+        if not isinstance(row, dict) or (not self.count and (not _RESPONSE_KEYS & row.keys()
+                                                             or _OTHER_KEYS & row.keys()
+                                                             or {"doc_id", "original_claims"} <= row.keys())):
+            raise NotStreamable(f"line {number} is not a response line")
+        try:
+            line = native.ResponseLine.model_validate(row)
+        except ValidationError:
+            raise NotStreamable(f"line {number} does not validate") from None
+        if self.count and line.benchmark != self.benchmark_ref:
+            raise NotStreamable(f"line {number} names another benchmark")
+        if len(line.text) > self.max_response_chars:
+            raise NotStreamable(f"line {number} is over the size limit")
+        self.benchmark_ref = line.benchmark
+        self.count += 1
+        out.write(canonical_json([line.question_id, line.model, line.text, number]) + b"\n")
+        pair = hashlib.blake2b(canonical_json([line.question_id, line.model]), digest_size=8).digest()
+        return int.from_bytes(pair, "big", signed=True)
+
+    def responses(self) -> Iterator[ParsedResponse]:
+        """Every response, in file order, from the spill."""
+        with open(self.spill_path, "rb") as fh:
+            for raw in fh:
+                qid, model, text, number = orjson.loads(raw)
+                yield ParsedResponse(qid, model, text, f"line {number}")
+
+    def fits(self, bench: dict) -> bool:
+        """True when every response names a question of the registered benchmark ``bench``."""
+        if bench["kind"] == "reconstruction":
+            return False
+        ids = {q["id"] for q in bench["questions"]}
+        return all(r.question_id in ids for r in self.responses())
+
+    def events(self, bench: dict, source: dict, received: NewEvent) -> Iterator[NewEvent]:
+        """The file's events after ``received``, as ``intake._accept`` makes them for the same file
+        read whole: its ``responses.registered`` (in parts), then a ``case.opened`` per response."""
+        ids = (case_id(bench["benchmark"], r.question_id, r.model, r.response) for r in self.responses())
+        yield from ev.responses_parts(bench, source, ids, self.count, received.id)
+        questions = {q["id"]: q for q in bench["questions"]}
+        for r in self.responses():
+            cid = case_id(bench["benchmark"], r.question_id, r.model, r.response)
+            yield ev.case_opened(bench, r, questions[r.question_id], source, received.id, cid)
+
+
+def _add_seen(seen: sqlite3.Connection, pairs: list[tuple[int]]) -> None:
+    """Record these (question, model) hashes; NotStreamable when one was seen before (a repeat,
+    or two pairs sharing a hash: the file read whole tells which)."""
+    try:
+        seen.executemany("INSERT INTO seen VALUES (?)", pairs)
+    except sqlite3.IntegrityError:
+        raise NotStreamable("a model may answer a question twice") from None
+
+
+def _rows(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:
+    """(line number, JSON value) of each non-blank line, as ``formats.decode.parse_jsonl`` numbers
+    them; NotStreamable at the first line that is not UTF-8 or not one JSON value."""
+    for number, raw in enumerate(fh, start=1):
+        if number == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM):]
+        raw = raw[:-1] if raw.endswith(b"\n") else raw
+        raw = raw[:-1] if raw.endswith(b"\r") else raw
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise NotStreamable(f"line {number} is not UTF-8") from None
+        if not line.strip(_SPACE):
+            continue
+        if not line.lstrip(_SPACE).startswith("{"):
+            raise NotStreamable(f"line {number} is not an object")
+        try:
+            yield number, loads(line)
+        except FileRejected:
+            raise NotStreamable(f"line {number} is not one JSON value") from None
+
+
+def read_response_lines(spool: Path, folder: Path, max_response_chars: int) -> SpilledResponses | None:
+    """The responses JSONL file at ``spool`` checked and spilled into ``folder``; None when it is
+    not plainly valid (or not a responses JSONL file): then read it whole."""
+    spilled = SpilledResponses(folder, max_response_chars)
+    try:
+        with open(spool, "rb") as fh:
+            spilled.take(fh)
+    except NotStreamable:
+        return None
+    return spilled
