@@ -5,7 +5,7 @@
 (``[question id, model, text, line number]`` a line). ``SpilledResponses.events`` then makes,
 from the spill, the very events (byte for byte) that intake makes from the file read whole, one
 at a time as ``Ledger.append_many`` takes them. Nothing per response is held in memory: a
-repeated (question, model) pair is found through a temporary SQLite table of their hashes.
+repeated (question, model) pair is found on disk (``intake_seen``).
 
 Like ``intake_stream``, this path only says yes: a file it does not take as plainly valid (any
 bad line, a repeat, a response over the size limit, an unknown question, a benchmark not
@@ -15,8 +15,6 @@ line and reason) and the pending path stay as they were, and nothing is appended
 
 from __future__ import annotations
 
-import hashlib
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Iterator
@@ -32,12 +30,12 @@ from evalledger.stages.formats.errors import FileRejected
 from evalledger.stages.formats.ids import case_id
 from evalledger.stages.formats.model import ParsedResponse
 from evalledger.stages.formats.stream import NotStreamable
+from evalledger.stages.intake_seen import SeenPairs
 
 _BOM = b"\xef\xbb\xbf"
 _SPACE = " \t\r"                   # JSON's whitespace within a line (formats.decode._JSON_SPACE)
 _RESPONSE_KEYS = {"question_id", "model", "text"}
 _OTHER_KEYS = {"tag", "model_output", "context_input"}   # an audit line (formats._AUDIT_KEYS)
-_SEEN_BATCH = 1000                 # (question, model) hashes checked for repeats at a time
 
 
 @dataclass
@@ -56,25 +54,14 @@ class SpilledResponses:
 
     def take(self, fh: IO[bytes]) -> None:
         """Read and check the whole file ``fh``; NotStreamable when it is not plainly valid."""
-        seen = sqlite3.connect(self.folder / "seen.db", isolation_level=None)
-        try:
-            seen.execute("PRAGMA journal_mode=OFF")
-            seen.execute("CREATE TABLE seen (k INTEGER PRIMARY KEY)")
-            pairs: list[tuple[int]] = []
-            with open(self.spill_path, "wb") as out:
-                for number, row in _rows(fh):
-                    pairs.append((self._line(number, row, out),))
-                    if len(pairs) >= _SEEN_BATCH:
-                        _add_seen(seen, pairs)
-                        pairs = []
-                _add_seen(seen, pairs)
-        finally:
-            seen.close()
+        with SeenPairs(self.folder) as seen, open(self.spill_path, "wb") as out:
+            for number, row in _rows(fh):
+                seen.add(*self._line(number, row, out))
         if self.count < 2:
             raise NotStreamable("fewer than two lines: the file may be read as one document")
 
-    def _line(self, number: int, row: Any, out: IO[bytes]) -> int:
-        """Check one response line and spill it; the hash of its (question, model) pair."""
+    def _line(self, number: int, row: Any, out: IO[bytes]) -> tuple[str, str | None]:
+        """Check one response line and spill it; its (question id, model) pair."""
         if not isinstance(row, dict) or (not self.count and (not _RESPONSE_KEYS & row.keys()
                                                              or _OTHER_KEYS & row.keys()
                                                              or {"doc_id", "original_claims"} <= row.keys())):
@@ -90,8 +77,7 @@ class SpilledResponses:
         self.benchmark_ref = line.benchmark
         self.count += 1
         out.write(canonical_json([line.question_id, line.model, line.text, number]) + b"\n")
-        pair = hashlib.blake2b(canonical_json([line.question_id, line.model]), digest_size=8).digest()
-        return int.from_bytes(pair, "big", signed=True)
+        return line.question_id, line.model
 
     def responses(self) -> Iterator[ParsedResponse]:
         """Every response, in file order, from the spill."""
@@ -116,15 +102,6 @@ class SpilledResponses:
         for r in self.responses():
             cid = case_id(bench["benchmark"], r.question_id, r.model, r.response)
             yield ev.case_opened(bench, r, questions[r.question_id], source, received.id, cid)
-
-
-def _add_seen(seen: sqlite3.Connection, pairs: list[tuple[int]]) -> None:
-    """Record these (question, model) hashes; NotStreamable when one was seen before (a repeat,
-    or two pairs sharing a hash: the file read whole tells which)."""
-    try:
-        seen.executemany("INSERT INTO seen VALUES (?)", pairs)
-    except sqlite3.IntegrityError:
-        raise NotStreamable("a model may answer a question twice") from None
 
 
 def _rows(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:
