@@ -26,7 +26,9 @@ class SeenPairs:
         path = folder / "seen.db"
         path.unlink(missing_ok=True)     # an earlier reader's, in the same spill folder: start empty
         self._db = sqlite3.connect(path, isolation_level=None)
+        # a scratch file, thrown away with its folder: no journal, no syncs
         self._db.execute("PRAGMA journal_mode=OFF")
+        self._db.execute("PRAGMA synchronous=OFF")
         self._db.execute("CREATE TABLE seen (k INTEGER PRIMARY KEY)")
         self._pending: list[tuple[int]] = []
 
@@ -40,10 +42,14 @@ class SeenPairs:
     def _flush(self) -> None:
         """Insert the batch; a repeated key (seen, or twice in the batch) is a repeat."""
         pending, self._pending = self._pending, []
+        self._db.execute("BEGIN")      # one transaction a batch, not one a row
         try:
             self._db.executemany("INSERT INTO seen VALUES (?)", pending)
         except sqlite3.IntegrityError:
             raise NotStreamable("a model may answer a question twice") from None
+        finally:
+            if self._db.in_transaction:
+                self._db.execute("COMMIT")
 
     def __enter__(self) -> SeenPairs:
         return self
