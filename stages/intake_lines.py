@@ -31,6 +31,7 @@ from evalledger.stages.formats.ids import case_id
 from evalledger.stages.formats.model import ParsedResponse
 from evalledger.stages.formats.stream import NotStreamable
 from evalledger.stages.intake_seen import SeenPairs
+from evalledger.stages.intake_stream import taken
 
 _BOM = b"\xef\xbb\xbf"
 _SPACE = " \t\r"                   # JSON's whitespace within a line (formats.decode._JSON_SPACE)
@@ -129,10 +130,4 @@ def _rows(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:
 def read_response_lines(spool: Path, folder: Path, max_response_chars: int) -> SpilledResponses | None:
     """The responses JSONL file at ``spool`` checked and spilled into ``folder``; None when it is
     not plainly valid (or not a responses JSONL file): then read it whole."""
-    spilled = SpilledResponses(folder, max_response_chars)
-    try:
-        with open(spool, "rb") as fh:
-            spilled.take(fh)
-    except NotStreamable:
-        return None
-    return spilled
+    return taken(SpilledResponses(folder, max_response_chars), spool)

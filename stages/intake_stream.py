@@ -21,7 +21,7 @@ from array import array
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterator, Protocol, TypeVar
 
 import orjson
 from pydantic import ValidationError
@@ -236,7 +236,18 @@ class SpilledBenchmark:
 def read_native(spool: Path, folder: Path, max_response_chars: int) -> SpilledBenchmark | None:
     """The native benchmark file at ``spool`` checked and spilled into ``folder``; None when it is
     not plainly valid (or not a native benchmark): then read it whole."""
-    spilled = SpilledBenchmark(folder, max_response_chars)
+    return taken(SpilledBenchmark(folder, max_response_chars), spool)
+
+
+class _Taker(Protocol):
+    def take(self, fh: IO[bytes]) -> None: ...
+
+
+T = TypeVar("T", bound=_Taker)
+
+
+def taken(spilled: T, spool: Path) -> T | None:
+    """``spilled`` once it has taken the file at ``spool``; None when that file is not plainly valid."""
     try:
         with open(spool, "rb") as fh:
             spilled.take(fh)

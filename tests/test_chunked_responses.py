@@ -12,6 +12,7 @@ from evalledger.stages import intake_events as ev
 from evalledger.stages.formats import parse
 from evalledger.stages.intake import find_benchmark
 from evalledger.stages.replaying import seed_replay
+from intake_support import write_sums_benchmark
 
 QUESTIONS = 50
 RESPONSES = ev.PART_CASES * 2 + 7     # three parts: 10,000 + 10,000 + 7
@@ -20,12 +21,7 @@ RECORD_TYPES = ["responses.registered", "responses.cases_added"]
 
 def _write_benchmark(path: Path) -> Path:
     """A native benchmark of QUESTIONS questions and no responses."""
-    questions = [{"id": f"q{i}", "question": f"What is {i} plus one?", "template": {"fields": [
-        {"name": "value", "type": "int", "description": "The sum", "ground_truth": i + 1,
-         "verify_with": {"type": "NumericTolerance", "tolerance": 0, "mode": "absolute"}}]}}
-        for i in range(QUESTIONS)]
-    path.write_text(json.dumps({"format": "evalledger/benchmark@1", "name": "many-answers", "questions": questions}))
-    return path
+    return write_sums_benchmark(path, "many-answers", QUESTIONS)
 
 
 def _write_responses(path: Path, count: int) -> Path:

@@ -13,18 +13,15 @@ from evalledger import ledger
 from evalledger.stages import intake_events as ev
 from evalledger.stages.intake import SPOOL_ABOVE, ingest_path
 from evalledger.stages.intake_lines import read_response_lines
+from intake_support import write_sums_benchmark
 
 QUESTIONS = 40
 WHOLE = 1 << 40            # a spool_above no file reaches: the file is read whole
 
 
 def _write_benchmark(path: Path) -> Path:
-    questions = [{"id": f"q{i}", "question": f"What is {i} plus one?", "template": {"fields": [
-        {"name": "value", "type": "int", "description": "The sum", "ground_truth": i + 1,
-         "verify_with": {"type": "NumericTolerance", "tolerance": 0, "mode": "absolute"}}]}}
-        for i in range(QUESTIONS)]
-    path.write_text(json.dumps({"format": "evalledger/benchmark@1", "name": "lines", "questions": questions}))
-    return path
+    """A native benchmark of QUESTIONS questions and no responses."""
+    return write_sums_benchmark(path, "lines", QUESTIONS)
 
 
 def _response(i: int, padding: int) -> dict:
