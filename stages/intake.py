@@ -272,13 +272,18 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
             return result
         lines = None if spilled is not None else \
             intake_lines.read_response_lines(read.spool, Path(folder), max_response_chars)
-        bench = None if lines is None else find_benchmark(led, lines.benchmark_ref)
+        head = None if lines is None else find_registration(led, lines.benchmark_ref)
         # responses waiting for their benchmark, or not fitting it: read whole (pending, or its errors)
-        if lines is not None and bench is not None and lines.fits(bench):
-            _keep_spooled(led, read)
-            result = _accept_lines(led, lines, bench, name, read)
-            resolve_pending(led)
-            return result
+        if lines is not None and head is not None:
+            questions = intake_lines.SpilledQuestions(led, head, Path(folder))
+            try:
+                if lines.fits(head.data, questions):
+                    _keep_spooled(led, read)
+                    result = _accept_lines(led, lines, head.data, questions, name, read)
+                    resolve_pending(led)
+                    return result
+            finally:
+                questions.close()
     return ingest_bytes(led, read.whole(), name, sha=read.sha256, max_response_chars=max_response_chars,
                         collection=collection)
 
@@ -289,14 +294,14 @@ def _keep_spooled(led: Ledger, read: FileRead) -> None:
         led.keep_file(read.sha256, read.whole())
 
 
-def _accept_lines(led: Ledger, lines: intake_lines.SpilledResponses, bench: dict, name: str,
-                  read: FileRead) -> IngestResult:
+def _accept_lines(led: Ledger, lines: intake_lines.SpilledResponses, bench: dict,
+                  questions: intake_lines.SpilledQuestions, name: str, read: FileRead) -> IngestResult:
     """``_accept`` for a responses JSONL file spilled to disk: the same events and result."""
     source = {"file": name, "sha256": read.sha256}
     received = ev.file_received(name, read.sha256, read.size, "responses", "accepted", bench["benchmark"],
                                 bench["name"])
     result = IngestResult(name, read.sha256, "accepted", "responses", bench["benchmark"], bench["name"])
-    return _commit(led, chain([received], lines.events(bench, source, received)), result, SPILLED_CHUNK_BYTES)
+    return _commit(led, chain([received], lines.events(bench, questions, source, received)), result, SPILLED_CHUNK_BYTES)
 
 
 def _accept_spilled(led: Ledger, spilled: intake_stream.SpilledBenchmark, name: str,
@@ -547,16 +552,22 @@ def whole_benchmark(led: Ledger, event: Event) -> Event:
 
 def find_benchmark(led: Ledger, ref: str | None) -> dict | None:
     """The registered benchmark a responses file names: by id, else the latest with that name."""
+    event = find_registration(led, ref)
+    return None if event is None else whole_benchmark(led, event).data
+
+
+def find_registration(led: Ledger, ref: str | None) -> Event | None:
+    """``find_benchmark``'s ``benchmark.registered`` event, its parts not joined."""
     if ref is None:
         return None
     by_id = led.get(event_id(f"benchmark:{ref}", "benchmark.registered", ref))
     if by_id is not None:
-        return whole_benchmark(led, by_id).data
+        return by_id
     latest = None
     for event in led.read(types=["benchmark.registered"]):
         if event.data["name"] == ref:
             latest = event
-    return None if latest is None else whole_benchmark(led, latest).data
+    return latest
 
 
 def pending_responses(led: Ledger) -> list[Event]:

@@ -15,14 +15,16 @@ line and reason) and the pending path stay as they were, and nothing is appended
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterator, cast
 
 import orjson
 from pydantic import ValidationError
 
-from evalledger.ledger import NewEvent, canonical_json
+from evalledger.ledger import Event, Ledger, NewEvent, canonical_json, event_id
 from evalledger.stages import intake_events as ev
 from evalledger.stages.formats import native
 from evalledger.stages.formats.decode import loads
@@ -36,6 +38,7 @@ from evalledger.stages.intake_stream import taken
 _BOM = b"\xef\xbb\xbf"
 _SPACE = " \t\r"                   # JSON's whitespace within a line (formats.decode._JSON_SPACE)
 _RESPONSE_KEYS = {"question_id", "model", "text"}
+_QUESTION_CACHE = 1024             # questions kept parsed: a file's responses mostly follow their question
 _OTHER_KEYS = {"tag", "model_output", "context_input"}   # an audit line (formats._AUDIT_KEYS)
 
 
@@ -87,22 +90,60 @@ class SpilledResponses:
                 qid, model, text, number = orjson.loads(raw)
                 yield ParsedResponse(qid, model, text, f"line {number}")
 
-    def fits(self, bench: dict) -> bool:
+    def fits(self, bench: dict, questions: SpilledQuestions) -> bool:
         """True when every response names a question of the registered benchmark ``bench``."""
-        if bench["kind"] == "reconstruction":
-            return False
-        ids = {q["id"] for q in bench["questions"]}
-        return all(r.question_id in ids for r in self.responses())
+        return bench["kind"] != "reconstruction" and all(r.question_id in questions for r in self.responses())
 
-    def events(self, bench: dict, source: dict, received: NewEvent) -> Iterator[NewEvent]:
+    def events(self, bench: dict, questions: SpilledQuestions, source: dict,
+               received: NewEvent) -> Iterator[NewEvent]:
         """The file's events after ``received``, as ``intake._accept`` makes them for the same file
         read whole: its ``responses.registered`` (in parts), then a ``case.opened`` per response."""
         ids = (case_id(bench["benchmark"], r.question_id, r.model, r.response) for r in self.responses())
         yield from ev.responses_parts(bench, source, ids, self.count, received.id)
-        questions = {q["id"]: q for q in bench["questions"]}
         for r in self.responses():
             cid = case_id(bench["benchmark"], r.question_id, r.model, r.response)
-            yield ev.case_opened(bench, r, questions[r.question_id], source, received.id, cid)
+            yield ev.case_opened(bench, r, questions.get(r.question_id), source, received.id, cid)
+
+
+class SpilledQuestions:
+    """A registered benchmark's questions in a spill file, found by id (its registration's parts
+    read one at a time, not joined: a 50,000-question benchmark is ~100 MB as Python objects)."""
+
+    def __init__(self, led: Ledger, head: Event, folder: Path) -> None:
+        self.path = folder / "questions.json"
+        self.index: dict[str, int] = {}                     # question id -> its number
+        self.starts = array("q", [0])                       # question n's offset in the spill
+        with open(self.path, "wb") as out:
+            for part in _question_parts(led, head):
+                for question in part:
+                    self.index[question["id"]] = len(self.starts) - 1
+                    out.write(canonical_json(question))
+                    self.starts.append(out.tell())
+        self._fh = open(self.path, "rb")
+        self.get = lru_cache(maxsize=_QUESTION_CACHE)(self._read)
+
+    def __contains__(self, question_id: object) -> bool:
+        return question_id in self.index
+
+    def _read(self, question_id: str) -> dict:
+        """The question ``question_id``, from the spill."""
+        number = self.index[question_id]
+        self._fh.seek(self.starts[number])
+        return cast(dict, orjson.loads(self._fh.read(self.starts[number + 1] - self.starts[number])))
+
+    def close(self) -> None:
+        """Close the spill (the caller's folder removes it)."""
+        self._fh.close()
+
+
+def _question_parts(led: Ledger, head: Event) -> Iterator[list[dict]]:
+    """The questions of the registration ``head``, a part at a time, in order."""
+    yield head.data.get("questions") or []
+    bid = head.data["benchmark"]
+    for number in range(1, head.data.get("question_parts") or 1):
+        part = led.get(event_id(head.stream, "benchmark.questions_added", f"{bid}:questions:{number}"))
+        assert part is not None, "a registration's parts are appended in its batch"
+        yield part.data["questions"]
 
 
 def _rows(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:

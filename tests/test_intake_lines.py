@@ -19,20 +19,21 @@ QUESTIONS = 40
 WHOLE = 1 << 40            # a spool_above no file reaches: the file is read whole
 
 
-def _write_benchmark(path: Path) -> Path:
-    """A native benchmark of QUESTIONS questions and no responses."""
-    return write_sums_benchmark(path, "lines", QUESTIONS)
+def _write_benchmark(path: Path, questions: int = QUESTIONS) -> Path:
+    """A native benchmark of ``questions`` questions and no responses."""
+    return write_sums_benchmark(path, "lines", questions)
 
 
-def _response(i: int, padding: int) -> dict:
-    return {"benchmark": "lines", "question_id": f"q{i % QUESTIONS}", "model": f"m{i // QUESTIONS}",
-            "text": f"It is {i % QUESTIONS + 1}. é" + "x" * padding}
+def _response(i: int, padding: int, questions: int = QUESTIONS) -> dict:
+    return {"benchmark": "lines", "question_id": f"q{i % questions}", "model": f"m{i // questions}",
+            "text": f"It is {i % questions + 1}. é" + "x" * padding}
 
 
-def _write_responses(path: Path, count: int, padding: int = 0, crlf: bool = False) -> Path:
+def _write_responses(path: Path, count: int, padding: int = 0, crlf: bool = False,
+                     questions: int = QUESTIONS) -> Path:
     """A responses JSONL file of ``count`` lines, each text padded by ``padding`` characters."""
     end = "\r\n" if crlf else "\n"
-    path.write_text("\n" + "".join(json.dumps(_response(i, padding), ensure_ascii=False) + end
+    path.write_text("\n" + "".join(json.dumps(_response(i, padding, questions), ensure_ascii=False) + end
                                    for i in range(count)), encoding="utf-8", newline="")
     return path
 
@@ -44,20 +45,22 @@ def _events(home: Path) -> list[tuple]:
                 for e in led.read()]
 
 
-def _ingest(tmp_path: Path, label: str, responses: Path, spool_above: int) -> Path:
+def _ingest(tmp_path: Path, label: str, responses: Path, spool_above: int, questions: int = QUESTIONS) -> Path:
     home = ledger.init_home(tmp_path / label)
     with ledger.open_ledger(home) as led:
-        assert ingest_path(led, _write_benchmark(tmp_path / "b.benchmark.json"), spool_above=WHOLE).ok
+        assert ingest_path(led, _write_benchmark(tmp_path / "b.benchmark.json", questions), spool_above=WHOLE).ok
         result = ingest_path(led, responses, spool_above=spool_above)
         assert result.status == "accepted", result
     return home
 
 
-@pytest.mark.parametrize("count, padding, crlf", [(30, 0, False), (3000, 400, True), (ev.PART_CASES + 40, 120, False)])
-def test_streamed_and_whole_file_ingest_give_the_same_events(tmp_path, count, padding, crlf):
-    responses = _write_responses(tmp_path / "r.responses.jsonl", count, padding, crlf)
-    streamed = _ingest(tmp_path, "streamed", responses, spool_above=0)
-    whole = _ingest(tmp_path, "whole", responses, spool_above=WHOLE)
+@pytest.mark.parametrize("count, padding, crlf, questions", [
+    (30, 0, False, QUESTIONS), (3000, 400, True, QUESTIONS), (ev.PART_CASES + 40, 120, False, QUESTIONS),
+    (5000, 10, False, 2500)])     # the last: a benchmark registered in 3 parts, its questions found in each
+def test_streamed_and_whole_file_ingest_give_the_same_events(tmp_path, count, padding, crlf, questions):
+    responses = _write_responses(tmp_path / "r.responses.jsonl", count, padding, crlf, questions)
+    streamed = _ingest(tmp_path, "streamed", responses, spool_above=0, questions=questions)
+    whole = _ingest(tmp_path, "whole", responses, spool_above=WHOLE, questions=questions)
     events = _events(streamed)
     assert events == _events(whole)
     assert sum(1 for e in events if e[2] == "case.opened") == count
