@@ -85,6 +85,19 @@ class ResponsesRegistered(DomainPayload):
     resolved_from: str | None = None     # id of the pending event this resolves
     rejected: bool = False
     errors: list[WhereReason] = []
+    # Past 10,000 case ids (issue 15) this event holds the first 10,000 and the extra key
+    # case_parts (not declared, so a one-event record keeps its bytes); ``responses.cases_added``
+    # events in the same batch hold the rest.
+
+
+@event_type("responses.cases_added")
+class ResponsesCasesAdded(DomainPayload):
+    """Part ``part`` (1, 2, ...) of the case ids of a file's ``responses.registered``."""
+
+    benchmark: str
+    sha256: str
+    part: int
+    cases: list[str]
 
 
 @event_type("case.opened")

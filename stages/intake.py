@@ -24,7 +24,7 @@ from evalledger.ledger import Event, Ledger, NewEvent, event_id
 from evalledger.ledger.api import CHUNK_BYTES
 from evalledger.ledger.persistence import Recorder
 from evalledger.stages import intake_events as ev
-from evalledger.stages import intake_spool, intake_stream
+from evalledger.stages import intake_lines, intake_spool, intake_stream
 from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
 from evalledger.stages.limits import (  # noqa: F401 (the limit is re-exported: callers import it from here)
     DEFAULT_MAX_BYTES,
@@ -251,7 +251,8 @@ def _ingest_read(led: Ledger, path: Path, read: FileRead, name: str, from_inbox:
 def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: int,
                     collection: str | None) -> IngestResult:
     """Ingest a large file from its spool: a plainly valid native benchmark item by item
-    (``intake_stream``: the same events, in bounded memory), any other file read whole."""
+    (``intake_stream``) or responses JSONL line by line (``intake_lines``), the same events in
+    bounded memory; any other file read whole."""
     assert read.spool is not None
     known = led.get(ev.file_event_id(read.sha256))
     if known is not None:   # as ingest_bytes says it, without reading the file into memory
@@ -265,13 +266,42 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
         # an earlier version to compare with, or pending responses waiting for it: read whole
         if spilled is not None and not spilled.has_earlier_version(led) \
                 and not pending_for(led, spilled.record()):
-            if type(led.recorder).keep_file is not Recorder.keep_file:   # a store that keeps files
-                led.keep_file(read.sha256, read.whole())
+            _keep_spooled(led, read)
             result = _accept_spilled(led, spilled, name, read)
             resolve_pending(led)
             return result
+        lines = None if spilled is not None else \
+            intake_lines.read_response_lines(read.spool, Path(folder), max_response_chars)
+        head = None if lines is None else find_registration(led, lines.benchmark_ref)
+        # responses waiting for their benchmark, or not fitting it: read whole (pending, or its errors)
+        if lines is not None and head is not None:
+            questions = intake_lines.SpilledQuestions(led, head, Path(folder))
+            try:
+                if lines.fits(head.data, questions):
+                    _keep_spooled(led, read)
+                    result = _accept_lines(led, lines, head.data, questions, name, read)
+                    resolve_pending(led)
+                    return result
+            finally:
+                questions.close()
     return ingest_bytes(led, read.whole(), name, sha=read.sha256, max_response_chars=max_response_chars,
                         collection=collection)
+
+
+def _keep_spooled(led: Ledger, read: FileRead) -> None:
+    """Keep a spooled file's bytes in a store that keeps files (read whole only for that store)."""
+    if type(led.recorder).keep_file is not Recorder.keep_file:
+        led.keep_file(read.sha256, read.whole())
+
+
+def _accept_lines(led: Ledger, lines: intake_lines.SpilledResponses, bench: dict,
+                  questions: intake_lines.SpilledQuestions, name: str, read: FileRead) -> IngestResult:
+    """``_accept`` for a responses JSONL file spilled to disk: the same events and result."""
+    source = {"file": name, "sha256": read.sha256}
+    received = ev.file_received(name, read.sha256, read.size, "responses", "accepted", bench["benchmark"],
+                                bench["name"])
+    result = IngestResult(name, read.sha256, "accepted", "responses", bench["benchmark"], bench["name"])
+    return _commit(led, chain([received], lines.events(bench, questions, source, received)), result, SPILLED_CHUNK_BYTES)
 
 
 def _accept_spilled(led: Ledger, spilled: intake_stream.SpilledBenchmark, name: str,
@@ -401,7 +431,7 @@ def _opened(bench: dict, responses: list[ParsedResponse], source: dict, causatio
     """The ``responses.registered`` of ``responses`` and then their ``case.opened`` events, made
     one at a time as the append takes them (``Ledger.append_many``)."""
     ids = ev.case_ids(bench, responses)
-    yield ev.responses_opened(bench, source, ids, causation, resolved_from)
+    yield from ev.responses_parts(bench, source, ids, len(ids), causation, resolved_from)
     yield from ev.case_events(bench, responses, source, causation, ids)
 
 
@@ -522,16 +552,22 @@ def whole_benchmark(led: Ledger, event: Event) -> Event:
 
 def find_benchmark(led: Ledger, ref: str | None) -> dict | None:
     """The registered benchmark a responses file names: by id, else the latest with that name."""
+    event = find_registration(led, ref)
+    return None if event is None else whole_benchmark(led, event).data
+
+
+def find_registration(led: Ledger, ref: str | None) -> Event | None:
+    """``find_benchmark``'s ``benchmark.registered`` event, its parts not joined."""
     if ref is None:
         return None
     by_id = led.get(event_id(f"benchmark:{ref}", "benchmark.registered", ref))
     if by_id is not None:
-        return whole_benchmark(led, by_id).data
+        return by_id
     latest = None
     for event in led.read(types=["benchmark.registered"]):
         if event.data["name"] == ref:
             latest = event
-    return None if latest is None else whole_benchmark(led, latest).data
+    return latest
 
 
 def pending_responses(led: Ledger) -> list[Event]:
@@ -572,8 +608,8 @@ def _resolution(bench: dict, held: Event) -> tuple[NewEvent, Iterable[NewEvent]]
     if problems:
         return ev.resolution_rejected(bench, source, problems, held.id), ()
     ids = ev.case_ids(bench, responses)
-    return (ev.responses_opened(bench, source, ids, held.id, resolved_from=held.id),
-            ev.case_events(bench, responses, source, held.id, ids))
+    record = ev.responses_parts(bench, source, ids, len(ids), held.id, resolved_from=held.id)
+    return next(record), chain(record, ev.case_events(bench, responses, source, held.id, ids))
 
 
 def resolve_pending(led: Ledger) -> int:

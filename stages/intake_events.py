@@ -9,6 +9,7 @@ Streams and idempotency keys (so ingesting the same thing twice appends nothing)
 | ``benchmark.registered`` | ``benchmark:<id>`` | benchmark id |
 | ``benchmark.questions_added`` | ``benchmark:<id>`` | benchmark id + ``:questions:<part>`` |
 | ``responses.registered`` (resolved) | ``benchmark:<id>`` | ``responses:<sha256>`` |
+| ``responses.cases_added`` | ``benchmark:<id>`` | ``responses:<sha256>:cases:<part>`` |
 | ``responses.registered`` (pending) | ``file:<sha256>`` | ``pending:<sha256>`` |
 | ``case.opened`` | ``case:<case id>`` | case id |
 """
@@ -29,6 +30,10 @@ MAX_ERRORS = 1000
 # bytes of questions, per event. A benchmark that fits in one part keeps its single event.
 PART_QUESTIONS = 1000
 PART_BYTES = 1_000_000
+# The same for a file's responses (issue 15): ``responses.registered`` lists at most this many case
+# ids (16 hex digits each, about 190 KB of JSON), ``responses.cases_added`` parts the rest. A file
+# of at most this many responses keeps its single event, byte for byte.
+PART_CASES = 10_000
 
 
 def meta(causation: str | None = None) -> dict[str, Any]:
@@ -183,20 +188,63 @@ def case_opened(bench: dict, r: ParsedResponse, question: dict, source: dict, ca
     return NewEvent(f"case:{cid}", "case.opened", data, key=cid, meta=meta(causation))
 
 
-def responses_registered(bench: dict, source: dict, case_events: list[NewEvent], causation: str,
-                         resolved_from: str | None = None) -> NewEvent:
-    """The record that a file's responses were matched to a benchmark and opened these cases."""
-    return responses_opened(bench, source, [e.data["case_id"] for e in case_events], causation, resolved_from)
-
-
 def responses_opened(bench: dict, source: dict, ids: list[str], causation: str,
                      resolved_from: str | None = None) -> NewEvent:
-    """``responses_registered`` from the case ids (``case_ids``) rather than the events."""
+    """The record that a file's responses were matched to a benchmark and opened the cases ``ids``
+    (``case_ids``), in one event whatever their number, as every home before parts holds it
+    (``responses_parts`` cuts it into bounded parts)."""
     data = {"benchmark": bench["benchmark"], "benchmark_name": bench["name"], "pending": False,
             "file": source["file"], "sha256": source["sha256"], "count": len(ids),
             "cases": ids, "resolved_from": resolved_from}
     return NewEvent(f"benchmark:{bench['benchmark']}", "responses.registered", data,
                     key=f"responses:{source['sha256']}", meta=meta(causation))
+
+
+def responses_parts(bench: dict, source: dict, ids: Iterable[str], count: int, causation: str,
+                    resolved_from: str | None = None) -> Iterator[NewEvent]:
+    """The bounded-size record of ``count`` responses opening the cases ``ids`` (taken one part at
+    a time, so a stream of ids is never held whole): ``responses_opened`` alone when they fit in
+    one part of PART_CASES; else that event with the first part (``count`` all of them, and
+    ``case_parts``) followed by a ``responses.cases_added`` per further part. Append them in the
+    batch that opens the cases: the record is then atomic (all parts or none)."""
+    chunks = _chunks(ids, PART_CASES)
+    head = responses_opened(bench, source, next(chunks, []), causation, resolved_from)
+    if count <= PART_CASES:
+        yield head
+        return
+    parts = -(-count // PART_CASES)
+    yield NewEvent(head.stream, head.type, {**head.data, "count": count, "case_parts": parts},
+                   key=head.key, meta=head.meta)
+    for number, chunk in enumerate(chunks, start=1):
+        data = {"benchmark": bench["benchmark"], "sha256": source["sha256"], "part": number, "cases": chunk}
+        yield NewEvent(head.stream, "responses.cases_added", data, key=f"{head.key}:cases:{number}",
+                       meta=head.meta)
+
+
+def _chunks(items: Iterable[str], size: int) -> Iterator[list[str]]:
+    """``items`` in lists of ``size`` (the last may be shorter), made as they are taken."""
+    chunk: list[str] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def whole_responses(head: dict, parts: Iterable[dict]) -> dict:
+    """A ``responses.registered`` payload with every case id: ``head`` plus the ids of its
+    ``responses.cases_added`` payloads ``parts``. A single-event record (every old home's) comes
+    back as it is."""
+    count = head.get("case_parts") or 1
+    if count == 1:
+        return head
+    by_number = {p["part"]: p["cases"] for p in parts if p.get("sha256") == head.get("sha256")}
+    cases = list(head.get("cases") or [])
+    for number in range(1, count):
+        cases += by_number[number]
+    return {**{k: v for k, v in head.items() if k != "case_parts"}, "cases": cases}
 
 
 def pending(ref: str, responses: list[ParsedResponse], source: dict, causation: str) -> NewEvent:

@@ -6,7 +6,7 @@ beside the spooled input: the questions as canonical JSON (with their offsets) a
 responses as canonical JSON lines. ``SpilledBenchmark.events`` then makes, from the spills, the
 very events (byte for byte) that intake makes from a file read whole, one at a time as
 ``Ledger.append_many`` takes them. Only the question ids (to find a response's question) and the
-case ids (``responses.registered`` lists them all, in one event) are held for the whole file.
+case ids of one part of ``responses.registered`` (``intake_events.PART_CASES``) are held at once.
 
 This path only says yes: a file it does not take as plainly valid (any problem at all, a name
 already registered as an earlier version, pending responses waiting for it) gives None, and
@@ -21,7 +21,7 @@ from array import array
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterator, Protocol, TypeVar
 
 import orjson
 from pydantic import ValidationError
@@ -33,6 +33,7 @@ from evalledger.stages.formats.checks import check_config
 from evalledger.stages.formats.ids import case_id
 from evalledger.stages.formats.model import ParsedResponse
 from evalledger.stages.formats.stream import NotStreamable, read_document
+from evalledger.stages.intake_seen import SeenPairs
 from evalledger.stages.limits import DEFAULT_MAX_RESPONSE_CHARS
 
 _ARRAYS = frozenset({"questions", "responses"})
@@ -51,7 +52,6 @@ class SpilledBenchmark:
     parts: list[int] = field(default_factory=lambda: [0])   # the first question of each part
     part_size: int = 0
     warnings: list[dict[str, str]] = field(default_factory=list)
-    answered: set[int] = field(default_factory=set)         # hashes of (question id, model)
     responses: int = 0
     benchmark: str = ""
     config: dict = field(default_factory=dict)
@@ -71,7 +71,8 @@ class SpilledBenchmark:
 
     def take(self, fh: IO[bytes]) -> None:
         """Read and check the whole file ``fh``; NotStreamable when it is not plainly valid."""
-        with open(self.questions_path, "wb") as questions, open(self.responses_path, "wb") as responses:
+        with open(self.questions_path, "wb") as questions, open(self.responses_path, "wb") as responses, \
+                SeenPairs(self.folder) as seen:
             items = read_document(fh, _ARRAYS)
             if next(items, None) != ("format", None, native.BENCHMARK_FORMAT):
                 raise NotStreamable("not a native benchmark with its format first")
@@ -84,7 +85,7 @@ class SpilledBenchmark:
                 elif key == "questions":
                     self._question(number, item, questions)
                 else:
-                    self._response(number, item, responses)
+                    self._response(number, item, responses, seen)
         self._check_whole()
 
     def _question(self, number: int, item: Any, out: IO[bytes]) -> None:
@@ -110,16 +111,15 @@ class SpilledBenchmark:
             self.part_size = 0
         self.part_size += weight
 
-    def _response(self, number: int, item: Any, out: IO[bytes]) -> None:
+    def _response(self, number: int, item: Any, out: IO[bytes], seen: SeenPairs) -> None:
         """Check one response as ``read_benchmark`` and intake's size limit do, and spill it."""
         try:
             valid = native.Response.model_validate(item)
         except ValidationError:
             raise NotStreamable(f"response {number} does not validate") from None
-        answered = hash((valid.question_id, valid.model))
-        if answered in self.answered or len(valid.text) > self.max_response_chars:
-            raise NotStreamable(f"response {number} may repeat an answer, or is too long")
-        self.answered.add(answered)
+        if len(valid.text) > self.max_response_chars:
+            raise NotStreamable(f"response {number} is too long")
+        seen.add(valid.question_id, valid.model)     # on disk: a set of pairs grows ~70 bytes a response
         out.write(canonical_json([valid.question_id, valid.model, valid.text]) + b"\n")
         self.responses += 1
 
@@ -144,7 +144,7 @@ class SpilledBenchmark:
     def _number_responses(self) -> None:
         """Rewrite the responses' spill with each response's question number for its id (a
         response may come before its question in the file), then drop what only the check needed:
-        the question ids and the answered pairs are most of what this class holds."""
+        the question ids are most of what this class holds."""
         numbered = self.folder / "responses.numbered.jsonl"
         with open(numbered, "wb") as out:
             for qid, model, text in self._responses():
@@ -152,7 +152,7 @@ class SpilledBenchmark:
                     raise NotStreamable("a response names an unknown question")
                 out.write(canonical_json([self.index[qid], qid, model, text]) + b"\n")
         numbered.replace(self.responses_path)
-        self.index, self.answered = {}, set()
+        self.index = {}
 
     def _benchmark_id(self) -> str:
         """``formats.ids.benchmark_id`` computed over the spilled questions (canonical JSON of
@@ -222,10 +222,11 @@ class SpilledBenchmark:
         def question(number: int) -> dict:
             return self._questions(number, number + 1, fh)[0]
 
-        # Every case id in one event: the list is let go once it is appended, and each case's id
-        # made again below (cheaper than holding 100,000 of them through the whole batch).
-        yield ev.responses_opened(record, source, [case_id(self.benchmark, qid, model, text)
-                                                   for _, qid, model, text in self._responses()], causation)
+        # The case ids a part at a time (bounded-size events), and each case's id made again below
+        # (cheaper than holding 100,000 of them through the whole batch).
+        yield from ev.responses_parts(record, source, (case_id(self.benchmark, qid, model, text)
+                                                       for _, qid, model, text in self._responses()),
+                                      self.responses, causation)
         for n, (number, qid, model, text) in enumerate(self._responses()):
             response = ParsedResponse(qid, model, text, f"$.responses[{n}]")
             cid = case_id(self.benchmark, qid, model, text)
@@ -235,7 +236,18 @@ class SpilledBenchmark:
 def read_native(spool: Path, folder: Path, max_response_chars: int) -> SpilledBenchmark | None:
     """The native benchmark file at ``spool`` checked and spilled into ``folder``; None when it is
     not plainly valid (or not a native benchmark): then read it whole."""
-    spilled = SpilledBenchmark(folder, max_response_chars)
+    return taken(SpilledBenchmark(folder, max_response_chars), spool)
+
+
+class _Taker(Protocol):
+    def take(self, fh: IO[bytes]) -> None: ...
+
+
+T = TypeVar("T", bound=_Taker)
+
+
+def taken(spilled: T, spool: Path) -> T | None:
+    """``spilled`` once it has taken the file at ``spool``; None when that file is not plainly valid."""
     try:
         with open(spool, "rb") as fh:
             spilled.take(fh)

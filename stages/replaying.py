@@ -26,10 +26,10 @@ from evalledger.stages.config import ConfigError
 from evalledger.stages.dispatcher import RunSettings, RunSummary, run_until_idle
 from evalledger.stages.judge import JudgeError, JudgeSettings, live_backend, make_judge
 
-PART_TYPES = ("benchmark.questions_added",)   # the parts of a registration, appended with it
 COPY_BATCH = 1000   # inputs copied a transaction (the parts of a registration may add to it)
 COPIED_TYPES = ("file.received", "benchmark.registered", "benchmark.questions_added", "benchmark.rejected",
-                "responses.registered", "case.opened")
+                "responses.registered", "responses.cases_added", "case.opened")
+PART_TYPES = ("benchmark.questions_added", "responses.cases_added")   # parts, appended with their record
 # Ledgers written before stage.failed carried the request: their reason text is the only record.
 _OLD_UNRECORDED = re.compile(r"no recorded answer for role '([^']+)', case (\S+), request hash ([0-9a-f]+)")
 

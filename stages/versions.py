@@ -74,9 +74,9 @@ def rebind(led: Ledger, name: str) -> RebindResult:
         source = {"file": f"rebind of {old_id}", "sha256": digest}
         cause = event_id(f"benchmark:{latest['benchmark']}", "benchmark.registered", latest["benchmark"])
         cases = ev.cases(latest, responses, source, cause)
-        registered = ev.responses_registered(latest, source, cases, cause)
-        registered = replace(registered, data={**registered.data, "rebound_from": old_id})
-        batch += [registered, *cases]
+        record = list(ev.responses_parts(latest, source, [e.data["case_id"] for e in cases], len(cases), cause))
+        record[0] = replace(record[0], data={**record[0].data, "rebound_from": old_id})
+        batch += [*record, *cases]
     if batch:
         before = led.head().seq
         stored = led.append(batch)

@@ -76,3 +76,14 @@ def streamed_document(fh: IO[bytes], read_size: int) -> dict | None:
     except NotStreamable:
         return None
     return got
+
+
+def write_sums_benchmark(path: Path, name: str, count: int) -> Path:
+    """A native benchmark ``name`` of ``count`` questions q0.. ("What is i plus one?", one int
+    field) and no responses."""
+    questions = [{"id": f"q{i}", "question": f"What is {i} plus one?", "template": {"fields": [
+        {"name": "value", "type": "int", "description": "The sum", "ground_truth": i + 1,
+         "verify_with": {"type": "NumericTolerance", "tolerance": 0, "mode": "absolute"}}]}}
+        for i in range(count)]
+    path.write_text(json.dumps({"format": "evalledger/benchmark@1", "name": name, "questions": questions}))
+    return path

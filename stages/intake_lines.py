@@ -1,0 +1,174 @@
+"""A responses JSONL file taken in from its spool line by line (issue 15: flat ingest memory).
+
+``read_response_lines`` reads the spooled file once, a line at a time, checks each line as
+``formats.native.read_responses_lines`` does and spills what it keeps to a file beside the spool
+(``[question id, model, text, line number]`` a line). ``SpilledResponses.events`` then makes,
+from the spill, the very events (byte for byte) that intake makes from the file read whole, one
+at a time as ``Ledger.append_many`` takes them. Nothing per response is held in memory: a
+repeated (question, model) pair is found on disk (``intake_seen``).
+
+Like ``intake_stream``, this path only says yes: a file it does not take as plainly valid (any
+bad line, a repeat, a response over the size limit, an unknown question, a benchmark not
+registered yet) gives None, and intake reads the file whole as before, so every error (file,
+line and reason) and the pending path stay as they were, and nothing is appended.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import IO, Any, Iterator, cast
+
+import orjson
+from pydantic import ValidationError
+
+from evalledger.ledger import Event, Ledger, NewEvent, canonical_json, event_id
+from evalledger.stages import intake_events as ev
+from evalledger.stages.formats import native
+from evalledger.stages.formats.decode import loads
+from evalledger.stages.formats.errors import FileRejected
+from evalledger.stages.formats.ids import case_id
+from evalledger.stages.formats.model import ParsedResponse
+from evalledger.stages.formats.stream import NotStreamable
+from evalledger.stages.intake_seen import SeenPairs
+from evalledger.stages.intake_stream import taken
+
+_BOM = b"\xef\xbb\xbf"
+_SPACE = " \t\r"                   # JSON's whitespace within a line (formats.decode._JSON_SPACE)
+_RESPONSE_KEYS = {"question_id", "model", "text"}
+_QUESTION_CACHE = 1024             # questions kept parsed: a file's responses mostly follow their question
+_OTHER_KEYS = {"tag", "model_output", "context_input"}   # an audit line (formats._AUDIT_KEYS)
+
+
+@dataclass
+class SpilledResponses:
+    """A responses JSONL file checked line by line, its responses on disk."""
+
+    folder: Path
+    max_response_chars: int
+    benchmark_ref: str = ""
+    count: int = 0
+
+    @property
+    def spill_path(self) -> Path:
+        """The responses' spill: ``[question id, model, text, line number]`` a line, in file order."""
+        return self.folder / "lines.jsonl"
+
+    def take(self, fh: IO[bytes]) -> None:
+        """Read and check the whole file ``fh``; NotStreamable when it is not plainly valid."""
+        with SeenPairs(self.folder) as seen, open(self.spill_path, "wb") as out:
+            for number, row in _rows(fh):
+                seen.add(*self._line(number, row, out))
+        if self.count < 2:
+            raise NotStreamable("fewer than two lines: the file may be read as one document")
+
+    def _line(self, number: int, row: Any, out: IO[bytes]) -> tuple[str, str | None]:
+        """Check one response line and spill it; its (question id, model) pair."""
+        if not isinstance(row, dict) or (not self.count and (not _RESPONSE_KEYS & row.keys()
+                                                             or _OTHER_KEYS & row.keys()
+                                                             or {"doc_id", "original_claims"} <= row.keys())):
+            raise NotStreamable(f"line {number} is not a response line")
+        try:
+            line = native.ResponseLine.model_validate(row)
+        except ValidationError:
+            raise NotStreamable(f"line {number} does not validate") from None
+        if self.count and line.benchmark != self.benchmark_ref:
+            raise NotStreamable(f"line {number} names another benchmark")
+        if len(line.text) > self.max_response_chars:
+            raise NotStreamable(f"line {number} is over the size limit")
+        self.benchmark_ref = line.benchmark
+        self.count += 1
+        out.write(canonical_json([line.question_id, line.model, line.text, number]) + b"\n")
+        return line.question_id, line.model
+
+    def responses(self) -> Iterator[ParsedResponse]:
+        """Every response, in file order, from the spill."""
+        with open(self.spill_path, "rb") as fh:
+            for raw in fh:
+                qid, model, text, number = orjson.loads(raw)
+                yield ParsedResponse(qid, model, text, f"line {number}")
+
+    def fits(self, bench: dict, questions: SpilledQuestions) -> bool:
+        """True when every response names a question of the registered benchmark ``bench``."""
+        return bench["kind"] != "reconstruction" and all(r.question_id in questions for r in self.responses())
+
+    def events(self, bench: dict, questions: SpilledQuestions, source: dict,
+               received: NewEvent) -> Iterator[NewEvent]:
+        """The file's events after ``received``, as ``intake._accept`` makes them for the same file
+        read whole: its ``responses.registered`` (in parts), then a ``case.opened`` per response."""
+        ids = (case_id(bench["benchmark"], r.question_id, r.model, r.response) for r in self.responses())
+        yield from ev.responses_parts(bench, source, ids, self.count, received.id)
+        for r in self.responses():
+            cid = case_id(bench["benchmark"], r.question_id, r.model, r.response)
+            yield ev.case_opened(bench, r, questions.get(r.question_id), source, received.id, cid)
+
+
+class SpilledQuestions:
+    """A registered benchmark's questions in a spill file, found by id (its registration's parts
+    read one at a time, not joined: a 50,000-question benchmark is ~100 MB as Python objects)."""
+
+    def __init__(self, led: Ledger, head: Event, folder: Path) -> None:
+        self.path = folder / "questions.json"
+        self.index: dict[str, int] = {}                     # question id -> its number
+        self.starts = array("q", [0])                       # question n's offset in the spill
+        with open(self.path, "wb") as out:
+            for part in _question_parts(led, head):
+                for question in part:
+                    self.index[question["id"]] = len(self.starts) - 1
+                    out.write(canonical_json(question))
+                    self.starts.append(out.tell())
+        self._fh = open(self.path, "rb")
+        self.get = lru_cache(maxsize=_QUESTION_CACHE)(self._read)
+
+    def __contains__(self, question_id: object) -> bool:
+        return question_id in self.index
+
+    def _read(self, question_id: str) -> dict:
+        """The question ``question_id``, from the spill."""
+        number = self.index[question_id]
+        self._fh.seek(self.starts[number])
+        return cast(dict, orjson.loads(self._fh.read(self.starts[number + 1] - self.starts[number])))
+
+    def close(self) -> None:
+        """Close the spill (the caller's folder removes it)."""
+        self._fh.close()
+
+
+def _question_parts(led: Ledger, head: Event) -> Iterator[list[dict]]:
+    """The questions of the registration ``head``, a part at a time, in order."""
+    yield head.data.get("questions") or []
+    bid = head.data["benchmark"]
+    for number in range(1, head.data.get("question_parts") or 1):
+        part = led.get(event_id(head.stream, "benchmark.questions_added", f"{bid}:questions:{number}"))
+        assert part is not None, "a registration's parts are appended in its batch"
+        yield part.data["questions"]
+
+
+def _rows(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:
+    """(line number, JSON value) of each non-blank line, as ``formats.decode.parse_jsonl`` numbers
+    them; NotStreamable at the first line that is not UTF-8 or not one JSON value."""
+    for number, raw in enumerate(fh, start=1):
+        if number == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM):]
+        raw = raw[:-1] if raw.endswith(b"\n") else raw
+        raw = raw[:-1] if raw.endswith(b"\r") else raw
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise NotStreamable(f"line {number} is not UTF-8") from None
+        if not line.strip(_SPACE):
+            continue
+        if not line.lstrip(_SPACE).startswith("{"):
+            raise NotStreamable(f"line {number} is not an object")
+        try:
+            yield number, loads(line)
+        except FileRejected:
+            raise NotStreamable(f"line {number} is not one JSON value") from None
+
+
+def read_response_lines(spool: Path, folder: Path, max_response_chars: int) -> SpilledResponses | None:
+    """The responses JSONL file at ``spool`` checked and spilled into ``folder``; None when it is
+    not plainly valid (or not a responses JSONL file): then read it whole."""
+    return taken(SpilledResponses(folder, max_response_chars), spool)
