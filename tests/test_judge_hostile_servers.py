@@ -115,7 +115,7 @@ def test_a_key_the_server_echoes_across_the_error_cut_leaves_no_part_of_it(run_c
 
 
 def test_an_over_cap_body_cut_inside_the_echoed_key_keeps_no_part_of_it():
-    from evalledger.stages.judge.openai_backend import redact_cut
+    from evalledger.stages.judge.recorded_calls import redact_cut
     for size in range(3, len(KEY)):
         assert KEY[:size] not in redact_cut("echo: " + KEY + " and " + KEY[:size], KEY)
     assert redact_cut("answer: yes", KEY) == "answer: yes"

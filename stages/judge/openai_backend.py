@@ -43,7 +43,7 @@ import orjson
 
 from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, JudgeUnavailable, PendingCall
 from evalledger.stages.judge.flow_control import AdaptiveLimit, Breaker
-from evalledger.stages.judge.recorded_calls import SHORT_SECRET, redact
+from evalledger.stages.judge.recorded_calls import redact, redact_cut
 from evalledger.stages.judge.replies import decode_reply
 from evalledger.stages.judge.reply_body import BodyTooLarge, decode_body, read_capped, safe_text, storage_problem
 from evalledger.stages.judge.response_format import (
@@ -331,16 +331,6 @@ class OpenAIBackend:
             except RuntimeError:  # its loop is gone; nothing left to release
                 pass
         self._session = None
-
-
-def redact_cut(text: str, key: str | None) -> str:
-    """``text`` cut at a length, redacted, and without a start of the key at its end (where the cut fell)."""
-    text = redact(text, key)
-    if key and len(key) >= SHORT_SECRET:
-        for size in range(len(key) - 1, 2, -1):
-            if text.endswith(key[:size]):
-                return text[:-size] + "[redacted]"
-    return text
 
 
 def read_key(variable: str) -> str | None:

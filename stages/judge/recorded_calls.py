@@ -60,6 +60,16 @@ def redact(text: str, secret: str | None) -> str:
     return re.sub(pattern, "[redacted]", text)
 
 
+def redact_cut(text: str, key: str | None) -> str:
+    """``text`` cut at a length, redacted, and without a start of the key at its end (where the cut fell)."""
+    text = redact(text, key)
+    if key and len(key) >= SHORT_SECRET:
+        for size in range(len(key) - 1, 2, -1):
+            if text.endswith(key[:size]):
+                return text[:-size] + "[redacted]"
+    return text
+
+
 def request_hashes(role: str, identities: list[tuple[str, str | None]], parameters: dict[str, Any],
                    messages: list[dict[str, Any]]) -> list[str]:
     """The request's hash under each (backend, model), in the order given."""
