@@ -20,6 +20,7 @@ from evalledger.stages.dispatcher import (
 )
 from evalledger.stages.intake import ingest_path
 from evalledger.stages.judge.recorded_calls import known_index
+from evalledger.stages.judge.spill_map import SpillMap
 from evalledger.testing.arithmetic import arithmetic_benchmark
 
 
@@ -184,3 +185,36 @@ def test_a_ledgers_write_caches_stay_bounded_however_many_streams_a_run_writes(t
         # cleared once past 10,000: the last batch's 1,000 are what is left (12,000 were kept before)
         assert len(recorder._versions) <= 11_000 and len(recorder._known_blobs) <= 11_000
         assert led.verify().ok
+
+
+def test_a_reader_in_another_thread_during_the_first_spill_never_sees_a_half_made_map():
+    """The first spill counted the file's keys before it built their filter: a get() from another
+    thread between the two raised AttributeError ('NoneType' ... 'might_hold'), which CI saw as a
+    PostgreSQL worker's case failing. Readers spin while maps fill and spill for the first time."""
+    import threading
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    current: list[SpillMap] = [SpillMap(limit=50)]
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                current[0].get(("absent", 1))
+            except BaseException as exc:  # noqa: BLE001 - any of them is the finding
+                errors.append(exc)
+                return
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for round_ in range(300):
+            fresh = SpillMap(limit=50)
+            current[0] = fresh
+            for i in range(120):
+                fresh[(round_, i)] = i
+            if errors:
+                break
+    finally:
+        stop.set()
+        reader.join()
+    assert errors == []

@@ -96,7 +96,8 @@ class SpillMap:
         value = self.recent.get(key, _MISSING)
         if value is not _MISSING:
             return value
-        if not self._spilled or not self._filter.might_hold(key):   # type: ignore[union-attr]
+        keys = self._filter   # set before _spilled, and replaced whole: a reader never sees half of it
+        if not self._spilled or keys is None or not keys.might_hold(key):
             return default
         with self._lock:
             row = self._file().execute("SELECT value FROM entries WHERE key = ?", (_key(key),)).fetchone()
@@ -118,19 +119,22 @@ class SpillMap:
             db.execute("BEGIN")
             db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?)", rows)
             db.execute("COMMIT")
-            self._spilled = db.execute("SELECT count(*) FROM entries").fetchone()[0]
-            self._note_spilled(db)
+            spilled = db.execute("SELECT count(*) FROM entries").fetchone()[0]
+            self._note_spilled(db, spilled)
+            # Counted only once the filter holds the keys: a get() in another thread (the writer's)
+            # that saw a count and no filter yet raised AttributeError, and failed a case.
+            self._spilled = spilled
         self.recent = {}   # after the filter holds these keys: a key is always in one or the other
 
-    def _note_spilled(self, db: sqlite3.Connection) -> None:
+    def _note_spilled(self, db: sqlite3.Connection, spilled: int) -> None:
         """Add the keys just written to the filter, or build a filter for twice the keys from every
         key in the file when the file has outgrown it (each key is read again O(1) times in all)."""
         current = self._filter
-        if current is not None and self._spilled <= current.capacity:
+        if current is not None and spilled <= current.capacity:
             for key in self.recent:
                 current.add(key)
             return
-        bigger = KeyFilter(max(4 * self.limit, 2 * self._spilled))
+        bigger = KeyFilter(max(4 * self.limit, 2 * spilled))
         for (raw,) in db.execute("SELECT key FROM entries"):
             bigger.add(_unkey(raw))
         self._filter = bigger
