@@ -280,7 +280,7 @@ def test_a_mirror_cut_at_any_byte_reads_a_prefix_and_a_writer_makes_it_whole(cut
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=st.floats(0, 1), bit=st.integers(0, 7))
-def test_any_flipped_bit_of_the_mirror_is_reported(cut_home, tmp_path, where, bit):
+def test_any_flipped_bit_that_changes_what_the_mirror_holds_is_reported(cut_home, tmp_path, where, bit):
     data = bytearray((cut_home / GZ).read_bytes())
     at = min(int(where * len(data)), len(data) - 1)
     data[at] ^= 1 << bit
@@ -289,7 +289,13 @@ def test_any_flipped_bit_of_the_mirror_is_reported(cut_home, tmp_path, where, bi
         shutil.copytree(cut_home, work)
     (work / GZ).write_bytes(bytes(data))
     found = problems(work)
-    assert found and GZ in found[0], (at, bit)
+    if found:
+        assert GZ in found[0], (at, bit)
+        return
+    # Not reported: then the flip changed nothing the mirror holds. Deflate has bits no decoder reads
+    # (the padding after a member's last block) and bytes with another encoding of the same output
+    # (a changed code length of a symbol never used); a flip there gives the same lines, CRC and length.
+    assert list(read_lines(str(work / GZ))) == list(read_lines(str(cut_home / GZ))), (at, bit)
 
 
 # --- crashes and races with real processes -------------------------------------------------------
