@@ -16,6 +16,7 @@ from evalledger.stages.intake import (
     IngestResult,
     case_source,
     ingest_path,
+    put_back_taken,
 )
 from evalledger.stages.intake_status import CASE_STATES, status
 from evalledger.stages.printable import escape_unprintable, shown_name
@@ -43,6 +44,7 @@ def _targets(args, home: Path) -> list[tuple[Path, bool, str | None]]:
     from evalledger.cli.errors import UsageError
     inbox = (home / "inbox").resolve()
     if not args.files:  # exactly the files the watch daemon would take (no symlinks, no folders)
+        put_back_taken(home)
         return [(p, True, None) for p in scan_inbox(inbox)]
     out: list[tuple[Path, bool, str | None]] = []
     missing = [f for f in args.files if not Path(f).exists()]

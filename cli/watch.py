@@ -29,7 +29,7 @@ from typing import Any, Callable
 from evalledger.cli.watch_inbox import InboxTracker, is_ignored, scan_inbox
 from evalledger.cli.watch_log import Log
 from evalledger.cli.watch_observer import ObserverLogForwarder, start_observer
-from evalledger.stages.intake import DEFAULT_MAX_RESPONSE_CHARS
+from evalledger.stages.intake import DEFAULT_MAX_RESPONSE_CHARS, put_back_taken
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,9 @@ class Daemon:
 
     # --- inbox -------------------------------------------------------------------------------------
     def _rescan(self) -> None:
-        """Add inbox files the watcher may have missed (at start, and as a periodic safety net)."""
+        """Add inbox files the watcher may have missed (at start, and as a periodic safety net),
+        after putting back those a killed ingest left half filed away."""
+        put_back_taken(self.home)
         found = scan_inbox(self.inbox)
         with self._lock:
             for path in found:

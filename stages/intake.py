@@ -217,6 +217,15 @@ def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = Fals
             read.spool.unlink(missing_ok=True)
 
 
+def put_back_taken(home: str | os.PathLike) -> list[Path]:
+    """Put back in the inbox every file an ingest killed while filing it away left under a hidden
+    name in processed/ or rejected/ (its process gone); returns their paths in the inbox. Called
+    before the inbox is scanned: the next pass files each one (its events, if committed, are not
+    added twice)."""
+    home = Path(home)
+    return intake_spool.put_back_taken([home / "processed", home / "rejected"], home / "inbox")
+
+
 def _spool_folder(led: Ledger) -> Path | None:
     """Where large files are spooled: the home's processed/ (the same disk as what it holds),
     else the system's temporary folder."""
@@ -673,13 +682,13 @@ def _take(path: Path, read: FileRead, folder: Path) -> Path | None:
             return None
         if (st.st_dev, st.st_ino) != read.identity or not _unchanged(path, read):
             return None
-        taking = folder / f".taking-{read.sha256[:16]}-{os.getpid()}"
+        taking = folder / intake_spool.taking_name(read.sha256, path.name)
         try:
             shutil.move(str(path), taking)
         except FileNotFoundError:
             return None
         return taking
-    taking = folder / f".taking-{read.sha256[:16]}-{os.getpid()}"
+    taking = folder / intake_spool.taking_name(read.sha256, path.name)
     try:
         os.replace(path, taking)
     except FileNotFoundError:

@@ -1,9 +1,11 @@
-"""The names of intake's temporary files (a large file's spool, a benchmark's spill folder), and
-the removal of those a killed ingest left behind.
+"""The names of intake's temporary files (a large file's spool, a benchmark's spill folder, an
+inbox file being taken), and what becomes of those a killed ingest left behind.
 
 Each name carries the id of the process that made it: a ``kill -9`` mid-ingest leaves its spool
 (up to the size limit, 50 MB by default) and spill folder in ``processed/``, and the next ingest
-removes those whose process is gone, never those of an ingest still running beside it.
+removes those whose process is gone, never those of an ingest still running beside it. An inbox
+file is filed away in two renames (to a hidden ``.taking-`` name, checked, then to its place): one
+killed between them is put back in the inbox, to be filed (or ingested) again, never deleted.
 """
 
 from __future__ import annotations
@@ -14,22 +16,64 @@ from pathlib import Path
 
 SPOOL = ".spool-"
 SPILL = ".spill-"
+TAKING = ".taking-"
 
 
 def prefix(kind: str) -> str:
-    """The name prefix of a temporary file of ``kind`` (SPOOL or SPILL) made by this process."""
+    """The name prefix of a temporary file of ``kind`` (SPOOL, SPILL or TAKING) made by this process."""
     return f"{kind}{os.getpid()}-"
 
 
+def taking_name(sha256: str, name: str) -> str:
+    """The hidden name an inbox file has between its two renames: this process, the first digits
+    of its hash and its own name (so a file put back keeps its name and format), within 255 bytes."""
+    head = f"{prefix(TAKING)}{sha256[:16]}-"
+    return head + (name if len(os.fsencode(head + name)) <= 255 else f"file{Path(name).suffix[:16]}")
+
+
+def put_back_taken(folders: list[Path], inbox: Path) -> list[Path]:
+    """Put every inbox file a killed process left under its hidden ``.taking-`` name in ``folders``
+    back in ``inbox`` (under its name, or beside it when that name is taken); returns the new paths.
+    Its events may be committed already: ingesting it again files it away and adds nothing."""
+    restored = []
+    for folder in folders:
+        try:
+            entries = [e for e in folder.iterdir() if e.name.startswith(TAKING)]
+        except OSError:
+            continue
+        for entry in entries:
+            owner = _owner(entry.name)
+            if owner is None or _running(owner) or not entry.is_file():
+                continue
+            name = entry.name.split("-", 3)[-1]
+            restored.append(_link_into(entry, inbox, name))
+    return restored
+
+
+def _link_into(entry: Path, inbox: Path, name: str) -> Path:
+    """Move ``entry`` into ``inbox`` as ``name`` without replacing a file already there."""
+    inbox.mkdir(parents=True, exist_ok=True)
+    dest = inbox / name
+    for n in range(1, 1000):
+        try:
+            os.link(entry, dest)
+            break
+        except FileExistsError:
+            dest = inbox / f"{Path(name).stem}.restored-{n}{Path(name).suffix}"
+    entry.unlink()
+    return dest
+
+
 def remove_leftovers(folder: Path) -> None:
-    """Remove the spools and spill folders in ``folder`` whose process no longer runs."""
+    """Remove the spools and spill folders in ``folder`` whose process no longer runs (a file
+    being taken is put back by ``put_back_taken``, never removed)."""
     try:
         entries = list(folder.iterdir())
     except OSError:   # no folder yet (nothing spooled there), or unreadable: nothing to remove
         return
     for entry in entries:
         owner = _owner(entry.name)
-        if owner is not None and not _running(owner):
+        if owner is not None and not entry.name.startswith(TAKING) and not _running(owner):
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
             else:
@@ -38,7 +82,7 @@ def remove_leftovers(folder: Path) -> None:
 
 def _owner(name: str) -> int | None:
     """The process id in a temporary file's name; None for any other name."""
-    for kind in (SPOOL, SPILL):
+    for kind in (SPOOL, SPILL, TAKING):
         if name.startswith(kind):
             pid = name[len(kind):].split("-", 1)[0]
             return int(pid) if pid.isdigit() else None

@@ -210,3 +210,45 @@ def test_an_inbox_file_written_to_after_it_was_read_is_not_filed_as_what_was_rea
     again = intake.ingest_path(led, path, from_inbox=True)   # ingested on its own, under its own hash
     led.close()
     assert again.sha256 == changed != read.sha256 and sha256(again.moved_to) == changed
+
+
+KILLED_BETWEEN_RENAMES = """
+import os, signal, sys
+from evalledger import ledger
+from evalledger.stages import intake
+real = os.replace
+def replace(src, dst):   # the first of the two renames that file an inbox file away, then SIGKILL
+    real(src, dst)
+    if os.path.basename(str(dst)).startswith(".taking-"):
+        os.kill(os.getpid(), signal.SIGKILL)
+os.replace = replace
+led = ledger.open_ledger(sys.argv[1])
+intake.ingest_path(led, sys.argv[2], from_inbox=True)
+"""
+
+
+@pytest.mark.parametrize("content,command", [("accepted", "ingest"), ("rejected", "ingest"),
+                                             ("accepted", "watch --once")])
+def test_an_inbox_file_killed_between_its_two_renames_is_put_back_and_filed(tmp_path, content, command):
+    home = tmp_path / "home"
+    subprocess.run([*CLI, "--home", str(home), "init"], check=True, capture_output=True)
+    raw = json.dumps(arithmetic_benchmark(4, "renamed")) if content == "accepted" else '{"questions": ['
+    dropped = home / "inbox" / "bench.json"
+    dropped.write_text(raw)
+    child = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_RENAMES, str(home), str(dropped)],
+                           capture_output=True, text=True, timeout=60)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    hidden = [p for p in home.rglob(".taking-*")]
+    assert len(hidden) == 1 and not dropped.exists(), "the kill did not land between the renames"
+    again = subprocess.run([*CLI, "--home", str(home), *command.split()], capture_output=True, text=True, timeout=60)
+    assert not list(home.rglob(".taking-*")), again.stdout + again.stderr
+    digest = hashlib.sha256(raw.encode()).hexdigest()
+    if content == "accepted":
+        assert again.returncode == 0 and (home / "processed" / f"{digest}.json").read_text() == raw
+        assert counts(home) == (1, 8)
+    else:
+        assert again.returncode == 1 and (home / "rejected" / "bench.json").read_text() == raw
+        assert (home / "rejected" / "bench.json.error.txt").exists()
+    assert not dropped.exists() and not list((home / "inbox").iterdir())
+    verify = subprocess.run([*CLI, "--home", str(home), "verify"], capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
