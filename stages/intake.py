@@ -25,8 +25,8 @@ from evalledger.ledger.api import CHUNK_BYTES
 from evalledger.ledger.persistence import Recorder
 from evalledger.stages import intake_events as ev
 from evalledger.stages import intake_lines, intake_pending, intake_spool, intake_stream
-from evalledger.stages.intake_pending import HeldSpill, pending_for, pending_responses  # noqa: F401 (re-exported)
 from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
+from evalledger.stages.intake_pending import HeldSpill, pending_for, pending_responses  # noqa: F401 (re-exported)
 from evalledger.stages.limits import (  # noqa: F401 (the limit is re-exported: callers import it from here)
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_RESPONSE_CHARS,
@@ -112,6 +112,9 @@ def _hash_rest(fh, digest, size: int, limit: int | None = None) -> tuple[str, in
 # and a native benchmark among them is taken in item by item (intake_stream).
 SPOOL_ABOVE = 1 << 20
 SPILLED_CHUNK_BYTES = 1_000_000
+# Pending parts are about intake_events.PART_BYTES each: one a chunk (two, held as validated dicts
+# too, made a 100,000-response file's peak 20 MB higher than a one-event file's).
+HELD_CHUNK_BYTES = 1     # (any event is at least a byte)
 
 
 @dataclass(frozen=True)
@@ -348,7 +351,7 @@ def _hold_lines(led: Ledger, lines: intake_lines.SpilledResponses, name: str, re
                             received.id)
     result = IngestResult(name, read.sha256, "pending", "responses", None, ref,
                           notes=[f"({lines.count} responses wait for benchmark {ref!r})"])
-    return _commit(led, chain([received], held), result, SPILLED_CHUNK_BYTES)
+    return _commit(led, chain([received], held), result, HELD_CHUNK_BYTES)
 
 
 def _drop_empty_folder(folder: Path) -> None:
@@ -451,7 +454,7 @@ def _accept(led: Ledger, parsed: ParsedFile, name: str, sha: str, size: int) -> 
         held = ev.pending_parts(ref, parsed.responses, len(parsed.responses), source, received.id)
         return _commit(led, chain([received], held), IngestResult(
             name, sha, "pending", parsed.format, None, ref,
-            notes=[f"({len(parsed.responses)} responses wait for benchmark {ref!r})"]))
+            notes=[f"({len(parsed.responses)} responses wait for benchmark {ref!r})"]), HELD_CHUNK_BYTES)
     problems = ev.response_problems(bench, parsed.responses)
     if problems:
         return _reject(led, name, sha, size, problems)
