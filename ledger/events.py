@@ -100,6 +100,18 @@ class ResponsesCasesAdded(DomainPayload):
     cases: list[str]
 
 
+@event_type("responses.pending_added")
+class ResponsesPendingAdded(DomainPayload):
+    """Part ``part`` (1, 2, ...) of the responses a pending ``responses.registered`` holds, past
+    its first 10,000 (issue 15): appended in its batch, stream ``file:<sha256>``. Its ``count``
+    then says more than its own ``responses``."""
+
+    benchmark: str                       # the name or id the responses gave, as in the pending event
+    sha256: str
+    part: int
+    responses: list[dict[str, Any]]
+
+
 @event_type("case.opened")
 class CaseOpened(DomainPayload):
     case_id: str

@@ -24,8 +24,9 @@ from evalledger.ledger import Event, Ledger, NewEvent, event_id
 from evalledger.ledger.api import CHUNK_BYTES
 from evalledger.ledger.persistence import Recorder
 from evalledger.stages import intake_events as ev
-from evalledger.stages import intake_lines, intake_spool, intake_stream
+from evalledger.stages import intake_lines, intake_pending, intake_spool, intake_stream
 from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
+from evalledger.stages.intake_pending import HeldSpill, pending_for, pending_responses  # noqa: F401 (re-exported)
 from evalledger.stages.limits import (  # noqa: F401 (the limit is re-exported: callers import it from here)
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_RESPONSE_CHARS,
@@ -111,6 +112,9 @@ def _hash_rest(fh, digest, size: int, limit: int | None = None) -> tuple[str, in
 # and a native benchmark among them is taken in item by item (intake_stream).
 SPOOL_ABOVE = 1 << 20
 SPILLED_CHUNK_BYTES = 1_000_000
+# Pending parts are about intake_events.PART_BYTES each: one a chunk (two, held as validated dicts
+# too, made a 100,000-response file's peak 20 MB higher than a one-event file's).
+HELD_CHUNK_BYTES = 1     # (any event is at least a byte)
 
 
 @dataclass(frozen=True)
@@ -272,9 +276,8 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
     spill = intake_spool.prefix(intake_spool.SPILL)
     with tempfile.TemporaryDirectory(dir=read.spool.parent, prefix=spill) as folder:
         spilled = intake_stream.read_native(read.spool, Path(folder), max_response_chars)
-        # an earlier version to compare with, or pending responses waiting for it: read whole
-        if spilled is not None and not spilled.has_earlier_version(led) \
-                and not pending_for(led, spilled.record()):
+        # an earlier version to compare with: read whole
+        if spilled is not None and not spilled.has_earlier_version(led):
             _keep_spooled(led, read)
             result = _accept_spilled(led, spilled, name, read)
             resolve_pending(led)
@@ -282,9 +285,14 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
         lines = None if spilled is not None else \
             intake_lines.read_response_lines(read.spool, Path(folder), max_response_chars)
         head = None if lines is None else find_registration(led, lines.benchmark_ref)
-        # responses waiting for their benchmark, or not fitting it: read whole (pending, or its errors)
+        if lines is not None and head is None:     # responses waiting for their benchmark
+            _keep_spooled(led, read)
+            result = _hold_lines(led, lines, name, read)
+            resolve_pending(led)
+            return result
+        # responses not fitting their benchmark: read whole (its errors)
         if lines is not None and head is not None:
-            questions = intake_lines.SpilledQuestions(led, head, Path(folder))
+            questions = intake_lines.registered_questions(led, head, Path(folder))
             try:
                 if lines.fits(head.data, questions):
                     _keep_spooled(led, read)
@@ -321,9 +329,29 @@ def _accept_spilled(led: Ledger, spilled: intake_stream.SpilledBenchmark, name: 
                                 spilled.name)
     result = IngestResult(name, read.sha256, "accepted", "benchmark", spilled.benchmark, spilled.name)
     result.warnings = list(spilled.warnings)
-    # Smaller chunks than the default: a chunk's events are held as dicts too (several times
-    # their bytes), and a registration's parts would fill a default chunk with ~8,000 questions.
-    return _commit(led, chain([received], spilled.events(source, received)), result, SPILLED_CHUNK_BYTES)
+    events = chain([received], spilled.events(source, received))
+    if not pending_for(led, spilled.record()):
+        # Smaller chunks than the default: a chunk's events are held as dicts too (several times
+        # their bytes), and a registration's parts would fill a default chunk with ~8,000 questions.
+        return _commit(led, events, result, SPILLED_CHUNK_BYTES)
+    questions = intake_lines.SpilledQuestions(spilled.question_parts(), spilled.folder / "registered.json")
+    try:
+        resolving, result.notes = _resolving(led, spilled.record(), questions, spilled.folder)
+        return _commit(led, chain(events, resolving), result, SPILLED_CHUNK_BYTES)
+    finally:
+        questions.close()
+
+
+def _hold_lines(led: Ledger, lines: intake_lines.SpilledResponses, name: str, read: FileRead) -> IngestResult:
+    """``_accept``'s pending responses for a responses JSONL file spilled to disk: the same events
+    (in bounded parts) and result."""
+    ref = lines.benchmark_ref
+    received = ev.file_received(name, read.sha256, read.size, "responses", "pending", None, ref)
+    held = ev.pending_parts(ref, lines.responses(), lines.count, {"file": name, "sha256": read.sha256},
+                            received.id)
+    result = IngestResult(name, read.sha256, "pending", "responses", None, ref,
+                          notes=[f"({lines.count} responses wait for benchmark {ref!r})"])
+    return _commit(led, chain([received], held), result, HELD_CHUNK_BYTES)
 
 
 def _drop_empty_folder(folder: Path) -> None:
@@ -423,10 +451,10 @@ def _accept(led: Ledger, parsed: ParsedFile, name: str, sha: str, size: int) -> 
     bench = find_benchmark(led, ref)
     if bench is None:
         received = ev.file_received(name, sha, size, parsed.format, "pending", None, ref)
-        held = ev.pending(ref, parsed.responses, source, received.id)
-        led.append([received, held])
-        return IngestResult(name, sha, "pending", parsed.format, None, ref,
-                            notes=[f"({len(parsed.responses)} responses wait for benchmark {ref!r})"])
+        held = ev.pending_parts(ref, parsed.responses, len(parsed.responses), source, received.id)
+        return _commit(led, chain([received], held), IngestResult(
+            name, sha, "pending", parsed.format, None, ref,
+            notes=[f"({len(parsed.responses)} responses wait for benchmark {ref!r})"]), HELD_CHUNK_BYTES)
     problems = ev.response_problems(bench, parsed.responses)
     if problems:
         return _reject(led, name, sha, size, problems)
@@ -455,20 +483,30 @@ def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) 
     parts: list[Iterable[NewEvent]] = [[received, *ev.registration_events(registered)]]
     if parsed.responses:
         parts.append(_opened(record, parsed.responses, source, received.id))
-    waiting = pending_for(led, record)
-    resolutions = [_resolution(record, held) for held in waiting]
-    parts += [chain([first], rest) for first, rest in resolutions]
-    batch = chain.from_iterable(parts)
     result = IngestResult(source["file"], source["sha256"], "accepted", parsed.format, bid, bench.name)
     if record.get("version"):
         result.notes.append(_version_note(led, record))
-    result.notes += _resolution_notes(waiting, resolutions)
-    result.untranslated = [p.as_dict() for p in bench.rejected_questions + bench.rejected_traits]
-    result.warnings = list(record.get("warnings") or [])
-    if result.untranslated:
-        result.notes.append(f"({_count(len(bench.rejected_questions), 'question')} and "
-                            f"{_count(len(bench.rejected_traits), 'trait')} not translated; the rest is registered)")
-    return _commit(led, batch, result)
+    with _spill_folder(led) as folder:
+        resolving, notes = _resolving(led, record, {q["id"]: q for q in record["questions"]}, Path(folder))
+        result.notes += notes
+        result.untranslated = [p.as_dict() for p in bench.rejected_questions + bench.rejected_traits]
+        result.warnings = list(record.get("warnings") or [])
+        if result.untranslated:
+            result.notes.append(f"({_count(len(bench.rejected_questions), 'question')} and "
+                                f"{_count(len(bench.rejected_traits), 'trait')} not translated; the rest is registered)")
+        return _commit(led, chain(chain.from_iterable(parts), resolving), result)
+
+
+def _resolving(led: Ledger, record: dict, questions: intake_pending.Questions,
+               folder: Path) -> tuple[Iterator[NewEvent], list[str]]:
+    """The events that resolve the pending responses waiting for the benchmark ``record`` (its
+    questions by id in ``questions``), to append in the batch that registers it, and what its
+    line says of them. Their responses are spilled into ``folder`` first: consume the events
+    before leaving it."""
+    waiting = pending_for(led, record)
+    resolutions = [intake_pending.resolution(record, questions, HeldSpill.of(led, held, folder)) for held in waiting]
+    return chain.from_iterable(chain([first], rest) for first, rest in resolutions), \
+        _resolution_notes(waiting, resolutions)
 
 
 def _version_note(led: Ledger, record: dict) -> str:
@@ -579,63 +617,39 @@ def find_registration(led: Ledger, ref: str | None) -> Event | None:
     return latest
 
 
-def pending_responses(led: Ledger) -> list[Event]:
-    """Pending ``responses.registered`` events that no benchmark has resolved yet."""
-    held, resolved = [], set()
-    for event in led.read(types=["responses.registered"]):
-        if _opened_only(event):
-            continue
-        if event.data.get("pending"):
-            held.append(event)
-        elif event.data.get("resolved_from"):
-            resolved.add(event.data["resolved_from"])
-    return [e for e in held if e.id not in resolved]
-
-
-def _opened_only(event: Event) -> bool:
-    """True for a record that neither waits nor resolved a pending file, seen in its stored bytes
-    without decoding them: a big benchmark's record lists 100,000 case ids. (Canonical JSON: in a
-    string a quote is escaped, so these two exact pieces are fields.)"""
-    raw = event.raw_data
-    if isinstance(raw, str):
-        return '"pending":false' in raw and '"resolved_from":null' in raw
-    return b'"pending":false' in raw and b'"resolved_from":null' in raw
-
-
-def pending_for(led: Ledger, bench: dict) -> list[Event]:
-    """The pending responses that name this benchmark (by id or by name)."""
-    return [e for e in pending_responses(led) if e.data["benchmark"] in (bench["benchmark"], bench["name"])]
-
-
-def _resolution(bench: dict, held: Event) -> tuple[NewEvent, Iterable[NewEvent]]:
-    """The events that resolve pending responses against their benchmark, all cases or none: the
-    first (what became of them) and the rest (their ``case.opened``, made as they are appended)."""
-    source = {"file": held.data["file"], "sha256": held.data["sha256"]}
-    responses = [ParsedResponse(r["question_id"], r["model"], r["text"], r["where"])
-                 for r in held.data["responses"]]
-    problems = ev.response_problems(bench, responses)
-    if problems:
-        return ev.resolution_rejected(bench, source, problems, held.id), ()
-    ids = ev.case_ids(bench, responses)
-    record = ev.responses_parts(bench, source, ids, len(ids), held.id, resolved_from=held.id)
-    return next(record), chain(record, ev.case_events(bench, responses, source, held.id, ids))
-
-
 def resolve_pending(led: Ledger) -> int:
     """Open the cases of pending responses whose benchmark is now registered; returns how many.
 
     The registering batch already does this; running it again after every file closes the race
-    where responses and their benchmark are ingested at the same time by two processes.
+    where responses and their benchmark are ingested at the same time by two processes. The
+    benchmark's questions and the held responses are spilled to disk first (``intake_pending``):
+    a batch of any size is resolved in bounded memory.
     """
     opened = 0
     for held in pending_responses(led):
-        bench = find_benchmark(led, held.data["benchmark"])
-        if bench is not None:
-            first, rest = _resolution(bench, held)
-            result = IngestResult(held.data["file"], held.data["sha256"], "accepted")
-            _commit(led, chain([first], rest), result)
-            opened += result.cases_opened
+        head = find_registration(led, held.data["benchmark"])
+        if head is None:
+            continue
+        with _spill_folder(led) as name:
+            folder = Path(name)
+            questions = intake_lines.registered_questions(led, head, folder)
+            try:
+                first, rest = intake_pending.resolution(head.data, questions, HeldSpill.of(led, held, folder))
+                result = IngestResult(held.data["file"], held.data["sha256"], "accepted")
+                _commit(led, chain([first], rest), result, SPILLED_CHUNK_BYTES)
+            finally:
+                questions.close()
+        opened += result.cases_opened
     return opened
+
+
+def _spill_folder(led: Ledger) -> tempfile.TemporaryDirectory[str]:
+    """A private folder for spill files, removed when left: in the home's processed/ (the same disk
+    as what it holds), else the system's temporary folder."""
+    folder = _spool_folder(led)
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(dir=folder, prefix=intake_spool.prefix(intake_spool.SPILL))
 
 
 def case_source(led: Ledger, case_id: str) -> tuple[str, str, bytes | None]:

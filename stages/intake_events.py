@@ -11,13 +11,14 @@ Streams and idempotency keys (so ingesting the same thing twice appends nothing)
 | ``responses.registered`` (resolved) | ``benchmark:<id>`` | ``responses:<sha256>`` |
 | ``responses.cases_added`` | ``benchmark:<id>`` | ``responses:<sha256>:cases:<part>`` |
 | ``responses.registered`` (pending) | ``file:<sha256>`` | ``pending:<sha256>`` |
+| ``responses.pending_added`` | ``file:<sha256>`` | ``pending:<sha256>:responses:<part>`` |
 | ``case.opened`` | ``case:<case id>`` | case id |
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Iterator
+from typing import Any, Container, Iterable, Iterator, TypeVar
 
 from evalledger.ledger import NewEvent, event_id
 from evalledger.stages.formats.errors import Problem
@@ -34,6 +35,11 @@ PART_BYTES = 1_000_000
 # ids (16 hex digits each, about 190 KB of JSON), ``responses.cases_added`` parts the rest. A file
 # of at most this many responses keeps its single event, byte for byte.
 PART_CASES = 10_000
+# Pending responses (held with their text until their benchmark arrives) past PART_CASES of them:
+# the pending event and each ``responses.pending_added`` part hold at most PART_CASES responses and
+# about PART_BYTES bytes of them. A file of at most PART_CASES responses keeps its single event.
+
+T = TypeVar("T")
 
 
 def meta(causation: str | None = None) -> dict[str, Any]:
@@ -147,13 +153,16 @@ def whole_registration(head: dict, parts: Iterable[dict]) -> dict:
     return {**whole, "questions": questions}
 
 
-def response_problems(bench: dict, responses: Iterable[ParsedResponse]) -> list[Problem]:
+def response_problems(bench: dict, responses: Iterable[ParsedResponse],
+                      ids: Container[str] | None = None) -> list[Problem]:
     """Why text responses do not fit the registered benchmark ``bench`` (empty when they do):
-    a reconstruction is answered by a reconstruction file, and every question id must exist."""
+    a reconstruction is answered by a reconstruction file, and every question id must exist
+    (``ids``: the benchmark's question ids, when ``bench`` does not hold its questions)."""
     if bench["kind"] == "reconstruction":
         return [Problem("$.benchmark", f"benchmark {bench['name']!r} ({bench['benchmark']}) is a reconstruction "
                                        "document; its responses come as reconstruction files, not text")]
-    ids = {q["id"] for q in bench["questions"]}
+    if ids is None:
+        ids = {q["id"] for q in bench["questions"]}
     return [Problem(f"{r.where}.question_id" if r.where.startswith("$") else f"{r.where}: $.question_id",
                     f"unknown question id {r.question_id!r} in benchmark {bench['name']!r} ({bench['benchmark']})")
             for r in responses if r.question_id not in ids]
@@ -221,9 +230,9 @@ def responses_parts(bench: dict, source: dict, ids: Iterable[str], count: int, c
                        meta=head.meta)
 
 
-def _chunks(items: Iterable[str], size: int) -> Iterator[list[str]]:
+def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
     """``items`` in lists of ``size`` (the last may be shorter), made as they are taken."""
-    chunk: list[str] = []
+    chunk: list[T] = []
     for item in items:
         chunk.append(item)
         if len(chunk) == size:
@@ -248,13 +257,77 @@ def whole_responses(head: dict, parts: Iterable[dict]) -> dict:
 
 
 def pending(ref: str, responses: list[ParsedResponse], source: dict, causation: str) -> NewEvent:
-    """Responses that name a benchmark not registered yet: kept whole until it arrives."""
+    """Responses that name a benchmark not registered yet: kept whole until it arrives (the one
+    event of a file of at most PART_CASES responses; ``pending_parts`` cuts a larger one)."""
+    return _pending_head(ref, [held_response(r) for r in responses], len(responses), source, causation)
+
+
+def held_response(r: ParsedResponse) -> dict:
+    """One pending response as its event holds it."""
+    return {"question_id": r.question_id, "model": r.model, "text": r.response, "where": r.where}
+
+
+def _pending_head(ref: str, held: list[dict], count: int, source: dict, causation: str) -> NewEvent:
+    """The pending ``responses.registered`` of ``count`` responses, holding ``held``."""
     data = {"benchmark": ref, "pending": True, "file": source["file"], "sha256": source["sha256"],
-            "count": len(responses),
-            "responses": [{"question_id": r.question_id, "model": r.model, "text": r.response, "where": r.where}
-                          for r in responses]}
+            "count": count, "responses": held}
     return NewEvent(f"file:{source['sha256']}", "responses.registered", data,
                     key=f"pending:{source['sha256']}", meta=meta(causation))
+
+
+def pending_parts(ref: str, responses: Iterable[ParsedResponse], count: int, source: dict,
+                  causation: str) -> Iterator[NewEvent]:
+    """The bounded-size events that hold ``count`` pending responses (taken one part at a time, so
+    a stream of them is never held whole): ``pending`` alone when they are at most PART_CASES;
+    else the pending event with the first part (``count`` all of them) followed by a
+    ``responses.pending_added`` per further part, each part at most PART_CASES responses and
+    about PART_BYTES bytes. Append them in one batch: all parts or none. A reader knows there
+    are parts when ``count`` is more than the pending event holds (``held_responses``)."""
+    held = (held_response(r) for r in responses)
+    if count <= PART_CASES:
+        yield _pending_head(ref, list(held), count, source, causation)
+        return
+    parts = _sized_parts(held)
+    head = _pending_head(ref, next(parts, []), count, source, causation)
+    yield head
+    for number, part in enumerate(parts, start=1):
+        data = {"benchmark": ref, "sha256": source["sha256"], "part": number, "responses": part}
+        yield NewEvent(head.stream, "responses.pending_added", data, key=f"{head.key}:responses:{number}",
+                       meta=head.meta)
+
+
+def _sized_parts(held: Iterable[dict]) -> Iterator[list[dict]]:
+    """``held`` in lists of at most PART_CASES responses and about PART_BYTES bytes of JSON (a
+    single response larger than that is a part of its own), made as they are taken."""
+    part: list[dict] = []
+    size = 0
+    for response in held:
+        weight = len(json.dumps(response, ensure_ascii=False))
+        if part and (len(part) >= PART_CASES or size + weight > PART_BYTES):
+            yield part
+            part, size = [], 0
+        part.append(response)
+        size += weight
+    if part:
+        yield part
+
+
+def held_responses(head: dict, parts: Iterable[dict]) -> Iterator[ParsedResponse]:
+    """Every response a pending event ``head`` holds, in file order: its own, then those of its
+    ``responses.pending_added`` payloads ``parts`` (taken in part order, one at a time; a pending
+    event with no parts, as every old home's, needs none)."""
+    for r in head.get("responses") or []:
+        yield ParsedResponse(r["question_id"], r["model"], r["text"], r["where"])
+    if head.get("count", 0) <= len(head.get("responses") or []):
+        return
+    expected = 1
+    for part in parts:
+        if part.get("sha256") != head.get("sha256"):
+            continue
+        assert part["part"] == expected, "a pending file's parts are appended in order, in its batch"
+        expected += 1
+        for r in part["responses"]:
+            yield ParsedResponse(r["question_id"], r["model"], r["text"], r["where"])
 
 
 def resolution_rejected(bench: dict, source: dict, problems: list[Problem], causation: str) -> NewEvent:

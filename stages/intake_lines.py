@@ -8,9 +8,10 @@ at a time as ``Ledger.append_many`` takes them. Nothing per response is held in 
 repeated (question, model) pair is found on disk (``intake_seen``).
 
 Like ``intake_stream``, this path only says yes: a file it does not take as plainly valid (any
-bad line, a repeat, a response over the size limit, an unknown question, a benchmark not
-registered yet) gives None, and intake reads the file whole as before, so every error (file,
-line and reason) and the pending path stay as they were, and nothing is appended.
+bad line, a repeat, a response over the size limit, an unknown question) gives None, and intake
+reads the file whole as before, so every error (file, line and reason) stays as it was, and
+nothing is appended. A file whose benchmark is not registered yet is held pending from the
+spill (``intake_events.pending_parts``), in bounded parts.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from array import array
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any, Iterator, cast
+from typing import IO, Any, Iterable, Iterator, cast
 
 import orjson
 from pydantic import ValidationError
@@ -106,15 +107,16 @@ class SpilledResponses:
 
 
 class SpilledQuestions:
-    """A registered benchmark's questions in a spill file, found by id (its registration's parts
-    read one at a time, not joined: a 50,000-question benchmark is ~100 MB as Python objects)."""
+    """A benchmark's questions in a spill file, found by id (taken a part at a time, not joined:
+    a 50,000-question benchmark is ~100 MB as Python objects). ``registered_questions`` makes
+    one from a registration's events."""
 
-    def __init__(self, led: Ledger, head: Event, folder: Path) -> None:
-        self.path = folder / "questions.json"
+    def __init__(self, parts: Iterable[list[dict]], path: Path) -> None:
+        self.path = path
         self.index: dict[str, int] = {}                     # question id -> its number
         self.starts = array("q", [0])                       # question n's offset in the spill
         with open(self.path, "wb") as out:
-            for part in _question_parts(led, head):
+            for part in parts:
                 for question in part:
                     self.index[question["id"]] = len(self.starts) - 1
                     out.write(canonical_json(question))
@@ -134,6 +136,12 @@ class SpilledQuestions:
     def close(self) -> None:
         """Close the spill (the caller's folder removes it)."""
         self._fh.close()
+
+
+def registered_questions(led: Ledger, head: Event, folder: Path) -> SpilledQuestions:
+    """The questions of the registration ``head`` (a ``benchmark.registered`` event, its parts
+    not joined) spilled into ``folder``."""
+    return SpilledQuestions(_question_parts(led, head), folder / "questions.json")
 
 
 def _question_parts(led: Ledger, head: Event) -> Iterator[list[dict]]:

@@ -9,7 +9,7 @@ very events (byte for byte) that intake makes from a file read whole, one at a t
 case ids of one part of ``responses.registered`` (``intake_events.PART_CASES``) are held at once.
 
 This path only says yes: a file it does not take as plainly valid (any problem at all, a name
-already registered as an earlier version, pending responses waiting for it) gives None, and
+already registered as an earlier version) gives None, and
 intake reads the file whole as before, so every error and every lineage note stays as it was.
 """
 
@@ -176,6 +176,13 @@ class SpilledBenchmark:
         """Questions ``first`` to ``stop`` (excluded), from the spill."""
         fh.seek(self.starts[first])
         return [orjson.loads(fh.read(self.starts[n + 1] - self.starts[n])) for n in range(first, stop)]
+
+    def question_parts(self) -> Iterator[list[dict]]:
+        """The questions, a part (of its registration) at a time, from the spill."""
+        bounds = [*self.parts, len(self.starts) - 1]
+        with open(self.questions_path, "rb") as fh:
+            for number in range(len(self.parts)):
+                yield self._questions(bounds[number], bounds[number + 1], fh)
 
     def has_earlier_version(self, led: Ledger) -> bool:
         """True when a benchmark of this name is registered already: intake then compares every

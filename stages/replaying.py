@@ -28,8 +28,8 @@ from evalledger.stages.judge import JudgeError, JudgeSettings, live_backend, mak
 
 COPY_BATCH = 1000   # inputs copied a transaction (the parts of a registration may add to it)
 COPIED_TYPES = ("file.received", "benchmark.registered", "benchmark.questions_added", "benchmark.rejected",
-                "responses.registered", "responses.cases_added", "case.opened")
-PART_TYPES = ("benchmark.questions_added", "responses.cases_added")   # parts, appended with their record
+                "responses.registered", "responses.cases_added", "responses.pending_added", "case.opened")
+PART_TYPES = ("benchmark.questions_added", "responses.cases_added", "responses.pending_added")   # parts, appended with their record
 # Ledgers written before stage.failed carried the request: their reason text is the only record.
 _OLD_UNRECORDED = re.compile(r"no recorded answer for role '([^']+)', case (\S+), request hash ([0-9a-f]+)")
 
