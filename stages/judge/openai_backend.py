@@ -35,7 +35,7 @@ import random
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, AsyncGenerator
+from typing import Any, AsyncGenerator, Coroutine
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -75,6 +75,7 @@ class HttpOutcome:
 
     latency_ms: float
     status: int | None = None
+    stopped: bool = False             # the call's case was cancelled (the run stopped) while it was out
     content: str | None = None        # the reply text the model sent (fed back on a re-ask)
     usage: dict[str, Any] | None = None
     error: str | None = None
@@ -146,6 +147,7 @@ class OpenAIBackend:
                 refusal = redact(outcome.error or "", self._key)[:200]
                 record.error = f"the server refused response_format {mode} ({refusal}); asking again in mode {retry_mode}"
                 yield record
+                _give_way(outcome)
                 number += 1
                 continue
             if outcome.kind not in ("reply", "invalid"):
@@ -156,6 +158,7 @@ class OpenAIBackend:
                 # sends meanwhile; whether the call ends is decided once it is recorded.
                 request_at_fault = self._note_failure(record, outcome, failures, self.answered > answered_before)
                 yield record
+                _give_way(outcome)
                 self._after_failure(call, record, outcome, request_at_fault, failures)
                 number += 1
                 await self.breaker.sleep(self._delay(failures, outcome.retry_after))
@@ -165,6 +168,7 @@ class OpenAIBackend:
             if reason is None:
                 record.reply = reply
                 refused = yield record
+                _give_way(outcome)
                 if refused is None:
                     return
                 # The ledger refused the reply: a paid reply is never lost, it is kept as text
@@ -173,6 +177,7 @@ class OpenAIBackend:
                 record.reply = None
             record.error = f"invalid reply: {redact(reason, self._key)}"
             yield record
+            _give_way(outcome)
             self._log(call, number, record.error)
             if invalid >= s.max_invalid_replies:
                 raise JudgeCallFailed(call.role, call.case_id, call.request_hash, record.error,
@@ -266,7 +271,7 @@ class OpenAIBackend:
         sent = messages_for(mode, conversation, schema)
         call.sent = True
         try:
-            outcome = await self._post(sent, schema, call.role, mode, call.parameters)
+            outcome = await _through_a_stop(self._post(sent, schema, call.role, mode, call.parameters))
         finally:
             limit.release()
         if outcome.kind == "rate_limited":
@@ -453,6 +458,33 @@ def request_body(payload: dict[str, Any]) -> bytes:
         return orjson.dumps(payload)
     except TypeError:
         return json.dumps(payload).encode()
+
+
+def _give_way(outcome: HttpOutcome) -> None:
+    """Once a request that went out through a stop is recorded, end the call as cancelled (its case stays pending)."""
+    if outcome.stopped:
+        raise asyncio.CancelledError()
+
+
+async def _through_a_stop(post: Coroutine[Any, Any, HttpOutcome]) -> HttpOutcome:
+    """The outcome of ``post``, a request already on its way, even when the caller is cancelled meanwhile.
+
+    A run that stops cancels its cases; a request the server already has is a reply paid for, so
+    it is let end (bounded by the request timeout) and comes back marked ``stopped``: the attempt
+    is then recorded before the call gives way to the cancellation. A second cancellation (a
+    second Ctrl-C) cuts the request off.
+    """
+    task = asyncio.ensure_future(post)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        try:
+            outcome = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        outcome.stopped = True
+        return outcome
 
 
 def _ms(start: float) -> float:
