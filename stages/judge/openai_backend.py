@@ -294,8 +294,10 @@ class OpenAIBackend:
             payload["response_format"] = response_format
         start = time.perf_counter()
         try:
+            # Redirects are not followed (nor are they by the OpenAI SDK): a 307 would carry the
+            # prompts, and the key, to whatever host its Location names.
             async with self._ensure_session().post(self.url, data=request_body(payload), headers=self._headers,
-                                                   timeout=self._timeout) as resp:
+                                                   timeout=self._timeout, allow_redirects=False) as resp:
                 try:
                     body = await read_capped(resp, self.settings.max_reply_bytes)
                 except BodyTooLarge as exc:
@@ -385,6 +387,10 @@ def _outcome(status: int, headers, text: str, latency_ms: float, not_utf8: str |
     """
     if status == 200:
         return _completion(text, latency_ms, not_utf8, token_limit)
+    if 300 <= status < 400:   # not followed: the base URL is not the server's own (like a 404, it stops the run)
+        return HttpOutcome(latency_ms, status, kind="unavailable",
+                           error=f"HTTP {status}: the server redirects to {redirect_target(headers.get('Location'))}; "
+                                 "redirects are not followed: set OPENAI_BASE_URL to the server's own address")
     detail = f"HTTP {status}: {text[:300]}"
     if format_sent and names_the_format(status, text):
         return HttpOutcome(latency_ms, status, error=detail, kind="refused_format")
@@ -397,6 +403,23 @@ def _outcome(status: int, headers, text: str, latency_ms: float, not_utf8: str |
         return HttpOutcome(latency_ms, status, error=detail, kind="transient",
                            retry_after=_retry_after(headers.get("Retry-After")))
     return HttpOutcome(latency_ms, status, error=detail, kind="rejected")
+
+
+def redirect_target(location: str | None) -> str:
+    """Where a redirect pointed, fit to print and record: without credentials, query or fragment
+    (either may carry a token), its text made safe and cut to 200 characters."""
+    if not location:
+        return "no Location"
+    try:
+        parts = urlsplit(location.strip())
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:   # a bad port or bracketed host: say so rather than echo it
+        return "an unreadable Location"
+    if ":" in host:
+        host = f"[{host}]"
+    where = f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else parts.path
+    return safe_text(where)[:200] or "an empty Location"
 
 
 def _completion(text: str, latency_ms: float, not_utf8: str | None, token_limit: int | None) -> HttpOutcome:
