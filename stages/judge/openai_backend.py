@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import random
 import time
@@ -60,6 +61,7 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 
 # The server will not answer anyone with these: retrying cannot help and no case is at fault.
 UNAVAILABLE_STATUS = frozenset({401, 403, 404, 407})
 MAX_TOKEN_COUNT = 2 ** 53   # usage counts beyond this are not real
+LONG_WAIT_S = 5.0           # a wait before a retry at least this long is said on the log
 
 
 @dataclass
@@ -161,7 +163,9 @@ class OpenAIBackend:
                 _give_way(outcome)
                 self._after_failure(call, record, outcome, request_at_fault, failures)
                 number += 1
-                await self.breaker.sleep(self._delay(failures, outcome.retry_after))
+                delay = self._delay(failures, outcome.retry_after)
+                self._say_wait(call, record, outcome.retry_after, delay, failures)
+                await self.breaker.sleep(delay)
                 continue
             record.raw_reply = redact(outcome.raw or "", self._key)
             reply, reason = self._read_reply(call, outcome)
@@ -313,7 +317,7 @@ class OpenAIBackend:
             return HttpOutcome(_ms(start), error=f"cannot connect: {type(exc).__name__}: {exc}", kind="unavailable")
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             return HttpOutcome(_ms(start), error=f"connection failed: {type(exc).__name__}: {exc}", kind="transient")
-        except aiohttp.ClientError as exc:   # a bad URL, redirects: every call would fail the same way
+        except aiohttp.ClientError as exc:   # a bad URL, say: every call would fail the same way
             return HttpOutcome(_ms(start), error=f"request failed: {type(exc).__name__}: {exc}", kind="unavailable")
 
     def _delay(self, failures: int, retry_after: float | None) -> float:
@@ -323,6 +327,21 @@ class OpenAIBackend:
             return min(max(retry_after, 0.0), s.retry_after_max_s)
         ceiling = min(s.backoff_max_s, s.backoff_base_s * 2 ** (failures - 1))
         return ceiling / 2 + self._random.uniform(0, ceiling / 2)
+
+    def _say_wait(self, call: PendingCall, record: Attempt, asked: float | None, delay: float,
+                  failures: int) -> None:
+        """Say on the log (stderr for the CLI) why the next attempt waits, when the wait is long or a
+        Retry-After was cut: a run held back for minutes must not look hung."""
+        cap = self.settings.retry_after_max_s
+        cut = asked is not None and asked > cap
+        if delay < LONG_WAIT_S and not cut:
+            return
+        why = f"HTTP {record.http_status}" if record.http_status is not None else (record.error or "a failure")
+        if asked is not None:
+            why += f" with Retry-After {asked:g} s" + (f", cut to {cap:g} s (--retry-after-max)" if cut else "")
+        log.warning("judge server %s answered %s: waiting %.3g s before try %d of %d of this call (case %s)",
+                    self.settings.resolved_base_url(), why, delay, failures + 1, self.settings.max_attempts,
+                    call.case_id)
 
     def _cost(self, usage) -> float | None:
         price = self.settings.price_of(self.model)
@@ -457,7 +476,8 @@ def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
     try:
-        return float(value)
+        seconds = float(value)
+        return seconds if math.isfinite(seconds) else None   # "nan" or "1e999": not a delay
     except ValueError:
         pass
     try:
