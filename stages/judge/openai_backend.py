@@ -62,6 +62,9 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 
 UNAVAILABLE_STATUS = frozenset({401, 403, 404, 407})
 MAX_TOKEN_COUNT = 2 ** 53   # usage counts beyond this are not real
 LONG_WAIT_S = 5.0           # a wait before a retry at least this long is said on the log
+# What the HTTP layer may raise besides aiohttp's errors (ssl and socket errors, a header or body
+# Python cannot parse, a stream cut short), taken as the server failing rather than the case.
+UNREADABLE = (OSError, ValueError, ArithmeticError, EOFError)
 
 
 @dataclass
@@ -319,6 +322,11 @@ class OpenAIBackend:
             return HttpOutcome(_ms(start), error=f"connection failed: {type(exc).__name__}: {exc}", kind="transient")
         except aiohttp.ClientError as exc:   # a bad URL, say: every call would fail the same way
             return HttpOutcome(_ms(start), error=f"request failed: {type(exc).__name__}: {exc}", kind="unavailable")
+        except UNREADABLE as exc:
+            # Not an aiohttp error, but what the server sent (or did to the connection) that Python
+            # could not take: the server failing, retried and counted by the breaker; never the case's fault.
+            return HttpOutcome(_ms(start), error=f"the server's answer could not be read: {type(exc).__name__}: "
+                                                 f"{safe_text(str(exc))[:300]}", kind="transient")
 
     def _delay(self, failures: int, retry_after: float | None) -> float:
         """Seconds to wait before the next try: Retry-After when given, else backoff with jitter."""
@@ -483,7 +491,7 @@ def _retry_after(value: str | None) -> float | None:
     try:
         when = parsedate_to_datetime(value)
         return max(0.0, when.timestamp() - time.time())
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError, IndexError):   # a year or zone of 20 digits overflows
         return None
 
 
