@@ -11,15 +11,13 @@ wrapping each in its own errors, which the backend already classifies.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from evalledger import ledger
 from evalledger.stages.judge.openai_backend import _retry_after
 from evalledger.testing.stand_in import StandIn, StandInThread, Status
+from judge_server_support import SAMPLE, run_openai
 
-SAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "samples" / "pharmacology.benchmark.json"
 KEY = "sk-hostile-header-key-0b7e2d"
 OVERFLOWING = ["Fri, 31 Dec 99999999999999999999 23:59:59 GMT", "Fri, 31 Dec 2026 23:59:59 +99999999999999999999"]
 
@@ -29,9 +27,7 @@ def test_an_unreadable_retry_after_is_the_server_failing_not_the_cases(run_cli, 
     assert run_cli("ingest", SAMPLE, home=home).returncode == 0
     server = StandIn().script(*[Status(503, retry_after=retry_after)] * 200)
     with StandInThread(server):
-        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": "hostile-1", "OPENAI_API_KEY": KEY}
-        result = run_cli("run", "--judge", "openai", "--quiet", "--concurrency", "2", "--breaker-failures", "3",
-                         home=home, env=env, timeout=60)
+        result = run_openai(run_cli, home, server, KEY, "--concurrency", "2", "--breaker-failures", "3")
         asked = len(server.requests)
     assert result.returncode == 3 and "HTTP 503" in result.stderr, result.stdout + result.stderr
     assert "OverflowError" not in result.stdout + result.stderr

@@ -13,16 +13,10 @@ from pathlib import Path
 
 from evalledger import ledger
 from evalledger.testing.stand_in import Slow, StandIn, StandInThread, Status
+from judge_server_support import judge_calls
 
 SAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "samples" / "pharmacology.benchmark.json"
 KEY = "sk-hostile-test-key-5f0c2b9e7d41"
-
-
-def judge_calls(home: Path) -> list[dict]:
-    """Every judge.called payload, after checking the hash chain."""
-    with ledger.open_ledger(home) as led:
-        assert led.verify().ok
-        return [e.data for e in led.read(types=["judge.called"])]
 
 
 def run_against(run_cli, home: Path, stand_in: StandIn, *args: str, timeout: float = 60):

@@ -7,14 +7,12 @@ pending): a redirect on every call is a base URL that is not the server's.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from evalledger import ledger
 from evalledger.testing.stand_in import StandIn, StandInThread, Status
+from judge_server_support import SAMPLE, run_openai
 
-SAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "samples" / "pharmacology.benchmark.json"
 KEY = "sk-redirect-test-key-77c0de51"
 
 
@@ -27,9 +25,7 @@ def test_a_redirect_is_not_followed_and_stops_the_run(run_cli, home, status):
         location = f"http://collector:hunter2-secret@127.0.0.1:{port}/v1/chat/completions?k={KEY}"
         server = StandIn().script(*[Status(status, body="", headers={"Location": location})] * 50)
         with StandInThread(server):
-            env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": "redirect-1", "OPENAI_API_KEY": KEY}
-            result = run_cli("run", "--judge", "openai", "--quiet", "--concurrency", "2", home=home, env=env,
-                             timeout=60)
+            result = run_openai(run_cli, home, server, KEY, "--concurrency", "2")
             asked = len(server.requests)
         assert elsewhere.requests == []   # the prompts never went where the Location pointed
     output = result.stdout + result.stderr

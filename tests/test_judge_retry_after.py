@@ -13,20 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from evalledger import ledger
 from evalledger.stages.config import JudgeOptions
 from evalledger.stages.judge import JudgeSettings
 from evalledger.testing.stand_in import StandIn, StandInThread, Status
+from judge_server_support import SAMPLE, judge_calls, run_openai
 
-SAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "samples" / "pharmacology.benchmark.json"
 KEY = "sk-retry-after-test-key-31c9a"
 
 
 def run_against(run_cli, home: Path, server: StandIn, *args: str):
     """``evalledger run --judge openai`` against ``server``: (result, seconds taken)."""
-    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": "patient-1", "OPENAI_API_KEY": KEY}
     start = time.monotonic()
-    result = run_cli("run", "--judge", "openai", "--quiet", *args, home=home, env=env, timeout=90)
+    result = run_openai(run_cli, home, server, KEY, *args, timeout=90)
     return result, time.monotonic() - start
 
 
@@ -42,9 +40,7 @@ def test_a_long_retry_after_is_cut_to_the_flag_said_on_stderr_and_bounded(run_cl
     waits = [line for line in result.stderr.splitlines() if "waiting 0.5 s before try" in line]
     assert waits and server.base_url in waits[0] and "HTTP 429 with Retry-After" in waits[0], result.stderr
     assert "cut to 0.5 s (--retry-after-max)" in waits[0] and "try 2 of 5" in waits[0]
-    with ledger.open_ledger(home) as led:
-        assert led.verify().ok
-        calls = [e.data for e in led.read(types=["judge.called"])]
+    calls = judge_calls(home)
     assert len(calls) == asked
     tries = collections.Counter((c["case_id"], c["request_hash"]) for c in calls)
     assert max(tries.values()) == 5              # no call tried past max_attempts

@@ -7,28 +7,12 @@ run ``evalledger run --judge openai`` as a real subprocess against a real server
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from evalledger import ledger
 from evalledger.testing.stand_in import Drop, Slow, StandIn, StandInThread, Status
+from judge_server_support import SAMPLE, judge_calls, run_openai
 
-SAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "samples" / "pharmacology.benchmark.json"
 KEY = "sk-stop-in-flight-test-key-9a41"
-
-
-def recorded(home: Path) -> list[dict]:
-    """Every judge.called payload, after checking the hash chain."""
-    with ledger.open_ledger(home) as led:
-        assert led.verify().ok
-        return [e.data for e in led.read(types=["judge.called"])]
-
-
-def run_openai(run_cli, home: Path, server: StandIn, *args: str):
-    """``evalledger run --judge openai`` against ``server`` (already started)."""
-    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_MODEL": "stop-1", "OPENAI_API_KEY": KEY}
-    return run_cli("run", "--judge", "openai", "--quiet", *args, home=home, env=env, timeout=60)
 
 
 @pytest.mark.parametrize("first, said", [(Status(401, body='{"error": "bad key"}', delay=0.0), "HTTP 401"),
@@ -39,10 +23,10 @@ def test_a_call_in_flight_when_the_breaker_opens_is_recorded_and_not_paid_again(
     assert run_cli("ingest", SAMPLE, home=home).returncode == 0
     server = StandIn().script(first, Slow(1.0))
     with StandInThread(server):
-        result = run_openai(run_cli, home, server, "--concurrency", "2", "--breaker-failures", "1")
+        result = run_openai(run_cli, home, server, KEY, "--concurrency", "2", "--breaker-failures", "1")
         assert result.returncode == 3 and said in result.stderr, result.stdout + result.stderr
         sent = [r["body"] for r in server.requests]
-    calls = recorded(home)
+    calls = judge_calls(home)
     assert len(sent) == 2 and len(calls) == 2, (len(sent), calls)
     assert [c for c in calls if c["http_status"] != 200] and len([c for c in calls if c["http_status"] == 200]) == 1
     assert f"{len(sent)} judge call(s)" in result.stdout
@@ -52,11 +36,11 @@ def test_a_call_in_flight_when_the_breaker_opens_is_recorded_and_not_paid_again(
     # (the stand-in's smallest replies fail some cases: exit 1, not a stop).
     again = StandIn()
     with StandInThread(again):
-        result = run_openai(run_cli, home, again, "--concurrency", "2")
+        result = run_openai(run_cli, home, again, KEY, "--concurrency", "2")
         assert result.returncode in (0, 1), result.stdout + result.stderr
         assert again.requests and not any(r["body"]["messages"] == answered["request"]["messages"]
                                           for r in again.requests)
-    assert recorded(home)
+    assert judge_calls(home)
 
 
 def test_calls_in_flight_when_the_budget_is_spent_are_recorded(run_cli, home):
@@ -64,7 +48,7 @@ def test_calls_in_flight_when_the_budget_is_spent_are_recorded(run_cli, home):
     assert run_cli("ingest", SAMPLE, home=home).returncode == 0
     server = StandIn(delay=0.5)
     with StandInThread(server):
-        result = run_openai(run_cli, home, server, "--concurrency", "2", "--max-calls", "2")
+        result = run_openai(run_cli, home, server, KEY, "--concurrency", "2", "--max-calls", "2")
         assert result.returncode == 0, result.stdout + result.stderr
         sent = len(server.requests)
-    assert sent == 2 and len(recorded(home)) == sent
+    assert sent == 2 and len(judge_calls(home)) == sent
