@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from evalledger import ledger
-from evalledger.stages.judge.openai_backend import _retry_after
+from evalledger.stages.judge.http_outcome import _retry_after
 from evalledger.testing.stand_in import StandIn, StandInThread, Status
 from judge_server_support import SAMPLE, run_openai
 

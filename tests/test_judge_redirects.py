@@ -42,7 +42,7 @@ def test_a_redirect_is_not_followed_and_stops_the_run(run_cli, home, status):
 
 
 def test_the_redirect_target_named_carries_no_credentials_query_or_control_characters():
-    from evalledger.stages.judge.openai_backend import redirect_target
+    from evalledger.stages.judge.http_outcome import redirect_target
     assert redirect_target("https://u:p@[::1]:8443/v1/x?token=abc#f") == "https://[::1]:8443/v1/x"
     assert redirect_target("/v2/chat/completions?key=1") == "/v2/chat/completions"
     assert redirect_target(None) == "no Location"
