@@ -177,6 +177,8 @@ def add_provider_options(p) -> None:
                    help="a longer reply body is an invalid reply (default 1048576)")
     g.add_argument("--breaker-failures", type=int, default=None, metavar="N",
                    help="consecutive server failures that stop the run, cases left pending (default 8)")
+    g.add_argument("--retry-after-max", dest="retry_after_max_s", type=float, default=None, metavar="S",
+                   help="the longest wait a server's Retry-After gets before the next attempt (default 120)")
 
 
 def add_profile_options(p) -> None:

@@ -26,7 +26,8 @@ EXIT_STOPPED = 3
 # --flag -> the judge_options key it sets (docs/judge.md gives the bounds).
 PROVIDER_FLAGS = {"temperature": "--temperature", "max_tokens": "--max-tokens",
                   "max_completion_tokens": "--max-completion-tokens", "timeout_s": "--timeout",
-                  "max_reply_bytes": "--max-reply-bytes", "breaker_failures": "--breaker-failures"}
+                  "max_reply_bytes": "--max-reply-bytes", "breaker_failures": "--breaker-failures",
+                  "retry_after_max_s": "--retry-after-max"}
 
 
 def provider_options(args) -> dict:

@@ -32,7 +32,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evalledger.stages.formats.decode import decode_text, loads
 from evalledger.stages.formats.errors import FileRejected
-from evalledger.stages.judge.settings import BreakerFailures, ReplyBytes, Temperature, TimeoutSeconds, TokenLimit
+from evalledger.stages.judge.settings import (
+    BreakerFailures,
+    ReplyBytes,
+    RetryAfterSeconds,
+    Temperature,
+    TimeoutSeconds,
+    TokenLimit,
+)
 
 # Chosen per run, never by a dropped benchmark file: the judge (paid API calls) and the search
 # tools (tavily is paid; "module:function" imports and runs code).
@@ -121,6 +128,7 @@ class JudgeOptions(StrictModel):
     timeout_s: TimeoutSeconds | None = None
     max_reply_bytes: ReplyBytes | None = None
     breaker_failures: BreakerFailures | None = None
+    retry_after_max_s: RetryAfterSeconds | None = None
 
     def settings_keys(self) -> dict[str, Any]:
         """The JudgeSettings keys these options set ("omit" becomes a temperature of None)."""

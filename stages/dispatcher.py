@@ -25,7 +25,8 @@ below a tracking position is recorded (``run.reconciled``, shown by ``status``) 
 A case whose handler raises gets ``stage.failed`` with the reason; every other case goes on.
 An infrastructure error is not a verdict: when the judge raises ``JudgeUnavailable`` (server
 unreachable, credentials refused, failing after retries), the run stops at once, cancelling
-the cases in flight; they and every case not started stay pending (no ``stage.failed``), the
+the cases in flight (a judge request already sent ends and is recorded first: the openai
+backend's ``_through_a_stop``); they and every case not started stay pending (no ``stage.failed``), the
 summary and ``run.completed`` say why (``stopped``, ``stop = "judge_unavailable"``), and the
 next run finishes them. A spent budget (``--max-calls``/``--max-cost``, ``stages.judge.budget``)
 stops the run the same way but gently: calls already admitted finish, no new case starts, and
@@ -622,7 +623,10 @@ class _Run:
         return False
 
     def _stop(self, exc: JudgeUnavailable) -> None:
-        """Stop the run: no case starts any more, the cases in flight are cancelled (left pending)."""
+        """Stop the run: no case starts any more, the cases in flight are cancelled (left pending).
+
+        A judge request already on the wire is not cut off: it ends and is recorded before its case
+        gives way, so ``gather`` over the cases waits at most a request timeout for it."""
         if self.stopped is not None:
             return
         self.stopped = str(exc)

@@ -33,9 +33,7 @@ import logging
 import os
 import random
 import time
-from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
-from typing import Any, AsyncGenerator
+from typing import Any, AsyncGenerator, Coroutine
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -43,44 +41,23 @@ import orjson
 
 from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, JudgeUnavailable, PendingCall
 from evalledger.stages.judge.flow_control import AdaptiveLimit, Breaker
+from evalledger.stages.judge.http_outcome import HttpOutcome, _outcome
 from evalledger.stages.judge.recorded_calls import redact, redact_cut
 from evalledger.stages.judge.replies import decode_reply
 from evalledger.stages.judge.reply_body import BodyTooLarge, decode_body, read_capped, safe_text, storage_problem
 from evalledger.stages.judge.response_format import (
     FormatModes,
     messages_for,
-    names_the_format,
     response_format_field,
 )
 from evalledger.stages.judge.roles import Model
 from evalledger.stages.judge.settings import DEFAULT_BASE_URL, JudgeSettings
 
 log = logging.getLogger("evalledger.judge")
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524})
-# The server will not answer anyone with these: retrying cannot help and no case is at fault.
-UNAVAILABLE_STATUS = frozenset({401, 403, 404, 407})
-MAX_TOKEN_COUNT = 2 ** 53   # usage counts beyond this are not real
-
-
-@dataclass
-class HttpOutcome:
-    """What one POST gave, and what kind of thing it was.
-
-    ``kind``: ``reply`` (a usable 200), ``invalid`` (a 200 whose reply cannot be used: asked
-    again), ``refused_format`` (a 400/422/500 naming the response format: asked again in the next
-    mode), ``rate_limited`` (429), ``transient`` (5xx, timeout, dropped connection: retried,
-    counted by the breaker), ``unavailable`` (retrying cannot help: the run stops), ``rejected``
-    (another 4xx: this request is at fault).
-    """
-
-    latency_ms: float
-    status: int | None = None
-    content: str | None = None        # the reply text the model sent (fed back on a re-ask)
-    usage: dict[str, Any] | None = None
-    error: str | None = None
-    kind: str = "reply"
-    retry_after: float | None = None
-    raw: str | None = None            # what is recorded as raw_reply, always storable text
+LONG_WAIT_S = 5.0           # a wait before a retry at least this long is said on the log
+# What the HTTP layer may raise besides aiohttp's errors (ssl and socket errors, a header or body
+# Python cannot parse, a stream cut short), taken as the server failing rather than the case.
+UNREADABLE = (OSError, ValueError, ArithmeticError, EOFError)
 
 
 class OpenAIBackend:
@@ -146,6 +123,7 @@ class OpenAIBackend:
                 refusal = redact(outcome.error or "", self._key)[:200]
                 record.error = f"the server refused response_format {mode} ({refusal}); asking again in mode {retry_mode}"
                 yield record
+                _give_way(outcome)
                 number += 1
                 continue
             if outcome.kind not in ("reply", "invalid"):
@@ -156,15 +134,19 @@ class OpenAIBackend:
                 # sends meanwhile; whether the call ends is decided once it is recorded.
                 request_at_fault = self._note_failure(record, outcome, failures, self.answered > answered_before)
                 yield record
+                _give_way(outcome)
                 self._after_failure(call, record, outcome, request_at_fault, failures)
                 number += 1
-                await self.breaker.sleep(self._delay(failures, outcome.retry_after))
+                delay = self._delay(failures, outcome.retry_after)
+                self._say_wait(call, record, outcome.retry_after, delay, failures)
+                await self.breaker.sleep(delay)
                 continue
             record.raw_reply = redact(outcome.raw or "", self._key)
             reply, reason = self._read_reply(call, outcome)
             if reason is None:
                 record.reply = reply
                 refused = yield record
+                _give_way(outcome)
                 if refused is None:
                     return
                 # The ledger refused the reply: a paid reply is never lost, it is kept as text
@@ -173,6 +155,7 @@ class OpenAIBackend:
                 record.reply = None
             record.error = f"invalid reply: {redact(reason, self._key)}"
             yield record
+            _give_way(outcome)
             self._log(call, number, record.error)
             if invalid >= s.max_invalid_replies:
                 raise JudgeCallFailed(call.role, call.case_id, call.request_hash, record.error,
@@ -266,7 +249,7 @@ class OpenAIBackend:
         sent = messages_for(mode, conversation, schema)
         call.sent = True
         try:
-            outcome = await self._post(sent, schema, call.role, mode, call.parameters)
+            outcome = await _through_a_stop(self._post(sent, schema, call.role, mode, call.parameters))
         finally:
             limit.release()
         if outcome.kind == "rate_limited":
@@ -289,8 +272,10 @@ class OpenAIBackend:
             payload["response_format"] = response_format
         start = time.perf_counter()
         try:
+            # Redirects are not followed (nor are they by the OpenAI SDK): a 307 would carry the
+            # prompts, and the key, to whatever host its Location names.
             async with self._ensure_session().post(self.url, data=request_body(payload), headers=self._headers,
-                                                   timeout=self._timeout) as resp:
+                                                   timeout=self._timeout, allow_redirects=False) as resp:
                 try:
                     body = await read_capped(resp, self.settings.max_reply_bytes)
                 except BodyTooLarge as exc:
@@ -306,8 +291,13 @@ class OpenAIBackend:
             return HttpOutcome(_ms(start), error=f"cannot connect: {type(exc).__name__}: {exc}", kind="unavailable")
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             return HttpOutcome(_ms(start), error=f"connection failed: {type(exc).__name__}: {exc}", kind="transient")
-        except aiohttp.ClientError as exc:   # a bad URL, redirects: every call would fail the same way
+        except aiohttp.ClientError as exc:   # a bad URL, say: every call would fail the same way
             return HttpOutcome(_ms(start), error=f"request failed: {type(exc).__name__}: {exc}", kind="unavailable")
+        except UNREADABLE as exc:
+            # Not an aiohttp error, but what the server sent (or did to the connection) that Python
+            # could not take: the server failing, retried and counted by the breaker; never the case's fault.
+            return HttpOutcome(_ms(start), error=f"the server's answer could not be read: {type(exc).__name__}: "
+                                                 f"{safe_text(str(exc))[:300]}", kind="transient")
 
     def _delay(self, failures: int, retry_after: float | None) -> float:
         """Seconds to wait before the next try: Retry-After when given, else backoff with jitter."""
@@ -316,6 +306,21 @@ class OpenAIBackend:
             return min(max(retry_after, 0.0), s.retry_after_max_s)
         ceiling = min(s.backoff_max_s, s.backoff_base_s * 2 ** (failures - 1))
         return ceiling / 2 + self._random.uniform(0, ceiling / 2)
+
+    def _say_wait(self, call: PendingCall, record: Attempt, asked: float | None, delay: float,
+                  failures: int) -> None:
+        """Say on the log (stderr for the CLI) why the next attempt waits, when the wait is long or a
+        Retry-After was cut: a run held back for minutes must not look hung."""
+        cap = self.settings.retry_after_max_s
+        cut = asked is not None and asked > cap
+        if delay < LONG_WAIT_S and not cut:
+            return
+        why = f"HTTP {record.http_status}" if record.http_status is not None else (record.error or "a failure")
+        if asked is not None:
+            why += f" with Retry-After {asked:g} s" + (f", cut to {cap:g} s (--retry-after-max)" if cut else "")
+        log.warning("judge server %s answered %s: waiting %.3g s before try %d of %d of this call (case %s)",
+                    self.settings.resolved_base_url(), why, delay, failures + 1, self.settings.max_attempts,
+                    call.case_id)
 
     def _cost(self, usage) -> float | None:
         price = self.settings.price_of(self.model)
@@ -371,81 +376,6 @@ def checked_base_url(settings: JudgeSettings) -> str:
     return url
 
 
-def _outcome(status: int, headers, text: str, latency_ms: float, not_utf8: str | None = None,
-             token_limit: int | None = None, format_sent: bool = False) -> HttpOutcome:
-    """Classify an HTTP answer (see ``HttpOutcome.kind``).
-
-    A refusal of the format is only one when a format was sent (a mode other than ``prompt``):
-    in the prompt mode there is no next mode, and the error is classified by its status.
-    """
-    if status == 200:
-        return _completion(text, latency_ms, not_utf8, token_limit)
-    detail = f"HTTP {status}: {text[:300]}"
-    if format_sent and names_the_format(status, text):
-        return HttpOutcome(latency_ms, status, error=detail, kind="refused_format")
-    if status == 429:
-        return HttpOutcome(latency_ms, status, error=detail, kind="rate_limited",
-                           retry_after=_retry_after(headers.get("Retry-After")))
-    if status in UNAVAILABLE_STATUS:
-        return HttpOutcome(latency_ms, status, error=detail, kind="unavailable")
-    if status in RETRYABLE_STATUS or status >= 500:
-        return HttpOutcome(latency_ms, status, error=detail, kind="transient",
-                           retry_after=_retry_after(headers.get("Retry-After")))
-    return HttpOutcome(latency_ms, status, error=detail, kind="rejected")
-
-
-def _completion(text: str, latency_ms: float, not_utf8: str | None, token_limit: int | None) -> HttpOutcome:
-    """A 200: the reply text, or why it is an invalid reply (or not a chat completion at all)."""
-    if not_utf8:
-        return HttpOutcome(latency_ms, 200, error=not_utf8, kind="invalid", raw=text)
-    try:
-        body = json.loads(text)
-        choice = body["choices"][0]
-        message = choice["message"]
-        content = message.get("content")
-    except (ValueError, RecursionError, KeyError, IndexError, TypeError, AttributeError):
-        return HttpOutcome(latency_ms, 200, error=f"not a chat completion: {safe_text(text[:200])!r}",
-                           kind="transient")
-    usage = _usage(body.get("usage"))
-    raw = safe_text(content) if isinstance(content, str) else safe_text(text)
-    said = raw if isinstance(content, str) else None
-    if choice.get("finish_reason") == "length":
-        limit = f"max_tokens {token_limit}" if token_limit else "the server's token limit"
-        return HttpOutcome(latency_ms, 200, content=said, usage=usage, error=f"cut off at {limit}",
-                           kind="invalid", raw=raw)
-    if not isinstance(content, str):
-        refusal = message.get("refusal")
-        error = (f"the model refused: {safe_text(str(refusal))[:300]}" if refusal
-                 else "the reply has no text content")
-        return HttpOutcome(latency_ms, 200, usage=usage, error=error, kind="invalid", raw=raw)
-    if raw is not content:
-        return HttpOutcome(latency_ms, 200, content=said, usage=usage, kind="invalid", raw=raw,
-                           error="the reply text holds an unpaired surrogate (not UTF-8)")
-    return HttpOutcome(latency_ms, 200, content=content, usage=usage, raw=content)
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header: a number of seconds or an HTTP date."""
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-        return max(0.0, when.timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
-
-
-def _usage(usage: Any) -> dict[str, Any] | None:
-    if not isinstance(usage, dict):
-        return None
-    keep = ("prompt_tokens", "completion_tokens", "total_tokens")
-    return {k: usage[k] for k in keep if type(usage.get(k)) is int and 0 <= usage[k] <= MAX_TOKEN_COUNT} or None
-
-
 def request_body(payload: dict[str, Any]) -> bytes:
     """The POST body: orjson (a tenth of a millisecond a call less than json at high concurrency),
     else json for what orjson refuses (a lone surrogate in a response, say), as aiohttp sent it."""
@@ -453,6 +383,33 @@ def request_body(payload: dict[str, Any]) -> bytes:
         return orjson.dumps(payload)
     except TypeError:
         return json.dumps(payload).encode()
+
+
+def _give_way(outcome: HttpOutcome) -> None:
+    """Once a request that went out through a stop is recorded, end the call as cancelled (its case stays pending)."""
+    if outcome.stopped:
+        raise asyncio.CancelledError()
+
+
+async def _through_a_stop(post: Coroutine[Any, Any, HttpOutcome]) -> HttpOutcome:
+    """The outcome of ``post``, a request already on its way, even when the caller is cancelled meanwhile.
+
+    A run that stops cancels its cases; a request the server already has is a reply paid for, so
+    it is let end (bounded by the request timeout) and comes back marked ``stopped``: the attempt
+    is then recorded before the call gives way to the cancellation. A second cancellation (a
+    second Ctrl-C) cuts the request off.
+    """
+    task = asyncio.ensure_future(post)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        try:
+            outcome = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        outcome.stopped = True
+        return outcome
 
 
 def _ms(start: float) -> float:

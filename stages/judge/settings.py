@@ -21,6 +21,7 @@ TokenLimit = Annotated[int, Field(ge=1, le=1_000_000)]
 TimeoutSeconds = Annotated[float, Field(gt=0, le=3600)]
 ReplyBytes = Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)]
 BreakerFailures = Annotated[int, Field(ge=1, le=1000)]
+RetryAfterSeconds = Annotated[float, Field(ge=0, le=3600)]
 DEFAULT_MAX_REPLY_BYTES = 1024 * 1024
 
 
@@ -58,7 +59,7 @@ class JudgeSettings(BaseModel):
     timeout_s: TimeoutSeconds = 60.0         # per request, the whole reply included
     backoff_base_s: float = Field(0.5, ge=0)
     backoff_max_s: float = Field(30.0, ge=0)
-    retry_after_max_s: float = Field(120.0, ge=0)  # a longer Retry-After is cut to this
+    retry_after_max_s: RetryAfterSeconds = 120.0   # a longer Retry-After is cut to this
     temperature: Temperature | None = 0.0     # None: not sent (reasoning models refuse it)
     max_tokens: TokenLimit | None = None
     max_completion_tokens: TokenLimit | None = None   # the newer name; reasoning models need it

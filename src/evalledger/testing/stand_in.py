@@ -59,6 +59,7 @@ class Status:
     retry_after: float | str | None = None
     body: str = '{"error": {"message": "stand-in error"}}'
     delay: float | None = None
+    headers: dict[str, str] = field(default_factory=dict)   # more headers: a redirect's Location, say
 
 
 @dataclass
@@ -249,6 +250,7 @@ class StandIn:
             return await self._raw(request, behaviour)
         if isinstance(behaviour, Status):
             headers = {"Retry-After": str(behaviour.retry_after)} if behaviour.retry_after is not None else {}
+            headers.update(behaviour.headers)
             return web.Response(status=behaviour.status, text=behaviour.body, headers=headers,
                                 content_type="application/json")
         if isinstance(behaviour, Reply):
