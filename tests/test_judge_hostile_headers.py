@@ -43,3 +43,11 @@ def test_no_retry_after_value_raises():
                                 "Mon, 1 Jan 10000 00:00:00 GMT", "31 Dec 0 00:00:00 GMT", "0x10"]:
         seconds = _retry_after(value)
         assert seconds is None or 0 <= seconds < float("inf"), value
+
+
+def test_retry_after_is_digits_of_seconds_or_a_date():
+    # float() takes all of these; none is RFC 9110's delay-seconds (digits), so none is a delay
+    for value in ["1_000", "-5", "+5", " 1e3", "١٢", "5 s"]:
+        assert _retry_after(value) is None, value
+    assert _retry_after("120") == 120.0 and _retry_after(" 7 ") == 7.0 and _retry_after("1.5") == 1.5
+    assert 0 < _retry_after("Fri, 31 Dec 9998 23:59:59 GMT") < float("inf")

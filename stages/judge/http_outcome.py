@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -119,15 +120,18 @@ def _completion(text: str, latency_ms: float, not_utf8: str | None, token_limit:
     return HttpOutcome(latency_ms, 200, content=content, usage=usage, raw=content)
 
 
+_DELAY = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)
+
+
 def _retry_after(value: str | None) -> float | None:
     """Seconds from a Retry-After header: a number of seconds or an HTTP date."""
     if not value:
         return None
-    try:
+    if _DELAY.fullmatch(value.strip()):
+        # RFC 9110 delay-seconds (digits; a fraction allowed): float() alone would also take
+        # "1_000", "-5", "nan" and "1e999", none of them a delay a server meant
         seconds = float(value)
-        return seconds if math.isfinite(seconds) else None   # "nan" or "1e999": not a delay
-    except ValueError:
-        pass
+        return seconds if math.isfinite(seconds) else None
     try:
         when = parsedate_to_datetime(value)
         return max(0.0, when.timestamp() - time.time())
