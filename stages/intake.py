@@ -11,6 +11,7 @@ ingested again, which is a no-op.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -330,13 +331,14 @@ def _accept_spilled(led: Ledger, spilled: intake_stream.SpilledBenchmark, name: 
     result = IngestResult(name, read.sha256, "accepted", "benchmark", spilled.benchmark, spilled.name)
     result.warnings = list(spilled.warnings)
     events = chain([received], spilled.events(source, received))
-    if not pending_for(led, spilled.record()):
+    waiting = pending_for(led, spilled.record())
+    if not waiting:
         # Smaller chunks than the default: a chunk's events are held as dicts too (several times
         # their bytes), and a registration's parts would fill a default chunk with ~8,000 questions.
         return _commit(led, events, result, SPILLED_CHUNK_BYTES)
     questions = intake_lines.SpilledQuestions(spilled.question_parts(), spilled.folder / "registered.json")
     try:
-        resolving, result.notes = _resolving(led, spilled.record(), questions, spilled.folder)
+        resolving, result.notes = _resolving(led, spilled.record(), waiting, questions, spilled.folder)
         return _commit(led, chain(events, resolving), result, SPILLED_CHUNK_BYTES)
     finally:
         questions.close()
@@ -486,8 +488,10 @@ def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) 
     result = IngestResult(source["file"], source["sha256"], "accepted", parsed.format, bid, bench.name)
     if record.get("version"):
         result.notes.append(_version_note(led, record))
-    with _spill_folder(led) as folder:
-        resolving, notes = _resolving(led, record, {q["id"]: q for q in record["questions"]}, Path(folder))
+    waiting = pending_for(led, record)
+    # a spill folder only when pending responses wait: most benchmarks resolve none
+    with _spill_folder(led) if waiting else contextlib.nullcontext("") as folder:
+        resolving, notes = _resolving(led, record, waiting, {q["id"]: q for q in record["questions"]}, Path(folder))
         result.notes += notes
         result.untranslated = [p.as_dict() for p in bench.rejected_questions + bench.rejected_traits]
         result.warnings = list(record.get("warnings") or [])
@@ -497,13 +501,12 @@ def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) 
         return _commit(led, chain(chain.from_iterable(parts), resolving), result)
 
 
-def _resolving(led: Ledger, record: dict, questions: intake_pending.Questions,
+def _resolving(led: Ledger, record: dict, waiting: list[Event], questions: intake_pending.Questions,
                folder: Path) -> tuple[Iterator[NewEvent], list[str]]:
-    """The events that resolve the pending responses waiting for the benchmark ``record`` (its
-    questions by id in ``questions``), to append in the batch that registers it, and what its
-    line says of them. Their responses are spilled into ``folder`` first: consume the events
-    before leaving it."""
-    waiting = pending_for(led, record)
+    """The events that resolve the pending responses ``waiting`` for the benchmark ``record``
+    (``pending_for``; its questions by id in ``questions``), to append in the batch that registers
+    it, and what its line says of them. Their responses are spilled into ``folder`` first: consume
+    the events before leaving it."""
     resolutions = [intake_pending.resolution(record, questions, HeldSpill.of(led, held, folder)) for held in waiting]
     return chain.from_iterable(chain([first], rest) for first, rest in resolutions), \
         _resolution_notes(waiting, resolutions)
@@ -710,7 +713,7 @@ def _take(path: Path, read: FileRead, folder: Path) -> Path | None:
     st = taking.stat()
     if (st.st_dev, st.st_ino) == read.identity and _unchanged(taking, read):
         return taking
-    _put_back(taking, path)
+    intake_spool.put_back(taking, path)
     return None
 
 
@@ -720,16 +723,6 @@ def _unchanged(path: Path, read: FileRead) -> bool:
     if path.stat().st_size != read.size:
         return False
     return read.over_limit or sha256_of(path)[0] == read.sha256
-
-
-def _put_back(taken: Path, path: Path) -> None:
-    """Return a file taken by mistake to the inbox, under its name if free, else beside it."""
-    try:
-        os.link(taken, path)   # never replaces a file dropped there since
-    except FileExistsError:
-        os.replace(taken, path.with_name(f"{path.stem}.{os.getpid()}-{taken.stat().st_ino}{path.suffix}"))
-        return
-    taken.unlink()
 
 
 def _move_rejected(home: Path, path: Path, result: IngestResult, read: FileRead) -> Path:

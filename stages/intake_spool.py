@@ -45,23 +45,22 @@ def put_back_taken(folders: list[Path], inbox: Path) -> list[Path]:
             owner = _owner(entry.name)
             if owner is None or _running(owner) or not entry.is_file():
                 continue
-            name = entry.name.split("-", 3)[-1]
-            restored.append(_link_into(entry, inbox, name))
+            inbox.mkdir(parents=True, exist_ok=True)
+            restored.append(put_back(entry, inbox / entry.name.split("-", 3)[-1]))
     return restored
 
 
-def _link_into(entry: Path, inbox: Path, name: str) -> Path:
-    """Move ``entry`` into ``inbox`` as ``name`` without replacing a file already there."""
-    inbox.mkdir(parents=True, exist_ok=True)
-    dest = inbox / name
-    for n in range(1, 1000):
-        try:
-            os.link(entry, dest)
-            break
-        except FileExistsError:
-            dest = inbox / f"{Path(name).stem}.restored-{n}{Path(name).suffix}"
-    entry.unlink()
-    return dest
+def put_back(taken: Path, path: Path) -> Path:
+    """Return a file taken to the inbox as ``path`` if that name is free, else beside it (never
+    replacing a file dropped there since); returns where it went."""
+    try:
+        os.link(taken, path)
+    except FileExistsError:
+        beside = path.with_name(f"{path.stem}.{os.getpid()}-{taken.stat().st_ino}{path.suffix}")
+        os.replace(taken, beside)
+        return beside
+    taken.unlink()
+    return path
 
 
 def remove_leftovers(folder: Path) -> None:
