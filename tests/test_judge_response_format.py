@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evalledger.stages.judge import JudgeSettings
-from evalledger.stages.judge.openai_backend import _outcome
+from evalledger.stages.judge.http_outcome import classify
 from evalledger.stages.judge.response_format import (
     FormatModes,
     messages_for,
@@ -71,7 +71,7 @@ def test_the_old_boolean_setting_still_reads():
     (401, '{"error": "invalid key for response_format"}', True, "unavailable"),
 ])
 def test_a_refusal_of_the_format_is_its_own_kind_of_answer(status, body, format_sent, kind):
-    assert _outcome(status, {}, body, 1.0, format_sent=format_sent).kind == kind
+    assert classify(status, {}, body, 1.0, format_sent=format_sent).kind == kind
 
 
 def test_the_settings_take_the_mode_and_the_provider_options_together():

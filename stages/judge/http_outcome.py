@@ -46,7 +46,7 @@ class HttpOutcome:
     raw: str | None = None            # what is recorded as raw_reply, always storable text
 
 
-def _outcome(status: int, headers, text: str, latency_ms: float, not_utf8: str | None = None,
+def classify(status: int, headers, text: str, latency_ms: float, not_utf8: str | None = None,
              token_limit: int | None = None, format_sent: bool = False) -> HttpOutcome:
     """Classify an HTTP answer (see ``HttpOutcome.kind``).
 

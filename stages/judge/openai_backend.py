@@ -41,7 +41,7 @@ import orjson
 
 from evalledger.stages.judge.calls import Attempt, JudgeCallFailed, JudgeError, JudgeUnavailable, PendingCall
 from evalledger.stages.judge.flow_control import AdaptiveLimit, Breaker
-from evalledger.stages.judge.http_outcome import HttpOutcome, _outcome
+from evalledger.stages.judge.http_outcome import HttpOutcome, classify
 from evalledger.stages.judge.recorded_calls import redact, redact_cut
 from evalledger.stages.judge.replies import decode_reply
 from evalledger.stages.judge.reply_body import BodyTooLarge, decode_body, read_capped, safe_text, storage_problem
@@ -283,7 +283,7 @@ class OpenAIBackend:
                                        raw=redact_cut(decode_body(exc.prefix)[0], self._key))
                 text, not_utf8 = decode_body(body)
                 text = redact(text, self._key)   # whole, before any of it is cut to a length
-                return _outcome(resp.status, resp.headers, text, _ms(start), not_utf8, self.settings.token_limit(),
+                return classify(resp.status, resp.headers, text, _ms(start), not_utf8, self.settings.token_limit(),
                                 mode != "prompt")
         except TimeoutError:
             return HttpOutcome(_ms(start), error=f"timed out after {self.settings.timeout_s:g} s", kind="transient")

@@ -61,7 +61,7 @@ def redact(text: str, secret: str | None) -> str:
 
 
 def redact_cut(text: str, key: str | None) -> str:
-    """``text`` cut at a length, redacted, and without a start of the key at its end (where the cut fell)."""
+    """``text`` (already cut at a length) redacted, and without a start of the key at its end (where the cut fell)."""
     text = redact(text, key)
     if key and len(key) >= SHORT_SECRET:
         for size in range(len(key) - 1, 2, -1):
