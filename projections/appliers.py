@@ -298,7 +298,7 @@ def judge_call_entry(d: dict, join: Callable[[Any], Any] | None = None,
                 if request.__class__ is dict and len(request) == 1 and "$lit" in request:
                     request = join(request)   # type: ignore[misc]
             payload = request.get("payload") if request.__class__ is dict else None
-            if join is not None and not _plain_reads(role, payload):
+            if join is not None:
                 payload = _joined(payload, join)
         subject, targets = payload_target(role, payload)
     return [role, *small[:5], *tokens, float(cost) if cost.__class__ in _NUMBER else _call_cost(d),
@@ -307,52 +307,6 @@ def judge_call_entry(d: dict, join: Callable[[Any], Any] | None = None,
 
 # A blob reference is a dict: a part holding neither kind of container holds none.
 _CONTAINERS = frozenset((dict, list))
-
-
-def _plain_reads(role: str, payload: Any) -> bool:
-    """True when no part of a stored request payload that ``payload_target`` reads for ``role`` is,
-    or may hold, a blob reference: the payload is a dict that is not one itself, each list it reads
-    is a list, each item read is a dict that is not one, and each name read is not a container.
-    Then ``payload_target`` of the stored payload is that of the joined one, and joining it (encoding
-    it to look for references) is skipped; when False the caller joins it first."""
-    if payload.__class__ is not dict:
-        return True   # no target, joined or not (a reference is a dict)
-    if _is_reference(payload):
-        return False
-    if role == "score_trait":
-        trait = payload.get("trait")
-        return trait.__class__ is not list and _plain_items((trait,), "name")
-    subject = payload.get("subject")
-    if subject.__class__ is dict or subject.__class__ is list:
-        return False
-    if role == "parse":
-        return _plain_items(payload.get("fields") or (), "name")
-    if role == "assess_risk":
-        attribute = payload.get("attribute")
-        return (attribute.__class__ is not dict and attribute.__class__ is not list
-                and _plain_items(payload.get("evidence") or (), "attribute"))
-    return _plain_items(payload.get("attributes") or (), "name")
-
-
-def _is_reference(part: dict) -> bool:
-    """True when a stored dict is a blob reference or an escaped literal (one key, ``$blob`` or ``$lit``)."""
-    return len(part) == 1 and ("$blob" in part or "$lit" in part)
-
-
-def _plain_items(items: Any, name: str) -> bool:
-    """True when ``items`` is a list or tuple whose dicts are none of them a reference (one key) and
-    whose ``name`` values are not containers (items that are not dicts are skipped by the reader:
-    a list among them is skipped, joined or not)."""
-    if items.__class__ is not list and items.__class__ is not tuple:
-        return False
-    for item in items:
-        if item.__class__ is dict:
-            if _is_reference(item):
-                return False
-            value = item.get(name)
-            if value.__class__ is dict or value.__class__ is list:
-                return False
-    return True
 
 
 def subject_of(d: dict) -> str:
