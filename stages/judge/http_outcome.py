@@ -30,7 +30,7 @@ class HttpOutcome:
 
     ``kind``: ``reply`` (a usable 200), ``invalid`` (a 200 whose reply cannot be used: asked
     again), ``refused_format`` (a 400/422/500 naming the response format: asked again in the next
-    mode), ``rate_limited`` (429), ``transient`` (5xx, timeout, dropped connection: retried,
+    mode), ``rate_limited`` (429), ``transient`` (5xx, timeout, dropped connection, an answer that is not HTTP: retried,
     counted by the breaker), ``unavailable`` (retrying cannot help: the run stops), ``rejected``
     (another 4xx: this request is at fault).
     """

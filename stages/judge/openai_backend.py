@@ -291,13 +291,26 @@ class OpenAIBackend:
             return HttpOutcome(_ms(start), error=f"cannot connect: {type(exc).__name__}: {exc}", kind="unavailable")
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             return HttpOutcome(_ms(start), error=f"connection failed: {type(exc).__name__}: {exc}", kind="transient")
-        except aiohttp.ClientError as exc:   # a bad URL, say: every call would fail the same way
+        except aiohttp.InvalidURL as exc:   # every call would fail the same way: the run stops
             return HttpOutcome(_ms(start), error=f"request failed: {type(exc).__name__}: {exc}", kind="unavailable")
+        except aiohttp.ClientResponseError as exc:
+            # aiohttp's parser refused the answer (bad status line, invalid header, broken chunked
+            # encoding, a header over its limit ...): the server garbled one answer, as a dropped
+            # connection would be, so it is retried and counted by the breaker
+            return HttpOutcome(_ms(start), error=self._not_http(exc), kind="transient")
+        except aiohttp.ClientError as exc:   # no other is known to be raised here: retried, not a stop
+            return HttpOutcome(_ms(start), error=f"request failed: {type(exc).__name__}: {exc}", kind="transient")
         except UNREADABLE as exc:
             # Not an aiohttp error, but what the server sent (or did to the connection) that Python
             # could not take: the server failing, retried and counted by the breaker; never the case's fault.
             return HttpOutcome(_ms(start), error=f"the server's answer could not be read: {type(exc).__name__}: "
                                                  f"{safe_text(str(exc))[:300]}", kind="transient")
+
+    def _not_http(self, exc: aiohttp.ClientResponseError) -> str:
+        """The error of an answer aiohttp could not parse, on one line: the parser's message (which
+        quotes the server's bytes) without the key, cut to 300 characters."""
+        message = " ".join(safe_text(str(exc.message)).split())
+        return "the server's answer is not valid HTTP: " + redact_cut(redact(message, self._key)[:300], self._key)
 
     def _delay(self, failures: int, retry_after: float | None) -> float:
         """Seconds to wait before the next try: Retry-After when given, else backoff with jitter."""
