@@ -1,4 +1,5 @@
-"""Answers that are not valid HTTP, from a raw server on 127.0.0.1, through ``evalledger run --judge openai``.
+"""Answers that are not valid HTTP (or carry no final status), from a raw server on 127.0.0.1, through
+``evalledger run --judge openai``.
 
 aiohttp's parser reports a bad status line, an invalid header, broken chunked encoding, a header
 over its limit ... as ``ClientResponseError``. Such an answer is the server failing, as a dropped
@@ -13,6 +14,7 @@ import json
 import pytest
 
 from evalledger import ledger
+from evalledger.stages.judge.http_outcome import classify
 from judge_server_support import SAMPLE, judge_calls
 from raw_judge_server import RawJudgeServer
 
@@ -74,3 +76,28 @@ def test_a_server_garbling_every_answer_stops_the_run_through_the_breaker(run_cl
     assert KEY[:8] not in result.stdout + result.stderr
     with ledger.open_ledger(home) as led:
         assert not any(KEY[:8] in json.dumps(e.data) for e in led.read())
+
+
+# aiohttp takes any three digits: 099 reads as status 99, and a 101 with no upgrade asked for
+# comes back as the answer (an empty body). Neither is an answer to the request.
+NO_FINAL_STATUS = {"099": b"HTTP/1.1 099 X\r\nContent-Length: 2\r\n\r\n{}",
+                   "101": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"}
+
+
+@pytest.mark.parametrize("garbled", NO_FINAL_STATUS.values(), ids=NO_FINAL_STATUS.keys())
+def test_a_status_that_is_no_final_answer_is_the_server_failing_not_the_case(run_cli, home, garbled):
+    with RawJudgeServer(lambda body, seen: garbled) as server:
+        result = run_against(run_cli, home, server, "--concurrency", "1", "--breaker-failures", "3")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert completed(home)["pending"] > 0   # and no stage.failed
+    calls = judge_calls(home)
+    assert len(calls) == server.requests == 3
+    assert all("not a final HTTP status" in c["error"] for c in calls)
+
+
+@pytest.mark.parametrize("status", [99, 100, 101, 103, 199, 600, 999])
+def test_a_status_outside_200_599_is_transient_whatever_the_body(status):
+    outcome = classify(status, {}, '{"error": "response_format json_schema is not supported"}', 1.0,
+                       format_sent=True)
+    assert (outcome.kind, outcome.status) == ("transient", status)
+    assert outcome.error.startswith(f"HTTP {status}: not a final HTTP status")
