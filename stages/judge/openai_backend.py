@@ -377,8 +377,12 @@ def checked_base_url(settings: JudgeSettings) -> str:
         parts = urlsplit(url)
         has_credentials = parts.username is not None or parts.password is not None
         hostname = parts.hostname
+        _ = parts.port   # read for its check: a port outside 0-65535 raises
     except ValueError as exc:   # a bad port or bracketed host
         raise JudgeError(f"the judge server URL is not valid ({exc}); set OPENAI_BASE_URL to http(s)://host[:port]/v1") from None
+    if hostname and not _resolvable(hostname):
+        raise JudgeError(f"the judge server URL's host {hostname[:80]!r} is not a host name (a label is empty or "
+                         "over 63 characters); set OPENAI_BASE_URL to http(s)://host[:port]/v1")
     if has_credentials:
         raise JudgeError(f"the judge server URL carries credentials (user:password@ before the host): remove "
                          f"them and put the key in {settings.api_key_env}, which is sent only in the "
@@ -387,6 +391,19 @@ def checked_base_url(settings: JudgeSettings) -> str:
         raise JudgeError(f"the judge server URL {url!r} is not http(s)://host[:port]/...; set OPENAI_BASE_URL "
                          "to one, e.g. http://127.0.0.1:8000/v1")
     return url
+
+
+def _resolvable(hostname: str) -> bool:
+    """Whether the resolver can take ``hostname``: it encodes a name as IDNA, which refuses an empty
+    label or one over 63 characters, and every call would then fail the same way (as a
+    UnicodeError, not an error of the server). An IPv6 address is not a name."""
+    if ":" in hostname:
+        return True
+    try:
+        hostname.encode("idna")
+    except UnicodeError:
+        return False
+    return True
 
 
 def request_body(payload: dict[str, Any]) -> bytes:
