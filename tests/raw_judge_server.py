@@ -12,7 +12,9 @@ status outside 100-599.
 arrived (1 the first time; a retry sends the same body): raw bytes are written as they are and the
 connection closed; None answers a completion of ``reply_fn(request)`` (by default an arbitrary
 instance of the request's schema, as a grammar-constrained model may send). Requests
-on one connection are served in turn (keep-alive), as aiohttp's client sends them.
+on one connection are served in turn (keep-alive), as aiohttp's client sends them. ``unasked``,
+when given, is written 50 ms after the first completion on the same connection: an answer to no
+request, which a client must not take for the answer to its next one.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ Answer = Callable[[bytes, int], "bytes | None"]
 class RawJudgeServer:
     """Serves ``answer`` from a background thread's event loop, as a context manager."""
 
-    def __init__(self, answer: Answer, reply_fn: Callable[[dict[str, Any]], Any] | None = None):
+    def __init__(self, answer: Answer, reply_fn: Callable[[dict[str, Any]], Any] | None = None,
+                 unasked: bytes | None = None):
         self.answer = answer
+        self.unasked = unasked
         self.reply_fn = reply_fn or schema_instance_reply(1)
         self.seen: collections.Counter[bytes] = collections.Counter()
         self.requests = 0
@@ -76,6 +80,10 @@ class RawJudgeServer:
                     return
                 writer.write(self._completion(body))
                 await writer.drain()
+                if self.unasked is not None and self.requests == 1:
+                    await asyncio.sleep(0.05)   # the client has read its answer and pooled the connection
+                    writer.write(self.unasked)
+                    await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass   # the client went away: nothing to answer
         finally:
@@ -84,9 +92,14 @@ class RawJudgeServer:
     def _completion(self, body: bytes) -> bytes:
         """A 200 answering the request ``body`` with a completion of ``reply_fn``, keeping the connection open."""
         request = json.loads(body)
-        payload = json.dumps(completion(request, self.reply_fn(request))).encode()
-        return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-                % len(payload) + payload)
+        return completion_bytes(request, self.reply_fn(request))
+
+
+def completion_bytes(request: dict[str, Any], content: Any) -> bytes:
+    """A whole HTTP 200 answering ``request`` with a chat completion of ``content``."""
+    payload = json.dumps(completion(request, content)).encode()
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+            % len(payload) + payload)
 
 
 async def _read_request(reader: asyncio.StreamReader) -> bytes | None:

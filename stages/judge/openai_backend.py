@@ -52,6 +52,7 @@ from evalledger.stages.judge.response_format import (
 )
 from evalledger.stages.judge.roles import Model
 from evalledger.stages.judge.settings import DEFAULT_BASE_URL, JudgeSettings
+from evalledger.stages.judge.unasked_answers import CheckedRequest
 
 log = logging.getLogger("evalledger.judge")
 LONG_WAIT_S = 5.0           # a wait before a retry at least this long is said on the log
@@ -225,7 +226,7 @@ class OpenAIBackend:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
             connector = aiohttp.TCPConnector(limit=self.settings.concurrency, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(connector=connector)
+            self._session = aiohttp.ClientSession(connector=connector, request_class=CheckedRequest)
             self.limit = AdaptiveLimit(self.settings.concurrency)
             self.breaker.opened = asyncio.Event()
             if self.breaker.is_open:
