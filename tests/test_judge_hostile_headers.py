@@ -4,9 +4,9 @@ A ``Retry-After`` HTTP date with a year (or zone) of twenty digits made ``email.
 OverflowError, which is not an aiohttp error: it escaped the backend and every case ended in
 ``stage.failed``, as if the cases were at fault. It is now no Retry-After at all (the backoff
 applies), and the server's 503s count as the server failing: retried, then the breaker stops
-the run with exit 3 and the cases pending. A raw probe of malformed responses (bad status lines,
-Content-Length, chunk sizes, encodings, NUL in a header, oversized headers) found aiohttp
-wrapping each in its own errors, which the backend already classifies.
+the run with exit 3 and the cases pending. Malformed responses (bad status lines, Content-Length,
+chunk sizes, NUL in a header, oversized headers) aiohttp reports as its own ClientResponseError:
+tests/test_judge_malformed_http.py.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from evalledger import ledger
 from evalledger.testing.stand_in import Slow, StandIn, StandInThread, Status
 from judge_server_support import judge_calls
@@ -113,3 +115,18 @@ def test_an_over_cap_body_cut_inside_the_echoed_key_keeps_no_part_of_it():
     for size in range(3, len(KEY)):
         assert KEY[:size] not in redact_cut("echo: " + KEY + " and " + KEY[:size], KEY)
     assert redact_cut("answer: yes", KEY) == "answer: yes"
+
+
+@pytest.mark.parametrize("url", ["http://judge..local/v1", "http://" + "a" * 64 + ".local/v1", "http://127.0.0.1:99999/v1"],
+                         ids=["empty label", "label over 63", "port over 65535"])
+def test_a_base_url_no_request_can_use_is_a_usage_error_before_any_call(run_cli, home, url):
+    # The resolver cannot encode an empty or over-long host label: every call used to be recorded
+    # as "the server's answer could not be read: UnicodeError", retried until the breaker opened
+    # (exit 3); a port out of range failed every call in flight as "request failed".
+    assert run_cli("ingest", SAMPLE, home=home).returncode == 0
+    env = {"OPENAI_BASE_URL": url, "OPENAI_MODEL": "hostile-1", "OPENAI_API_KEY": KEY}
+    result = run_cli("run", "--judge", "openai", "--quiet", home=home, env=env, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "OPENAI_BASE_URL" in result.stderr and "UnicodeError" not in result.stderr
+    with ledger.open_ledger(home) as led:
+        assert list(led.read(types=["stage.failed", "judge.called"])) == []

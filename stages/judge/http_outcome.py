@@ -30,7 +30,7 @@ class HttpOutcome:
 
     ``kind``: ``reply`` (a usable 200), ``invalid`` (a 200 whose reply cannot be used: asked
     again), ``refused_format`` (a 400/422/500 naming the response format: asked again in the next
-    mode), ``rate_limited`` (429), ``transient`` (5xx, timeout, dropped connection: retried,
+    mode), ``rate_limited`` (429), ``transient`` (5xx, timeout, dropped connection, an answer that is not HTTP: retried,
     counted by the breaker), ``unavailable`` (retrying cannot help: the run stops), ``rejected``
     (another 4xx: this request is at fault).
     """
@@ -55,6 +55,11 @@ def classify(status: int, headers, text: str, latency_ms: float, not_utf8: str |
     """
     if status == 200:
         return _completion(text, latency_ms, not_utf8, token_limit)
+    if not 200 <= status <= 599:
+        # aiohttp passes any three digits (099 reads as 99) and a 1xx it did not ask for (a 101):
+        # no answer to the request came, so no request is at fault; the server failed, as with a 5xx
+        return HttpOutcome(latency_ms, status, kind="transient",
+                           error=f"HTTP {status}: not a final HTTP status (200-599): {text[:300]}")
     if 300 <= status < 400:   # not followed: the base URL is not the server's own (like a 404, it stops the run)
         return HttpOutcome(latency_ms, status, kind="unavailable",
                            error=f"HTTP {status}: the server redirects to {redirect_target(headers.get('Location'))}; "

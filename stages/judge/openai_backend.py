@@ -52,6 +52,7 @@ from evalledger.stages.judge.response_format import (
 )
 from evalledger.stages.judge.roles import Model
 from evalledger.stages.judge.settings import DEFAULT_BASE_URL, JudgeSettings
+from evalledger.stages.judge.unasked_answers import CheckedRequest
 
 log = logging.getLogger("evalledger.judge")
 LONG_WAIT_S = 5.0           # a wait before a retry at least this long is said on the log
@@ -225,7 +226,7 @@ class OpenAIBackend:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
             connector = aiohttp.TCPConnector(limit=self.settings.concurrency, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(connector=connector)
+            self._session = aiohttp.ClientSession(connector=connector, request_class=CheckedRequest)
             self.limit = AdaptiveLimit(self.settings.concurrency)
             self.breaker.opened = asyncio.Event()
             if self.breaker.is_open:
@@ -291,13 +292,26 @@ class OpenAIBackend:
             return HttpOutcome(_ms(start), error=f"cannot connect: {type(exc).__name__}: {exc}", kind="unavailable")
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             return HttpOutcome(_ms(start), error=f"connection failed: {type(exc).__name__}: {exc}", kind="transient")
-        except aiohttp.ClientError as exc:   # a bad URL, say: every call would fail the same way
+        except aiohttp.InvalidURL as exc:   # every call would fail the same way: the run stops
             return HttpOutcome(_ms(start), error=f"request failed: {type(exc).__name__}: {exc}", kind="unavailable")
+        except aiohttp.ClientResponseError as exc:
+            # aiohttp's parser refused the answer (bad status line, invalid header, broken chunked
+            # encoding, a header over its limit ...): the server garbled one answer, as a dropped
+            # connection would be, so it is retried and counted by the breaker
+            return HttpOutcome(_ms(start), error=self._not_http(exc), kind="transient")
+        except aiohttp.ClientError as exc:   # no other is known to be raised here: retried, not a stop
+            return HttpOutcome(_ms(start), error=f"request failed: {type(exc).__name__}: {exc}", kind="transient")
         except UNREADABLE as exc:
             # Not an aiohttp error, but what the server sent (or did to the connection) that Python
             # could not take: the server failing, retried and counted by the breaker; never the case's fault.
             return HttpOutcome(_ms(start), error=f"the server's answer could not be read: {type(exc).__name__}: "
                                                  f"{safe_text(str(exc))[:300]}", kind="transient")
+
+    def _not_http(self, exc: aiohttp.ClientResponseError) -> str:
+        """The error of an answer aiohttp could not parse, on one line: the parser's message (which
+        quotes the server's bytes) without the key, cut to 300 characters."""
+        message = " ".join(safe_text(str(exc.message)).split())
+        return "the server's answer is not valid HTTP: " + redact_cut(redact(message, self._key)[:300], self._key)
 
     def _delay(self, failures: int, retry_after: float | None) -> float:
         """Seconds to wait before the next try: Retry-After when given, else backoff with jitter."""
@@ -364,8 +378,12 @@ def checked_base_url(settings: JudgeSettings) -> str:
         parts = urlsplit(url)
         has_credentials = parts.username is not None or parts.password is not None
         hostname = parts.hostname
+        _ = parts.port   # read for its check: a port outside 0-65535 raises
     except ValueError as exc:   # a bad port or bracketed host
         raise JudgeError(f"the judge server URL is not valid ({exc}); set OPENAI_BASE_URL to http(s)://host[:port]/v1") from None
+    if hostname and not _resolvable(hostname):
+        raise JudgeError(f"the judge server URL's host {hostname[:80]!r} is not a host name (a label is empty or "
+                         "over 63 characters); set OPENAI_BASE_URL to http(s)://host[:port]/v1")
     if has_credentials:
         raise JudgeError(f"the judge server URL carries credentials (user:password@ before the host): remove "
                          f"them and put the key in {settings.api_key_env}, which is sent only in the "
@@ -374,6 +392,19 @@ def checked_base_url(settings: JudgeSettings) -> str:
         raise JudgeError(f"the judge server URL {url!r} is not http(s)://host[:port]/...; set OPENAI_BASE_URL "
                          "to one, e.g. http://127.0.0.1:8000/v1")
     return url
+
+
+def _resolvable(hostname: str) -> bool:
+    """Whether the resolver can take ``hostname``: it encodes a name as IDNA, which refuses an empty
+    label or one over 63 characters, and every call would then fail the same way (as a
+    UnicodeError, not an error of the server). An IPv6 address is not a name."""
+    if ":" in hostname:
+        return True
+    try:
+        hostname.encode("idna")
+    except UnicodeError:
+        return False
+    return True
 
 
 def request_body(payload: dict[str, Any]) -> bytes:

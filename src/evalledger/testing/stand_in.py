@@ -275,19 +275,27 @@ class StandIn:
 
     def _completion(self, body: dict[str, Any], content: Any, fenced: bool, prose: str,
                     finish_reason: str = "stop") -> web.Response:
-        text = content if isinstance(content, str) else json.dumps(content)
-        if fenced:
-            text = f"```json\n{text}\n```"
-        if prose:
-            text = f"{prose}\n{text}"
-        prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
-        completion = len(text.split())
-        return web.json_response({
-            "id": f"standin-{len(self.requests)}", "object": "chat.completion", "model": body.get("model"),
-            "choices": [{"index": 0, "finish_reason": finish_reason,
-                         "message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
-        })
+        return web.json_response(completion(body, content, f"standin-{len(self.requests)}", fenced, prose,
+                                            finish_reason))
+
+
+def completion(body: dict[str, Any], content: Any, reply_id: str = "standin", fenced: bool = False,
+               prose: str = "", finish_reason: str = "stop") -> dict[str, Any]:
+    """The chat completion answering request ``body`` with ``content`` (a dict is JSON-encoded),
+    maybe fenced or after prose; usage counts words, as a stand-in for tokens."""
+    text = content if isinstance(content, str) else json.dumps(content)
+    if fenced:
+        text = f"```json\n{text}\n```"
+    if prose:
+        text = f"{prose}\n{text}"
+    prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+    words = len(text.split())
+    return {
+        "id": reply_id, "object": "chat.completion", "model": body.get("model"),
+        "choices": [{"index": 0, "finish_reason": finish_reason,
+                     "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": words, "total_tokens": prompt + words},
+    }
 
 
 class StandInThread:
