@@ -105,6 +105,10 @@ class CallIndex:
         every call it had just committed back, prompts and all). An index not yet caught up
         once always looks.
         """
+        if self.appending and self.last_seq:
+            # Read without the lock first: the recording thread holds it while it folds a batch,
+            # and a lookup on the event loop waiting for that is a turn of the loop lost.
+            return False
         with self.lock:
             if self.appending and self.last_seq:
                 # This process is committing calls right now: the head would be read after that
