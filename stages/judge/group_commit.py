@@ -6,12 +6,10 @@ until it is committed (so a call still returns only after its event is in the le
 writer takes every event waiting at that moment and appends them as one batch. A batch that
 fails is retried one event at a time, so one bad event never loses the others.
 
-The writer is one thread of its own, fed through a ``queue.SimpleQueue``: handing it events
+The writer is one thread of its own, fed through a ``queue.SimpleQueue``: handing it an event
 is one C-level put, where a thread pool's ``submit`` took two locks, a work item and a future for
-every batch (the biggest single cost of the judge-call path at 64 calls in flight). The events
-recorded in one turn of an event loop are handed over together, at the end of that turn: a put
-that wakes the idle writer costs a system call and a switch of threads, and at 64 calls in flight
-several replies are read in one turn. It wakes each waiting event loop once per batch.
+every batch (the biggest single cost of the judge-call path at 64 calls in flight). It wakes each
+waiting event loop once per batch.
 
 The writer is a daemon thread, so a program that never closes its judge still exits; an exit
 hook lets every live writer commit what it was handed first (a paid call whose caller gave up
@@ -44,10 +42,7 @@ class GroupCommitter:
     def __init__(self, led, index: CallIndex | None):
         self.led = led
         self.index = index
-        self._queue: queue.SimpleQueue[list[Waiting] | None] = queue.SimpleQueue()
-        # Per event loop, the events recorded in its current turn, not yet handed to the writer
-        # (each loop's list is touched by its own thread only, and by ``close`` once it is idle).
-        self._pending: dict[asyncio.AbstractEventLoop, list[Waiting]] = {}
+        self._queue: queue.SimpleQueue[Waiting | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self.batches = 0
@@ -58,18 +53,8 @@ class GroupCommitter:
         done = loop.create_future()
         if self._thread is None:
             self._start()
-        pending = self._pending.get(loop)
-        if pending is None:
-            pending = self._pending[loop] = []
-            loop.call_soon(self._hand_over, loop)   # once this turn's other replies are read too
-        pending.append((loop, done, event))
+        self._queue.put((loop, done, event))
         return await done
-
-    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Give the writer the events ``loop`` recorded in this turn, in one put."""
-        pending = self._pending.pop(loop, None)
-        if pending:
-            self._queue.put(pending)
 
     def _start(self) -> None:
         with self._start_lock:
@@ -85,7 +70,7 @@ class GroupCommitter:
             batch: list[Waiting] = []
             stopping = first is _STOP
             if first is not _STOP:
-                batch.extend(first)
+                batch.append(first)
             while True:
                 try:
                     item = self._queue.get_nowait()
@@ -94,7 +79,7 @@ class GroupCommitter:
                 if item is _STOP:
                     stopping = True
                 else:
-                    batch.extend(item)
+                    batch.append(item)
             if batch:
                 self._commit(batch)
             if stopping:
@@ -131,8 +116,6 @@ class GroupCommitter:
         with self._start_lock:
             thread, self._thread = self._thread, None
         if thread is not None:
-            for loop in list(self._pending):   # a loop that ended before its turn did (at exit, say)
-                self._hand_over(loop)
             self._queue.put(_STOP)
             thread.join()
 
