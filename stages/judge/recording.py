@@ -19,8 +19,9 @@ import hashlib
 import sys
 import threading
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 from evalledger.ledger import Event, NewEvent, canonical_json, decode_json
 from evalledger.stages.judge.spill_map import SpillMap
@@ -133,6 +134,19 @@ class CallIndex:
             self.last_seq = max(self.last_seq, head)
             self.own_seqs = {seq for seq in self.own_seqs if seq > self.last_seq}
             return True
+
+    @contextmanager
+    def under_way(self, events: int) -> Iterator[None]:
+        """Count ``events`` this process appends outside ``record_events`` (a case's commit) as under
+        way for the body: ``catch_up`` takes no look meanwhile (it would wait for that transaction
+        on the ledger's lock, and the events are folded by ``fold_appended`` once it returns)."""
+        with self.lock:
+            self.appending += events
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.appending -= events
 
     def add(self, event: Event, advance: bool = True) -> None:
         """Fold one ``judge.called`` event into the index.
