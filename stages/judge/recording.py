@@ -92,7 +92,7 @@ class CallIndex:
     own_seqs: set[int] = field(default_factory=set)   # appended here, after last_seq
     keep_answers: bool = False   # a replay source: keep each success's answer (``KeptAnswer``)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    appending: int = 0   # events this process is appending through ``record_events`` right now
+    appending: int = 0   # events this process is appending right now (``record_events``, ``under_way``)
 
     def catch_up(self) -> bool:
         """Fold the ``judge.called`` events appended since the last look (by anyone); False when
@@ -100,8 +100,9 @@ class CallIndex:
 
         When every event after the last look is one this process appended (and so already
         folded), the head alone tells: no read is needed. While appends of this process are under
-        way (the recording thread's: committed or not, not yet folded), nothing is looked at and
-        the position stays: the next look, once they are folded, reads only what others appended
+        way (the recording thread's, or a case's commit counted by ``under_way``: committed or not,
+        not yet folded), nothing is looked at and the position stays: the next look, once they
+        are folded, reads only what others appended
         (without this, a look racing the recording thread waited for its commit and then read
         every call it had just committed back, prompts and all). An index not yet caught up
         once always looks.
