@@ -20,6 +20,7 @@ import asyncio
 from array import array
 from bisect import bisect_left
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -129,10 +130,13 @@ class CaseCommits:
     """
 
     def __init__(self, led, marks: Watermarks, appended: Callable[[list[Event]], None] | None = None,
-                 off_loop: bool = False):
+                 off_loop: bool = False, appending: Callable[[int], AbstractContextManager[None]] | None = None):
         self.led = led
         self.marks = marks
         self.appended = appended
+        # Around each append and its ``appended`` call: says how many events are under way (the
+        # call index then takes no look that would wait for this transaction).
+        self.appending = appending or (lambda events: nullcontext())
         self._queue: list[_Queued] = []
         self._scheduled = False
         self.batches = 0
@@ -182,6 +186,11 @@ class CaseCommits:
 
     def _append(self, items: list[_Queued], deliver: Callable[[asyncio.Future, Any], None] = settle) -> None:
         """One transaction for ``items`` (all of one stage); hands each future its outcome (``deliver``)."""
+        with self.appending(sum(len(item.events) for item in items)):
+            self._append_under_way(items, deliver)
+
+    def _append_under_way(self, items: list[_Queued], deliver: Callable[[asyncio.Future, Any], None]) -> None:
+        """``_append`` once its events are counted as under way."""
         stage, seqs = items[0].stage, [item.seq for item in items]
         try:
             stored = self.led.append([e for item in items for e in item.events],

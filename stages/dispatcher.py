@@ -45,6 +45,7 @@ from array import array
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain, islice
 from typing import Any, Awaitable, Callable, Iterable, Iterator, NamedTuple
 
@@ -62,7 +63,7 @@ from evalledger.stages.gc_pacing import fewer_collections
 from evalledger.stages.interrupts import reraise_interrupt
 from evalledger.stages.judge import JudgeCallFailed, JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.judge.budget import Budget, BudgetExhausted
-from evalledger.stages.judge.recorded_calls import CaseCalls, collecting, note_appended
+from evalledger.stages.judge.recorded_calls import CaseCalls, appending, collecting, note_appended
 from evalledger.stages.reconstruction import judge_reconstruction
 from evalledger.stages.repeats import judge_case
 from evalledger.stages.template import judge_template
@@ -530,7 +531,8 @@ class _Run:
         """Run every pending case of one scan, concurrently, committed as they finish; returns
         how many this run processed (with leases: only the cases it could claim)."""
         marks = _watermarks(self.led, pending)
-        commits = self.commits = CaseCommits(self.led, marks, self._fold, off_loop=self._judges_a_server())
+        commits = self.commits = CaseCommits(self.led, marks, self._fold, off_loop=self._judges_a_server(),
+                                             appending=partial(appending, self.led))
         try:
             return await self._process_cases(pending, marks, commits)
         finally:

@@ -188,3 +188,40 @@ def test_a_case_the_ledger_refuses_fails_alone_and_the_cases_beside_it_commit(tm
         assert [e.stream for e in good0] == ["case:c0"] and [e.stream for e in good2] == ["case:c2"]
         assert marks.open[TEMPLATE.name] == {seqs[1]}
         assert led.tracking_position(TEMPLATE.tracking) == seqs[1] - 1
+
+
+def test_the_call_index_takes_no_look_while_a_case_commit_is_under_way_off_the_loop(tmp_path):
+    """A lookup of recorded calls on the event loop would wait for the case-commit thread's
+    transaction on the ledger's lock: while it is under way the index counts it and looks at
+    nothing, and once it is folded the index knows its calls without reading them back."""
+    from functools import partial
+
+    from evalledger.stages.judge.recorded_calls import appending, note_appended
+    from evalledger.stages.judge.recording import call_event, index_for
+
+    with ledger.open_ledger(tmp_path / "home") as led:
+        seqs = opened_cases(led, 2)
+        index = index_for(led)
+        seen: list[tuple[int, bool]] = []
+
+        def appended(stored):
+            seen.append((index.appending, index.catch_up()))   # inside the commit: counted, no look
+            note_appended(led, stored)
+
+        marks = Watermarks(led, led.head().seq, [(TEMPLATE, s) for s in seqs], [TEMPLATE])
+        commits = CaseCommits(led, marks, appended, off_loop=True, appending=partial(appending, led))
+        call = call_event("c0", {"role": "parse", "backend": "offline", "model": None, "request_hash": "e" * 64,
+                                 "attempt": 1, "error": None, "reply": {"values": {}}}, 1, 1)
+
+        async def go():
+            return await asyncio.gather(commits.commit(TEMPLATE, seqs[0], [call, verdict(0)]),
+                                        commits.commit(TEMPLATE, seqs[1], [verdict(1)]))
+
+        try:
+            stored = asyncio.run(go())
+        finally:
+            commits.close()
+        assert seen == [(3, False)]
+        assert index.appending == 0
+        assert index.success("e" * 64).id == stored[0][0].id   # folded, found without a read
+        assert led.tracking_position(TEMPLATE.tracking) == seqs[1]

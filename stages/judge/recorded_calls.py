@@ -22,7 +22,7 @@ Nothing in a backend records or calls back into a port.
 from __future__ import annotations
 
 import re
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +165,14 @@ def _collector(case_id: str) -> CaseCalls | None:
     """The ``CaseCalls`` collecting for ``case_id`` in this context, if any."""
     calls = _CASE.get()
     return calls if calls is not None and calls.case_id == case_id else None
+
+
+def appending(led, events: int) -> AbstractContextManager[None]:
+    """While this process appends ``events`` events outside a port (a case's commit, off the event
+    loop), its call index takes no look at the ledger: a lookup on the loop would wait for that
+    transaction on the ledger's lock (``CallIndex.under_way``)."""
+    index = known_index(led)
+    return index.under_way(events) if index is not None else nullcontext()
 
 
 def note_appended(led, stored: list[Event]) -> None:

@@ -19,8 +19,9 @@ import hashlib
 import sys
 import threading
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 from evalledger.ledger import Event, NewEvent, canonical_json, decode_json
 from evalledger.stages.judge.spill_map import SpillMap
@@ -91,7 +92,7 @@ class CallIndex:
     own_seqs: set[int] = field(default_factory=set)   # appended here, after last_seq
     keep_answers: bool = False   # a replay source: keep each success's answer (``KeptAnswer``)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    appending: int = 0   # events this process is appending through ``record_events`` right now
+    appending: int = 0   # events this process is appending right now (``record_events``, ``under_way``)
 
     def catch_up(self) -> bool:
         """Fold the ``judge.called`` events appended since the last look (by anyone); False when
@@ -99,12 +100,17 @@ class CallIndex:
 
         When every event after the last look is one this process appended (and so already
         folded), the head alone tells: no read is needed. While appends of this process are under
-        way (the recording thread's: committed or not, not yet folded), nothing is looked at and
-        the position stays: the next look, once they are folded, reads only what others appended
+        way (the recording thread's, or a case's commit counted by ``under_way``: committed or not,
+        not yet folded), nothing is looked at and the position stays: the next look, once they
+        are folded, reads only what others appended
         (without this, a look racing the recording thread waited for its commit and then read
         every call it had just committed back, prompts and all). An index not yet caught up
         once always looks.
         """
+        if self.appending and self.last_seq:
+            # Read without the lock first: the recording thread holds it while it folds a batch,
+            # and a lookup on the event loop waiting for that is a turn of the loop lost.
+            return False
         with self.lock:
             if self.appending and self.last_seq:
                 # This process is committing calls right now: the head would be read after that
@@ -129,6 +135,19 @@ class CallIndex:
             self.last_seq = max(self.last_seq, head)
             self.own_seqs = {seq for seq in self.own_seqs if seq > self.last_seq}
             return True
+
+    @contextmanager
+    def under_way(self, events: int) -> Iterator[None]:
+        """Count ``events`` this process appends outside ``record_events`` (a case's commit) as under
+        way for the body: ``catch_up`` takes no look meanwhile (it would wait for that transaction
+        on the ledger's lock, and the events are folded by ``fold_appended`` once it returns)."""
+        with self.lock:
+            self.appending += events
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.appending -= events
 
     def add(self, event: Event, advance: bool = True) -> None:
         """Fold one ``judge.called`` event into the index.
