@@ -16,8 +16,8 @@ from evalledger.stages.intake import (
     IngestResult,
     case_source,
     ingest_path,
-    put_back_taken,
 )
+from evalledger.stages.intake_files import put_back_taken
 from evalledger.stages.intake_status import CASE_STATES, status
 from evalledger.stages.printable import escape_unprintable, shown_name
 

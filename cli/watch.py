@@ -29,7 +29,8 @@ from typing import Any, Callable
 from evalledger.cli.watch_inbox import InboxTracker, is_ignored, scan_inbox
 from evalledger.cli.watch_log import Log
 from evalledger.cli.watch_observer import ObserverLogForwarder, start_observer
-from evalledger.stages.intake import DEFAULT_MAX_RESPONSE_CHARS, put_back_taken
+from evalledger.stages.intake import DEFAULT_MAX_RESPONSE_CHARS
+from evalledger.stages.intake_files import put_back_taken
 
 
 @dataclass(frozen=True)

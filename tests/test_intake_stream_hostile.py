@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from evalledger import ledger
-from evalledger.stages import intake
+from evalledger.stages import intake, intake_read
 from evalledger.stages.formats.decode import loads
 from evalledger.stages.formats.errors import FileRejected
 from evalledger.testing.arithmetic import arithmetic_benchmark
@@ -193,7 +193,7 @@ def test_an_inbox_file_written_to_after_it_was_read_is_not_filed_as_what_was_rea
     inbox.mkdir(parents=True, exist_ok=True)
     path = inbox / "late.json"
     path.write_text(json.dumps(arithmetic_benchmark(questions, "late")))
-    read = intake.read_once(path, intake.DEFAULT_MAX_BYTES, None, home / "processed")
+    read = intake_read.read_once(path, intake.DEFAULT_MAX_BYTES, None, home / "processed")
     # a writer still at work on the same inode, after intake's one read
     with open(path, "r+b") as fh:
         fh.seek(0, os.SEEK_END if change == "appended" else os.SEEK_SET)
@@ -215,7 +215,7 @@ def test_an_inbox_file_written_to_after_it_was_read_is_not_filed_as_what_was_rea
 KILLED_BETWEEN_RENAMES = """
 import os, signal, sys
 from evalledger import ledger
-from evalledger.stages import intake
+from evalledger.stages import intake, intake_read
 real = os.replace
 def replace(src, dst):   # the first of the two renames that file an inbox file away, then SIGKILL
     real(src, dst)
