@@ -12,17 +12,44 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from evalledger.ledger import Ledger
+from evalledger.stages import intake_events as ev
 from evalledger.stages import intake_spool
 from evalledger.stages.intake_read import FileRead, sha256_of
 
 
-def put_back_taken(home: str | os.PathLike) -> list[Path]:
+def put_back_taken(home: str | os.PathLike, led: Ledger) -> list[Path]:
     """Put back in the inbox every file an ingest killed while filing it away left under a hidden
     name in processed/ or rejected/ (its process gone); returns their paths in the inbox. Called
     before the inbox is scanned: the next pass files each one (its events, if committed, are not
-    added twice)."""
+    added twice). A hidden name of the old form carries no file name: ``led`` gives it
+    (``name_for_old_taken``)."""
     home = Path(home)
-    return intake_spool.put_back_taken([home / "processed", home / "rejected"], home / "inbox")
+    return intake_spool.put_back_taken([home / "processed", home / "rejected"], home / "inbox",
+                                       lambda taken: name_for_old_taken(led, taken))
+
+
+def name_for_old_taken(led: Ledger, taken: Path) -> str:
+    """The inbox name for a file hidden under the old ``.taking-<sha16>-<pid>`` form: the name the
+    ledger recorded for its bytes (``file.received``, else ``benchmark.rejected``), so ingesting it
+    again finds them known (or rejected with the same errors) and files it where it was going;
+    ``recovered-<sha16>.json`` when the ledger has no name for them, or one the inbox scan would
+    pass over (not ``.json``, ``.jsonl`` or ``.jsonld``, or hidden) or cannot hold."""
+    sha, _ = sha256_of(taken)
+    name = _recorded_name(led, sha)
+    if name is None or name.startswith(".") or Path(name).suffix.lower() not in (".json", ".jsonl", ".jsonld") \
+            or len(os.fsencode(name)) > 255:   # (a name not UTF-8 is recorded with U+FFFD: longer)
+        return f"recovered-{sha[:16]}.json"
+    return name
+
+
+def _recorded_name(led: Ledger, sha: str) -> str | None:
+    """The file name the ledger recorded for the bytes with this sha256, or None."""
+    received = led.get(ev.file_event_id(sha))
+    if received is not None:
+        return str(received.data["file"])
+    names = [e.data["file"] for e in led.read(types=["benchmark.rejected"], stream=f"file:{sha}")]
+    return str(names[-1]) if names else None   # the latest rejection's
 
 
 def drop_empty_folder(folder: Path) -> None:

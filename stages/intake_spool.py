@@ -5,18 +5,23 @@ Each name carries the id of the process that made it: a ``kill -9`` mid-ingest l
 (up to the size limit, 50 MB by default) and spill folder in ``processed/``, and the next ingest
 removes those whose process is gone, never those of an ingest still running beside it. An inbox
 file is filed away in two renames (to a hidden ``.taking-`` name, checked, then to its place): one
-killed between them is put back in the inbox, to be filed (or ingested) again, never deleted.
+killed between them is put back in the inbox, to be filed (or ingested) again, never deleted;
+one hidden under the old name form (no file name in it) goes back under a name the caller gives.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
+from typing import Callable
 
 SPOOL = ".spool-"
 SPILL = ".spill-"
 TAKING = ".taking-"
+_TAKING_NAME = re.compile(r"\.taking-(\d+)-[0-9a-f]{16}-(.+)", re.DOTALL)
+_OLD_TAKING_NAME = re.compile(r"\.taking-[0-9a-f]{16}-(\d+)")   # before the file's name was kept
 
 
 def prefix(kind: str) -> str:
@@ -31,10 +36,12 @@ def taking_name(sha256: str, name: str) -> str:
     return head + (name if len(os.fsencode(head + name)) <= 255 else f"file{Path(name).suffix[:16]}")
 
 
-def put_back_taken(folders: list[Path], inbox: Path) -> list[Path]:
+def put_back_taken(folders: list[Path], inbox: Path, old_name: Callable[[Path], str]) -> list[Path]:
     """Put every inbox file a killed process left under its hidden ``.taking-`` name in ``folders``
     back in ``inbox`` (under its name, or beside it when that name is taken); returns the new paths.
-    Its events may be committed already: ingesting it again files it away and adds nothing."""
+    Its events may be committed already: ingesting it again files it away and adds nothing. A name
+    of the old form (``.taking-<sha16>-<pid>``, from before the name was kept) goes back under
+    ``old_name(path)``."""
     restored = []
     for folder in folders:
         try:
@@ -42,12 +49,22 @@ def put_back_taken(folders: list[Path], inbox: Path) -> list[Path]:
         except OSError:
             continue
         for entry in entries:
-            owner = _owner(entry.name)
+            owner, name = _taken(entry.name)
             if owner is None or _running(owner) or not entry.is_file():
                 continue
             inbox.mkdir(parents=True, exist_ok=True)
-            restored.append(put_back(entry, inbox / entry.name.split("-", 3)[-1]))
+            restored.append(put_back(entry, inbox / (name if name is not None else old_name(entry))))
     return restored
+
+
+def _taken(hidden: str) -> tuple[int | None, str | None]:
+    """(process id, file name) in a hidden ``.taking-`` name: ``.taking-<pid>-<sha16>-<name>``, or
+    the old form ``.taking-<sha16>-<pid>`` (no name: None); (None, None) for any other name."""
+    found = _TAKING_NAME.fullmatch(hidden)
+    if found is not None:
+        return int(found[1]), found[2]
+    found = _OLD_TAKING_NAME.fullmatch(hidden)
+    return (int(found[1]), None) if found is not None else (None, None)
 
 
 def put_back(taken: Path, path: Path) -> Path:
@@ -92,7 +109,7 @@ def _running(pid: int) -> bool:
     """True when process ``pid`` exists (another user's process counts: it is not ours to judge)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):   # (a number no process id can be)
         return False
     except PermissionError:
         return True
