@@ -34,10 +34,12 @@ def name_for_old_taken(led: Ledger, taken: Path) -> str:
     ledger recorded for its bytes (``file.received``, else ``benchmark.rejected``), so ingesting it
     again finds them known (or rejected with the same errors) and files it where it was going;
     ``recovered-<sha16>.json`` when the ledger has no name for them, or one the inbox scan would
-    pass over (not ``.json``, ``.jsonl`` or ``.jsonld``, or hidden) or cannot hold."""
+    pass over (not ``.json``, ``.jsonl`` or ``.jsonld``, or hidden) or cannot hold (a path, a
+    NUL, over 255 bytes)."""
     sha, _ = sha256_of(taken)
     name = _recorded_name(led, sha)
     if name is None or name.startswith(".") or Path(name).suffix.lower() not in (".json", ".jsonl", ".jsonld") \
+            or "/" in name or "\0" in name \
             or len(os.fsencode(name)) > 255:   # (a name not UTF-8 is recorded with U+FFFD: longer)
         return f"recovered-{sha[:16]}.json"
     return name
