@@ -16,8 +16,8 @@ from evalledger.stages.intake import (
     IngestResult,
     case_source,
     ingest_path,
-    put_back_taken,
 )
+from evalledger.stages.intake_files import put_back_taken
 from evalledger.stages.intake_status import CASE_STATES, status
 from evalledger.stages.printable import escape_unprintable, shown_name
 
@@ -37,14 +37,14 @@ def inbox_files(inbox: Path) -> list[Path]:
                   if p.is_file() and not is_ignored(p.name))  # the names the watch daemon ignores too
 
 
-def _targets(args, home: Path) -> list[tuple[Path, bool, str | None]]:
+def _targets(args, home: Path, led: ledger.Ledger) -> list[tuple[Path, bool, str | None]]:
     """(path, from_inbox, collection) for every file to ingest; raises UsageError for paths that
     do not exist. Files of a folder named on the command line get the folder's name as their
     reconstruction collection (the inbox itself names none)."""
     from evalledger.cli.errors import UsageError
     inbox = (home / "inbox").resolve()
     if not args.files:  # exactly the files the watch daemon would take (no symlinks, no folders)
-        put_back_taken(home)
+        put_back_taken(home, led)
         return [(p, True, None) for p in scan_inbox(inbox)]
     out: list[tuple[Path, bool, str | None]] = []
     missing = [f for f in args.files if not Path(f).exists()]
@@ -66,7 +66,7 @@ def cmd_ingest(args) -> int:
     check_max_response_chars(args.max_response_chars)
     home = Path(_home(args))
     with open_existing(args) as led:  # a mistyped --home must not start a second, empty ledger
-        targets = _targets(args, home)
+        targets = _targets(args, home, led)
         results, unreadable = [], 0
         for path, from_inbox, collection in targets:
             if not path.is_file():  # a FIFO would block the read forever; a device is no benchmark

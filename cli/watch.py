@@ -29,7 +29,7 @@ from typing import Any, Callable
 from evalledger.cli.watch_inbox import InboxTracker, is_ignored, scan_inbox
 from evalledger.cli.watch_log import Log
 from evalledger.cli.watch_observer import ObserverLogForwarder, start_observer
-from evalledger.stages.intake import DEFAULT_MAX_RESPONSE_CHARS, put_back_taken
+from evalledger.stages.intake import DEFAULT_MAX_RESPONSE_CHARS
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class Callbacks:
     head: Callable[[], Any]          # the ledger head, compared to notice new events
     # subscribe(wake) -> stop: calls wake() when a server store announces appends (None: files tell)
     subscribe: Callable[[Callable[[], None]], Callable[[], None] | None] | None = None
+    # put_back(home): before each rescan, put back in the inbox the files a killed ingest left
+    # hidden in processed/ or rejected/ (intake_files.put_back_taken)
+    put_back: Callable[[Path], Any] | None = None
 
 
 class Abandoned(BaseException):
@@ -171,7 +174,8 @@ class Daemon:
     def _rescan(self) -> None:
         """Add inbox files the watcher may have missed (at start, and as a periodic safety net),
         after putting back those a killed ingest left half filed away."""
-        put_back_taken(self.home)
+        if self.callbacks.put_back is not None:
+            self.callbacks.put_back(self.home)
         found = scan_inbox(self.inbox)
         with self._lock:
             for path in found:

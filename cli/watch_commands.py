@@ -57,6 +57,7 @@ def real_callbacks(led: ledger.Ledger, settings, log: Log, options: WatchOptions
     from evalledger.projections import refresh
     from evalledger.stages.dispatcher import run_until_idle
     from evalledger.stages.intake import ingest_path
+    from evalledger.stages.intake_files import put_back_taken
     options = options or WatchOptions()
 
     def refresh_and_checkpoint():
@@ -72,6 +73,7 @@ def real_callbacks(led: ledger.Ledger, settings, log: Log, options: WatchOptions
         refresh=refresh_and_checkpoint,
         head=led.head,
         subscribe=led.subscribe,
+        put_back=lambda home: put_back_taken(home, led),
     )
 
 

@@ -87,7 +87,7 @@ def init_home(home: str | os.PathLike[str], store: str | None = None, mirror: st
 
 def mirror_form(led: "Ledger") -> str:
     """The mirror a ledger keeps: "gzip" for a home with ``events.jsonl.gz``, else "jsonl"."""
-    mirror = getattr(led.recorder, "mirror", None)
+    mirror = led.recorder.mirror
     return "gzip" if mirror is not None and is_gz_mirror(mirror.path) else "jsonl"
 
 
@@ -332,14 +332,14 @@ class Ledger:
 
     def join(self, value: Any) -> Any:
         """``value`` (decoded stored data, or a part of it) with every blob reference resolved."""
-        reader = getattr(self.recorder, "blobs", None)
+        reader = self.recorder.blobs
         return value if reader is None else join(value, reader.fetch)
 
     def open(self, value: Any) -> Any:
         """``value`` itself, or when it is one blob reference, that blob's decoded content with the
         references inside it left in place (``join`` resolves them): a reader wanting one small
         part of a large stored part fetches that blob alone."""
-        reader = getattr(self.recorder, "blobs", None)
+        reader = self.recorder.blobs
         if reader is None or value.__class__ is not dict or len(value) != 1 or REF not in value:
             return value
         return decode_json(reader.fetch(ref_key(value[REF])))
@@ -356,8 +356,7 @@ class Ledger:
         """The event with this id (or None) as stored: in a store with blobs, its ``stored_data``
         may hold blob references (``join`` resolves a part; ``get`` reads it whole), so a reader
         that needs a few small fields of a large event reads no blob. Other stores give it whole."""
-        stored = getattr(self.recorder, "get_stored", None)
-        return stored(id) if stored is not None else self.recorder.get(id)
+        return self.recorder.get_stored(id)
 
     def stream_version(self, stream: str) -> int:
         """The version of the last event in ``stream`` (0 when empty)."""

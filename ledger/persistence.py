@@ -29,6 +29,9 @@ from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.schemas import SCHEMAS
 
 if TYPE_CHECKING:
+    from evalledger.ledger.blobs import BlobReader
+    from evalledger.ledger.mirror import Mirror
+    from evalledger.ledger.mirror_gz import GzMirror
     from evalledger.ledger.verify import VerifyReport
 
 _STREAM = re.compile(r"^[a-z][a-z0-9_-]*:[A-Za-z0-9._:/@+=-]+$")
@@ -275,6 +278,12 @@ class Recorder(ABC):
     location: str
     #: the file the events live in (for a server-backed store: a local file naming it)
     path: str
+    #: the reader of the store's blobs (``ledger/blobs.py``), which its stored payloads may name by
+    #: reference; None for a store without blobs (made before them; a JSONL file with no ``.blobs``)
+    blobs: BlobReader | None = None
+    #: the JSONL mirror kept beside the store, plain or compressed; None where there is none (a
+    #: store that is itself JSONL, a server-backed one)
+    mirror: Mirror | GzMirror | None = None
 
     @abstractmethod
     def append(self, batch: list[Prepared], expected: dict[str, int],
@@ -331,6 +340,13 @@ class Recorder(ABC):
     @abstractmethod
     def get(self, id: str) -> Event | None:
         """The event with this id, or None."""
+
+    def get_stored(self, id: str) -> Event | None:
+        """The event with this id (or None) as stored: its ``stored_data`` may keep the blob
+        references it was stored with (``Ledger.join`` resolves a part), so a reader of a few small
+        fields of a large event reads no blob. This default is ``get``, the event whole: JSONL and
+        PostgreSQL read an event's blobs as they read it; SQLite overrides it to leave them."""
+        return self.get(id)
 
     @abstractmethod
     def stream_version(self, stream: str) -> int:

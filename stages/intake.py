@@ -6,7 +6,8 @@ The content hash (sha256 of the bytes) decides "known": the same bytes are inges
 Responses naming a benchmark that is not registered yet are kept pending (in the ledger, so a
 restart loses nothing) and open their cases in the batch that registers that benchmark.
 From the inbox, a file is moved only after its events committed: after a crash it is simply
-ingested again, which is a no-op.
+ingested again, which is a no-op. The file itself is read once by ``intake_read`` and filed away
+by ``intake_files``; this module decides what its events are.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from itertools import chain
@@ -25,9 +25,10 @@ from evalledger.ledger import Event, Ledger, NewEvent, event_id
 from evalledger.ledger.api import CHUNK_BYTES
 from evalledger.ledger.persistence import Recorder
 from evalledger.stages import intake_events as ev
-from evalledger.stages import intake_lines, intake_pending, intake_spool, intake_stream
+from evalledger.stages import intake_files, intake_lines, intake_pending, intake_spool, intake_stream
 from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
 from evalledger.stages.intake_pending import HeldSpill, pending_for, pending_responses  # noqa: F401 (re-exported)
+from evalledger.stages.intake_read import FileRead, read_once
 from evalledger.stages.limits import (  # noqa: F401 (the limit is re-exported: callers import it from here)
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_RESPONSE_CHARS,
@@ -92,105 +93,10 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def sha256_of(path: Path) -> tuple[str, int]:
-    """The sha256 hex digest and size of a file, read in chunks."""
-    with open(path, "rb") as fh:
-        return _hash_rest(fh, hashlib.sha256(), 0)
-
-
-def _hash_rest(fh, digest, size: int, limit: int | None = None) -> tuple[str, int]:
-    """Feed the rest of an open file (up to ``limit`` bytes in all) to ``digest``; (hex digest, size)."""
-    while limit is None or size < limit:
-        chunk = fh.read(1 << 20 if limit is None else min(1 << 20, limit - size))
-        if not chunk:
-            break
-        digest.update(chunk)
-        size += len(chunk)
-    return digest.hexdigest(), size
-
-
-# A file larger than this is copied to a private spool file as it is read, not held in memory,
-# and a native benchmark among them is taken in item by item (intake_stream).
-SPOOL_ABOVE = 1 << 20
 SPILLED_CHUNK_BYTES = 1_000_000
 # Pending parts are about intake_events.PART_BYTES each: one a chunk (two, held as validated dicts
 # too, made a 100,000-response file's peak 20 MB higher than a one-event file's).
 HELD_CHUNK_BYTES = 1     # (any event is at least a byte)
-
-
-@dataclass(frozen=True)
-class FileRead:
-    """One read of a file: its bytes (in ``raw``, or in the private copy ``spool`` for a large
-    file; neither when over the limit), their sha256 and size, and the identity (device, inode)
-    of the file they came from."""
-
-    raw: bytes | None
-    sha256: str
-    size: int
-    identity: tuple[int, int]
-    spool: Path | None = None
-
-    @property
-    def over_limit(self) -> bool:
-        """True when the file was over the size limit: its bytes were hashed, not kept."""
-        return self.raw is None and self.spool is None
-
-    def whole(self) -> bytes:
-        """The bytes read (from the spool when there is one)."""
-        if self.raw is not None:
-            return self.raw
-        assert self.spool is not None, "a file over the limit has no bytes"
-        return self.spool.read_bytes()
-
-
-def read_once(path: Path, max_bytes: int, spool_above: int | None = None,
-              spool_dir: Path | None = None) -> FileRead:
-    """Read a file once, at most ``max_bytes`` + 1 bytes: hash, size check and parse all use this read.
-
-    Reading twice (hash, then parse) let a file replaced in between be recorded under the first
-    file's hash with the second one's content; and a file growing after a size check got past it.
-    A file over ``spool_above`` bytes (default ``SPOOL_ABOVE``) is copied, as it is read, to a
-    private file in ``spool_dir`` (the caller removes it): what is parsed is still exactly what
-    was hashed, and memory does not grow with the file.
-    """
-    spool_above = SPOOL_ABOVE if spool_above is None else spool_above
-    with open(path, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        identity = (st.st_dev, st.st_ino)
-        raw = fh.read(min(max_bytes, spool_above) + 1)
-        if len(raw) <= min(max_bytes, spool_above):
-            return FileRead(raw, hashlib.sha256(raw).hexdigest(), len(raw), identity)
-        if len(raw) <= max_bytes:
-            return _spool(fh, raw, max_bytes, identity, spool_dir)
-        # The same open file, so the hash names what was read; bounded by the size it had when
-        # opened, so a file that keeps growing (or a pipe) cannot keep us reading.
-        sha, size = _hash_rest(fh, hashlib.sha256(raw), len(raw), limit=max(st.st_size, len(raw)))
-    return FileRead(None, sha, size, identity)
-
-
-def _spool(fh, head: bytes, max_bytes: int, identity: tuple[int, int], folder: Path | None) -> FileRead:
-    """Copy ``head`` and the rest of the open file ``fh`` (up to ``max_bytes`` + 1 in all) to a
-    new private file while hashing them; a file over the limit keeps no copy."""
-    if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=folder, prefix=intake_spool.prefix(intake_spool.SPOOL))
-    digest, size = hashlib.sha256(), 0
-    try:
-        with os.fdopen(fd, "wb") as out:
-            chunk = head
-            while chunk and size <= max_bytes:
-                digest.update(chunk)
-                out.write(chunk)
-                size += len(chunk)
-                chunk = fh.read(min(1 << 20, max_bytes + 1 - size))
-        if size <= max_bytes:
-            return FileRead(None, digest.hexdigest(), size, identity, spool=Path(name))
-        sha, size = _hash_rest(fh, digest, size, limit=max(os.fstat(fh.fileno()).st_size, size))
-    except BaseException:
-        os.unlink(name)
-        raise
-    os.unlink(name)
-    return FileRead(None, sha, size, identity)
 
 
 def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = False,
@@ -222,15 +128,6 @@ def ingest_path(led: Ledger, path: str | os.PathLike, *, from_inbox: bool = Fals
             read.spool.unlink(missing_ok=True)
 
 
-def put_back_taken(home: str | os.PathLike) -> list[Path]:
-    """Put back in the inbox every file an ingest killed while filing it away left under a hidden
-    name in processed/ or rejected/ (its process gone); returns their paths in the inbox. Called
-    before the inbox is scanned: the next pass files each one (its events, if committed, are not
-    added twice)."""
-    home = Path(home)
-    return intake_spool.put_back_taken([home / "processed", home / "rejected"], home / "inbox")
-
-
 def _spool_folder(led: Ledger) -> Path | None:
     """Where large files are spooled: the home's processed/ (the same disk as what it holds),
     else the system's temporary folder."""
@@ -251,15 +148,21 @@ def _ingest_read(led: Ledger, path: Path, read: FileRead, name: str, from_inbox:
                               collection=collection)
     if led.home is not None:
         try:
-            result.moved_to = _file_away(led.home, path, result, from_inbox, read)
+            rejection = _rejection_note(result) if result.status == "rejected" else None
+            result.moved_to = intake_files.file_away(Path(led.home), path, read, from_inbox, rejection)
         except OSError as exc:
             # The events are committed: say so, and that filing it away is what is left to do.
             where = "it stays in the inbox" if from_inbox else "processed/ has no copy yet"
             result.filing_error = (f"its events are committed, but filing it away failed "
                                    f"({exc.strerror or exc}): {where}; ingesting it again finishes that")
         if from_inbox and collection is not None:
-            _drop_empty_folder(path.parent)
+            intake_files.drop_empty_folder(path.parent)
     return result
+
+
+def _rejection_note(result: IngestResult) -> list[str]:
+    """The lines of a rejected file's ``.error.txt``: which file (its hash), then its errors."""
+    return [f"{shown_name(result.file)}: rejected (sha256 {result.sha256})", *result.error_lines()]
 
 
 def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: int,
@@ -354,15 +257,6 @@ def _hold_lines(led: Ledger, lines: intake_lines.SpilledResponses, name: str, re
     result = IngestResult(name, read.sha256, "pending", "responses", None, ref,
                           notes=[f"({lines.count} responses wait for benchmark {ref!r})"])
     return _commit(led, chain([received], held), result, HELD_CHUNK_BYTES)
-
-
-def _drop_empty_folder(folder: Path) -> None:
-    """Remove a folder dropped into the inbox once its last file has been taken (never a
-    folder with anything left in it)."""
-    try:
-        folder.rmdir()
-    except OSError:  # not empty (more files to come, or ignored ones), or gone: leave it
-        pass
 
 
 def recorded_name(path: Path) -> str:
@@ -663,108 +557,3 @@ def case_source(led: Ledger, case_id: str) -> tuple[str, str, bytes | None]:
         raise LookupError(f"no case {case_id!r} in this ledger")
     source = opened.data.get("source") or {}
     return str(source.get("file")), str(source.get("sha256")), led.file_bytes(str(source.get("sha256")))
-
-
-# --- moving files ----------------------------------------------------------------------------------
-
-def _file_away(home: Path, path: Path, result: IngestResult, from_inbox: bool, read: FileRead) -> Path | None:
-    """processed/<sha256>.<ext> for accepted files (moved from the inbox, else copied);
-    rejected/<name> plus <name>.error.txt for rejected inbox files."""
-    if result.status == "rejected":
-        return _move_rejected(home, path, result, read) if from_inbox else None
-    dest = home / "processed" / f"{result.sha256}{path.suffix.lower()}"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if from_inbox:
-        taken = _take(path, read, dest.parent)
-        if taken is not None and not dest.exists():
-            os.replace(taken, dest)
-        elif taken is not None:
-            taken.unlink()
-    if not dest.exists() and not read.over_limit:   # copied, or the inbox file was replaced meanwhile:
-        _atomic_write(read, dest)                      # keep what was ingested (an accepted file was read whole)
-    return dest
-
-
-def _take(path: Path, read: FileRead, folder: Path) -> Path | None:
-    """Move ``path`` to a hidden name in ``folder`` if it is still the file that was read; else None.
-
-    The rename comes first and the check after it, on the file renamed, so a file swapped in at
-    any moment is never taken for the one read: it goes back to the inbox, to be ingested itself.
-    """
-    if read.over_limit or not _same_device(path, folder):
-        # over the limit (no bytes to write instead), or another device: check, then move
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            return None
-        if (st.st_dev, st.st_ino) != read.identity or not _unchanged(path, read):
-            return None
-        taking = folder / intake_spool.taking_name(read.sha256, path.name)
-        try:
-            shutil.move(str(path), taking)
-        except FileNotFoundError:
-            return None
-        return taking
-    taking = folder / intake_spool.taking_name(read.sha256, path.name)
-    try:
-        os.replace(path, taking)
-    except FileNotFoundError:
-        return None   # another process (the watch daemon, a second ingest) filed it first
-    st = taking.stat()
-    if (st.st_dev, st.st_ino) == read.identity and _unchanged(taking, read):
-        return taking
-    intake_spool.put_back(taking, path)
-    return None
-
-
-def _unchanged(path: Path, read: FileRead) -> bool:
-    """True when ``path`` still holds the bytes read: the same inode written to since (appended,
-    rewritten) would otherwise be filed as ``processed/<sha256>`` of bytes it no longer holds."""
-    if path.stat().st_size != read.size:
-        return False
-    return read.over_limit or sha256_of(path)[0] == read.sha256
-
-
-def _move_rejected(home: Path, path: Path, result: IngestResult, read: FileRead) -> Path:
-    folder = home / "rejected"
-    folder.mkdir(parents=True, exist_ok=True)
-    dest = folder / path.name
-    if dest.exists():
-        dest = folder / f"{path.stem}.{result.sha256[:12]}{path.suffix}"
-    # The error note goes first (written whole, then renamed): a kill between the two steps leaves
-    # the file in the inbox with its note already in rejected/, never a rejected file without one.
-    header = f"{shown_name(result.file)}: rejected (sha256 {result.sha256})"
-    note = Path(f"{dest}.error.txt")
-    partial = note.with_name(f".{note.name}.part")
-    partial.write_text("\n".join([header, *result.error_lines()]) + "\n", encoding="utf-8")
-    os.replace(partial, note)
-    taken = _take(path, read, folder)
-    if taken is not None:
-        os.replace(taken, dest)
-    elif not read.over_limit and not dest.exists():   # replaced meanwhile: keep what was read
-        _atomic_write(read, dest)
-    return dest
-
-
-def _same_device(path: Path, folder: Path) -> bool:
-    try:
-        return path.stat().st_dev == folder.stat().st_dev
-    except OSError:
-        return False
-
-
-def _atomic_write(read: FileRead, dest: Path) -> None:
-    """Write the bytes read beside the destination, then rename: a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".incoming-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            if read.raw is not None:
-                fh.write(read.raw)
-            else:
-                assert read.spool is not None
-                with open(read.spool, "rb") as spool:
-                    shutil.copyfileobj(spool, fh, 1 << 20)
-        os.replace(tmp, dest)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

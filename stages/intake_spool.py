@@ -5,18 +5,29 @@ Each name carries the id of the process that made it: a ``kill -9`` mid-ingest l
 (up to the size limit, 50 MB by default) and spill folder in ``processed/``, and the next ingest
 removes those whose process is gone, never those of an ingest still running beside it. An inbox
 file is filed away in two renames (to a hidden ``.taking-`` name, checked, then to its place): one
-killed between them is put back in the inbox, to be filed (or ingested) again, never deleted.
+killed between them is put back in the inbox, to be filed (or ingested) again, never deleted;
+one hidden under the old name form (no file name in it) goes back under a name the caller gives.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import time
 from pathlib import Path
+from typing import Callable
 
 SPOOL = ".spool-"
 SPILL = ".spill-"
 TAKING = ".taking-"
+# A long-lived process (the watch daemon ingests for days) looks for a killed ingest's spools and
+# spill folders in a folder at most this often: each look lists processed/, which keeps every
+# file ever processed, and ran before every file ingested.
+LEFTOVERS_EVERY_SECONDS = 60.0
+_leftovers_looked: dict[Path, float] = {}   # folder -> monotonic time of this process's last look
+_TAKING_NAME = re.compile(r"\.taking-(\d+)-[0-9a-f]{16}-(.+)", re.DOTALL)
+_OLD_TAKING_NAME = re.compile(r"\.taking-[0-9a-f]{16}-(\d+)")   # before the file's name was kept
 
 
 def prefix(kind: str) -> str:
@@ -31,23 +42,32 @@ def taking_name(sha256: str, name: str) -> str:
     return head + (name if len(os.fsencode(head + name)) <= 255 else f"file{Path(name).suffix[:16]}")
 
 
-def put_back_taken(folders: list[Path], inbox: Path) -> list[Path]:
+def put_back_taken(folders: list[Path], inbox: Path, old_name: Callable[[Path], str]) -> list[Path]:
     """Put every inbox file a killed process left under its hidden ``.taking-`` name in ``folders``
     back in ``inbox`` (under its name, or beside it when that name is taken); returns the new paths.
-    Its events may be committed already: ingesting it again files it away and adds nothing."""
+    Its events may be committed already: ingesting it again files it away and adds nothing. A name
+    of the old form (``.taking-<sha16>-<pid>``, from before the name was kept) goes back under
+    ``old_name(path)``."""
     restored = []
     for folder in folders:
-        try:
-            entries = [e for e in folder.iterdir() if e.name.startswith(TAKING)]
-        except OSError:
-            continue
-        for entry in entries:
-            owner = _owner(entry.name)
+        for entry in _named(folder, (TAKING,)):
+            owner, name = _taken(entry.name)
             if owner is None or _running(owner) or not entry.is_file():
                 continue
             inbox.mkdir(parents=True, exist_ok=True)
-            restored.append(put_back(entry, inbox / entry.name.split("-", 3)[-1]))
+            taken = Path(entry.path)
+            restored.append(put_back(taken, inbox / (name if name is not None else old_name(taken))))
     return restored
+
+
+def _taken(hidden: str) -> tuple[int | None, str | None]:
+    """(process id, file name) in a hidden ``.taking-`` name: ``.taking-<pid>-<sha16>-<name>``, or
+    the old form ``.taking-<sha16>-<pid>`` (no name: None); (None, None) for any other name."""
+    found = _TAKING_NAME.fullmatch(hidden)
+    if found is not None:
+        return int(found[1]), found[2]
+    found = _OLD_TAKING_NAME.fullmatch(hidden)
+    return (int(found[1]), None) if found is not None else (None, None)
 
 
 def put_back(taken: Path, path: Path) -> Path:
@@ -65,23 +85,35 @@ def put_back(taken: Path, path: Path) -> Path:
 
 def remove_leftovers(folder: Path) -> None:
     """Remove the spools and spill folders in ``folder`` whose process no longer runs (a file
-    being taken is put back by ``put_back_taken``, never removed)."""
-    try:
-        entries = list(folder.iterdir())
-    except OSError:   # no folder yet (nothing spooled there), or unreadable: nothing to remove
+    being taken is put back by ``put_back_taken``, never removed); in one process, at most once
+    every ``LEFTOVERS_EVERY_SECONDS`` for a folder (they hold nothing the ledger needs)."""
+    now = time.monotonic()
+    if now - _leftovers_looked.get(folder, -LEFTOVERS_EVERY_SECONDS) < LEFTOVERS_EVERY_SECONDS:
         return
-    for entry in entries:
+    _leftovers_looked[folder] = now
+    for entry in _named(folder, (SPOOL, SPILL)):
         owner = _owner(entry.name)
-        if owner is not None and not entry.name.startswith(TAKING) and not _running(owner):
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
+        if owner is not None and not _running(owner):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
             else:
-                entry.unlink(missing_ok=True)
+                Path(entry.path).unlink(missing_ok=True)
+
+
+def _named(folder: Path, prefixes: tuple[str, ...]) -> list[os.DirEntry[str]]:
+    """The entries of ``folder`` whose names start with one of ``prefixes`` (none when there is no
+    such folder or it cannot be read). The folder holds every file ever processed: its other
+    entries are passed over by name alone (``os.scandir``: no stat, no Path made for them)."""
+    try:
+        with os.scandir(folder) as entries:
+            return [entry for entry in entries if entry.name.startswith(prefixes)]
+    except OSError:   # no folder yet (nothing spooled there), or unreadable: nothing there
+        return []
 
 
 def _owner(name: str) -> int | None:
-    """The process id in a temporary file's name; None for any other name."""
-    for kind in (SPOOL, SPILL, TAKING):
+    """The process id in a spool's or spill folder's name; None for any other name."""
+    for kind in (SPOOL, SPILL):
         if name.startswith(kind):
             pid = name[len(kind):].split("-", 1)[0]
             return int(pid) if pid.isdigit() else None
@@ -92,7 +124,7 @@ def _running(pid: int) -> bool:
     """True when process ``pid`` exists (another user's process counts: it is not ours to judge)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):   # (a number no process id can be)
         return False
     except PermissionError:
         return True

@@ -11,8 +11,9 @@ import pytest
 
 from evalledger import ledger
 from evalledger.stages import intake_events as ev
-from evalledger.stages.intake import SPOOL_ABOVE, ingest_path
+from evalledger.stages.intake import ingest_path
 from evalledger.stages.intake_lines import read_response_lines
+from evalledger.stages.intake_read import SPOOL_ABOVE
 from intake_support import write_sums_benchmark
 
 QUESTIONS = 40

@@ -21,7 +21,8 @@ from evalledger import ledger
 from evalledger.stages import intake_stream
 from evalledger.stages.formats.decode import loads
 from evalledger.stages.formats.stream import NotStreamable, read_document
-from evalledger.stages.intake import SPOOL_ABOVE, ingest_path, sha256_of
+from evalledger.stages.intake import ingest_path
+from evalledger.stages.intake_read import SPOOL_ABOVE, sha256_of
 from evalledger.testing.arithmetic import arithmetic_benchmark
 from intake_support import streamed_document
 

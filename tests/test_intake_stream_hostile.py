@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from evalledger import ledger
-from evalledger.stages import intake
+from evalledger.stages import intake, intake_read, intake_spool
 from evalledger.stages.formats.decode import loads
 from evalledger.stages.formats.errors import FileRejected
 from evalledger.testing.arithmetic import arithmetic_benchmark
@@ -180,6 +180,24 @@ def test_the_spool_of_an_ingest_still_running_is_left_alone(tmp_path):
     assert live.exists() and other.exists() and not dead.exists()
 
 
+def test_a_long_lived_process_looks_for_a_killed_ingests_leftovers_at_most_once_a_window(tmp_path, monkeypatch):
+    monkeypatch.setattr(intake_spool, "LEFTOVERS_EVERY_SECONDS", 0.5)
+    folder = tmp_path / "processed"
+    folder.mkdir()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    first, second = folder / f".spool-{gone.stdout.strip()}-a", folder / f".spill-{gone.stdout.strip()}-b"
+    first.write_bytes(b"x")
+    intake_spool.remove_leftovers(folder)
+    assert not first.exists()
+    second.mkdir()
+    (second / "questions.json").write_bytes(b"x")
+    intake_spool.remove_leftovers(folder)   # within the window: the folder is not listed again
+    assert second.exists()
+    time.sleep(0.6)
+    intake_spool.remove_leftovers(folder)
+    assert not second.exists()
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -193,7 +211,7 @@ def test_an_inbox_file_written_to_after_it_was_read_is_not_filed_as_what_was_rea
     inbox.mkdir(parents=True, exist_ok=True)
     path = inbox / "late.json"
     path.write_text(json.dumps(arithmetic_benchmark(questions, "late")))
-    read = intake.read_once(path, intake.DEFAULT_MAX_BYTES, None, home / "processed")
+    read = intake_read.read_once(path, intake.DEFAULT_MAX_BYTES, None, home / "processed")
     # a writer still at work on the same inode, after intake's one read
     with open(path, "r+b") as fh:
         fh.seek(0, os.SEEK_END if change == "appended" else os.SEEK_SET)
@@ -215,7 +233,7 @@ def test_an_inbox_file_written_to_after_it_was_read_is_not_filed_as_what_was_rea
 KILLED_BETWEEN_RENAMES = """
 import os, signal, sys
 from evalledger import ledger
-from evalledger.stages import intake
+from evalledger.stages import intake, intake_read, intake_spool
 real = os.replace
 def replace(src, dst):   # the first of the two renames that file an inbox file away, then SIGKILL
     real(src, dst)

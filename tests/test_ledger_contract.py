@@ -152,6 +152,23 @@ class TestLedgerContract:
             assert led.get(once.id).hash == once.hash
             assert led.get("0" * 32) is None
 
+    def test_get_stored_gives_the_event_as_stored_and_join_makes_it_whole(self, backend):
+        # A judge call with a prompt long enough to be stored as a blob where the store keeps them
+        # (SQLite leaves the reference in get_stored's data; JSONL and PostgreSQL give it whole).
+        request = {"messages": [{"role": "user", "content": "a long prompt " * 60}], "parameters": {}}
+        data = {"role": "parse", "backend": "offline", "model": "m", "request_hash": "a" * 64, "attempt": 1,
+                "request": request}
+        with backend.open() as led:
+            [small] = led.append(note("case:a", "x"))
+            [event] = led.append(NewEvent("case:c1", "judge.called", data, key="k"))
+            stored, whole = led.get_stored(event.id), led.get(event.id)
+            assert whole.data["request"] == request
+            assert (stored.seq, stored.id, stored.hash) == (whole.seq, whole.id, whole.hash) == (2, event.id, event.hash)
+            assert led.join(stored.stored_data) == whole.data
+            assert led.join(led.open(stored.stored_data["request"])) == request
+            assert led.get_stored(small.id).data == small.data   # nothing to leave: the same either way
+            assert led.get_stored("0" * 32) is None
+
     def test_a_stale_expected_version_conflicts_and_appends_nothing(self, backend):
         with backend.open() as led:
             led.append(note("case:a", "x"), expected_version=0)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import orjson
+
+from evalledger.testing.hung import wait_or_dump, with_stacks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,34 +39,27 @@ def evalledger(home: Path, *args: str, check: bool = True, timeout: float = 60,
 def start_watch(home: Path, *args: str, log_path: Path | None = None) -> subprocess.Popen:
     """Start ``evalledger watch`` as a real process; its stderr goes to ``log_path`` (appended)."""
     log_path = log_path or home.parent / "watch.log"
-    # PYTHONFAULTHANDLER: a daemon that will not stop can be made to write every thread's stack
-    # into its log (SIGABRT), which is what ``wait_stopped`` does.
+    # with_stacks: a daemon that will not stop can be made to write every thread's stack into its
+    # log (SIGABRT), which is what ``wait_stopped`` does.
     with open(log_path, "ab") as log:
         return subprocess.Popen([*CLI, "--home", str(home), "watch", *args],
-                                stdout=subprocess.DEVNULL, stderr=log, env={**cli_env(), "PYTHONFAULTHANDLER": "1"},
-                                cwd=REPO)
+                                stdout=subprocess.DEVNULL, stderr=log, env=with_stacks(cli_env()), cwd=REPO)
 
 
 def wait_stopped(proc: subprocess.Popen, timeout: float, log_path: Path, log_offset: int = 0) -> int:
     """Wait for a daemon started by ``start_watch`` to exit and return its exit code. One that has
-    not exited after ``timeout`` seconds is made to write its threads' stacks (SIGABRT) and the
-    test fails with its log from ``log_offset`` on, so the stacks say where it hung."""
+    not exited after ``timeout`` seconds is made to write its threads' stacks (``wait_or_dump``)
+    and the test fails with its log from ``log_offset`` on, so the stacks say where it hung."""
     started = time.monotonic()
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGABRT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        with open(log_path, "rb") as fh:
-            fh.seek(log_offset)
-            tail = fh.read().decode("utf-8", "replace")[-20000:]
-        raise AssertionError(f"daemon {proc.pid} still running {time.monotonic() - started:.1f} s after it was "
-                             f"asked to stop (load average {os.getloadavg()}); its log since then, with "
-                             f"every thread's stack:\n{tail}") from None
+    code = wait_or_dump(proc, timeout)
+    if code is not None:
+        return code
+    with open(log_path, "rb") as fh:
+        fh.seek(log_offset)
+        tail = fh.read().decode("utf-8", "replace")[-20000:]
+    raise AssertionError(f"daemon {proc.pid} still running {time.monotonic() - started:.1f} s after it was "
+                         f"asked to stop (load average {os.getloadavg()}); its log since then, with "
+                         f"every thread's stack:\n{tail}")
 
 
 def benchmark_file(i: int, questions: int = 4, models: tuple[str, ...] = ("model-a", "model-b")) -> bytes:

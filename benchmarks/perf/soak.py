@@ -42,6 +42,7 @@ from pathlib import Path
 from evalledger import ledger
 from evalledger.stages.dispatcher import STAGES
 from evalledger.stages.intake_status import case_states
+from evalledger.testing.hung import wait_or_dump, with_stacks
 
 CLI = [sys.executable, "-m", "evalledger"]
 HANG_SECONDS = 30   # a stopped daemon must exit within its grace period plus this
@@ -138,23 +139,15 @@ def soak(home: Path, seconds: float, rng: random.Random, files: list[tuple[str, 
             proc = subprocess.Popen([*CLI, "--home", str(home), "watch", "--rescan-seconds", "1",
                                      "--grace-seconds", grace, "--log-format", "json"],
                                     stdout=subprocess.DEVNULL, stderr=watch_log,
-                                    env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                                    env=with_stacks(dict(os.environ)))
             time.sleep(rng.uniform(0.3, 2.0))
             sig = rng.choice([signal.SIGTERM, signal.SIGTERM, signal.SIGKILL])
             proc.send_signal(sig)
             signals[sig.name] += 1
-            try:
-                proc.wait(timeout=HANG_SECONDS + float(grace))
-            except subprocess.TimeoutExpired:
-                # A daemon that does not stop is a finding; SIGABRT makes faulthandler write every
-                # thread's stack into the watch log, for whoever looks into it.
+            if wait_or_dump(proc, HANG_SECONDS + float(grace)) is None:
+                # A daemon that does not stop is a finding; its threads' stacks went to the watch
+                # log (wait_or_dump), for whoever looks into it.
                 hung.append(proc.pid)
-                proc.send_signal(signal.SIGABRT)
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
                 log(f"HUNG    daemon {proc.pid} did not stop within {HANG_SECONDS:g} s of {sig.name}; "
                     f"its threads' stacks are in {home.parent / 'watch.log'}")
             log(f"{sig.name:<7} after restart {sum(signals.values()):>3}: {status_line(home)}")

@@ -13,7 +13,10 @@ Printed figures (each with its target):
   target: p50 at most 1 s for both;
 - a burst: --burst files renamed in at once (10 cases each), the seconds until every case is
   judged, and the rate; target: every file processed (no target on the time, it is reported);
-- daemon CPU while idle, from /proc/<pid>/stat over --idle-seconds; target: under 2% of a core.
+- daemon CPU while idle, from /proc/<pid>/stat over --idle-seconds; target: under 2% of a core;
+- the look for hidden files a killed ingest left, made before each inbox scan, with --scan-files
+  files kept in processed/, against the same look with none and against a listing of processed/
+  by ``Path.iterdir`` (what the look was before): milliseconds, median of 5 (no target).
 
 Exits non-zero when a target is missed.
 """
@@ -34,6 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 from evalledger import ledger
+from evalledger.stages import intake_spool
 
 LATENCY_P50_TARGET = 1.0
 IDLE_CPU_TARGET = 0.02
@@ -172,6 +176,32 @@ def measure(args) -> bool:
     return ok
 
 
+def scan_cost(files: int) -> None:
+    """Print the cost of ``put_back_taken``'s look into processed/ and rejected/ with ``files``
+    files kept in processed/, against none, and against listing processed/ by ``Path.iterdir``."""
+    def median_ms(fn) -> float:
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - started)
+        return 1000 * statistics.median(times)
+
+    def look(home: Path) -> float:
+        folders = [home / "processed", home / "rejected"]
+        return median_ms(lambda: intake_spool.put_back_taken(folders, home / "inbox", lambda taken: taken.name))
+
+    root = Path(tempfile.mkdtemp(prefix="watch-bench-scan-"))
+    empty, full = ledger.init_home(root / "empty"), ledger.init_home(root / "full")
+    for i in range(files):
+        (full / "processed" / f"{i:064x}.json").touch()
+    none, kept = look(empty), look(full)
+    before = median_ms(lambda: [e for e in (full / "processed").iterdir() if e.name.startswith(intake_spool.TAKING)])
+    print(f"look for hidden files before an inbox scan: {kept:.1f} ms with {files:,} files in processed/ "
+          f"({none:.2f} ms with none); listing processed/ by Path.iterdir as before: {before:.1f} ms "
+          f"({before / kept:.2f}x the look)")
+
+
 def main() -> int:
     """Run the watch benchmark; 0 when the targets are met."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -179,10 +209,13 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=100, help="files dropped at once (default 100)")
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="idle CPU window (default 10)")
     parser.add_argument("--polling", action="store_true", help="run the daemon with --polling")
-    parser.add_argument("--ci", action="store_true", help="small sizes for CI: 5 drops, 20 files, 3 s idle")
+    parser.add_argument("--scan-files", type=int, default=100_000,
+                        help="files in processed/ for the look before an inbox scan (default 100,000)")
+    parser.add_argument("--ci", action="store_true", help="small sizes for CI: 5 drops, 20 files, 3 s idle, 20,000 files kept")
     args = parser.parse_args()
     if args.ci:
-        args.trials, args.burst, args.idle_seconds = 5, 20, 3.0
+        args.trials, args.burst, args.idle_seconds, args.scan_files = 5, 20, 3.0, 20_000
+    scan_cost(args.scan_files)
     return 0 if measure(args) else 1
 
 
