@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from evalledger.stages.formats.stream import NotStreamable, read_document
 from evalledger.stages.intake import ingest_path
 from evalledger.stages.intake_read import SPOOL_ABOVE, sha256_of
 from evalledger.testing.arithmetic import arithmetic_benchmark
+from evalledger.testing.peak_rss import peak_rss_mb
 from intake_support import streamed_document
 
 CLI = [sys.executable, "-m", "evalledger"]
@@ -181,14 +181,14 @@ with ledger.open_ledger(sys.argv[1]) as led:
 
 
 def peak_mb(tmp_path: Path, cases: int, spool_above: int) -> float:
-    """Peak RSS (MB) of a process ingesting a ``cases``-case benchmark into a new home."""
+    """Peak RSS (MB) of a process ingesting a ``cases``-case benchmark into a new home (its own
+    peak: started from a small launcher, not from this test process, whose size Linux would carry
+    into the child's figure)."""
     path = write(tmp_path, f"b{cases}.json", arithmetic_benchmark(cases // 2, "mem"))
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path / f"home{cases}-{spool_above}"), str(path),
-                              str(spool_above)], stderr=subprocess.PIPE)
-    errors = child.stderr.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, errors.decode()[-2000:]
-    return usage.ru_maxrss / 1024
+    code, peak, errors = peak_rss_mb([sys.executable, "-c", CHILD, str(tmp_path / f"home{cases}-{spool_above}"),
+                                      str(path), str(spool_above)])
+    assert code == 0, errors[-2000:]
+    return peak
 
 
 def test_spooled_ingest_memory_does_not_grow_with_the_file(tmp_path):
