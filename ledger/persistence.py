@@ -344,8 +344,8 @@ class Recorder(ABC):
     def get_stored(self, id: str) -> Event | None:
         """The event with this id (or None) as stored: its ``stored_data`` may keep the blob
         references it was stored with (``Ledger.join`` resolves a part), so a reader of a few small
-        fields of a large event reads no blob. This default is ``get``, the event whole: JSONL and
-        PostgreSQL read an event's blobs as they read it; SQLite overrides it to leave them."""
+        fields of a large event reads no blob. This default is ``get``, the event whole (a JSONL
+        ledger reads an event's blobs as it reads it); SQLite and PostgreSQL override it to leave them."""
         return self.get(id)
 
     @abstractmethod

@@ -463,6 +463,13 @@ class PostgresRecorder(Recorder):
             row = self.conn.execute(f"SELECT {COLUMNS} FROM {self._events} WHERE id = %s", (id,)).fetchone()
         return self._event(row) if row else None
 
+    def get_stored(self, id: str) -> Event | None:
+        """The event with this id as stored: blob references in its data are left in place (a
+        reader of a few small fields, such as a recorded call's reuse check, fetches no blob)."""
+        with self._lock, self._guard():
+            row = self.conn.execute(f"SELECT {COLUMNS} FROM {self._events} WHERE id = %s", (id,)).fetchone()
+        return row_event(row) if row else None
+
     def stream_version(self, stream: str) -> int:
         """The version of the stream's last event (0 when empty)."""
         with self._lock, self._guard():

@@ -154,7 +154,7 @@ class TestLedgerContract:
 
     def test_get_stored_gives_the_event_as_stored_and_join_makes_it_whole(self, backend):
         # A judge call with a prompt long enough to be stored as a blob where the store keeps them
-        # (SQLite leaves the reference in get_stored's data; JSONL and PostgreSQL give it whole).
+        # (SQLite and PostgreSQL leave the reference in get_stored's data; a JSONL ledger gives it whole).
         request = {"messages": [{"role": "user", "content": "a long prompt " * 60}], "parameters": {}}
         data = {"role": "parse", "backend": "offline", "model": "m", "request_hash": "a" * 64, "attempt": 1,
                 "request": request}
@@ -165,6 +165,8 @@ class TestLedgerContract:
             assert whole.data["request"] == request
             assert (stored.seq, stored.id, stored.hash) == (whole.seq, whole.id, whole.hash) == (2, event.id, event.hash)
             assert led.join(stored.stored_data) == whole.data
+            if led.recorder.blobs is not None:   # a store keeping blobs reads none for get_stored
+                assert stored.stored_data["request"] != request
             assert led.join(led.open(stored.stored_data["request"])) == request
             assert led.get_stored(small.id).data == small.data   # nothing to leave: the same either way
             assert led.get_stored("0" * 32) is None
