@@ -459,16 +459,21 @@ class PostgresRecorder(Recorder):
 
     def get(self, id: str) -> Event | None:
         """The event with this id, or None."""
-        with self._lock, self._guard():
-            row = self.conn.execute(f"SELECT {COLUMNS} FROM {self._events} WHERE id = %s", (id,)).fetchone()
+        row = self._row_of(id)
         return self._event(row) if row else None
 
     def get_stored(self, id: str) -> Event | None:
         """The event with this id as stored: blob references in its data are left in place (a
         reader of a few small fields, such as a recorded call's reuse check, fetches no blob)."""
-        with self._lock, self._guard():
-            row = self.conn.execute(f"SELECT {COLUMNS} FROM {self._events} WHERE id = %s", (id,)).fetchone()
+        row = self._row_of(id)
         return row_event(row) if row else None
+
+    def _row_of(self, id: str) -> tuple[Any, ...] | None:
+        """The stored row of the event with this id, or None."""
+        with self._lock, self._guard():
+            row: tuple[Any, ...] | None = self.conn.execute(f"SELECT {COLUMNS} FROM {self._events} WHERE id = %s",
+                                                            (id,)).fetchone()
+        return row
 
     def stream_version(self, stream: str) -> int:
         """The version of the stream's last event (0 when empty)."""

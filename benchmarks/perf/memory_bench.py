@@ -7,7 +7,7 @@ For each size a benchmark of the issue's workload kind (``replay_bench.benchmark
 questions with two fields, answered by two models, under deep judgment) is written, then each
 command runs as its own ``evalledger`` process against one home: ``ingest``, ``run`` (offline
 judge), ``report``, ``rebuild``, ``verify`` and ``replay``. Each process's peak resident set
-(``ru_maxrss`` from ``wait4``, in a small launcher process: see ``LAUNCHER``) is printed; the
+(``ru_maxrss`` from ``wait4``, in a small launcher process: see ``peak_mb``) is printed; the
 baseline is the same command on the smaller home,
 measured in the same run. Targets: every command under 300 MB at the larger size, and large/small
 at most 1.25 (memory does not grow with the home). Exit 0 when both are met, 1 otherwise.
@@ -25,31 +25,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay_bench import benchmark  # noqa: E402 (this folder is not a package)
 
+from evalledger.testing.peak_rss import peak_rss_mb  # noqa: E402
+
 LIMIT_MB = 300
 RATIO = 1.25
 COMMANDS = ("ingest", "run", "report", "rebuild", "verify", "replay")
 
 
-# Runs argv[1:] and prints its peak RSS (KB). Linux carries a process's peak RSS across exec from
-# the memory it was forked (or vforked) from, so a command started straight from this script
-# reported at least this script's own peak: ~200 MB once it has written a 100,000-case benchmark,
-# whatever the command used. Started from this small launcher, it reports its own.
-LAUNCHER = """
-import os, subprocess, sys
-child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
-_, status, usage = os.wait4(child.pid, 0)
-print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
-"""
-
-
 def peak_mb(argv: list[str]) -> tuple[float, float]:
-    """(peak RSS in MB, wall seconds) of one process running ``argv``; it must succeed."""
+    """(peak RSS in MB, wall seconds) of one process running ``argv``; it must succeed. Started from
+    a small launcher (``evalledger.testing.peak_rss``): Linux carries a process's peak RSS across
+    exec from the memory it was forked from, so a command started straight from this script
+    reported at least this script's own peak (~200 MB once it has written a 100,000-case
+    benchmark), whatever the command used."""
     start = time.monotonic()
-    launched = subprocess.run([sys.executable, "-c", LAUNCHER, *argv], capture_output=True)
-    code, maxrss_kb = (int(v) for v in launched.stdout.split()) if launched.returncode == 0 else (-1, 0)
+    code, peak, stderr = peak_rss_mb(argv)
     if code != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({code}): {launched.stderr.decode()[-2000:]}")
-    return maxrss_kb / 1024, time.monotonic() - start
+        raise SystemExit(f"{' '.join(argv)} failed ({code}): {stderr[-2000:]}")
+    return peak, time.monotonic() - start
 
 
 def command_line(command: str, home: Path, source: Path) -> list[str]:
