@@ -50,8 +50,22 @@ def blob_key(raw: bytes) -> str:
 
 
 def pack(raw: bytes) -> bytes:
-    """The stored (compressed) form of a blob's bytes."""
-    return zlib.compress(raw, _LEVEL)
+    """The stored (compressed) form of a blob's bytes: a zlib stream, as ``zlib.decompress`` reads it."""
+    packer = deflater(len(raw), _LEVEL, zlib.MAX_WBITS)
+    return packer.compress(raw) + packer.flush()
+
+
+def deflater(size: int, level: int, wbits: int) -> zlib._Compress:
+    """A compressor for ``size`` bytes whose window and hash table fit them (same output format).
+
+    Setting up zlib's default state (a 32 KB window, a 64K-entry hash table) cost more than
+    compressing a typical blob (~700 bytes): 72 us against 28 us with a window of the blob's size,
+    and its compressed bytes within 0.1%. ``wbits`` gives the format (15: zlib, -15: raw deflate);
+    any reader takes a smaller window. The hash table shrinks only for windows up to 4 KB: on
+    larger inputs a small one makes longer chains, slower and larger.
+    """
+    bits = min(15, max(9, (size - 1).bit_length()))
+    return zlib.compressobj(level, zlib.DEFLATED, bits if wbits > 0 else -bits, min(8, max(4, bits - 6)))
 
 
 def unpack(key: str, packed: bytes, where: str) -> bytes:

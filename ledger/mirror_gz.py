@@ -26,6 +26,7 @@ from evalledger.ledger.blobs import (
     BlobError,
     blob_file_path,
     blob_text_line,
+    deflater,
     has_markers,
     is_blob_line,
     parse_blob_line,
@@ -86,7 +87,7 @@ def member(lines: Iterable[bytes], last_seq: int) -> bytes:
     """The bytes one append writes: the lines as a gzip member (blob lines in the ``text`` form),
     then its footer."""
     body = b"".join(as_text(line) for line in lines)
-    packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)   # raw deflate: the header and trailer are ours
+    packer = deflater(len(body), _LEVEL, -15)   # raw deflate: the header and trailer are ours
     data = (_HEADER + packer.compress(body) + packer.flush()
             + struct.pack("<II", zlib.crc32(body), len(body) & 0xFFFFFFFF))
     return data + footer(len(data), last_seq)

@@ -9,6 +9,7 @@ import hashlib
 import json
 import shutil
 import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from conftest import cli
 from evalledger import ledger
-from evalledger.ledger.blobs import join, join_bytes, split
+from evalledger.ledger.blobs import join, join_bytes, pack, split, unpack
 from evalledger.ledger.envelope import canonical_json, decode_json
 from evalledger.ledger.sqlite import SQLiteRecorder
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
@@ -128,6 +129,18 @@ def test_a_judged_home_stores_what_the_first_split_stores(homes):
     for event in calls:
         want, _ = reference_split(event.data, canonical_json(event.data))
         assert rows[event.seq].encode() == want
+
+
+@pytest.mark.parametrize("size", [0, 1, 300, 512, 513, 735, 4096, 4097, 40_000, 300_000])
+def test_a_blob_is_packed_with_a_window_that_fits_it_and_reads_back(size):
+    # zlib's default 32 KB window and 64K-entry table cost more to set up than a ~700-byte blob
+    # takes to compress; any zlib reader takes a smaller window, so the stored form stays a zlib stream
+    raw = (b"What is 12 times 3, and is it even? The product " * (size // 48 + 1))[:size]
+    packed = pack(raw)
+    assert unpack(hashlib.sha256(raw).hexdigest(), packed, "test") == raw
+    window = 2 ** ((packed[0] >> 4) + 8)
+    assert window >= min(size, 32768) and window <= max(512, 2 * size)
+    assert len(packed) <= len(zlib.compress(raw, 6)) * 1.01 + 8
 
 
 def test_shared_parts_are_one_blob():
