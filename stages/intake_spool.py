@@ -26,6 +26,13 @@ TAKING = ".taking-"
 # file ever processed, and ran before every file ingested.
 LEFTOVERS_EVERY_SECONDS = 60.0
 _leftovers_looked: dict[Path, float] = {}   # folder -> monotonic time of this process's last look
+# Folders whose last look found no hidden name, by the modification time (ns) they had then: a
+# file renamed in since changes it, so an unchanged folder is not listed again (processed/ keeps
+# every file ever processed: a million of them took 1.4 s to list, at every inbox scan). Kept only
+# when that time was already SETTLED_NS old at the look: a rename in the same tick of the file
+# system's clock could leave the time as it was.
+_quiet_folders: dict[Path, int] = {}
+SETTLED_NS = 2_000_000_000
 _TAKING_NAME = re.compile(r"\.taking-(\d+)-[0-9a-f]{16}-(.+)", re.DOTALL)
 _OLD_TAKING_NAME = re.compile(r"\.taking-[0-9a-f]{16}-(\d+)")   # before the file's name was kept
 
@@ -50,14 +57,32 @@ def put_back_taken(folders: list[Path], inbox: Path, old_name: Callable[[Path], 
     ``old_name(path)``."""
     restored = []
     for folder in folders:
-        for entry in _named(folder, (TAKING,)):
+        changed = _changed_since_quiet(folder)
+        if changed is None:
+            continue
+        hidden = _named(folder, (TAKING,))
+        for entry in hidden:
             owner, name = _taken(entry.name)
             if owner is None or _running(owner) or not entry.is_file():
                 continue
             inbox.mkdir(parents=True, exist_ok=True)
             taken = Path(entry.path)
             restored.append(put_back(taken, inbox / (name if name is not None else old_name(taken))))
+        if not hidden and time.time_ns() - changed >= SETTLED_NS:
+            _quiet_folders[folder] = changed
+        else:   # a hidden file of a live ingest is looked at again: its process may die
+            _quiet_folders.pop(folder, None)
     return restored
+
+
+def _changed_since_quiet(folder: Path) -> int | None:
+    """``folder``'s modification time (ns), or None when it is the time of a look that found no
+    hidden name there (nothing was renamed in since), or there is no such folder."""
+    try:
+        changed = folder.stat().st_mtime_ns
+    except OSError:
+        return None
+    return None if _quiet_folders.get(folder) == changed else changed
 
 
 def _taken(hidden: str) -> tuple[int | None, str | None]:

@@ -34,8 +34,10 @@ CASES = {
                                   "with the compressed mirror", "with compact rows", "compact rows and the compressed mirror"]),
     "scale_bench.py": (["20", "--check", "--skip-inspect"],
                        ["ms CPU a case", "peak RSS MB", "KB a case", "events a case", "check, 2 -> 20 cases"]),
-    "run_bench.py": (["40"], ["ms a case", "per-case CPU at 40 vs 4 cases", "target <= 1.25", "a case)",
-                              "ledger share of run CPU at 40 cases", "measured by"]),
+    "run_bench.py": (["40", "--against", sys.executable, "--rounds", "1"],
+                     ["ms a case", "per-case CPU at 40 vs 4 cases", "target <= 1.25", "a case)",
+                      "ledger share of run CPU at 40 cases", "measured by", "this / that (medians)",
+                      "target <= 0.33 against the code issue 15 was filed on"]),
     "memory_bench.py": (["20", "60", "--commands", "ingest,report"],   # report folds without a run
                         ["peak RSS, MB: 20 cases -> 60 cases", "ingest", "report", "target < 300 MB", "ratio"]),
     "merkle_bench.py": (["3000"], ["merkle root", "chain verify", "append keeping the tree", "inclusion proof"]),
@@ -48,7 +50,8 @@ CASES = {
                          "with no read models yet", "same curves: True",
                          "requests sent to the server: 0 (target 0: met)"]),
     "watch_bench.py": (["--ci", "--trials", "2", "--burst", "5", "--idle-seconds", "1"],
-                       ["latency rename -> last case.judged", "burst", "idle daemon CPU"]),
+                       ["latency rename -> last case.judged", "burst", "idle daemon CPU",
+                        "unchanged since a look found nothing hidden"]),
 }
 
 
