@@ -14,16 +14,28 @@ installed (``pip install py-spy``; the run is judged again in a child process un
 ``py-spy record``: the share of the samples inside ``run_until_idle`` that have a frame of the
 ledger package), else by cProfile (the cumulative time of the ledger's functions called from
 outside it, over the whole run's). The line names the profiler that measured it. The share is
-information: the exit status is 0 when the per-case CPU is flat, 1 otherwise.
+information.
+
+``--against PYTHON``: issue 15's target, a run using at most 1/3 of the CPU a case of the code it
+was filed on, measured in the same minutes (this machine's speed changes twofold from day to day,
+so a figure from another day says nothing). PYTHON is the interpreter of another install of
+evalledger, e.g. of commit f6c82b2, the last before the issue's work (docs/performance.md says
+how to make one). The same benchmark file is ingested and judged at CASES by a fresh process of
+each install in turns, ``--rounds`` times (ingest not timed); the medians are compared.
+
+Exit status: 0 when the per-case CPU is flat (and, with ``--against``, at most 1/3 of the other
+install's), 1 otherwise.
 """
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import json
 import os
 import pstats
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +49,23 @@ from evalledger.stages.intake import ingest_path
 
 TARGET = 1.25
 SHARE_TARGET = 0.25
+AGAINST_TARGET = 1 / 3
+# What a fresh process of either install runs: only API both have (open_ledger, ingest_path,
+# run_until_idle, RunSettings), ingest untimed; prints the cases judged and the run's CPU seconds.
+CHILD = """
+import sys, time
+from pathlib import Path
+from evalledger import ledger
+from evalledger.stages.dispatcher import RunSettings, run_until_idle
+from evalledger.stages.intake import ingest_path
+source, home = Path(sys.argv[1]), Path(sys.argv[2])
+with ledger.open_ledger(home) as led:
+    ingest_path(led, source)
+with ledger.open_ledger(home) as led:
+    start = time.process_time()
+    summary = run_until_idle(led, RunSettings(judge_backend="offline"))
+    print(summary.judged, time.process_time() - start)
+"""
 LEDGER_DIR = os.path.dirname(os.path.abspath(ledger.__file__)) + os.sep
 
 
@@ -115,13 +144,60 @@ def ledger_share(cases: int, folder: Path) -> tuple[float, str]:
     return share_by_cprofile(home), "cProfile"
 
 
+def child_run(python: str, source: Path, home: Path) -> float:
+    """CPU seconds a case of a fresh ``python`` process ingesting ``source`` into the new ``home`` and
+    judging it (``CHILD``), run outside this checkout so the install ``python`` has is the one used."""
+    done = subprocess.run([python, "-c", CHILD, str(source), str(home)], capture_output=True, text=True,
+                          cwd=home.parent)
+    if done.returncode != 0:
+        raise SystemExit(f"{python}: the run failed:\n{done.stderr[-2000:]}")
+    judged, cpu = done.stdout.split()[-2:]
+    return float(cpu) / max(1, int(judged))
+
+
+def install_of(python: str) -> str:
+    """Where ``python`` imports evalledger from, with the commit checked out there when it is a git tree."""
+    where = subprocess.run([python, "-c", "import evalledger, os; print(os.path.dirname(evalledger.__file__))"],
+                           capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "-C", where or ".", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    return f"{where} ({commit})" if commit else where or python
+
+
+def against(cases: int, other: str, rounds: int) -> bool:
+    """Print this install's run CPU a case against ``other``'s, in turns; True when at most 1/3."""
+    ours: list[float] = []
+    theirs: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "benchmark.json"
+        source.write_text(json.dumps(benchmark(cases)))
+        for _ in range(rounds):
+            for python, figures in ((other, theirs), (sys.executable, ours)):
+                home = Path(tmp) / f"home-{len(ours) + len(theirs)}"
+                figures.append(child_run(python, source, home))
+                shutil.rmtree(home)
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    print(f"run CPU a case at {cases} cases, {rounds} rounds in turns (fresh processes): this install "
+          f"{', '.join(f'{x * 1000:.2f}' for x in ours)} ms; {install_of(other)} "
+          f"{', '.join(f'{x * 1000:.2f}' for x in theirs)} ms")
+    met = ratio <= AGAINST_TARGET
+    print(f"this / that (medians): {ratio:.2f} (target <= 0.33 against the code issue 15 was filed on) "
+          f"{'ok' if met else 'MISSED'}")
+    return met
+
+
 def main(argv: list[str]) -> int:
     """Print run CPU per case at CASES / 10 and CASES, their ratio, transactions per case and the
-    ledger's share of the run's CPU."""
+    ledger's share of the run's CPU (and, with ``--against``, the run's CPU against another install's)."""
     if argv[:1] == ["--judge"]:   # the child py-spy samples
         judge(Path(argv[1]))
         return 0
-    cases = int(argv[0]) if argv else 10_000
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cases", type=int, nargs="?", default=10_000)
+    parser.add_argument("--against", metavar="PYTHON", help="interpreter of another install to compare with")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each install with --against (default 3)")
+    args = parser.parse_args(argv)
+    cases = args.cases
     small = max(2, cases // 10)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "small").mkdir()
@@ -140,7 +216,8 @@ def main(argv: list[str]) -> int:
           f"({commits / judged:.2f} a case)")
     print(f"ledger share of run CPU at {judged} cases: {share:.0%} (target < {SHARE_TARGET:.0%}; measured by "
           f"{profiler}) {'ok' if share < SHARE_TARGET else 'MISSED'}")
-    return 0 if ratio <= TARGET else 1
+    met = against(cases, args.against, args.rounds) if args.against else True
+    return 0 if ratio <= TARGET and met else 1
 
 
 if __name__ == "__main__":
