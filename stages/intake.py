@@ -25,7 +25,7 @@ from evalledger.ledger import Event, Ledger, NewEvent, event_id
 from evalledger.ledger.api import CHUNK_BYTES
 from evalledger.ledger.persistence import Recorder
 from evalledger.stages import intake_events as ev
-from evalledger.stages import intake_files, intake_lines, intake_pending, intake_spool, intake_stream
+from evalledger.stages import intake_files, intake_lineage, intake_lines, intake_pending, intake_spool, intake_stream
 from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
 from evalledger.stages.intake_pending import HeldSpill, pending_for, pending_responses  # noqa: F401 (re-exported)
 from evalledger.stages.intake_read import FileRead, read_once
@@ -180,13 +180,13 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
     spill = intake_spool.prefix(intake_spool.SPILL)
     with tempfile.TemporaryDirectory(dir=read.spool.parent, prefix=spill) as folder:
         spilled = intake_stream.read_native(read.spool, Path(folder), max_response_chars)
-        # an earlier version to compare with: read whole
-        if spilled is not None and not spilled.has_earlier_version(led):
+        if spilled is not None:
+            spilled.lineage = spilled.version_lineage(led)
             _keep_spooled(led, read)
             result = _accept_spilled(led, spilled, name, read)
             resolve_pending(led)
             return result
-        lines = None if spilled is not None else \
+        lines = \
             intake_lines.read_response_lines(read.spool, Path(folder), max_response_chars)
         head = None if lines is None else find_registration(led, lines.benchmark_ref)
         if lines is not None and head is None:     # responses waiting for their benchmark
@@ -233,6 +233,8 @@ def _accept_spilled(led: Ledger, spilled: intake_stream.SpilledBenchmark, name: 
                                 spilled.name)
     result = IngestResult(name, read.sha256, "accepted", "benchmark", spilled.benchmark, spilled.name)
     result.warnings = list(spilled.warnings)
+    if spilled.lineage:
+        result.notes.append(_version_note(led, {**spilled.record(), **spilled.lineage}))
     events = chain([received], spilled.events(source, received))
     waiting = pending_for(led, spilled.record())
     if not waiting:
@@ -241,7 +243,8 @@ def _accept_spilled(led: Ledger, spilled: intake_stream.SpilledBenchmark, name: 
         return _commit(led, events, result, SPILLED_CHUNK_BYTES)
     questions = intake_lines.SpilledQuestions(spilled.question_parts(), spilled.folder / "registered.json")
     try:
-        resolving, result.notes = _resolving(led, spilled.record(), waiting, questions, spilled.folder)
+        resolving, notes = _resolving(led, spilled.record(), waiting, questions, spilled.folder)
+        result.notes += notes
         return _commit(led, chain(events, resolving), result, SPILLED_CHUNK_BYTES)
     finally:
         questions.close()
@@ -457,25 +460,10 @@ def _commit(led: Ledger, batch: Iterable[NewEvent], result: IngestResult,
 # --- benchmarks and pending responses ------------------------------------------------------------
 
 def version_lineage(led: Ledger, name: str, kind: str, questions: list[dict]) -> dict:
-    """Where a benchmark named ``name`` stands among the versions registered before it.
-
-    A benchmark is one name with versions: each registration of new content under a name already
-    registered (same kind) is the next version, and lists its changes against the latest one
-    (question ids added, removed, changed). ``{}`` for a first version.
-    """
-    earlier: list[dict] = []
-    for event in registered_benchmarks(led):
-        d = event.data
-        if d["name"] == name and d["kind"] == kind and all(e["benchmark"] != d["benchmark"] for e in earlier):
-            earlier.append(d)
-    if not earlier:
-        return {}
-    last = earlier[-1]
-    before = {q["id"]: q for q in last["questions"]}
+    """Where a benchmark named ``name`` with ``questions`` stands among the versions registered
+    before it (``intake_lineage``); ``{}`` for a first version."""
     after = {q["id"]: q for q in questions}
-    changes = {"added": sorted(set(after) - set(before)), "removed": sorted(set(before) - set(after)),
-               "changed": sorted(q for q in set(after) & set(before) if after[q] != before[q])}
-    return {"version": len(earlier) + 1, "previous": last["benchmark"], "changes": changes}
+    return intake_lineage.lineage(led, intake_lineage.latest_version(led, name, kind), after, after.__getitem__)
 
 
 def registered_benchmarks(led: Ledger) -> Iterator[Event]:

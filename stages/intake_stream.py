@@ -8,9 +8,9 @@ very events (byte for byte) that intake makes from a file read whole, one at a t
 ``Ledger.append_many`` takes them. Only the question ids (to find a response's question) and the
 case ids of one part of ``responses.registered`` (``intake_events.PART_CASES``) are held at once.
 
-This path only says yes: a file it does not take as plainly valid (any problem at all, a name
-already registered as an earlier version) gives None, and
-intake reads the file whole as before, so every error and every lineage note stays as it was.
+This path only says yes: a file it does not take as plainly valid (any problem at all) gives
+None, and intake reads the file whole as before, so every error stays as it was. A later version
+of a registered name is compared with the latest one a part at a time (``intake_lineage``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from evalledger.ledger import Ledger, NewEvent, canonical_json
 from evalledger.stages import intake_events as ev
+from evalledger.stages import intake_lineage
 from evalledger.stages.formats import native
 from evalledger.stages.formats.checks import check_config
 from evalledger.stages.formats.ids import case_id
@@ -57,6 +58,7 @@ class SpilledBenchmark:
     config: dict = field(default_factory=dict)
     name: str = ""
     description: str = ""
+    lineage: dict = field(default_factory=dict)   # a later version's (``version_lineage``), set before ``events``
 
     @property
     def questions_path(self) -> Path:
@@ -184,11 +186,18 @@ class SpilledBenchmark:
             for number in range(len(self.parts)):
                 yield self._questions(bounds[number], bounds[number + 1], fh)
 
-    def has_earlier_version(self, led: Ledger) -> bool:
-        """True when a benchmark of this name is registered already: intake then compares every
-        question with it (``version_lineage``), so it reads the file whole."""
-        return any(event.data["name"] == self.name and event.data["kind"] == "template"
-                   for event in led.read(types=["benchmark.registered"]))
+    def version_lineage(self, led: Ledger) -> dict:
+        """This benchmark's place among the versions of its name (``intake_lineage``); ``{}`` for a
+        first version. Its question ids (dropped after the check) are read back from the spill only
+        when there is an earlier version, and each question is looked up there by number."""
+        latest = intake_lineage.latest_version(led, self.name, "template")
+        if latest[1] is None:
+            return {}
+        numbers = {question["id"]: number for number, question in
+                   enumerate(q for part in self.question_parts() for q in part)}
+        with open(self.questions_path, "rb") as fh:
+            return intake_lineage.lineage(led, latest, numbers,
+                                          lambda qid: self._questions(numbers[qid], numbers[qid] + 1, fh)[0])
 
     def record(self) -> dict:
         """What ``case.opened`` and ``responses.registered`` need of the registration."""
@@ -211,6 +220,7 @@ class SpilledBenchmark:
                 **({"description": self.description} if self.description else {})}
         if self.warnings:
             data["warnings"] = self.warnings
+        data.update(self.lineage)
         if len(self.parts) > 1:
             data = {**data, "question_count": len(self.starts) - 1, "question_parts": len(self.parts)}
         stream, meta = f"benchmark:{self.benchmark}", ev.meta(causation)

@@ -212,3 +212,47 @@ def test_a_spooled_benchmark_in_a_postgresql_store_keeps_its_file_and_the_same_e
             assert led.recorder.file_bytes(sha) == path.read_bytes()
         found.append(events_of(home))
     assert found[0] == found[1]
+
+
+def later_version(doc: dict, tag: str) -> dict:
+    """``doc`` as its next version: a question changed in each part, one removed, two added."""
+    questions = [dict(q) for q in doc["questions"]]
+    for number in (5, len(questions) - 3):
+        questions[number] = {**questions[number], "question": questions[number]["question"] + f" ({tag})"}
+    del questions[7]
+    extra = arithmetic_benchmark(len(doc["questions"]) + 2, "x")["questions"][-2:]
+    kept = {q["id"] for q in questions}
+    return {**doc, "questions": questions + [dict(q, id=f"{q['id']}-{tag}") for q in extra],
+            "responses": [r for r in doc["responses"] if r["question_id"] in kept]}
+
+
+def test_later_versions_of_a_registration_in_parts_come_out_as_when_read_whole(tmp_path):
+    # 1,200 questions: both versions are registered in two parts, and the earlier one is read a part at a time
+    first = arithmetic_benchmark(1200, "big")
+    second = later_version(first, "v2")
+    third = later_version(second, "v3")
+    v1, v2, v3 = (write(tmp_path, f"v{n}.json", doc) for n, doc in ((1, first), (2, second), (3, third)))
+    whole, spooled, one, other = both_ways(tmp_path, v3, before=(v1, v2))
+    assert "version 3 of 'big': 2 changed (q1199, q5), 2 added (q1201-v3, q1202-v3), 1 removed (q8)" in one.line()
+    assert other.line() == one.line()
+    assert spooled == whole
+
+
+def test_a_later_version_is_spooled_and_its_memory_does_not_grow_with_the_file(tmp_path):
+    def peak(cases: int) -> float:
+        first = arithmetic_benchmark(cases // 2, "grow")
+        home = tmp_path / f"home{cases}"
+        with ledger.open_ledger(home) as led:
+            assert ingest_path(led, write(tmp_path, f"v1-{cases}.json", first)).ok
+        v2 = write(tmp_path, f"v2-{cases}.json", later_version(first, "v2"))
+        code, mb, errors = peak_rss_mb([sys.executable, "-c", CHILD, str(home), str(v2), "0"])
+        assert code == 0, errors[-2000:]
+        with ledger.open_ledger(home, readonly=True) as led:
+            [latest] = [e.data for e in led.read(types=["benchmark.registered"]) if e.data.get("version") == 2]
+        assert latest["changes"]["removed"] == ["q7"]
+        return mb
+
+    small, large = peak(2000), peak(8000)
+    # read whole (as a later version was before), the peak grew ~3 KB a case
+    per_case_kb = (large - small) * 1024 / 6000
+    assert per_case_kb < 1.5, f"the peak grows {per_case_kb:.2f} KB a case ({small:.0f} -> {large:.0f} MB)"
