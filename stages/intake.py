@@ -387,7 +387,7 @@ def _accept_benchmark(led: Ledger, parsed: ParsedFile, source: dict, size: int) 
         result.notes.append(_version_note(led, record))
     waiting = pending_for(led, record)
     # a spill folder only when pending responses wait: most benchmarks resolve none
-    with _spill_folder(led) if waiting else contextlib.nullcontext("") as folder:
+    with spill_folder(led) if waiting else contextlib.nullcontext("") as folder:
         resolving, notes = _resolving(led, record, waiting, {q["id"]: q for q in record["questions"]}, Path(folder))
         result.notes += notes
         result.untranslated = [p.as_dict() for p in bench.rejected_questions + bench.rejected_traits]
@@ -515,7 +515,7 @@ def resolve_pending(led: Ledger) -> int:
         head = find_registration(led, held.data["benchmark"])
         if head is None:
             continue
-        with _spill_folder(led) as name:
+        with spill_folder(led) as name:
             folder = Path(name)
             questions = intake_lines.registered_questions(led, head, folder)
             try:
@@ -528,7 +528,7 @@ def resolve_pending(led: Ledger) -> int:
     return opened
 
 
-def _spill_folder(led: Ledger) -> tempfile.TemporaryDirectory[str]:
+def spill_folder(led: Ledger) -> tempfile.TemporaryDirectory[str]:
     """A private folder for spill files, removed when left: in the home's processed/ (the same disk
     as what it holds), else the system's temporary folder."""
     folder = _spool_folder(led)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Collection, Iterator
 
-from evalledger.ledger import Event, Ledger
+from evalledger.ledger import Event, Ledger, event_id
 
 
 def latest_version(led: Ledger, name: str, kind: str) -> tuple[int, Event | None]:
@@ -27,18 +27,15 @@ def latest_version(led: Ledger, name: str, kind: str) -> tuple[int, Event | None
     return len(seen), last
 
 
-def registered_questions(led: Ledger, registration: Event) -> Iterator[dict]:
-    """Every question of a registration in order: its own, then those of its parts, one part read at a time."""
-    yield from registration.data.get("questions") or []
-    if (registration.data.get("question_parts") or 1) == 1:
-        return
-    held: dict[int, list[dict]] = {}   # parts read before an earlier one (they are stored in order)
-    following = 1
-    for part in led.read(types=["benchmark.questions_added"], stream=registration.stream):
-        held[part.data["part"]] = part.data["questions"]
-        while following in held:
-            yield from held.pop(following)
-            following += 1
+def registration_parts(led: Ledger, head: Event) -> Iterator[list[dict]]:
+    """The questions of the registration ``head`` (a ``benchmark.registered`` event, its parts not
+    joined), a part at a time, in order: its own, then each ``benchmark.questions_added``'s."""
+    yield head.data.get("questions") or []
+    bid = head.data["benchmark"]
+    for number in range(1, head.data.get("question_parts") or 1):
+        part = led.get(event_id(head.stream, "benchmark.questions_added", f"{bid}:questions:{number}"))
+        assert part is not None, "a registration's parts are appended in its batch"
+        yield part.data["questions"]
 
 
 def lineage(led: Ledger, latest: tuple[int, Event | None], ids: Collection[str],
@@ -50,7 +47,7 @@ def lineage(led: Ledger, latest: tuple[int, Event | None], ids: Collection[str],
         return {}
     before: set[str] = set()
     changed: set[str] = set()
-    for earlier in registered_questions(led, last):
+    for earlier in (q for part in registration_parts(led, last) for q in part):
         qid = earlier["id"]
         before.add(qid)
         if qid in ids and question(qid) != earlier:

@@ -25,8 +25,9 @@ from typing import IO, Any, Iterable, Iterator, cast
 import orjson
 from pydantic import ValidationError
 
-from evalledger.ledger import Event, Ledger, NewEvent, canonical_json, event_id
+from evalledger.ledger import Event, Ledger, NewEvent, canonical_json
 from evalledger.stages import intake_events as ev
+from evalledger.stages import intake_lineage
 from evalledger.stages.formats import native
 from evalledger.stages.formats.decode import loads
 from evalledger.stages.formats.errors import FileRejected
@@ -141,17 +142,7 @@ class SpilledQuestions:
 def registered_questions(led: Ledger, head: Event, folder: Path) -> SpilledQuestions:
     """The questions of the registration ``head`` (a ``benchmark.registered`` event, its parts
     not joined) spilled into ``folder``."""
-    return SpilledQuestions(_question_parts(led, head), folder / "questions.json")
-
-
-def _question_parts(led: Ledger, head: Event) -> Iterator[list[dict]]:
-    """The questions of the registration ``head``, a part at a time, in order."""
-    yield head.data.get("questions") or []
-    bid = head.data["benchmark"]
-    for number in range(1, head.data.get("question_parts") or 1):
-        part = led.get(event_id(head.stream, "benchmark.questions_added", f"{bid}:questions:{number}"))
-        assert part is not None, "a registration's parts are appended in its batch"
-        yield part.data["questions"]
+    return SpilledQuestions(intake_lineage.registration_parts(led, head), folder / "questions.json")
 
 
 def _rows(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:

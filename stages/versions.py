@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
+from itertools import chain
+from pathlib import Path
+from typing import Iterable, Iterator
 
-from evalledger.ledger import Ledger, event_id
+import orjson
+
+from evalledger.ledger import Event, Ledger, NewEvent, canonical_json, event_id
 from evalledger.stages import intake_events as ev
 from evalledger.stages.formats import ParsedResponse
-from evalledger.stages.intake import registered_benchmarks
+from evalledger.stages.formats.ids import case_id
+from evalledger.stages.intake import spill_folder
+from evalledger.stages.intake_lines import SpilledQuestions, registered_questions
 
 
 class RebindError(LookupError):
@@ -36,51 +43,103 @@ class RebindResult:
 
 
 def rebind(led: Ledger, name: str) -> RebindResult:
-    """Open the responses of every earlier version of ``name`` as cases of its latest version."""
-    versions: dict[str, dict] = {}
-    for event in registered_benchmarks(led):
+    """Open the responses of every earlier version of ``name`` as cases of its latest version.
+
+    Memory does not grow with the benchmark: the registrations are read without their parts
+    joined, the latest version's questions and each earlier version's responses wait in spill
+    files, and the cases are appended as ONE batch a chunk at a time (``Ledger.append_many``)."""
+    versions: dict[str, Event] = {}   # benchmark id -> its registration (its first part of questions)
+    for event in led.read(types=["benchmark.registered"]):
         if event.data["name"] == name or event.data["benchmark"] == name:
-            versions[event.data["benchmark"]] = event.data
+            versions[event.data["benchmark"]] = event
     if not versions:
         raise RebindError(f"no benchmark named {name!r} in this ledger")
-    latest = list(versions.values())[-1]
-    kinds = {v["kind"] for v in versions.values()}
+    head = list(versions.values())[-1]
+    latest = head.data
+    kinds = {v.data["kind"] for v in versions.values()}
     if len(versions) == 1:
         raise RebindError(f"{latest['name']!r} has one version; nothing to re-bind")
     if len(kinds) > 1:
         raise RebindError(f"benchmarks named {latest['name']!r} are of different kinds ({', '.join(sorted(kinds))}); "
                           "they are not versions of one another")
-    questions = {q["id"] for q in latest["questions"]}
     result = RebindResult(latest["name"], latest["benchmark"], latest.get("version") or 1)
-    batch = []
-    for old_id in list(versions)[:-1]:
-        responses, seen = [], set()
+    cause = event_id(f"benchmark:{latest['benchmark']}", "benchmark.registered", latest["benchmark"])
+    with spill_folder(led) as folder:
+        questions = registered_questions(led, head, Path(folder))
+        try:
+            batches = []
+            for number, old_id in enumerate(list(versions)[:-1]):
+                kept = _spill_responses(led, old_id, questions, Path(folder) / f"responses-{number}.jsonl", result)
+                if kept:
+                    result.sources.append(old_id)
+                    batches.append(_rebound(latest, old_id, kept, questions, cause))
+            if batches:
+                _append_counted(led, chain.from_iterable(batches), result)
+        finally:
+            questions.close()
+    return result
+
+
+@dataclass
+class _Kept:
+    """An earlier version's responses to re-bind, one JSON line each in ``path``."""
+
+    path: Path
+    count: int
+
+    def rows(self) -> Iterator[list]:
+        """[question id, model, response, earlier case id] of each response, in order."""
+        with open(self.path, "rb") as fh:
+            for line in fh:
+                yield orjson.loads(line)
+
+
+def _spill_responses(led: Ledger, old_id: str, questions: SpilledQuestions, path: Path,
+                     result: RebindResult) -> _Kept | None:
+    """Spill the distinct responses of benchmark ``old_id`` whose question the latest version
+    has into ``path``; note in ``result`` those it has not. None when none is kept."""
+    seen: set[bytes] = set()   # 16 bytes of a digest a response, not its text
+    count = 0
+    with open(path, "wb") as out:
         for event in led.read(types=["case.opened"]):
             d = event.data
             if d.get("benchmark") != old_id:
                 continue
-            key = (d["question_id"], d.get("model"), d["response"])
+            key = hashlib.sha256(canonical_json([d["question_id"], d.get("model"), d["response"]])).digest()[:16]
             if key in seen:
                 continue
             seen.add(key)
             if d["question_id"] not in questions:
                 result.dropped.append(f"question {d['question_id']} (model {d.get('model')}): not in the latest version")
                 continue
-            responses.append(ParsedResponse(d["question_id"], d.get("model"), d["response"], f"case {d['case_id']}"))
-        if not responses:
-            continue
-        result.sources.append(old_id)
-        digest = hashlib.sha256(f"rebind:{old_id}->{latest['benchmark']}".encode()).hexdigest()
-        source = {"file": f"rebind of {old_id}", "sha256": digest}
-        cause = event_id(f"benchmark:{latest['benchmark']}", "benchmark.registered", latest["benchmark"])
-        cases = ev.cases(latest, responses, source, cause)
-        record = list(ev.responses_parts(latest, source, [e.data["case_id"] for e in cases], len(cases), cause))
-        record[0] = replace(record[0], data={**record[0].data, "rebound_from": old_id})
-        batch += [*record, *cases]
-    if batch:
-        before = led.head().seq
-        stored = led.append(batch)
-        opened = [e for e in stored if e.type == "case.opened"]
-        result.opened = sum(1 for e in opened if e.seq > before)
-        result.already = len(opened) - result.opened
-    return result
+            out.write(canonical_json([d["question_id"], d.get("model"), d["response"], d["case_id"]]) + b"\n")
+            count += 1
+    return _Kept(path, count) if count else None
+
+
+def _rebound(latest: dict, old_id: str, kept: _Kept, questions: SpilledQuestions, cause: str) -> Iterator[NewEvent]:
+    """The events that open ``kept`` as cases of ``latest``: the record (``rebound_from`` in its
+    first event, its case ids a part at a time), then a ``case.opened`` per response."""
+    digest = hashlib.sha256(f"rebind:{old_id}->{latest['benchmark']}".encode()).hexdigest()
+    source = {"file": f"rebind of {old_id}", "sha256": digest}
+    ids = (case_id(latest["benchmark"], qid, model, text) for qid, model, text, _ in kept.rows())
+    record = ev.responses_parts(latest, source, ids, kept.count, cause)
+    first = next(record)
+    yield replace(first, data={**first.data, "rebound_from": old_id})
+    yield from record
+    for qid, model, text, old_case in kept.rows():
+        response = ParsedResponse(qid, model, text, f"case {old_case}")
+        yield ev.case_opened(latest, response, questions.get(qid), source, cause,
+                             case_id(latest["benchmark"], qid, model, text))
+
+
+def _append_counted(led: Ledger, events: Iterable[NewEvent], result: RebindResult) -> None:
+    """Append ``events`` as one batch; count in ``result`` the cases opened and those already there."""
+    def seen(event: Event, new: bool) -> None:
+        if event.type == "case.opened":
+            if new:
+                result.opened += 1
+            else:
+                result.already += 1
+
+    led.append_many(events, seen)

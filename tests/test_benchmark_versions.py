@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from evalledger import ledger
+from evalledger.stages.intake import ingest_path
+from evalledger.testing.arithmetic import arithmetic_benchmark
+from evalledger.testing.peak_rss import peak_rss_mb
 
 
 def _benchmark(truths: dict[str, int], extra: dict | None = None) -> dict:
@@ -76,3 +80,26 @@ def test_rebind_refuses_what_is_not_a_version(tmp_path, run_cli):
     run_cli("ingest", one, home=home)
     done = run_cli("rebind", "solar-system-basics", home=home)
     assert done.returncode == 2 and "one version" in done.stderr
+
+
+def test_rebind_memory_does_not_grow_with_the_benchmark(tmp_path):
+    # it held every version's questions and every earlier response (2 GB at 100,000 cases)
+    def peak(cases: int) -> float:
+        first = arithmetic_benchmark(cases // 2, "grow")
+        second = {**first, "questions": first["questions"][1:]}   # q0 removed: its responses stay behind
+        second.pop("responses")
+        home = tmp_path / f"home{cases}"
+        with ledger.open_ledger(home) as led:
+            for n, doc in enumerate((first, second)):
+                (tmp_path / f"v{n}-{cases}.json").write_text(json.dumps(doc))
+                assert ingest_path(led, tmp_path / f"v{n}-{cases}.json").ok
+        code, mb, errors = peak_rss_mb([sys.executable, "-m", "evalledger", "--home", str(home), "rebind", "grow"])
+        assert code == 0, errors[-2000:]
+        with ledger.open_ledger(home, readonly=True) as led:
+            latest = [e.data["benchmark"] for e in led.read(types=["benchmark.registered"])][-1]
+            assert sum(1 for e in led.read(types=["case.opened"]) if e.data["benchmark"] == latest) == cases - 2
+        return mb
+
+    small, large = peak(2000), peak(8000)
+    per_case_kb = (large - small) * 1024 / 6000
+    assert per_case_kb < 1.5, f"the peak grows {per_case_kb:.2f} KB a case ({small:.0f} -> {large:.0f} MB)"
