@@ -38,8 +38,9 @@ CASES = {
                      ["ms a case", "per-case CPU at 40 vs 4 cases", "target <= 1.25", "a case)",
                       "ledger share of run CPU at 40 cases", "measured by", "this / that (medians)",
                       "target <= 0.33 against the code issue 15 was filed on"]),
-    "memory_bench.py": (["20", "60", "--commands", "ingest,report"],   # report folds without a run
-                        ["peak RSS, MB: 20 cases -> 60 cases", "ingest", "report", "target < 300 MB", "ratio"]),
+    "memory_bench.py": (["20", "60", "--commands", "ingest,report,version,rebind"],   # report folds without a run
+                        ["peak RSS, MB: 20 cases -> 60 cases", "ingest", "report", "version", "rebind", "target < 300 MB",
+                         "ratio"]),
     "merkle_bench.py": (["3000"], ["merkle root", "chain verify", "append keeping the tree", "inclusion proof"]),
     "schema_bench.py": (["--repeat", "5"], ["request shapes", "built", "cached", "target < 0.2 ms"]),
     "ledger_bench.py": (["1000"], ["append", "1 event a transaction", "read", "peak RSS", "verify", "medians"]),

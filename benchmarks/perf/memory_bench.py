@@ -6,7 +6,9 @@ Run:  python benchmarks/perf/memory_bench.py [SMALL] [LARGE] [--commands ingest,
 For each size a benchmark of the issue's workload kind (``replay_bench.benchmark``: N/2 template
 questions with two fields, answered by two models, under deep judgment) is written, then each
 command runs as its own ``evalledger`` process against one home: ``ingest``, ``run`` (offline
-judge), ``report``, ``rebuild``, ``verify`` and ``replay``. Each process's peak resident set
+judge), ``report``, ``rebuild``, ``verify``, ``status``, ``replay``, then ``version`` (``ingest`` of the
+benchmark's next version: one question's ground truth fixed, no responses) and ``rebind`` (its
+cases opened again under that version). Each process's peak resident set
 (``ru_maxrss`` from ``wait4``, in a small launcher process: see ``peak_mb``) is printed; the
 baseline is the same command on the smaller home,
 measured in the same run. Targets: every command under 300 MB at the larger size, and large/small
@@ -29,7 +31,7 @@ from evalledger.testing.peak_rss import peak_rss_mb  # noqa: E402
 
 LIMIT_MB = 300
 RATIO = 1.25
-COMMANDS = ("ingest", "run", "report", "rebuild", "verify", "replay")
+COMMANDS = ("ingest", "run", "report", "rebuild", "verify", "status", "replay", "version", "rebind")
 
 
 def peak_mb(argv: list[str]) -> tuple[float, float]:
@@ -48,8 +50,23 @@ def peak_mb(argv: list[str]) -> tuple[float, float]:
 def command_line(command: str, home: Path, source: Path) -> list[str]:
     """The evalledger command line of one measured command."""
     cli = [sys.executable, "-m", "evalledger", "--home", str(home)]
-    extra = {"ingest": [str(source)], "run": ["--judge", "offline"], "replay": ["--into", str(home) + "-replay"]}
+    if command == "version":
+        return cli + ["ingest", str(next_version(source))]
+    extra = {"ingest": [str(source)], "run": ["--judge", "offline"], "replay": ["--into", str(home) + "-replay"],
+             "rebind": [json.loads(source.read_bytes())["name"]]}
     return cli + [command, *extra.get(command, [])]
+
+
+def next_version(source: Path) -> Path:
+    """The benchmark at ``source`` as its next version, written beside it: the first question's
+    ground truth fixed, and no responses (``rebind`` brings the earlier ones over)."""
+    doc = json.loads(source.read_bytes())
+    doc.pop("responses", None)
+    field = doc["questions"][0]["template"]["fields"][0]
+    field["ground_truth"] = field["ground_truth"] + 1
+    path = source.with_name("benchmark-v2.json")
+    path.write_text(json.dumps(doc))
+    return path
 
 
 def measure(cases: int, folder: Path, commands: tuple[str, ...]) -> dict[str, float]:
