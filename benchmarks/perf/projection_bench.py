@@ -263,7 +263,7 @@ def judged_ratio(cases: int, repeat: int, rows: str) -> None:
     questions x 2 models, two fields, deep judgment), as a run leaves it. Information: the ledger
     above is made of events shaped like the stages' but holds no deep-judgment request in the blob
     store, where the fold opens one for each such call (for the field or trait it served)."""
-    from replay_bench import benchmark   # this folder is not a package: the script's own folder is on the path
+    from replay_bench import benchmark  # this folder is not a package: the script's own folder is on the path
 
     with tempfile.TemporaryDirectory(prefix="projection-bench-judged-") as tmp:
         source = Path(tmp) / "benchmark.json"
