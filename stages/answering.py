@@ -46,12 +46,33 @@ def answered_case_id(benchmark: str, question_id: str, profile) -> str:
                      profile.verify.identity()])
 
 
-def unanswered_questions(led, opened: list[dict[str, Any]], profile, known: set[str]) -> list[dict[str, Any]]:
+@dataclass
+class OpenedCases:
+    """What opening answered and profile cases needs of the cases already opened: their ids, and
+    the (benchmark, question id) pairs a response was dropped in for."""
+
+    known: set[str]
+    dropped: set[tuple[Any, str]]
+
+
+def opened_cases(led) -> OpenedCases:
+    """The ``OpenedCases`` of the ledger, read an event at a time: an event holds its question and
+    response, so keeping them all took about 10 KB a case."""
+    known: set[str] = set()
+    dropped: set[tuple[Any, str]] = set()
+    for event in led.read(types=["case.opened"]):
+        d = event.data
+        known.add(d.get("case_id"))
+        if not d.get("answered_by"):
+            dropped.add((d.get("benchmark"), str(d.get("question_id"))))
+    return OpenedCases(known, dropped)
+
+
+def unanswered_questions(led, opened: OpenedCases, profile) -> list[dict[str, Any]]:
     """The template questions no response was dropped in for, that ``profile`` has not answered yet.
 
     Each is ``{benchmark, question, case_id}`` with the benchmark's ``benchmark.registered`` data.
     """
-    dropped = {(d.get("benchmark"), str(d.get("question_id"))) for d in opened if not d.get("answered_by")}
     out = []
     for event in registered_benchmarks(led):
         bench = event.data
@@ -59,10 +80,10 @@ def unanswered_questions(led, opened: list[dict[str, Any]], profile, known: set[
             continue
         for question in bench.get("questions") or []:
             qid = str(question.get("id"))
-            if (bench["benchmark"], qid) in dropped or not question.get("question"):
+            if (bench["benchmark"], qid) in opened.dropped or not question.get("question"):
                 continue
             cid = answered_case_id(bench["benchmark"], qid, profile)
-            if cid not in known:
+            if cid not in opened.known:
                 out.append({"benchmark": bench, "question": question, "case_id": cid})
     return out
 

@@ -20,12 +20,15 @@ their ids are deterministic, so a rerun opens nothing twice.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterable
+from itertools import islice
+from typing import Any, Iterable, Iterator
 
 from evalledger.ledger import NewEvent
 from evalledger.stages.answering import (
+    OpenedCases,
     PlainAnswerer,
     answer_questions,
+    opened_cases,
     profile_config,
     profile_fields,
     unanswered_questions,
@@ -58,6 +61,15 @@ def profile_case(origin: dict[str, Any], profile: Profile, meta: dict[str, Any])
     data = {**origin, "case_id": cid, "origin_case": origin["case_id"], **profile_fields(profile),
             "config": profile_config(origin.get("config"), profile)}
     return NewEvent(f"case:{cid}", "case.opened", data, key=cid, meta=meta)
+
+
+def _profile_cases(led, upto: int, profile: Profile, meta: dict[str, Any], known: set[str]) -> Iterator[NewEvent]:
+    """The profile cases of ``profile`` not opened yet, for the cases without a profile up to seq
+    ``upto``, read an event at a time."""
+    for event in led.read(types=["case.opened"], to_seq=upto):
+        origin = event.data
+        if not origin.get("profile") and profile_case_id(origin["case_id"], profile) not in known:
+            yield profile_case(origin, profile, meta)
 
 
 def replay_judge_for(replay, judged_by: dict[str, Any], cache: dict[str, Any], led):
@@ -142,23 +154,22 @@ class ProfilePlan:
         asked again by the next run). Stops quietly when the budget is spent.
         """
         meta = {"run": run_id, **STAGE_META}
-        opened = [e.data for e in led.read(types=["case.opened"])]
-        known = {d.get("case_id") for d in opened}
-        origins = [d for d in opened if not d.get("profile")]
-        batch = [profile_case(origin, profile, meta) for profile in self.profiles.values()
-                 for origin in origins if profile_case_id(origin["case_id"], profile) not in known]
-        for start in range(0, len(batch), 1000):
-            led.append(batch[start:start + 1000])
+        opened = opened_cases(led)
+        upto = led.head().seq   # the cases opened before: not the profile cases appended below
+        for profile in self.profiles.values():
+            batch = _profile_cases(led, upto, profile, meta, opened.known)
+            while chunk := list(islice(batch, 1000)):   # 1,000 a transaction, made as they go in
+                led.append(chunk)
         answerers = [p for p in self.profiles.values() if p.run is not None]
-        return await self._answer(led, opened, known, answerers, meta, run_config, no_cache, budget)
+        return await self._answer(led, opened, answerers, meta, run_config, no_cache, budget)
 
-    async def _answer(self, led, opened, known, answerers, meta, run_config, no_cache, budget):
+    async def _answer(self, led, opened: OpenedCases, answerers, meta, run_config, no_cache, budget):
         """Answer the unanswered questions for each answerer (a profile, or a PlainAnswerer); the failures."""
         failures: list[dict[str, str]] = []
         for answerer in answerers:
             if budget is not None and budget.stopped:
                 break
-            questions = unanswered_questions(led, opened, answerer, known)
+            questions = unanswered_questions(led, opened, answerer)
             if not questions:
                 continue
             port = self._answerer(answerer.run, led, run_config, no_cache, budget)
@@ -208,8 +219,6 @@ class AnsweringPlan(ProfilePlan):
     async def open_cases(self, led, run_id: str, run_config: VerificationConfig, no_cache: bool,
                          budget) -> list[dict[str, str]]:
         """Answer every question without a response with each answering model; the failures."""
-        opened = [e.data for e in led.read(types=["case.opened"])]
-        known = {d.get("case_id") for d in opened}
         answerers = [PlainAnswerer(model) for model in self.models]
-        return await self._answer(led, opened, known, answerers, {"run": run_id, **STAGE_META},
+        return await self._answer(led, opened_cases(led), answerers, {"run": run_id, **STAGE_META},
                                   run_config, no_cache, budget)
