@@ -11,6 +11,10 @@ and the CLI reuse it:
 
 from __future__ import annotations
 
+import json
+import os
+import sqlite3
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,24 +29,16 @@ def case_states(led: Ledger, events=None) -> dict[str, str]:
 
     ``events`` may be given (any iterable of events in seq order) to fold without reading the ledger.
     """
-    return _fold_states(events if events is not None else led.read(types=_STATE_EVENTS))[0]
-
-
-def _fold_states(events) -> tuple[dict[str, str], dict[str, str]]:
-    """(``case_states``, the benchmark of each opened case), folded in one pass over ``events``,
-    which are taken one at a time: nothing of an event is kept but its case's id and benchmark."""
     claims_needed: dict[str, set[str]] = {}
     claims_scored: dict[str, set[str]] = {}
-    opened: dict[str, str] = {}        # case id -> its benchmark id, in the order the cases opened
-    same: dict[str, str] = {}          # one string object per benchmark id, not one a case
+    opened: list[str] = []
     judged: set[str] = set()
     failed: set[str] = set()
-    for event in events:
+    for event in events if events is not None else led.read(types=_STATE_EVENTS):
         data = event.data
         cid = data.get("case_id")
         if event.type == "case.opened":
-            benchmark = data.get("benchmark")
-            opened[cid] = same.setdefault(benchmark, benchmark)
+            opened.append(cid)
             if data.get("kind") == "reconstruction":
                 claims = (data.get("question") or {}).get("original_claims") or []
                 claims_needed[cid] = {c.get("id") for c in claims}
@@ -55,8 +51,82 @@ def _fold_states(events) -> tuple[dict[str, str], dict[str, str]]:
     for cid, needed in claims_needed.items():
         if needed and needed <= claims_scored.get(cid, set()):
             judged.add(cid)
-    states = {cid: "judged" if cid in judged else "failed" if cid in failed else "opened" for cid in opened}
-    return states, opened
+    return {cid: "judged" if cid in judged else "failed" if cid in failed else "opened" for cid in opened}
+
+
+# ``state_counts``' tables: the facts ``case_states`` folds, a row each, in a temporary file.
+_COUNT_SCHEMA = """
+CREATE TABLE opened (case_id TEXT PRIMARY KEY, benchmark TEXT) WITHOUT ROWID;
+CREATE TABLE judged (case_id TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE failed (case_id TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE needed (case_id TEXT, claim TEXT, PRIMARY KEY (case_id, claim)) WITHOUT ROWID;
+CREATE TABLE scored (case_id TEXT, claim TEXT, PRIMARY KEY (case_id, claim)) WITHOUT ROWID;
+"""
+_COUNT_STATES = """
+SELECT o.benchmark,
+       CASE WHEN o.case_id IN (SELECT case_id FROM judged)
+              OR (EXISTS (SELECT 1 FROM needed AS n WHERE n.case_id = o.case_id)
+                  AND NOT EXISTS (SELECT 1 FROM needed AS n WHERE n.case_id = o.case_id AND NOT EXISTS
+                                  (SELECT 1 FROM scored AS s WHERE s.case_id = n.case_id AND s.claim = n.claim)))
+            THEN 'judged'
+            WHEN o.case_id IN (SELECT case_id FROM failed) THEN 'failed' ELSE 'opened' END,
+       count(*)
+FROM opened AS o GROUP BY 1, 2
+"""
+_BATCH = 5_000
+
+
+def state_counts(events) -> dict[str, dict[str, int]]:
+    """Per benchmark, how many of its cases are in each state (``case_states``' rules), folded from
+    ``events`` (in seq order) with a row a fact in a temporary SQLite file: a status of 200,000
+    cases held every case.opened event (1.2 GB), and a dict of every case id still grew with them."""
+    with tempfile.TemporaryDirectory(prefix="evalledger-status-") as folder:
+        db = sqlite3.connect(os.path.join(folder, "states.db"), isolation_level=None)
+        try:
+            for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -4000"):
+                db.execute(f"PRAGMA {pragma}")
+            db.executescript(_COUNT_SCHEMA)
+            rows: dict[str, list[tuple]] = {table: [] for table in ("opened", "judged", "failed", "needed", "scored")}
+            db.execute("BEGIN")
+            for event in events:
+                _note_state_fact(event, rows)
+                if sum(map(len, rows.values())) >= _BATCH:
+                    _insert_facts(db, rows)
+            _insert_facts(db, rows)
+            db.execute("COMMIT")
+            counts: dict[str, dict[str, int]] = {}
+            for benchmark, state, count in db.execute(_COUNT_STATES):
+                counts.setdefault(benchmark, dict.fromkeys(CASE_STATES, 0))[state] = count
+            return counts
+        finally:
+            db.close()
+
+
+def _note_state_fact(event, rows: dict[str, list[tuple]]) -> None:
+    """Add what ``event`` says of its case's state to ``rows`` (a claim id as JSON: it may be null)."""
+    data = event.data
+    cid = data.get("case_id")
+    if event.type == "case.opened":
+        rows["opened"].append((cid, data.get("benchmark")))
+        if data.get("kind") == "reconstruction":
+            claims = (data.get("question") or {}).get("original_claims") or []
+            rows["needed"] += [(cid, json.dumps(c.get("id"))) for c in claims]
+    elif event.type in ("case.judged", "credit.scored"):
+        rows["judged"].append((cid,))
+    elif event.type == "claim.scored":
+        rows["scored"].append((cid, json.dumps(data.get("claim_id"))))
+    elif event.type == "stage.failed" and cid:
+        rows["failed"].append((cid,))
+
+
+def _insert_facts(db: sqlite3.Connection, rows: dict[str, list[tuple]]) -> None:
+    """Store and clear the facts gathered in ``rows`` (a fact seen twice counts once)."""
+    for table, facts in rows.items():
+        if facts:
+            marks = ", ".join("?" * len(facts[0]))
+            verb = "INSERT OR REPLACE" if table == "opened" else "INSERT OR IGNORE"
+            db.executemany(f"{verb} INTO {table} VALUES ({marks})", facts)
+            facts.clear()
 
 
 @dataclass
@@ -82,10 +152,7 @@ def status(led: Ledger) -> Status:
     head = led.head()
     # one pass up to one consistent head, the events taken as they are read (at 200,000 cases,
     # holding them took 1.2 GB)
-    states, benchmark_of = _fold_states(led.read(types=_STATE_EVENTS, to_seq=head.seq))
-    per_benchmark: dict[str, dict[str, int]] = {}
-    for cid, state in states.items():
-        per_benchmark.setdefault(benchmark_of[cid], dict.fromkeys(CASE_STATES, 0))[state] += 1
+    per_benchmark = state_counts(led.read(types=_STATE_EVENTS, to_seq=head.seq))
     out = Status(head={"seq": head.seq, "hash": head.hash})
     for event in led.read(types=["benchmark.registered"]):
         data = event.data
@@ -96,7 +163,7 @@ def status(led: Ledger) -> Status:
             "rejected_traits": len(data.get("rejected_traits") or []),
             "cases": per_benchmark.get(data["benchmark"], dict.fromkeys(CASE_STATES, 0)),
             "seq": event.seq})
-    out.cases = {state: sum(1 for s in states.values() if s == state) for state in CASE_STATES}
+    out.cases = {state: sum(counts[state] for counts in per_benchmark.values()) for state in CASE_STATES}
     out.pending = [{"file": e.data["file"], "sha256": e.data["sha256"], "benchmark": e.data["benchmark"],
                     "responses": e.data.get("count", 0), "seq": e.seq} for e in pending_responses(led)]
     out.rejected = _rejected_files(led)

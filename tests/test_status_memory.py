@@ -1,6 +1,6 @@
-"""``evalledger status`` reads every case's events once and keeps only each case's id, benchmark
-and state: its peak does not grow with the cases' questions and responses (it held every
-``case.opened`` event: 1.2 GB at 200,000 cases)."""
+"""``evalledger status`` reads every case's events once, keeping what they say of its state in a
+temporary file: its peak does not grow with the cases (it held every ``case.opened`` event, 1.2 GB
+at 200,000 cases)."""
 
 from __future__ import annotations
 
