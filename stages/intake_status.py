@@ -21,7 +21,7 @@ from typing import Any
 from evalledger.ledger import Ledger
 
 CASE_STATES = ("opened", "judged", "failed")
-_STATE_EVENTS = ["case.opened", "case.judged", "credit.scored", "claim.scored", "stage.failed"]
+STATE_EVENTS = ["case.opened", "case.judged", "credit.scored", "claim.scored", "stage.failed"]
 
 
 def case_states(led: Ledger, events=None) -> dict[str, str]:
@@ -34,7 +34,7 @@ def case_states(led: Ledger, events=None) -> dict[str, str]:
     opened: list[str] = []
     judged: set[str] = set()
     failed: set[str] = set()
-    for event in events if events is not None else led.read(types=_STATE_EVENTS):
+    for event in events if events is not None else led.read(types=STATE_EVENTS):
         data = event.data
         cid = data.get("case_id")
         if event.type == "case.opened":
@@ -152,7 +152,7 @@ def status(led: Ledger) -> Status:
     head = led.head()
     # one pass up to one consistent head, the events taken as they are read (at 200,000 cases,
     # holding them took 1.2 GB)
-    per_benchmark = state_counts(led.read(types=_STATE_EVENTS, to_seq=head.seq))
+    per_benchmark = state_counts(led.read(types=STATE_EVENTS, to_seq=head.seq))
     out = Status(head={"seq": head.seq, "hash": head.hash})
     for event in led.read(types=["benchmark.registered"]):
         data = event.data
