@@ -121,8 +121,8 @@ class Killer:
         process = subprocess.Popen([sys.executable, "-m", "evalledger", "--home", str(home), *map(str, args)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            process.wait(delay)
-            fate = f"finished before the kill at {delay:.3f}s"
+            code = process.wait(delay)
+            fate = f"finished (exit {code}) before the kill at {delay:.3f}s"
         except subprocess.TimeoutExpired:
             process.send_signal(signal.SIGKILL)
             process.wait(30)
