@@ -134,6 +134,8 @@ def test_rows_and_blobs_rewritten_past_the_triggers_are_named_by_seq(homes, tmp_
         "deleted": [("DELETE FROM events WHERE seq = ?", (seq,))],
         "blob": [("UPDATE blobs SET data = ? WHERE key = ?", (altered, key))],
         "blob gone": [("DELETE FROM blobs WHERE key = ?", (key,))],
+        "blob garbage": [("UPDATE blobs SET data = ? WHERE key = ?", (b"\x00\x11\x22", key))],
+        "blob table dropped": [("DROP TABLE blobs", ())],   # the home then looked like one made before blobs
     }
     for name, statements in edits.items():
         if not statements:
