@@ -17,21 +17,9 @@ import pytest
 
 from conftest import cli
 from evalledger.ledger.mirror_gz import MemberEnd, member, scan
+from test_compact_rows import judged
 
 GZ = "events.jsonl.gz"
-
-
-def judged(folder: Path, *init: str) -> Path:
-    """A home made by ``evalledger init INIT`` whose small arithmetic benchmark was judged offline."""
-    from evalledger.testing.arithmetic import arithmetic_benchmark
-    home = folder / "home"
-    assert cli("init", *init, home=home).returncode == 0
-    source = folder / "bench.json"
-    source.write_text(json.dumps(arithmetic_benchmark(2, "tamper")))
-    for args in (("ingest", source), ("run", "--judge", "offline")):
-        result = cli(*args, home=home)
-        assert result.returncode == 0, result.stdout + result.stderr
-    return home
 
 
 @pytest.fixture(scope="module")
