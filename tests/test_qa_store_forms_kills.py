@@ -206,3 +206,32 @@ def rebuilt(home: Path, into: Path) -> Path:
     mirror = home / "events.jsonl.gz" if (home / "events.jsonl.gz").exists() else home / "events.jsonl"
     ok(cli("import", mirror, home=into))
     return into
+
+
+def test_migrate_carries_on_from_each_state_a_kill_can_leave_and_refuses_anything_else(stages, tmp_path):
+    source = stages["default"]["judged"]["home"]
+    args = ["--mirror", "gzip", "--rows", "compact"]
+    whole = tmp_path / "whole"
+    ok(cli("migrate", "--to", whole, *args, home=source))
+    begun = tmp_path / "begun"          # killed before ledger.db: the empty mirror and lock file
+    begun.mkdir()
+    (begun / "events.jsonl.gz").touch()
+    (begun / "ledger.lock").touch()
+    copied = tmp_path / "copied"        # killed after store.migrated, before processed/ was copied
+    shutil.copytree(whole, copied)
+    shutil.rmtree(copied / "processed")
+    for target in (begun, copied):
+        again = ok(cli("migrate", "--to", target, *args, home=source))
+        assert "migrated" in again.stdout
+        assert headless(report_files(target), target) == headless(report_files(whole), whole)
+        assert sorted(p.name for p in (target / "processed").iterdir()) == \
+            sorted(p.name for p in (whole / "processed").iterdir())
+    assert event_counts(copied) == event_counts(whole)
+    refused = cli("migrate", "--to", whole, "--mirror", "jsonl", "--rows", "text", home=source)
+    assert refused.returncode == 2 and "not empty" in refused.stderr and "gzip mirror and compact rows" in \
+        refused.stderr
+    stranger = tmp_path / "stranger"    # a home with other events is never taken for a migration
+    with ledger.open_ledger(ledger.init_home(stranger)) as led:
+        led.append(ledger.NewEvent("case:x", "note.added", {"text": "not the source's"}))
+    refused = cli("migrate", "--to", stranger, home=source)
+    assert refused.returncode == 2 and "not empty" in refused.stderr, refused.stderr
