@@ -14,7 +14,6 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
-from itertools import chain
 from pathlib import Path
 from typing import IO, Any, Callable, Collection, Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
@@ -22,6 +21,7 @@ from urllib.parse import urlsplit
 import evalledger.ledger.events  # noqa: F401  (registers the catalog)
 from evalledger.ledger.blobs import REF, blob_file_path, is_blob_line, join, ref_key
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
+from evalledger.ledger.importer import FileLines
 from evalledger.ledger.jsonl import JSONLRecorder, tracking_path
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror_gz import GZ_MIRROR, gz_import_lines, gz_side_file, is_gz_mirror, is_gzip_file
@@ -516,14 +516,14 @@ class Ledger:
             if side is None:
                 return self.recorder.import_lines(gz_import_lines(str(path)), str(path))
             with open(side, "rb") as blob_fh:
-                return self.recorder.import_lines(chain(blob_fh, gz_import_lines(str(path))),
+                return self.recorder.import_lines(FileLines(side, blob_fh, gz_import_lines(str(path))),
                                                   f"{path} (with {side})")
         side = blob_file_path(str(path))
         with open(path, "rb") as fh:
             if not os.path.exists(side):
                 return self.recorder.import_lines(fh, str(path))
             with open(side, "rb") as blob_fh:   # the blob lines first: every event finds its blobs
-                return self.recorder.import_lines(chain(blob_fh, fh), f"{path} (with {side})")
+                return self.recorder.import_lines(FileLines(side, blob_fh, fh), f"{path} (with {side})")
 
     def close(self) -> None:
         """Release the store's files and connections."""

@@ -254,10 +254,14 @@ class Event:
         else:
             both = _as_bytes(raw_data) + _as_bytes(raw_meta)
         loads = json.loads if both.translate(_DIGITS_TO_9).find(_NINETEEN) >= 0 else orjson.loads
-        if self._data is None:
-            self._data = loads(raw_data)  # type: ignore[arg-type]  # None only when _data was given
-        if self._meta is None:
-            self._meta = loads(raw_meta)  # type: ignore[arg-type]
+        try:
+            if self._data is None:
+                self._data = loads(raw_data)  # type: ignore[arg-type]  # None only when _data was given
+            if self._meta is None:
+                self._meta = loads(raw_meta)  # type: ignore[arg-type]
+        except ValueError as exc:   # a row altered in the store (verify names it): an error, not a crash
+            raise EnvelopeError(f"seq {self.seq}: the stored data or meta is not JSON ({exc}): the event was "
+                                "altered in the store; 'evalledger verify' says where") from None
 
     @property
     def raw_data(self) -> bytes | str:

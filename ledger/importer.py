@@ -54,6 +54,27 @@ def _envelope(canonical: bytes) -> dict[str, Any]:
     return env
 
 
+class FileLines:
+    """The lines of a blob file and then of the file it belongs to, read as one stream, with each
+    line's place named in its own file: ``import FILE`` reads ``FILE.blobs`` first, and a refusal
+    at line 29 of FILE must say line 29, not 29 plus the blob file's length."""
+
+    def __init__(self, side: str, side_lines: Iterable[bytes], lines: Iterable[bytes]) -> None:
+        self.side, self.parts = side, (side_lines, lines)
+        self.number, self.in_side = 0, True
+
+    def __iter__(self) -> Iterator[bytes]:
+        for in_side, lines in zip((True, False), self.parts):
+            self.number, self.in_side = 0, in_side
+            for line in lines:
+                self.number += 1
+                yield line
+
+    def place(self) -> str:
+        """Where the line last read is: ``line N`` of the file, or ``line N of <blob file>``."""
+        return f"line {self.number} of {self.side}" if self.in_side else f"line {self.number}"
+
+
 def checked_lines(lines: Iterable[bytes], source: str, keep_blob: Callable[[str, bytes], None] | None = None
                   ) -> Iterator[tuple[tuple[Any, ...], bytes]]:
     """Yield (row, line) for each event line once it is verified: row = the ten envelope column values.
@@ -68,8 +89,9 @@ def checked_lines(lines: Iterable[bytes], source: str, keep_blob: Callable[[str,
     ids: set[str] = set()
     versions: dict[str, int] = {}
     blobs: set[str] = set()
+    place = lines.place if isinstance(lines, FileLines) else None
     for number, line in enumerate(lines, start=1):
-        where = f"line {number} (seq {expected_seq})"
+        where = f"{place() if place else f'line {number}'} (seq {expected_seq})"
         if not line.endswith(b"\n"):
             raise _refuse(source, where, "the file ends in the middle of a line (truncated)")
         if is_blob_line(line):

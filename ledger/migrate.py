@@ -6,6 +6,11 @@ seqs, ids and hashes, so heads and checkpoints published from the old home still
 large payload parts in the blob store. ``--mirror gzip`` gives the new home the compressed mirror
 (``events.jsonl.gz``), recorded in the event as ``mirror``; ``--rows compact`` gives its ledger.db
 compact rows (ledger/row_codec.py), recorded as ``rows``. The old home is left as it was.
+
+A migration killed part way carries on when it is run again: the copy of the events is one
+transaction, so the target holds none of them, all of them, or all of them and ``store.migrated``;
+a target holding no event, the source's first events byte for byte, or a whole migration of the
+source is taken up where it stopped (the folders are copied again), anything else is refused.
 """
 
 from __future__ import annotations
@@ -14,13 +19,16 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalledger.ledger.api import HOME_FOLDERS, is_home, open_ledger, store_of
+from evalledger.ledger.api import HOME_FOLDERS, Ledger, is_home, mirror_form, open_ledger, store_of
 from evalledger.ledger.blobs import SPLIT_TYPES
 from evalledger.ledger.envelope import Event, NewEvent
+from evalledger.ledger.mirror_gz import GZ_MIRROR
 from evalledger.ledger.persistence import Head, LedgerError
 
 #: the folders of ingested files copied with the events (reports are rebuilt from the events)
 COPIED_FOLDERS = ("processed", "rejected")
+#: files a home being made holds, empty, before its ledger.db: a migration killed then left them
+BEGUN_FILES = (GZ_MIRROR, "ledger.lock")
 
 
 @dataclass(frozen=True)
@@ -37,7 +45,8 @@ def migrate_home(source: str | Path, target: str | Path, mirror: str = "jsonl", 
     compressed mirror when ``mirror`` is "gzip", with compact rows when ``rows`` is "compact") and record it.
 
     Refuses a source that is not a home of its own (a PostgreSQL store, a bare file), a target
-    that exists and is not empty, and a source whose chain does not verify (nothing is written).
+    that exists and holds anything but this migration begun earlier (of another form, or other
+    events), and a source whose chain does not verify (nothing is written).
     """
     source, target = Path(source), Path(target)
     _check_places(source, target)
@@ -48,12 +57,19 @@ def migrate_home(source: str | Path, target: str | Path, mirror: str = "jsonl", 
                               "only a ledger that verifies; nothing was written")
         head = report.head
         with open_ledger(target, mirror=mirror, rows=rows) as dst:
-            count = dst.recorder.import_lines(src.recorder.export_lines(1, head.seq), str(source))
-            [recorded] = dst.append(NewEvent("ledger:store", "store.migrated", {
-                "source": str(source), "source_head_seq": head.seq, "source_head_hash": head.hash,
-                "events": count, "blob_types": sorted(SPLIT_TYPES),
-                "mirror": mirror, **({"rows": rows} if rows != "text" else {})},
-                key=f"{head.seq}:{head.hash}"))
+            _check_form(dst, target, mirror, rows)
+            recorded = _finished(src, dst, source, target)
+            if recorded is None:
+                if dst.head().seq == 0:
+                    dst.recorder.import_lines(src.recorder.export_lines(1, head.seq), str(source))
+                head = dst.head()   # what is copied: all of the source's head, or what a killed migrate copied
+                [recorded] = dst.append(NewEvent("ledger:store", "store.migrated", {
+                    "source": str(source), "source_head_seq": head.seq, "source_head_hash": head.hash,
+                    "events": head.seq, "blob_types": sorted(SPLIT_TYPES),
+                    "mirror": mirror, **({"rows": rows} if rows != "text" else {})},
+                    key=f"{head.seq}:{head.hash}"))
+            head, count = Head(recorded.data["source_head_seq"], recorded.data["source_head_hash"]), \
+                recorded.data["events"]
     for name in COPIED_FOLDERS:
         if (source / name).is_dir():
             shutil.copytree(source / name, target / name, dirs_exist_ok=True)
@@ -61,11 +77,48 @@ def migrate_home(source: str | Path, target: str | Path, mirror: str = "jsonl", 
 
 
 def _check_places(source: Path, target: Path) -> None:
-    """Refuse a source that is not a home with its own ledger.db, or a target that is not new."""
+    """Refuse a source that is not a home with its own ledger.db, or a target that is neither new nor
+    a home (which ``_finished`` then checks holds this migration begun earlier)."""
     if not is_home(source) or store_of(source) is not None:
         raise LedgerError(f"{source}: not a home with its own ledger.db; migrate copies such a home")
-    if target.exists() and (not target.is_dir() or any(p for p in target.iterdir() if p.name not in HOME_FOLDERS)
-                            or any(any((target / n).iterdir()) for n in HOME_FOLDERS if (target / n).is_dir())):
+    if target.exists() and not (target.is_dir() and store_of(target) is None and (is_home(target) or _new(target))):
         raise LedgerError(f"{target}: exists and is not empty; migrate writes a new home")
     if target.resolve() == source.resolve():
         raise LedgerError(f"{target}: is the source itself; migrate writes a new home and keeps the old one")
+
+
+def _new(target: Path) -> bool:
+    """A folder holding nothing but empty home folders, or what a migrate killed before it made the
+    ledger.db left (the empty compressed mirror and lock file)."""
+    for path in target.iterdir():
+        if path.name in HOME_FOLDERS and path.is_dir():
+            if any(path.iterdir()):
+                return False
+        elif path.name not in BEGUN_FILES or not path.is_file() or path.stat().st_size:
+            return False
+    return True
+
+
+def _check_form(dst: Ledger, target: Path, mirror: str, rows: str) -> None:
+    """Refuse a target made earlier with another mirror or rows form than this migrate asks for."""
+    have = (mirror_form(dst), "compact" if getattr(dst.recorder, "compact", False) else "text")
+    if have != (mirror, rows):
+        raise LedgerError(f"{target}: exists and is not empty; migrate writes a new home (it holds a home with "
+                          f"the {have[0]} mirror and {have[1]} rows, not the {mirror} mirror and {rows} rows asked for)")
+
+
+def _finished(src: Ledger, dst: Ledger, source: Path, target: Path) -> Event | None:
+    """The ``store.migrated`` event of a migration of ``source`` that a killed migrate finished in
+    ``target`` (None when the target holds nothing yet, or the source's first events byte for byte:
+    the migration carries on). A target holding anything else is refused."""
+    head = dst.head()
+    if head.seq == 0:
+        return None
+    last = next(dst.read(from_seq=head.seq))
+    copied = Head(head.seq - 1, last.prev_hash) if last.type == "store.migrated" else head
+    theirs = next(src.read(from_seq=copied.seq), None) if copied.seq else None
+    if theirs is None or theirs.seq != copied.seq or theirs.hash != copied.hash or \
+            (last.type == "store.migrated" and last.data.get("source_head_hash") != copied.hash):
+        raise LedgerError(f"{target}: exists and is not empty; migrate writes a new home (its events are not a "
+                          f"migration of {source} begun there)")
+    return last if last.type == "store.migrated" else None

@@ -675,6 +675,9 @@ class SQLiteRecorder(Recorder):
                 side = BlobFile(mirror.blob_path)
                 readers.append(BlobReader(side.load, side.path, keep=0))
             rows = checked_blobs(rows, readers, blob_problems)
+        else:   # no blob table: an event that refers to a blob has lost it (the table was dropped)
+            rows = checked_blobs(rows, [BlobReader(lambda key: None, f"{self.path} (table blobs, which "
+                                                   "this store lacks: dropped?)", keep=0)], blob_problems)
         if isinstance(mirror, GzMirror) and mirror_size is not None:
             report = mirror.verify(rows, self.location, expect_head, mirror_size, tree)
         elif mirror is None or mirror_size is None:

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import orjson
 
-from evalledger.ledger.envelope import decode_json
+from evalledger.ledger.envelope import EnvelopeError, decode_json
 from evalledger.projections.appliers import (
     BENCHMARK_TYPES,
     CASE_APPLIERS,
@@ -78,7 +78,11 @@ _MARKER = b'"$'
 
 def _decoded(etype: str, schema: int, raw) -> dict:
     """The payload dict, decoded exactly (the ledger's scan has already upcast older schemas)."""
-    data = decode_json(raw) if isinstance(raw, (bytes, str)) else raw
+    try:
+        data = decode_json(raw) if isinstance(raw, (bytes, str)) else raw
+    except ValueError as exc:   # a row altered in the store: an error naming it, not a crash
+        raise EnvelopeError(f"a {etype} event's stored data is not JSON ({exc}): an event was altered in the "
+                            "store; 'evalledger verify' names its seq") from None
     return data if isinstance(data, dict) else {}
 
 
