@@ -8,6 +8,7 @@ produced, so an updated folder equals a rebuilt one file for file.
 
 from __future__ import annotations
 
+import fcntl
 import filecmp
 import io
 import os
@@ -18,6 +19,22 @@ from typing import BinaryIO, Iterator, Protocol
 
 MANIFEST = ".evalledger-reports"
 INCOMPLETE = "INCOMPLETE.md"   # left by a render that failed part way, removed by one that finishes
+
+
+@contextmanager
+def folder_turn(directory: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the reports folder itself for the body (the folder is made
+    if missing): two processes refreshing the reports at once (the watch daemon's and a user's
+    ``report``, a ``rebuild``) take turns, so neither renders read models the other is dropping
+    and their files never interleave in the folder. No file is made for it; the kernel drops the
+    lock of a process that dies."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)   # closing the descriptor releases the lock
 
 
 class Sink(Protocol):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -33,9 +34,9 @@ from evalledger.ledger import NewEvent
 
 HERE = Path(__file__).resolve()
 FORMS = ["default", "gzip-compact", "postgres"]
-SQLITE_FORMS = ["default", "gzip-compact"]
-SEEDS = [3, 11]
-QUESTIONS = (4, 6)   # benchmark "a" has q0-q3, "b" q0-q5: the first four questions are the same text
+# One seed a form (the delays differ from form to form), so the suite stays seconds a test.
+SEEDS = {"default": 3, "gzip-compact": 11, "postgres": 29}
+QUESTIONS = (3, 4)   # benchmark "a" has q0-q2, "b" q0-q3: the first three questions are the same text
 
 
 # --- homes and benchmarks ---------------------------------------------------------------------------
@@ -155,16 +156,32 @@ def blob_refs(value: object) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Counter:
-    """Judge calls and verdicts per case of both benchmarks ingested and judged by one process each."""
+def judged_home(tmp_path_factory) -> Path:
+    """A default home holding both benchmarks, ingested then judged by one process each."""
     root = tmp_path_factory.mktemp("reference")
     home = make_home("default", root / "home")
     for args in (("ingest", *benchmark_files(root / "files")), ("run", "--judge", "offline")):
         done = cli(*args, home=home)
         assert done.returncode == 0, done.stdout + done.stderr
-    counts = judged_counts(all_events(home))
+    return home
+
+
+@pytest.fixture(scope="module")
+def reference(judged_home) -> Counter:
+    """Judge calls and verdicts per case of the home judged with nobody racing it."""
+    counts = judged_counts(all_events(judged_home))
     assert counts and all(n >= 1 for n in counts.values())
     return counts
+
+
+@pytest.fixture(scope="module")
+def calls_file(judged_home) -> Path:
+    """The payloads of the judged home's ``judge.called`` events, in a JSON file (their prompts repeat)."""
+    with ledger.open_ledger(judged_home, readonly=True) as led:
+        calls = [e.data for e in led.read(types=["judge.called"])]
+    path = judged_home.parent / "calls.json"
+    path.write_text(json.dumps(calls))
+    return path
 
 
 def finish_and_count(home: Path, form: str) -> Counter:
@@ -176,55 +193,59 @@ def finish_and_count(home: Path, form: str) -> Counter:
 
 
 # --- 1. CLI processes racing ------------------------------------------------------------------------
-@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("form", FORMS)
-def test_two_ingests_and_two_runs_at_once_judge_every_case_once(form, seed, tmp_path, reference):
+def test_two_ingests_and_two_runs_at_once_judge_every_case_once(form, tmp_path, reference):
     home = make_home(form, tmp_path / "home")
     a, b = benchmark_files(tmp_path / "files")
-    results = race(home, seed, ("ingest", a), ("ingest", b), ("run", "--judge", "offline", "--quiet"),
+    results = race(home, SEEDS[form], ("ingest", a), ("ingest", b), ("run", "--judge", "offline", "--quiet"),
                    ("run", "--judge", "offline", "--quiet"))
     assert_no_crash(results)
     assert finish_and_count(home, form) == reference
 
 
-@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("form", FORMS)
-def test_verify_and_report_while_a_run_appends(form, seed, tmp_path, reference):
+def test_verify_and_report_while_a_run_appends(form, tmp_path, reference):
     home = make_home(form, tmp_path / "home")
     done = cli("ingest", *benchmark_files(tmp_path / "files"), home=home)
     assert done.returncode == 0, done.stdout + done.stderr
-    results = race(home, seed, ("run", "--judge", "offline", "--quiet"), ("verify",), ("report",), ("verify",))
+    results = race(home, SEEDS[form], ("run", "--judge", "offline", "--quiet"), ("verify",), ("report",), ("verify",))
     assert_no_crash(results)
-    for command, code, out, err in results:
+    for command, _, out, err in results:
         assert "FAILED" not in out + err, f"{command} reported damage that is not there:\n{out}\n{err}"
     assert finish_and_count(home, form) == reference
 
 
-@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("form", FORMS)
-def test_watch_once_and_ingest_at_once(form, seed, tmp_path, reference):
+def test_watch_once_and_ingest_at_once(form, tmp_path, reference):
     home = make_home(form, tmp_path / "home")
     a, b = benchmark_files(tmp_path / "files")
     (home / "inbox" / a.name).write_bytes(a.read_bytes())
-    results = race(home, seed, ("watch", "--once", "--judge", "offline"), ("ingest", b))
+    results = race(home, SEEDS[form], ("watch", "--once", "--judge", "offline"), ("ingest", b))
     assert_no_crash(results)
     assert finish_and_count(home, form) == reference
 
 
+def test_reports_and_rebuilds_at_once_never_crash_and_leave_the_reports_of_the_head(tmp_path, judged_home):
+    # A rebuild dropped the read models one table at a time while another process rendered: the
+    # other saw "no such table: proj_cases", or a case its first pass listed was gone by the time
+    # its page was rendered (KeyError), in about one round in five. The read models are the same
+    # tables in every SQLite home form.
+    home = shutil.copytree(judged_home, tmp_path / "home")
+    for seed in range(3):
+        assert_no_crash(race(home, seed, ("report",), ("rebuild",), ("rebuild",), ("report",)))
+    alone = tmp_path / "alone"
+    shutil.copytree(home, alone, ignore=shutil.ignore_patterns("reports"))
+    assert cli("rebuild", home=alone).returncode == 0
+    assert report_files(home) == report_files(alone)
+
+
+def report_files(home: Path) -> dict[str, bytes]:
+    """Every file under the home's reports folder, by relative path."""
+    root = home / "reports"
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
 # --- 2. Python API writers sharing blobs --------------------------------------------------------------
-def judge_calls(tmp_path: Path) -> Path:
-    """The payloads of a judged home's ``judge.called`` events, in a JSON file (their prompts repeat)."""
-    home = make_home("default", tmp_path / "source")
-    for args in (("ingest", *benchmark_files(tmp_path / "files")), ("run", "--judge", "offline")):
-        done = cli(*args, home=home)
-        assert done.returncode == 0, done.stdout + done.stderr
-    with ledger.open_ledger(home, readonly=True) as led:
-        calls = [e.data for e in led.read(types=["judge.called"])]
-    path = tmp_path / "calls.json"
-    path.write_text(json.dumps(calls))
-    return path
-
-
 def write_calls(home: Path | str, calls: list[dict], worker: str, count: int, slow: float = 0.0) -> None:
     """Append ``count`` batches of judge calls on streams of ``worker``: every batch holds the same
     payloads (the same blobs) as every other writer's. ``slow``: one append_many whose generator
@@ -244,10 +265,10 @@ def write_calls(home: Path | str, calls: list[dict], worker: str, count: int, sl
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_writers_in_threads_and_processes_insert_the_same_blobs_at_once(form, tmp_path):
-    calls = json.loads(judge_calls(tmp_path).read_text())[:6]
+def test_writers_in_threads_and_processes_insert_the_same_blobs_at_once(form, tmp_path, calls_file):
+    calls = json.loads(calls_file.read_text())[:6]
     home = make_home(form, tmp_path / "home")
-    procs = [subprocess.Popen([sys.executable, str(HERE), str(home), str(tmp_path / "calls.json"), f"p{n}", "5"],
+    procs = [subprocess.Popen([sys.executable, str(HERE), str(home), str(calls_file), f"p{n}", "5"],
                               stderr=subprocess.PIPE, cwd=HERE.parent) for n in range(2)]
     errors: list[BaseException] = []
 
@@ -272,11 +293,10 @@ def test_writers_in_threads_and_processes_insert_the_same_blobs_at_once(form, tm
 
 # --- 3. readers while a writer is mid-transaction ------------------------------------------------------
 @pytest.mark.parametrize("form", FORMS)
-def test_verify_and_report_while_a_writer_holds_its_transaction_open(form, tmp_path):
-    calls_file = judge_calls(tmp_path)
+def test_verify_and_report_while_a_writer_holds_its_transaction_open(form, tmp_path, calls_file):
     home = make_home(form, tmp_path / "home")
     write_calls(home, json.loads(calls_file.read_text())[:4], "before", 3)
-    slow = subprocess.Popen([sys.executable, str(HERE), str(home), str(calls_file), "slow", "1", "--slow", "3"],
+    slow = subprocess.Popen([sys.executable, str(HERE), str(home), str(calls_file), "slow", "1", "--slow", "1.5"],
                             stderr=subprocess.PIPE, cwd=HERE.parent)
     fast = subprocess.Popen([sys.executable, str(HERE), str(home), str(calls_file), "fast", "20"],
                             stderr=subprocess.PIPE, cwd=HERE.parent)
@@ -284,7 +304,7 @@ def test_verify_and_report_while_a_writer_holds_its_transaction_open(form, tmp_p
     while slow.poll() is None or fast.poll() is None or not checks:
         results = race(home, len(checks), ("verify",), ("report",))
         assert_no_crash(results)
-        for command, code, out, err in results:
+        for command, _, out, err in results:
             assert "FAILED" not in out + err, f"{command} reported damage that is not there:\n{out}\n{err}"
         checks.append(results)
     for proc in (slow, fast):
