@@ -300,16 +300,38 @@ def test_verify_and_report_while_a_writer_holds_its_transaction_open(form, tmp_p
                             stderr=subprocess.PIPE, cwd=HERE.parent)
     fast = subprocess.Popen([sys.executable, str(HERE), str(home), str(calls_file), "fast", "20"],
                             stderr=subprocess.PIPE, cwd=HERE.parent)
-    checks = []
+    checks: list[object] = []
+    reads: list[int] = []
+    reader = threading.Thread(target=read_chains, args=(home, lambda: slow.poll() is not None
+                                                        and fast.poll() is not None, reads))
+    reader.start()
     while slow.poll() is None or fast.poll() is None or not checks:
         results = race(home, len(checks), ("verify",), ("report",))
         assert_no_crash(results)
         for command, _, out, err in results:
             assert "FAILED" not in out + err, f"{command} reported damage that is not there:\n{out}\n{err}"
         checks.append(results)
+    reader.join(timeout=60)
     for proc in (slow, fast):
         assert proc.wait(timeout=60) == 0, proc.stderr.read().decode()
+    assert reads and -1 not in reads, f"the in-process reader saw a broken chain after {reads[:-1][-1:]} events"
     assert_sound(home, form)
+
+
+def read_chains(home: Path, done, reads: list[int]) -> None:
+    """Until ``done()``: read every event through the Python API (no lock) and check that the seqs run
+    from 1 without a gap and each prev_hash is the hash before it, as a compact row's prev_hash is
+    read from the row before it; append the count read each time, -1 (and stop) on a broken chain."""
+    with ledger.open_ledger(home, readonly=True) as led:
+        while not done() or not reads:
+            before = "0" * 64   # the first event's prev_hash
+            count = 0
+            for count, event in enumerate(led.read(), start=1):
+                if event.seq != count or event.prev_hash != before:
+                    reads.append(-1)
+                    return
+                before = event.hash
+            reads.append(count)
 
 
 def main(argv: list[str]) -> int:
