@@ -8,7 +8,6 @@ produced, so an updated folder equals a rebuilt one file for file.
 
 from __future__ import annotations
 
-import fcntl
 import filecmp
 import io
 import os
@@ -16,6 +15,8 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Iterator, Protocol
+
+from evalledger.ledger.filelock import FileLock
 
 MANIFEST = ".evalledger-reports"
 INCOMPLETE = "INCOMPLETE.md"   # left by a render that failed part way, removed by one that finishes
@@ -26,15 +27,15 @@ def folder_turn(directory: Path) -> Iterator[None]:
     """Hold an exclusive ``flock`` on the reports folder itself for the body (the folder is made
     if missing): two processes refreshing the reports at once (the watch daemon's and a user's
     ``report``, a ``rebuild``) take turns, so neither renders read models the other is dropping
-    and their files never interleave in the folder. No file is made for it; the kernel drops the
-    lock of a process that dies."""
+    and their files never interleave in the folder. No file is made for it (the folder is opened
+    read-only, as an existing lock file is); the kernel drops the lock of a process that dies."""
     directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    lock = FileLock(str(directory), create=False)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        with lock.exclusive():
+            yield
     finally:
-        os.close(fd)   # closing the descriptor releases the lock
+        lock.close()
 
 
 class Sink(Protocol):
