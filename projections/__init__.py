@@ -15,6 +15,7 @@ from pathlib import Path
 
 from evalledger.projections import catch_up as _update
 from evalledger.projections.catch_up import FoldResult
+from evalledger.projections.report_files import folder_turn
 from evalledger.projections.reports import render_files, write_reports
 from evalledger.projections.store import ReadModelsAltered, ReadModelStore, reports_dir
 
@@ -33,16 +34,21 @@ def update(led) -> FoldResult:
 
 
 def _fold_and_write(led, fresh: bool) -> list[Path]:
-    store = ReadModelStore(led)
-    try:
-        if fresh:
-            _update.rebuild(led, store)
-        else:
-            _update.update(led, store)
-        store.check_digest()   # never render from tables changed outside evalledger
-        return write_reports(store, reports_dir(led))
-    finally:
-        store.close()
+    """Fold (afresh or from the position), then render the reports from one snapshot of the read
+    models; one process at a time per reports folder (``folder_turn``)."""
+    directory = reports_dir(led)
+    with folder_turn(directory):
+        store = ReadModelStore(led)
+        try:
+            if fresh:
+                _update.rebuild(led, store)
+            else:
+                _update.update(led, store)
+            with store.snapshot():   # another process's fold may commit meanwhile: render one state
+                store.check_digest()   # never render from tables changed outside evalledger
+                return write_reports(store, directory)
+        finally:
+            store.close()
 
 
 def refresh(led) -> list[Path]:
@@ -59,8 +65,9 @@ def render(led) -> dict[str, bytes]:
     """The report files the current read models render to (relative path -> bytes), written nowhere."""
     store = ReadModelStore(led)
     try:
-        store.check_digest()
-        return render_files(store)
+        with store.snapshot():
+            store.check_digest()
+            return render_files(store)
     finally:
         store.close()
 

@@ -16,8 +16,26 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Iterator, Protocol
 
+from evalledger.ledger.filelock import FileLock
+
 MANIFEST = ".evalledger-reports"
 INCOMPLETE = "INCOMPLETE.md"   # left by a render that failed part way, removed by one that finishes
+
+
+@contextmanager
+def folder_turn(directory: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the reports folder itself for the body (the folder is made
+    if missing): two processes refreshing the reports at once (the watch daemon's and a user's
+    ``report``, a ``rebuild``) take turns, so neither renders read models the other is dropping
+    and their files never interleave in the folder. No file is made for it (the folder is opened
+    read-only, as an existing lock file is); the kernel drops the lock of a process that dies."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(directory), create=False)
+    try:
+        with lock.exclusive():
+            yield
+    finally:
+        lock.close()
 
 
 class Sink(Protocol):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Collection, Iterable, Iterator
 
@@ -133,9 +134,32 @@ class ReadModelStore:
 
     # --- writing -------------------------------------------------------------------------------
     def drop(self) -> None:
-        """Drop every read model (a rebuild then folds from seq 1)."""
-        self.conn.executescript("".join(f"DROP TABLE IF EXISTS {t};" for t in TABLES))
-        self.conn.executescript(SCHEMA)
+        """Drop every read model (a rebuild then folds from seq 1), in one transaction: another
+        process reading or folding meanwhile sees the tables as they were or empty, never a table
+        missing ("no such table: proj_cases")."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for table in TABLES:
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+            for statement in filter(str.strip, SCHEMA.split(";")):
+                conn.execute(statement)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside sees the tables as of one commit (a read transaction: WAL keeps that
+        state for it), so a render never mixes two folds, nor meets a case another process's
+        rebuild dropped after the first pass listed it."""
+        self.conn.execute("BEGIN")
+        try:
+            self.conn.execute("SELECT 1 FROM proj_position LIMIT 1").fetchall()   # the snapshot starts here
+            yield
+        finally:
+            self.conn.execute("ROLLBACK")   # nothing was written: ending the read is all
 
     def save(self, cases: Iterable[dict], benchmarks: dict[str, dict], runs: dict[str, dict],
              position: tuple[int, str] | None, folded_from: int | None = None,
