@@ -87,3 +87,19 @@ def write_sums_benchmark(path: Path, name: str, count: int) -> Path:
         for i in range(count)]
     path.write_text(json.dumps({"format": "evalledger/benchmark@1", "name": name, "questions": questions}))
     return path
+
+
+def home_with_long_responses(folder: Path, cases: int, name: str) -> Path:
+    """A home in ``folder`` holding ``cases`` ingested arithmetic cases whose responses are ~1.2 KB,
+    as real ones are (a memory test's cases must weigh what real cases weigh)."""
+    from evalledger.stages.intake import ingest_path
+    from evalledger.testing.arithmetic import arithmetic_benchmark
+    doc = arithmetic_benchmark(cases // 2, name)
+    for response in doc["responses"]:
+        response["text"] += " Worked through step by step. " * 40
+    source = folder / f"{name}-{cases}.json"
+    source.write_text(json.dumps(doc))
+    home = folder / f"home-{name}-{cases}"
+    with ledger.open_ledger(home) as led:
+        assert ingest_path(led, source).ok
+    return home

@@ -4,14 +4,12 @@ ones 1,000 at a time as they are made: its memory does not grow with the cases (
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from evalledger import ledger
-from evalledger.stages.intake import ingest_path
-from evalledger.testing.arithmetic import arithmetic_benchmark
 from evalledger.testing.peak_rss import peak_rss_mb
+from intake_support import home_with_long_responses
 
 # A run with --profiles cross opens these before judging anything: no judge is called for it.
 OPEN = """
@@ -30,14 +28,7 @@ with ledger.open_ledger(sys.argv[1]) as led:
 
 def profile_cases_peak(tmp_path: Path, cases: int) -> float:
     """Peak RSS (MB) of opening profile ``cross``'s cases in a home of ``cases`` cases."""
-    doc = arithmetic_benchmark(cases // 2, "profiled")
-    for response in doc["responses"]:
-        response["text"] += " Worked through step by step. " * 40   # ~1.2 KB a response, as real ones are
-    source = tmp_path / f"b{cases}.json"
-    source.write_text(json.dumps(doc))
-    home = tmp_path / f"home{cases}"
-    with ledger.open_ledger(home) as led:
-        assert ingest_path(led, source).ok
+    home = home_with_long_responses(tmp_path, cases, "profiled")
     code, mb, errors = peak_rss_mb([sys.executable, "-c", OPEN, str(home)])
     assert code == 0, errors[-2000:]
     with ledger.open_ledger(home, readonly=True) as led:

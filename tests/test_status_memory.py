@@ -8,22 +8,13 @@ import json
 import sys
 from pathlib import Path
 
-from evalledger import ledger
-from evalledger.stages.intake import ingest_path
-from evalledger.testing.arithmetic import arithmetic_benchmark
 from evalledger.testing.peak_rss import peak_rss_mb
+from intake_support import home_with_long_responses
 
 
 def status_peak(tmp_path: Path, cases: int) -> tuple[float, dict]:
     """(peak RSS in MB, ``status --json``) of a home holding ``cases`` cases with long responses."""
-    doc = arithmetic_benchmark(cases // 2, "status")
-    for response in doc["responses"]:
-        response["text"] += " Worked through step by step. " * 40   # ~1.2 KB a response, as real ones are
-    source = tmp_path / f"b{cases}.json"
-    source.write_text(json.dumps(doc))
-    home = tmp_path / f"home{cases}"
-    with ledger.open_ledger(home) as led:
-        assert ingest_path(led, source).ok
+    home = home_with_long_responses(tmp_path, cases, "status")
     out = tmp_path / f"status{cases}.json"
     code, mb, errors = peak_rss_mb([sys.executable, "-c", "import sys, runpy; sys.stdout = open(sys.argv[1], 'w'); "
                                     "sys.argv = ['evalledger', '--home', sys.argv[2], 'status', '--json']; "
