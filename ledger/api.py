@@ -488,6 +488,10 @@ class Ledger:
                     else:
                         fh.write(line)
                         count += 1
+        except BaseException:   # a blob the store lost, a full disk: no partial export left to import
+            for path in (out, side):
+                path.unlink(missing_ok=True)
+            raise
         finally:
             if blob_fh is not None:
                 blob_fh.close()

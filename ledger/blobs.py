@@ -413,17 +413,24 @@ def blob_order(keys: list[str], fetch: Callable[[str], bytes], emitted: Any) -> 
 
 
 def interleave(pairs: Iterable[tuple[bytes | str, bytes]], reader: BlobReader,
-               load: Callable[[str], bytes | None]) -> Iterator[bytes]:
+               load: Callable[[str], bytes | None], strict: bool = True) -> Iterator[bytes]:
     """The lines of an export or a mirror: each pair is (stored JSON holding the event's data, its
     line); each blob's line (``load`` gives its stored form) goes before the first event that uses
-    it, with the blobs inside it before it. The same events always give the same lines."""
+    it, with the blobs inside it before it. The same events always give the same lines.
+
+    A blob missing or altered raises BlobError naming it and the event (``strict``: an export
+    without it would not import); a mirror (``strict=False``) writes what is there, and verify
+    names the blob."""
     emitted: set[str] = set()
     for raw, line in pairs:
         if has_markers(raw):
             found = raw_refs(raw)
             try:
                 keys = reader.with_inner(found, emitted)
-            except BlobError:   # missing or altered: verify names it; what is there still goes out
+            except BlobError as exc:
+                if strict:
+                    raise BlobError(f"{exc}; seq {_line_seq(line)} refers to it, so an export would not import "
+                                    "('evalledger verify' names every such event)") from None
                 keys = [k for k in found if k not in emitted]
                 emitted.update(keys)
             for key in keys:
@@ -431,6 +438,14 @@ def interleave(pairs: Iterable[tuple[bytes | str, bytes]], reader: BlobReader,
                 if packed is not None:
                     yield blob_line(key, packed)
         yield line
+
+
+def _line_seq(line: bytes) -> object:
+    """The seq of an event line (for a message; ``?`` when the line does not say)."""
+    try:
+        return orjson.loads(line).get("seq", "?")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "?"
 
 
 class BlobFile:

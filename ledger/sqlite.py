@@ -274,16 +274,17 @@ class SQLiteRecorder(Recorder):
         return self.blobs.row_event(*row) if self.blobs is not None else Event(*row)
 
     def export_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
-        """The lines ``export`` writes: the mirror's (``mirror_lines``)."""
-        return self.mirror_lines(from_seq, to_seq)
+        """The lines ``export`` writes: the mirror's (``mirror_lines``); a blob the store lost stops it."""
+        return self.mirror_lines(from_seq, to_seq, strict=True)
 
-    def mirror_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
+    def mirror_lines(self, from_seq: int = 1, to_seq: int | None = None, strict: bool = False) -> Iterator[bytes]:
         """The lines of seq from_seq..to_seq as the mirror and ``export`` hold them: each blob's line
-        before the first of these events that uses it, then the event's line."""
+        before the first of these events that uses it, then the event's line (``interleave``: a
+        missing or altered blob raises BlobError when ``strict``, else is passed over)."""
         rows = self._rows("", [], from_seq, to_seq)
         if self.blobs is None:
             return map(row_line, rows)
-        return interleave(((row[6], row_line(row)) for row in rows), self.blobs, self._load_blob)
+        return interleave(((row[6], row_line(row)) for row in rows), self.blobs, self._load_blob, strict)
 
     def _check_writable(self) -> None:
         if self.readonly:

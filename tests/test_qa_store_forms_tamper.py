@@ -211,3 +211,23 @@ def test_export_of_a_compact_home_whose_form_table_was_deleted_is_an_error_not_a
     assert failed_at(home, "ledger.db").startswith("FAILED seq 1: ")
     result = cli("export", "--out", tmp_path / "out.jsonl", home=home)
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("damage", ["missing", "altered"])
+@pytest.mark.parametrize("form", ["gzip-compact", "default"])
+def test_export_of_a_home_that_lost_a_blob_stops_naming_it_and_leaves_no_file(homes, tmp_path, form, damage):
+    # it exited 0 with an export that import then refused: a backup nobody could restore
+    home = copy(homes[form], tmp_path / "home")
+    conn = sqlite3.connect(home / "ledger.db")
+    key = conn.execute("SELECT key FROM blobs ORDER BY key LIMIT 1").fetchone()[0]
+    conn.close()
+    if damage == "missing":
+        tamper_sql(home, ("DELETE FROM blobs WHERE key = ?", (key,)))
+    else:
+        tamper_sql(home, ("UPDATE blobs SET data = ? WHERE key = ?", (zlib.compress(b'"something else"'), key)))
+    out = tmp_path / "backup.jsonl"
+    done = cli("export", "--out", out, home=home)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, (done.stdout, done.stderr)
+    assert f"sha256:{key.hex()}" in done.stderr and "seq " in done.stderr, done.stderr
+    assert not out.exists() and not Path(f"{out}.blobs").exists()
+    assert cli("export", "--out", tmp_path / "whole.jsonl", home=homes[form]).returncode == 0   # the intact home exports
