@@ -2,7 +2,7 @@
 moments: `ingest` of a benchmark over 1 MiB (spooled, registered in parts), `run` (offline judge),
 `migrate --mirror gzip --rows compact` and `replay`, each killed after a random delay drawn over the
 whole command (the seed is printed; EVALLEDGER_KILL_SEED sets it, EVALLEDGER_KILL_TRIES the number of
-kills a test, 2 by default). After each kill the home opens and verifies (a mirror the kill cut is
+kills a test, 1 by default). After each kill the home opens and verifies (a mirror the kill cut is
 completed by the next writable open, as docs/ledger.md promises), the same command run again finishes
 the work with no event twice, and the reports and the rebuilt home equal an unkilled home's byte for byte."""
 
@@ -24,7 +24,7 @@ import pytest
 from conftest import cli
 from evalledger import ledger
 
-TRIES = int(os.environ.get("EVALLEDGER_KILL_TRIES", "2"))
+TRIES = int(os.environ.get("EVALLEDGER_KILL_TRIES", "1"))   # each CI run draws a new seed; raise it to hunt
 SEED = int(os.environ.get("EVALLEDGER_KILL_SEED", str(random.SystemRandom().randrange(1 << 30))))
 FORMS = {"gzip-compact": ("--mirror", "gzip", "--rows", "compact"), "default": ()}
 #: what a kill may leave that a writable open completes: a mirror behind SQLite or a torn last append
