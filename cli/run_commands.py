@@ -104,9 +104,9 @@ def repeats_set(args) -> list[str]:
 
 def committed_account(led) -> str:
     """What the ledger holds now, read back from it: the head and the cases by state."""
-    from evalledger.stages.intake_status import STATE_EVENTS, state_counts
+    from evalledger.stages.intake_status import state_counts
     head = led.head()
-    per_benchmark = state_counts(led.read(types=STATE_EVENTS, to_seq=head.seq))
+    per_benchmark = state_counts(led, head.seq)
     count = {state: sum(c[state] for c in per_benchmark.values()) for state in ("judged", "failed", "opened")}
     return (f"Committed: every event up to seq {head.seq}; cases: {count['judged']} judged, "
             f"{count['failed']} failed, {count['opened']} still pending (a rerun takes them up)")

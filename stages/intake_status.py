@@ -1,7 +1,8 @@
 """Case states and the intake status summary, derived from the ledger alone.
 
-``case_states(led)`` is the one place that says what state a case is in; stages, projections
-and the CLI reuse it:
+``case_states(led)`` (each case's state) and ``state_counts(led)`` (how many cases of each
+benchmark are in each state) are the one place that says what state a case is in; stages,
+projections and the CLI reuse them:
 
 - ``judged``: a ``case.judged`` (template) or ``credit.scored`` (audit) event names the case, or
   (reconstruction) every original claim of the case has a ``claim.scored`` event;
@@ -15,77 +16,68 @@ import json
 import os
 import sqlite3
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from evalledger.ledger import Ledger
 
 CASE_STATES = ("opened", "judged", "failed")
-STATE_EVENTS = ["case.opened", "case.judged", "credit.scored", "claim.scored", "stage.failed"]
+_STATE_EVENTS = ["case.opened", "case.judged", "credit.scored", "claim.scored", "stage.failed"]
 
 
 def case_states(led: Ledger, events=None) -> dict[str, str]:
-    """``{case_id: "opened" | "judged" | "failed"}`` for every opened case, in one pass.
+    """``{case_id: "opened" | "judged" | "failed"}`` for every opened case, in the order they
+    opened, in one pass.
 
     ``events`` may be given (any iterable of events in seq order) to fold without reading the ledger.
     """
-    claims_needed: dict[str, set[str]] = {}
-    claims_scored: dict[str, set[str]] = {}
-    opened: list[str] = []
-    judged: set[str] = set()
-    failed: set[str] = set()
-    for event in events if events is not None else led.read(types=STATE_EVENTS):
-        data = event.data
-        cid = data.get("case_id")
-        if event.type == "case.opened":
-            opened.append(cid)
-            if data.get("kind") == "reconstruction":
-                claims = (data.get("question") or {}).get("original_claims") or []
-                claims_needed[cid] = {c.get("id") for c in claims}
-        elif event.type in ("case.judged", "credit.scored"):
-            judged.add(cid)
-        elif event.type == "claim.scored":
-            claims_scored.setdefault(cid, set()).add(data.get("claim_id"))
-        elif event.type == "stage.failed" and cid:
-            failed.add(cid)
-    for cid, needed in claims_needed.items():
-        if needed and needed <= claims_scored.get(cid, set()):
-            judged.add(cid)
-    return {cid: "judged" if cid in judged else "failed" if cid in failed else "opened" for cid in opened}
+    with _folded_facts(events if events is not None else led.read(types=_STATE_EVENTS)) as db:
+        return dict(db.execute(f"SELECT case_id, {_STATE} FROM opened AS o ORDER BY o.rowid"))
 
 
-# ``state_counts``' tables: the facts ``case_states`` folds, a row each, in a temporary file.
-_COUNT_SCHEMA = """
-CREATE TABLE opened (case_id TEXT PRIMARY KEY, benchmark TEXT) WITHOUT ROWID;
+def state_counts(led: Ledger, upto: int | None = None) -> dict[str, dict[str, int]]:
+    """Per benchmark, how many of its cases are in each state, as of seq ``upto`` (the head when
+    None). Nothing per case is held in memory: a status of 200,000 cases held every case.opened
+    event (1.2 GB), and a dict of every case id still grew with them."""
+    counts: dict[str, dict[str, int]] = {}
+    with _folded_facts(led.read(types=_STATE_EVENTS, to_seq=upto)) as db:
+        for benchmark, state, count in db.execute(f"SELECT benchmark, {_STATE}, count(*) FROM opened AS o "
+                                                  "GROUP BY 1, 2"):
+            counts.setdefault(benchmark, dict.fromkeys(CASE_STATES, 0))[state] = count
+    return counts
+
+
+# The facts a case's state is decided from, a row each (``_note_state_fact``), in a temporary file.
+_FACTS_SCHEMA = """
+CREATE TABLE opened (case_id TEXT PRIMARY KEY, benchmark TEXT);
 CREATE TABLE judged (case_id TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE failed (case_id TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE needed (case_id TEXT, claim TEXT, PRIMARY KEY (case_id, claim)) WITHOUT ROWID;
 CREATE TABLE scored (case_id TEXT, claim TEXT, PRIMARY KEY (case_id, claim)) WITHOUT ROWID;
 """
-_COUNT_STATES = """
-SELECT o.benchmark,
-       CASE WHEN o.case_id IN (SELECT case_id FROM judged)
-              OR (EXISTS (SELECT 1 FROM needed AS n WHERE n.case_id = o.case_id)
-                  AND NOT EXISTS (SELECT 1 FROM needed AS n WHERE n.case_id = o.case_id AND NOT EXISTS
-                                  (SELECT 1 FROM scored AS s WHERE s.case_id = n.case_id AND s.claim = n.claim)))
-            THEN 'judged'
-            WHEN o.case_id IN (SELECT case_id FROM failed) THEN 'failed' ELSE 'opened' END,
-       count(*)
-FROM opened AS o GROUP BY 1, 2
+# The rules of the module docstring, for the opened case ``o``: the one place they are written.
+_STATE = """
+CASE WHEN o.case_id IN (SELECT case_id FROM judged)
+       OR (EXISTS (SELECT 1 FROM needed AS n WHERE n.case_id = o.case_id)
+           AND NOT EXISTS (SELECT 1 FROM needed AS n WHERE n.case_id = o.case_id AND NOT EXISTS
+                           (SELECT 1 FROM scored AS s WHERE s.case_id = n.case_id AND s.claim = n.claim)))
+     THEN 'judged'
+     WHEN o.case_id IN (SELECT case_id FROM failed) THEN 'failed' ELSE 'opened' END
 """
 _BATCH = 5_000
 
 
-def state_counts(events) -> dict[str, dict[str, int]]:
-    """Per benchmark, how many of its cases are in each state (``case_states``' rules), folded from
-    ``events`` (in seq order) with a row a fact in a temporary SQLite file: a status of 200,000
-    cases held every case.opened event (1.2 GB), and a dict of every case id still grew with them."""
-    with tempfile.TemporaryDirectory(prefix="evalledger-status-") as folder:
+@contextmanager
+def _folded_facts(events) -> Iterator[sqlite3.Connection]:
+    """A connection to a temporary SQLite file holding the facts of ``events`` (in seq order),
+    taken one event at a time; the file is removed when the body is left."""
+    with tempfile.TemporaryDirectory(prefix="evalledger-states-") as folder:
         db = sqlite3.connect(os.path.join(folder, "states.db"), isolation_level=None)
         try:
             for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -4000"):
                 db.execute(f"PRAGMA {pragma}")
-            db.executescript(_COUNT_SCHEMA)
+            db.executescript(_FACTS_SCHEMA)
             rows: dict[str, list[tuple]] = {table: [] for table in ("opened", "judged", "failed", "needed", "scored")}
             db.execute("BEGIN")
             for event in events:
@@ -94,10 +86,7 @@ def state_counts(events) -> dict[str, dict[str, int]]:
                     _insert_facts(db, rows)
             _insert_facts(db, rows)
             db.execute("COMMIT")
-            counts: dict[str, dict[str, int]] = {}
-            for benchmark, state, count in db.execute(_COUNT_STATES):
-                counts.setdefault(benchmark, dict.fromkeys(CASE_STATES, 0))[state] = count
-            return counts
+            yield db
         finally:
             db.close()
 
@@ -123,9 +112,7 @@ def _insert_facts(db: sqlite3.Connection, rows: dict[str, list[tuple]]) -> None:
     """Store and clear the facts gathered in ``rows`` (a fact seen twice counts once)."""
     for table, facts in rows.items():
         if facts:
-            marks = ", ".join("?" * len(facts[0]))
-            verb = "INSERT OR REPLACE" if table == "opened" else "INSERT OR IGNORE"
-            db.executemany(f"{verb} INTO {table} VALUES ({marks})", facts)
+            db.executemany(f"INSERT OR IGNORE INTO {table} VALUES ({', '.join('?' * len(facts[0]))})", facts)
             facts.clear()
 
 
@@ -150,9 +137,7 @@ def status(led: Ledger) -> Status:
     """Benchmarks (with their cases by state), pending responses, rejected files, the ledger head."""
     from evalledger.stages.intake import pending_responses
     head = led.head()
-    # one pass up to one consistent head, the events taken as they are read (at 200,000 cases,
-    # holding them took 1.2 GB)
-    per_benchmark = state_counts(led.read(types=STATE_EVENTS, to_seq=head.seq))
+    per_benchmark = state_counts(led, head.seq)   # one pass up to one consistent head
     out = Status(head={"seq": head.seq, "hash": head.hash})
     for event in led.read(types=["benchmark.registered"]):
         data = event.data
