@@ -22,7 +22,7 @@ from typing import IO, Any, Callable, Iterable, Iterator
 
 import orjson
 
-from evalledger.ledger.envelope import EnvelopeError, Event, canonical_json, decode_json, has_long_integer
+from evalledger.ledger.envelope import EnvelopeError, Event, canonical_json, decode_json, has_long_integer, line_seq
 from evalledger.ledger.persistence import LedgerError, Prepared
 
 REF = "$blob"
@@ -443,8 +443,8 @@ def interleave(pairs: Iterable[tuple[bytes | str, bytes]], reader: BlobReader,
 def _line_seq(line: bytes) -> object:
     """The seq of an event line (for a message; ``?`` when the line does not say)."""
     try:
-        return orjson.loads(line).get("seq", "?")
-    except (orjson.JSONDecodeError, AttributeError):
+        return line_seq(line)
+    except (EnvelopeError, ValueError):
         return "?"
 
 

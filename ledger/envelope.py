@@ -164,6 +164,16 @@ def split_line(line: bytes) -> tuple[bytes, str, str]:
     return body[:-_SUFFIX_LEN] + b"}", prev_hash, hash
 
 
+def line_seq(line: bytes) -> int:
+    """The seq of a stored line, read from its tail (stream and type never hold a quote)."""
+    canonical, _, _ = split_line(line)
+    at = canonical.rfind(b',"seq":')
+    if at < 0:
+        raise EnvelopeError("line has no seq field")
+    end = canonical.index(b",", at + 7)
+    return int(canonical[at + 7:end])
+
+
 @dataclass(frozen=True, slots=True)
 class NewEvent:
     """An event to append: the store assigns seq, version, id (from key), hashes and recorded_at.

@@ -28,11 +28,19 @@ from typing import IO, Any, Callable, Iterable, Iterator, NamedTuple
 import orjson
 
 from evalledger.ledger.blobs import BlobFile, BlobReader, blob_line, interleave
-from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, Event, event_from_line, line_bytes, split_line
+from evalledger.ledger.envelope import (
+    GENESIS_HASH,
+    EnvelopeError,
+    Event,
+    event_from_line,
+    line_bytes,
+    line_seq,
+    split_line,
+)
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.importer import checked_lines
 from evalledger.ledger.merkle import Frontier
-from evalledger.ledger.mirror import line_seq, lines_upto, read_tail
+from evalledger.ledger.mirror import lines_upto, read_tail
 from evalledger.ledger.persistence import (
     ConflictError,
     Head,

@@ -15,23 +15,13 @@ import os
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from evalledger.ledger.blobs import is_blob_line
-from evalledger.ledger.envelope import EnvelopeError, split_line
+from evalledger.ledger.envelope import EnvelopeError, line_seq
 from evalledger.ledger.persistence import is_disk_full
 
 if TYPE_CHECKING:
     from evalledger.ledger.sqlite import SQLiteRecorder
 
 _FLUSH_BYTES = 1 << 20   # a catch-up writes at most about this many bytes of lines at once
-
-def line_seq(line: bytes) -> int:
-    """The seq of a stored line, read from its tail (stream and type never hold a quote)."""
-    canonical, _, _ = split_line(line)
-    at = canonical.rfind(b',"seq":')
-    if at < 0:
-        raise EnvelopeError("line has no seq field")
-    end = canonical.index(b",", at + 7)
-    return int(canonical[at + 7:end])
-
 
 def read_tail(path: str) -> tuple[bytes | None, bytes, int]:
     """(last complete line or None, bytes after the last newline, offset of that fragment)."""

@@ -32,8 +32,8 @@ from evalledger.ledger.blobs import (
     parse_blob_line,
     raw_refs,
 )
-from evalledger.ledger.envelope import EnvelopeError
-from evalledger.ledger.mirror import MirrorFile, line_seq
+from evalledger.ledger.envelope import EnvelopeError, line_seq
+from evalledger.ledger.mirror import MirrorFile
 from evalledger.ledger.persistence import Head, TreeState
 from evalledger.ledger.verify import Problem, VerifyReport, verify_sqlite
 

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from hashlib import sha256
 from typing import Any, Iterable, Iterator
 
-from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, split_line
+from evalledger.ledger.envelope import GENESIS_HASH, EnvelopeError, canonical_bytes, line_seq, split_line
 from evalledger.ledger.merkle import Frontier
-from evalledger.ledger.mirror import line_seq
 from evalledger.ledger.persistence import Head, TreeState
 
 _SUFFIX = len(b',"prev_hash":"') + 64 + len(b'","hash":"') + 64 + len(b'"}\n')
