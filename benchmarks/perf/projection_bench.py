@@ -52,8 +52,6 @@ from evalledger.projections.case_pages import page_groups, render_case_pages
 from evalledger.projections.case_result import case_result
 from evalledger.projections.reports import render_files, unique_names
 from evalledger.projections.store import ReadModelStore
-from evalledger.stages.dispatcher import RunSettings, run_until_idle
-from evalledger.stages.intake import ingest_path
 from evalledger.testing import synthetic as syn
 
 REBUILD_TARGET = 3.0
@@ -263,14 +261,11 @@ def judged_ratio(cases: int, repeat: int, rows: str) -> None:
     questions x 2 models, two fields, deep judgment), as a run leaves it. Information: the ledger
     above is made of events shaped like the stages' but holds no deep-judgment request in the blob
     store, where the fold opens one for each such call (for the field or trait it served)."""
-    from replay_bench import benchmark  # this folder is not a package: the script's own folder is on the path
+    from replay_bench import judged_home  # this folder is not a package: the script's own folder is on the path
 
     with tempfile.TemporaryDirectory(prefix="projection-bench-judged-") as tmp:
-        source = Path(tmp) / "benchmark.json"
-        source.write_text(orjson.dumps(benchmark(cases)).decode())
-        with ledger.open_ledger(Path(tmp) / "home", rows=rows) as led:
-            ingest_path(led, source)
-            run_until_idle(led, RunSettings(judge_backend="offline"))
+        home, _, _ = judged_home(cases, Path(tmp), rows)
+        with ledger.open_ledger(home) as led:
             store = ReadModelStore(led)
             scan_t, rebuild_t = alternate(lambda: raw_scan(led), lambda: folding.rebuild(led, store), repeat=repeat)
             store.close()

@@ -44,12 +44,13 @@ def benchmark(cases: int) -> dict:
     return arithmetic_benchmark(max(1, cases // 2), "replay-bench")
 
 
-def judged_home(cases: int, folder: Path) -> tuple[Path, Any, float]:
+def judged_home(cases: int, folder: Path, rows: str = "text") -> tuple[Path, Any, float]:
     """(the home, the run's summary, its CPU seconds): ``benchmark(cases)`` ingested into a new home
-    in ``folder`` and judged there by the offline judge (``run_until_idle``; ingest not timed)."""
+    in ``folder`` (its rows form ``rows``) and judged there by the offline judge (``run_until_idle``;
+    ingest not timed)."""
     source = folder / "benchmark.json"
     source.write_text(json.dumps(benchmark(cases)))
-    with ledger.open_ledger(folder / "run") as led:
+    with ledger.open_ledger(folder / "run", rows=rows) as led:
         ingest_path(led, source)
         start = time.process_time()
         summary = run_until_idle(led, RunSettings(judge_backend="offline"))
