@@ -30,6 +30,7 @@ from evalledger.ledger.blobs import (
 )
 from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
+from evalledger.ledger.lost_blobs import NoBlobTable
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror import Mirror
 from evalledger.ledger.mirror_gz import GzMirror, is_gz_mirror
@@ -129,6 +130,7 @@ class SQLiteRecorder(Recorder):
             raise LedgerError(unreadable(self.form_problem))
         # The blob store (ledger/blobs.py), when this store was made with one: None for an older store.
         self.blobs = BlobReader(self._load_blob, f"{path} (table blobs)") if has_blob_table(self.conn) else None
+        self._no_blobs = NoBlobTable(path)   # reads without it: a reference there is a blob lost with its table
         self._known_blobs: set[str] = set()   # keys committed by this object: not packed again
         self._blob_lines: dict[str, bytes] = {}   # the blobs the last transaction stored: key -> stored form
         self.mirror: Mirror | GzMirror | None = None
@@ -279,7 +281,7 @@ class SQLiteRecorder(Recorder):
         """An Event from a row of ``COLUMNS``, its blob references resolved when it is read."""
         if self.compact:
             row = unpack_row(row)
-        return self.blobs.row_event(*row) if self.blobs is not None else Event(*row)
+        return (self.blobs or self._no_blobs).row_event(*row)
 
     def export_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
         """The lines ``export`` writes: the mirror's (``mirror_lines``); a blob the store lost stops it."""
@@ -291,7 +293,7 @@ class SQLiteRecorder(Recorder):
         missing or altered blob raises BlobError when ``strict``, else is passed over)."""
         rows = self._rows("", [], from_seq, to_seq)
         if self.blobs is None:
-            return map(row_line, rows)
+            return map(row_line, self._no_blobs.rows(rows) if strict else rows)
         return interleave(((row[6], row_line(row)) for row in rows), self.blobs, self._load_blob, strict)
 
     def _check_writable(self) -> None:
@@ -595,7 +597,7 @@ class SQLiteRecorder(Recorder):
         if stream is not None:
             where += " AND stream = ?"
             params.append(stream)
-        make = self.blobs.row_event if self.blobs is not None else Event   # the pages are unpacked
+        make = (self.blobs or self._no_blobs).row_event   # the pages are unpacked
         return starmap(make, self._rows(where, params, from_seq, to_seq))
 
     def _check_form(self) -> None:
@@ -665,6 +667,8 @@ class SQLiteRecorder(Recorder):
                     f"SELECT type, id, stream, version, schema, CAST(data AS BLOB), {stamp}, {time} "
                     f"FROM events WHERE seq >= ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
                     (*stamped, *timed, from_seq, to_seq, *types))
+            if self.blobs is None:   # made before blobs, or its table dropped: a reference is a lost blob
+                cursor = self._no_blobs.scan_rows(cursor)
             if self.blobs is None or not resolve:   # not resolve: references stay, for Ledger.join
                 yield from cursor if plain else map(ScanRow._make, cursor)
                 return
