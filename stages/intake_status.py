@@ -18,6 +18,7 @@ import sqlite3
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 from evalledger.ledger import Ledger
@@ -32,7 +33,7 @@ def case_states(led: Ledger, events=None) -> dict[str, str]:
 
     ``events`` may be given (any iterable of events in seq order) to fold without reading the ledger.
     """
-    with _folded_facts(events if events is not None else led.read(types=_STATE_EVENTS)) as db:
+    with _folded_facts(led, events if events is not None else led.read(types=_STATE_EVENTS)) as db:
         return dict(db.execute(f"SELECT case_id, {_STATE} FROM opened AS o ORDER BY o.rowid"))
 
 
@@ -41,7 +42,7 @@ def state_counts(led: Ledger, upto: int | None = None) -> dict[str, dict[str, in
     None). Nothing per case is held in memory: a status of 200,000 cases held every case.opened
     event (1.2 GB), and a dict of every case id still grew with them."""
     counts: dict[str, dict[str, int]] = {}
-    with _folded_facts(led.read(types=_STATE_EVENTS, to_seq=upto)) as db:
+    with _folded_facts(led, led.read(types=_STATE_EVENTS, to_seq=upto)) as db:
         for benchmark, state, count in db.execute(f"SELECT benchmark, {_STATE}, count(*) FROM opened AS o "
                                                   "GROUP BY 1, 2"):
             counts.setdefault(benchmark, dict.fromkeys(CASE_STATES, 0))[state] = count
@@ -69,10 +70,11 @@ _BATCH = 5_000
 
 
 @contextmanager
-def _folded_facts(events) -> Iterator[sqlite3.Connection]:
+def _folded_facts(led: Ledger, events) -> Iterator[sqlite3.Connection]:
     """A connection to a temporary SQLite file holding the facts of ``events`` (in seq order),
-    taken one event at a time; the file is removed when the body is left."""
-    with tempfile.TemporaryDirectory(prefix="evalledger-states-") as folder:
+    taken one event at a time, in a spill folder of ``led``'s home (``_facts_folder``); the file
+    is removed when the body is left."""
+    with _facts_folder(led) as folder:
         db = sqlite3.connect(os.path.join(folder, "states.db"), isolation_level=None)
         try:
             for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -4000"):
@@ -89,6 +91,24 @@ def _folded_facts(events) -> Iterator[sqlite3.Connection]:
             yield db
         finally:
             db.close()
+
+
+def _facts_folder(led: Ledger) -> tempfile.TemporaryDirectory[str]:
+    """A private folder for the facts file, removed when left: a spill folder in the home, beside
+    intake's (``intake.spill_folder``: the home's disk, not the system's temporary folder, often a
+    small tmpfs, which a big home's facts could fill); one a killed process left there is removed
+    first (``intake_spool.remove_leftovers``). A home that cannot be written (a reading command on
+    a read-only copy) spills to the system's temporary folder, as a ledger without a home does."""
+    from evalledger.stages.intake import spill_folder
+    from evalledger.stages.intake_spool import remove_leftovers
+    if led.home is not None:
+        try:
+            folder = spill_folder(led)
+            remove_leftovers(Path(folder.name).parent)
+            return folder
+        except OSError:   # read-only: nothing of this home can be written
+            pass
+    return tempfile.TemporaryDirectory(prefix="evalledger-states-")
 
 
 def _note_state_fact(event, rows: dict[str, list[tuple]]) -> None:
