@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from conftest import cli
 from evalledger.testing.arithmetic import arithmetic_benchmark
