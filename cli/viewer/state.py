@@ -64,11 +64,30 @@ class HomeView:
     @contextmanager
     def reading(self) -> Iterator[None]:
         """The body (one request) reads the read models folded to the head, inside one snapshot
-        (``projections.current``), with the index synced from that same snapshot."""
+        (``projections.current``), with the index synced from that same snapshot. When the head has
+        not moved since the last request and the models are still where it left them (no rebuild
+        dropped them since), the snapshot alone: a page pays no fold's look at the ledger."""
+        if self._unchanged():
+            try:
+                yield
+            finally:
+                self.models.conn.execute("ROLLBACK")   # the snapshot ``_unchanged`` began
+            return
         with projections.current(self.led, self.models) as models:
             index.sync(self.led, self.index, models.conn)
             self.seen_head = models.position()[0]
             yield
+
+    def _unchanged(self) -> bool:
+        """True, with a snapshot of the read models begun, when the ledger's head is the one this
+        view last folded and synced to and the snapshot holds the models at it (else no snapshot)."""
+        if self.head_seq() != self.seen_head:
+            return False
+        self.models.conn.execute("BEGIN")
+        if self.models.position()[0] == self.seen_head:
+            return True
+        self.models.conn.execute("ROLLBACK")
+        return False
 
     # --- pages' data --------------------------------------------------------------------------------
     def overview(self) -> tuple[dict, dict]:
