@@ -35,7 +35,7 @@ from evalledger.ledger.persistence import (
     normalise_expected,
     prepare,
 )
-from evalledger.ledger.postgres import PostgresRecorder, is_store_url, redact_url, split_store_url
+from evalledger.ledger.postgres_schema import is_store_url, redact_url, split_store_url
 from evalledger.ledger.row_codec import ROWS_FORMS, is_compact
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
 from evalledger.ledger.sqlite import SQLiteRecorder
@@ -603,10 +603,12 @@ def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str =
     ``rows="compact"``: a ledger.db made by this call stores compact rows; an existing one keeps its form.
     """
     if isinstance(path, str) and is_store_url(path):  # a store without a home: no read models
+        from evalledger.ledger.postgres import PostgresRecorder  # only a PostgreSQL store needs it
         return Ledger(PostgresRecorder(path, readonly=readonly))
     path = Path(path if path is not None else default_home())
     store = store_of(path)
     if store is not None:
+        from evalledger.ledger.postgres import PostgresRecorder
         return Ledger(PostgresRecorder(store, str(path / READ_MODELS_FILE), readonly=readonly), home=path)
     if path.suffix == ".jsonl":
         return Ledger(JSONLRecorder(str(path), durability, readonly=readonly))
