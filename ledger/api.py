@@ -21,10 +21,11 @@ from urllib.parse import urlsplit
 import evalledger.ledger.events  # noqa: F401  (registers the catalog)
 from evalledger.ledger.blobs import REF, blob_file_path, is_blob_line, join, ref_key
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
+from evalledger.ledger.gz_members import gz_import_lines, gz_side_file, is_gz_mirror, is_gzip_file
 from evalledger.ledger.importer import FileLines
 from evalledger.ledger.jsonl import JSONLRecorder, tracking_path
 from evalledger.ledger.merkle import Frontier
-from evalledger.ledger.mirror_gz import GZ_MIRROR, gz_import_lines, gz_side_file, is_gz_mirror, is_gzip_file
+from evalledger.ledger.mirror_gz import GZ_MIRROR
 from evalledger.ledger.persistence import (
     TREE_LAG,
     Head,
