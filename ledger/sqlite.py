@@ -30,10 +30,11 @@ from evalledger.ledger.blobs import (
 )
 from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
+from evalledger.ledger.gz_members import is_gz_mirror
 from evalledger.ledger.lost_blobs import NoBlobTable
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror import Mirror
-from evalledger.ledger.mirror_gz import GzMirror, is_gz_mirror
+from evalledger.ledger.mirror_gz import GzMirror
 from evalledger.ledger.persistence import (
     TREE_KEPT,
     TREE_LAG,
