@@ -9,6 +9,7 @@ these would either be ambiguous (duplicate keys) or could not be stored as canon
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -89,12 +90,51 @@ def loads(text: str, where: str = "$", line_offset: int = 0) -> Any:
     except json.JSONDecodeError as exc:
         place = f"line {exc.lineno + line_offset}, column {exc.colno}"
         raise FileRejected([Problem(place, f"not valid JSON: {exc.msg}")]) from None
-    except RecursionError:
-        raise FileRejected([Problem(where, f"nesting deeper than {MAX_DEPTH} levels")]) from None
+    except RecursionError:   # nested thousands deep: the scanner gave up before check_tree could say where
+        raise FileRejected([too_deep(text, where)]) from None
     problems = check_tree(value, where)
     if problems:
         raise FileRejected(problems)
     return value
+
+
+# A JSON string (escapes and all) or one of the characters that open, close or separate values.
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]', re.DOTALL)
+
+
+def too_deep(text: str, where: str = "$") -> Problem:
+    """The problem of a document nested too deep for the scanner: the place of its first value
+    nested deeper than ``MAX_DEPTH`` (as ``check_tree`` would name it), found by walking the
+    document's brackets without recursion; ``where`` itself when no such value is found."""
+    place: list[Any] = []     # per open container: the key or index of the value being read
+    keyed: list[bool] = []    # per open container: an object (its next string is a key)
+    for token in _TOKEN.finditer(text):
+        mark = token.group()
+        if mark in "[{":
+            if len(place) >= MAX_DEPTH:
+                return Problem(join_path(where, place), f"nesting deeper than {MAX_DEPTH} levels")
+            place.append(0 if mark == "[" else None)
+            keyed.append(mark == "{")
+        elif mark in "]}":
+            if place:
+                place.pop()
+                keyed.pop()
+        elif mark == ",":
+            if keyed and not keyed[-1]:
+                place[-1] += 1
+            elif keyed:
+                place[-1] = None
+        elif keyed and keyed[-1] and place[-1] is None:
+            place[-1] = _key_text(mark)
+    return Problem(where, f"nesting deeper than {MAX_DEPTH} levels")
+
+
+def _key_text(token: str) -> str:
+    """An object key from its JSON string token (its raw text when its escapes are bad)."""
+    try:
+        return str(json.loads(token))
+    except ValueError:
+        return token[1:-1]
 
 
 def check_tree(value: Any, where: str = "$", depth: int = 1) -> list[Problem]:
