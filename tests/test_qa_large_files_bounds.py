@@ -17,8 +17,8 @@ from evalledger import ledger
 from evalledger.stages import intake
 from evalledger.stages.formats import FileRejected, parse
 from evalledger.stages.formats.decode import MAX_DEPTH, check_tree, loads, too_deep
-from evalledger.stages.intake_events import ERROR_TEXT_CHARS, MAX_ERRORS, error_list
 from evalledger.stages.formats.errors import Problem
+from evalledger.stages.intake_events import ERROR_TEXT_CHARS, MAX_ERRORS, error_list
 from large_files_support import dropped, large, rng
 
 
