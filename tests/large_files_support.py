@@ -105,6 +105,16 @@ def leftovers(home: Path) -> list[str]:
                   if p.name.startswith((".spool-", ".spill-", ".taking-", ".incoming-")))
 
 
+def home_with_version_one(tmp_path: Path) -> Path:
+    """A new home (``tmp_path``/home) in which ``evalledger ingest`` registered ``benchmark()``
+    from the inbox: version 1 of ``big``, its cases open."""
+    home = tmp_path / "home"
+    assert cli(home, "init").returncode == 0
+    first = cli(home, "ingest", dropped(home, "v1.json", large(json.dumps(benchmark()).encode())))
+    assert first.returncode == 0, first.stdout + first.stderr
+    return home
+
+
 def assert_rejected_alone(home: Path, before: Counter, name: str, where: str, reason: str) -> str:
     """The last file ``name`` was rejected: its one error line names the file, ``where`` (a
     prefix of the place) and ``reason`` (a part of the reason); the ledger holds exactly one

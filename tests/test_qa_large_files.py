@@ -29,6 +29,7 @@ from large_files_support import (
     column_of,
     dropped,
     event_counts,
+    home_with_version_one,
     jsonl,
     judged_and_reported,
     large,
@@ -257,10 +258,7 @@ def test_large_pending_responses_with_a_bad_line_are_rejected_when_their_benchma
 
 def test_a_damaged_large_second_version_registers_nothing_and_a_good_one_is_rebound(tmp_path):
     r = rng("lineage")
-    home = tmp_path / "home"
-    assert cli(home, "init").returncode == 0
-    first = cli(home, "ingest", dropped(home, "v1.json", large(json.dumps(benchmark()).encode())))
-    assert first.returncode == 0, first.stdout + first.stderr
+    home = home_with_version_one(tmp_path)
     for number, kind in enumerate(["wrong type", "id of another part", f"nesting {DEEP} deep", "cut short"]):
         raw, where, reason = damaged_benchmark(kind, r.choice(SECOND_PART), r.randrange(1000), version=2)
         before = event_counts(home)

@@ -29,6 +29,7 @@ from large_files_support import (
     cli,
     dropped,
     event_counts,
+    home_with_version_one,
     jsonl,
     large,
     leftovers,
@@ -116,10 +117,7 @@ def test_a_large_inbox_file_changed_while_it_is_spooled_is_filed_only_as_the_byt
 
 def test_an_ingest_of_large_files_killed_at_a_random_moment_leaves_a_home_the_next_watch_finishes(tmp_path):
     r = rng("killed ingest")
-    home = tmp_path / "home"
-    assert cli(home, "init").returncode == 0
-    first = cli(home, "ingest", dropped(home, "v1.json", large(json.dumps(benchmark()).encode())))
-    assert first.returncode == 0, first.stdout + first.stderr
+    home = home_with_version_one(tmp_path)
     dropped(home, "v2.json", large(json.dumps(benchmark(version=2)).encode()))
     rows = [{**response(i, f"late{i % 2}", "big"), "text": f"The sum is {2 * i}. " + "w" * 12_000}
             for i in range(0, 1500, 15)]
