@@ -27,6 +27,10 @@ from evalledger.stages.formats.model import ParsedBenchmark, ParsedResponse
 
 STAGE = {"stage": "intake", "stage_version": "1"}
 MAX_ERRORS = 1000
+# An error's place or reason past this many characters is cut: a reason may quote a value of the
+# file (an unknown key, a primitive type), and a 5 MB one made a 5 MB line in the note, the
+# event and every ``status``.
+ERROR_TEXT_CHARS = 1000
 # A registration's events stay bounded (issue 15): at most this many questions, and about this many
 # bytes of questions, per event. A benchmark that fits in one part keeps its single event.
 PART_QUESTIONS = 1000
@@ -61,12 +65,26 @@ def file_received(name: str, sha: str, size: int, fmt: str, status: str,
 
 
 def rejected(name: str, sha: str, size: int, problems: list[Problem]) -> NewEvent:
-    """The one event a rejected file gets: every error, capped at MAX_ERRORS."""
-    errors = [p.as_dict() for p in problems[:MAX_ERRORS]]
-    if len(problems) > MAX_ERRORS:
-        errors.append({"where": "$", "reason": f"... and {len(problems) - MAX_ERRORS} more errors"})
+    """The one event a rejected file gets: its errors (``error_list``)."""
+    errors = error_list(problems)
     data = {"file": name, "sha256": sha, "size": size, "errors": errors}
     return NewEvent(f"file:{sha}", "benchmark.rejected", data, key=f"{sha}:{digest16(errors)}", meta=meta())
+
+
+def error_list(problems: list[Problem]) -> list[dict[str, str]]:
+    """``{where, reason}`` of every problem, at most MAX_ERRORS of them (then one saying how many
+    more), each text cut at ERROR_TEXT_CHARS characters."""
+    errors = [{"where": _clipped(p.where), "reason": _clipped(p.reason)} for p in problems[:MAX_ERRORS]]
+    if len(problems) > MAX_ERRORS:
+        errors.append({"where": "$", "reason": f"... and {len(problems) - MAX_ERRORS} more errors"})
+    return errors
+
+
+def _clipped(text: str) -> str:
+    """``text``, or its first ERROR_TEXT_CHARS characters and how long it was."""
+    if len(text) <= ERROR_TEXT_CHARS:
+        return text
+    return f"{text[:ERROR_TEXT_CHARS]}... (cut: {len(text)} characters)"
 
 
 def template_warnings(questions: list[dict]) -> list[dict[str, str]]:
@@ -334,6 +352,6 @@ def resolution_rejected(bench: dict, source: dict, problems: list[Problem], caus
     """Pending responses that turned out not to fit their benchmark: no case is opened for any."""
     data = {"benchmark": bench["benchmark"], "benchmark_name": bench["name"], "pending": False,
             "file": source["file"], "sha256": source["sha256"], "count": 0, "cases": [],
-            "resolved_from": causation, "rejected": True, "errors": [p.as_dict() for p in problems]}
+            "resolved_from": causation, "rejected": True, "errors": error_list(problems)}
     return NewEvent(f"benchmark:{bench['benchmark']}", "responses.registered", data,
                     key=f"responses:{source['sha256']}", meta=meta(causation))

@@ -84,19 +84,19 @@ def _read_lines(text: str, first: dict, stem: str) -> ParsedFile:
     """A JSONL file: audit cases, response lines or reconstruction documents, decided by the
     first line's keys."""
     from evalledger.stages.formats import audit, native, reconstruction
+    if {"doc_id", "original_claims"} <= first.keys():
+        reader = lambda rows: reconstruction.read_reconstruction_lines(rows, stem)  # noqa: E731
+    elif _AUDIT_KEYS & first.keys():
+        reader = lambda rows: audit.read_audit(rows, stem)  # noqa: E731
+    elif _RESPONSE_KEYS & first.keys():
+        reader = native.read_responses_lines
+    else:   # said before every line is parsed: a 4 MB file of "{}" lines took 22 s to say it
+        raise FileRejected([Problem("line 1", f"not a recognised JSONL format; {_FORMAT_HELP}")])
     rows, problems = parse_jsonl(text)
     if not rows:
         _reject_pretty_printed(text)
-    if {"doc_id", "original_claims"} <= first.keys():
-        reader = lambda: reconstruction.read_reconstruction_lines(rows, stem)  # noqa: E731
-    elif _AUDIT_KEYS & first.keys():
-        reader = lambda: audit.read_audit(rows, stem)  # noqa: E731
-    elif _RESPONSE_KEYS & first.keys():
-        reader = lambda: native.read_responses_lines(rows)  # noqa: E731
-    else:
-        raise FileRejected([Problem("line 1", f"not a recognised JSONL format; {_FORMAT_HELP}")])
     try:
-        parsed = reader()
+        parsed = reader(rows)
     except FileRejected as exc:
         problems.extend(exc.problems)
         parsed = None

@@ -9,6 +9,7 @@ these would either be ambiguous (duplicate keys) or could not be stored as canon
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -89,42 +90,102 @@ def loads(text: str, where: str = "$", line_offset: int = 0) -> Any:
     except json.JSONDecodeError as exc:
         place = f"line {exc.lineno + line_offset}, column {exc.colno}"
         raise FileRejected([Problem(place, f"not valid JSON: {exc.msg}")]) from None
-    except RecursionError:
-        raise FileRejected([Problem(where, f"nesting deeper than {MAX_DEPTH} levels")]) from None
+    except RecursionError:   # nested thousands deep: the scanner gave up before check_tree could say where
+        raise FileRejected([too_deep(text, where)]) from None
     problems = check_tree(value, where)
     if problems:
         raise FileRejected(problems)
     return value
 
 
+# A JSON string (escapes and all) or one of the characters that open, close or separate values.
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]', re.DOTALL)
+
+
+def too_deep(text: str, where: str = "$") -> Problem:
+    """The problem of a document nested too deep for the scanner: the place of its first value
+    nested deeper than ``MAX_DEPTH`` (as ``check_tree`` would name it), found by walking the
+    document's brackets without recursion; ``where`` itself when no such value is found."""
+    place: list[Any] = []     # per open container: the key or index of the value being read
+    keyed: list[bool] = []    # per open container: an object (its next string is a key)
+    for token in _TOKEN.finditer(text):
+        mark = token.group()
+        if mark in "[{":
+            if len(place) >= MAX_DEPTH:
+                return Problem(join_path(where, place), f"nesting deeper than {MAX_DEPTH} levels")
+            place.append(0 if mark == "[" else None)
+            keyed.append(mark == "{")
+        elif mark in "]}":
+            if place:
+                place.pop()
+                keyed.pop()
+        elif mark == ",":
+            if keyed and not keyed[-1]:
+                place[-1] += 1
+            elif keyed:
+                place[-1] = None
+        elif keyed and keyed[-1] and place[-1] is None:
+            place[-1] = _key_text(mark)
+    return Problem(where, f"nesting deeper than {MAX_DEPTH} levels")
+
+
+def _key_text(token: str) -> str:
+    """An object key from its JSON string token (its raw text when its escapes are bad)."""
+    try:
+        return str(json.loads(token))
+    except ValueError:
+        return token[1:-1]
+
+
 def check_tree(value: Any, where: str = "$", depth: int = 1) -> list[Problem]:
     """Every place in a parsed value that cannot be kept: depth, numbers, duplicate keys, surrogates.
-    ``depth``: the nesting level of ``value`` itself (1 for a whole document)."""
+    ``depth``: the nesting level of ``value`` itself (1 for a whole document).
+
+    The walk holds one iterator per open container, and makes a place's path only for a container
+    or a problem: a 5 MB list of numbers, each waiting on the stack with its path made, took 430 MB."""
     problems: list[Problem] = []
-    stack: list[tuple[Any, str, int]] = [(value, where, depth)]
-    while stack:
-        node, path, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            problems.append(Problem(path, f"nesting deeper than {MAX_DEPTH} levels"))
+    _check_node(value, where, depth, problems)
+    open_: list[tuple[Iterator[tuple[Any, Any]], str, int]] = []   # (children as (key, value), path, depth)
+    if isinstance(value, (dict, list)) and depth <= MAX_DEPTH:
+        open_.append((_children(value), where, depth + 1))
+    while open_:
+        children, parent, level = open_[-1]
+        child = next(children, None)
+        if child is None:
+            open_.pop()
             continue
-        if isinstance(node, _BadNumber):
-            problems.append(Problem(path, node.reason))
-        elif isinstance(node, str):
-            if _has_surrogate(node):
-                problems.append(Problem(path, "text holds an unpaired surrogate escape (\\ud800-\\udfff), "
-                                              "which is not valid Unicode"))
-        elif isinstance(node, dict):
-            for key in getattr(node, "duplicates", ()):
-                problems.append(Problem(join_path(path, [key]), "duplicate key in the same object"))
-            for key, item in node.items():
-                if _has_surrogate(key):
-                    problems.append(Problem(path, "a key holds an unpaired surrogate escape"))
-                stack.append((item, join_path(path, [key]), depth + 1))
-        elif isinstance(node, list):
-            for index, item in enumerate(node):
-                stack.append((item, join_path(path, [index]), depth + 1))
+        key, node = child
+        if level > MAX_DEPTH or isinstance(node, (dict, list, str, _BadNumber)):
+            path = join_path(parent, [key])
+            _check_node(node, path, level, problems)
+            if isinstance(node, (dict, list)) and level <= MAX_DEPTH:
+                open_.append((_children(node), path, level + 1))
     problems.sort(key=lambda p: p.where)
     return problems
+
+
+def _children(node: dict | list) -> Iterator[tuple[Any, Any]]:
+    """(key or index, value) of each item of a container."""
+    return iter(node.items()) if isinstance(node, dict) else enumerate(node)
+
+
+def _check_node(node: Any, path: str, depth: int, problems: list[Problem]) -> None:
+    """The problems of one value itself (not of its items), at ``path`` and nesting ``depth``."""
+    if depth > MAX_DEPTH:
+        problems.append(Problem(path, f"nesting deeper than {MAX_DEPTH} levels"))
+        return
+    if isinstance(node, _BadNumber):
+        problems.append(Problem(path, node.reason))
+    elif isinstance(node, str):
+        if _has_surrogate(node):
+            problems.append(Problem(path, "text holds an unpaired surrogate escape (\\ud800-\\udfff), "
+                                          "which is not valid Unicode"))
+    elif isinstance(node, dict):
+        for key in getattr(node, "duplicates", ()):
+            problems.append(Problem(join_path(path, [key]), "duplicate key in the same object"))
+        for key in node:
+            if _has_surrogate(key):
+                problems.append(Problem(path, "a key holds an unpaired surrogate escape"))
 
 
 def _has_surrogate(text: str) -> bool:
