@@ -19,18 +19,15 @@ from evalledger.projections.agreement import format_agreement, reviewer_agreemen
 from evalledger.projections.judge_agreement import format_judge_agreement, judge_agreement, profile_pairs
 from evalledger.projections.reports import slug
 from evalledger.projections.review_queue import queue_bytes, review_queue
-from evalledger.projections.store import ReadModelStore, json_bytes, reports_dir
+from evalledger.projections.store import json_bytes, reports_dir
 
 
 @contextmanager
 def current_cases(led):
-    """The ledger's case states, sorted by id, after folding the events not folded yet."""
-    projections.update(led)
-    store = ReadModelStore(led)
-    try:
+    """The ledger's case states, sorted by id, after folding the events not folded yet, read inside
+    one snapshot (``projections.current``: never a state another process's rebuild left half done)."""
+    with projections.current(led) as store:
         yield store.iter_cases()
-    finally:
-        store.close()
 
 
 def cmd_sample(args) -> int:

@@ -35,15 +35,11 @@ def sweep(led: ledger.Ledger, key: str, values: list[Any], fixed: dict[str, Any]
     carry its seed); ``fixed`` wins over them.
     """
     fixed = {**recorded_repeat_layer(led), **(fixed or {})}
-    projections.update(led)
-    store = ReadModelStore(led)
-    try:
+    with projections.current(led) as store:   # runs and cases of one state, never a rebuild's half
         configs = configs_by_hash(store.load_keyed("proj_runs"))
         extractions = excerpt_facts(led, SUBJECT_OF[key]) if key in SUBJECT_OF else None
         facts = FactSweep(key, fixed, ((state, is_finished(state)) for state in store.iter_cases()),
                           configs, extractions)
-    finally:
-        store.close()
     points = []
     for index, value in enumerate(values):
         if on_point is not None:

@@ -21,10 +21,11 @@ from urllib.parse import urlsplit
 import evalledger.ledger.events  # noqa: F401  (registers the catalog)
 from evalledger.ledger.blobs import REF, blob_file_path, decode_last, is_blob_line, join, ref_key
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
+from evalledger.ledger.gz_members import gz_import_lines, gz_side_file, is_gz_mirror, is_gzip_file
 from evalledger.ledger.importer import FileLines
 from evalledger.ledger.jsonl import JSONLRecorder, tracking_path
 from evalledger.ledger.merkle import Frontier
-from evalledger.ledger.mirror_gz import GZ_MIRROR, gz_import_lines, gz_side_file, is_gz_mirror, is_gzip_file
+from evalledger.ledger.mirror_gz import GZ_MIRROR
 from evalledger.ledger.persistence import (
     TREE_LAG,
     Head,
@@ -35,7 +36,7 @@ from evalledger.ledger.persistence import (
     normalise_expected,
     prepare,
 )
-from evalledger.ledger.postgres import PostgresRecorder, is_store_url, redact_url, split_store_url
+from evalledger.ledger.postgres_schema import is_store_url, redact_url, split_store_url
 from evalledger.ledger.row_codec import ROWS_FORMS, is_compact
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
 from evalledger.ledger.sqlite import SQLiteRecorder
@@ -618,10 +619,12 @@ def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str =
     ``rows="compact"``: a ledger.db made by this call stores compact rows; an existing one keeps its form.
     """
     if isinstance(path, str) and is_store_url(path):  # a store without a home: no read models
+        from evalledger.ledger.postgres import PostgresRecorder  # only a PostgreSQL store needs it
         return Ledger(PostgresRecorder(path, readonly=readonly))
     path = Path(path if path is not None else default_home())
     store = store_of(path)
     if store is not None:
+        from evalledger.ledger.postgres import PostgresRecorder
         return Ledger(PostgresRecorder(store, str(path / READ_MODELS_FILE), readonly=readonly), home=path)
     if path.suffix == ".jsonl":
         return Ledger(JSONLRecorder(str(path), durability, readonly=readonly))

@@ -13,11 +13,10 @@ imported when a store URL names PostgreSQL.
 from __future__ import annotations
 
 import threading
-import zlib
 from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from evalledger.ledger import file_bytes
+from evalledger.ledger import postgres_schema as pg
 from evalledger.ledger.blobs import BlobReader, interleave, pack, remember_blobs, split_batch
 from evalledger.ledger.call_slots import CallSlots
 from evalledger.ledger.call_slots import table_sql as call_slots_sql
@@ -38,144 +37,23 @@ from evalledger.ledger.persistence import (
     seal,
     tree_built_note,
 )
+from evalledger.ledger.postgres_schema import (  # noqa: F401  (is_store_url, redact_url: this backend's API)
+    TRIGGERS,
+    blob_sql,
+    connect,
+    is_store_url,
+    lock_key,
+    notify_channel,
+    redact_url,
+    schema_sql,
+    split_store_url,
+)
 from evalledger.ledger.sqlite_schema import COLUMNS, row_event, row_line
 from evalledger.ledger.verify import VerifyReport, verify_sqlite
 from evalledger.ledger.verify_blobs import checked_blobs
 
-# psycopg is imported on first connection (``_psycopg``), not with this module: the ledger imports
-# this module for its URL helpers, and psycopg costs every command ~0.1 s at start-up.
-psycopg: Any = None
-pg_errors: Any = None
-
-
-def _psycopg() -> Any:
-    """The psycopg module, imported on first use; None when the optional extra is not installed."""
-    global psycopg, pg_errors
-    if psycopg is None:
-        try:
-            import psycopg as module
-            from psycopg import errors
-        except ImportError:  # the optional extra is not installed: say so when a store needs it
-            return None
-        psycopg, pg_errors = module, errors
-    return psycopg
-
-URL_SCHEMES = ("postgresql://", "postgres://")
-DEFAULT_SCHEMA = "public"
 _PAGE = 1000  # rows a read fetches at once (one round trip each)
 _LOCK_CLASS = 0x45564C  # "EVL": the advisory-lock namespace of evalledger's sequencer
-TRIGGERS = ("events_refuse_update", "events_refuse_delete", "events_refuse_truncate")
-
-
-def is_store_url(text: str) -> bool:
-    """True when ``text`` names a PostgreSQL store (``postgresql://...``)."""
-    return isinstance(text, str) and text.startswith(URL_SCHEMES)
-
-
-def split_store_url(url: str) -> tuple[str, str]:
-    """(connection URL for libpq, schema name) from a store URL; ``?schema=NAME`` picks the schema.
-
-    One database can hold many ledgers, one a schema (``public`` when not given).
-    """
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((v for k, v in query if k == "schema"), DEFAULT_SCHEMA)
-    rest = urlencode([(k, v) for k, v in query if k != "schema"])
-    if not schema or not schema.replace("_", "a").isalnum() or not schema[0].isalpha() or schema != schema.lower():
-        raise LedgerError(f"store URL: schema {schema!r} must be lowercase letters, digits and _ "
-                          "(starting with a letter)")
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), schema
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password: what messages, logs and files may show."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit((parts.scheme, f"{user}@{netloc[-1]}", parts.path, parts.query, parts.fragment))
-
-
-def notify_channel(schema: str) -> str:
-    """The LISTEN/NOTIFY channel on which a schema's appends announce the new head seq."""
-    return f"evalledger_{schema}"
-
-
-def _schema_sql(schema: str) -> str:
-    """Tables, index and immutability triggers of one ledger, created if missing."""
-    return f"""
-CREATE SCHEMA IF NOT EXISTS {schema};
-CREATE TABLE IF NOT EXISTS {schema}.events (
-    seq BIGINT PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    stream TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    schema INTEGER NOT NULL,
-    data TEXT NOT NULL,
-    meta TEXT NOT NULL,
-    prev_hash TEXT NOT NULL,
-    hash TEXT NOT NULL,
-    UNIQUE (stream, version)
-);
-CREATE INDEX IF NOT EXISTS events_type_seq ON {schema}.events (type, seq);
-CREATE TABLE IF NOT EXISTS {schema}.tracking (
-    name TEXT PRIMARY KEY,
-    position BIGINT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS {schema}.merkle (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    size BIGINT NOT NULL,
-    frontier BYTEA NOT NULL,
-    built TEXT NOT NULL
-);
-CREATE OR REPLACE FUNCTION {schema}.evalledger_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'evalledger events are immutable: % refused', TG_OP;
-END $$;
-CREATE OR REPLACE TRIGGER events_refuse_update BEFORE UPDATE ON {schema}.events
-    FOR EACH ROW EXECUTE FUNCTION {schema}.evalledger_refuse_change();
-CREATE OR REPLACE TRIGGER events_refuse_delete BEFORE DELETE ON {schema}.events
-    FOR EACH ROW EXECUTE FUNCTION {schema}.evalledger_refuse_change();
-CREATE OR REPLACE TRIGGER events_refuse_truncate BEFORE TRUNCATE ON {schema}.events
-    FOR EACH STATEMENT EXECUTE FUNCTION {schema}.evalledger_refuse_change();
-"""
-
-
-def _blob_sql(schema: str) -> str:
-    """The blob store's table (ledger/blobs.py), made with a new store only, immutable like the events."""
-    return f"""
-CREATE TABLE IF NOT EXISTS {schema}.blobs (
-    key BYTEA PRIMARY KEY,
-    data BYTEA NOT NULL
-);
-CREATE OR REPLACE TRIGGER blobs_refuse_update BEFORE UPDATE ON {schema}.blobs
-    FOR EACH ROW EXECUTE FUNCTION {schema}.evalledger_refuse_change();
-CREATE OR REPLACE TRIGGER blobs_refuse_delete BEFORE DELETE ON {schema}.blobs
-    FOR EACH ROW EXECUTE FUNCTION {schema}.evalledger_refuse_change();
-"""
-
-
-def connect(url: str, readonly: bool = False) -> Any:
-    """An autocommit psycopg connection to ``url`` (no schema parameter), with clear errors."""
-    if _psycopg() is None:
-        raise LedgerError("a PostgreSQL store needs psycopg 3: pip install 'evalledger[postgres]'")
-    try:
-        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
-    except psycopg.Error as exc:
-        raise LedgerError(f"cannot connect to the store {redact_url(url)}: {str(exc).strip()}") from None
-    # A writer that holds the sequencer lock and hangs must not hang everyone: give up after 60 s,
-    # as SQLite's busy timeout does (the error names the store).
-    conn.execute("SET lock_timeout = '60s'")
-    if readonly:
-        conn.execute("SET default_transaction_read_only = on")
-    return conn
-
-
-def lock_key(schema: str) -> int:
-    """The advisory-lock key of one schema's sequencer (a signed 32-bit int)."""
-    return zlib.crc32(schema.encode()) - (1 << 31)
 
 
 class PostgresRecorder(Recorder):
@@ -210,9 +88,9 @@ class PostgresRecorder(Recorder):
         with self._lock, self._guard(), self.conn.transaction():
             self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._key))
             new = not self._table_exists()
-            self.conn.execute(_schema_sql(self.schema))
+            self.conn.execute(schema_sql(self.schema))
             if new:   # only a store made now: an older one reads and grows as it was written
-                self.conn.execute(_blob_sql(self.schema))
+                self.conn.execute(blob_sql(self.schema))
             self.conn.execute(call_slots_sql(self.schema))
             self.conn.execute(file_bytes.table_sql(self.schema))
             self.conn.execute(claims_sql(self.schema))   # here, under the lock: two workers opening at once raced
@@ -302,7 +180,7 @@ class PostgresRecorder(Recorder):
                         conn.execute("SELECT pg_notify(%s, %s)", (notify_channel(self.schema), str(new[-1].seq)))
                     conn.execute("COMMIT")
             except BaseException:
-                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not conn.closed:
+                if conn.info.transaction_status != pg.psycopg.pq.TransactionStatus.IDLE and not conn.closed:
                     conn.execute("ROLLBACK")
                 raise
         if blobs:
@@ -342,7 +220,7 @@ class PostgresRecorder(Recorder):
                         conn.execute("SELECT pg_notify(%s, %s)", (notify_channel(self.schema), str(last)))
                     conn.execute("COMMIT")
             except BaseException:
-                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not conn.closed:
+                if conn.info.transaction_status != pg.psycopg.pq.TransactionStatus.IDLE and not conn.closed:
                     conn.execute("ROLLBACK")
                 raise
         remember_blobs(self._known_blobs, added)
@@ -686,9 +564,9 @@ class _Errors:
         return None
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
-        if exc is None or psycopg is None or not isinstance(exc, psycopg.Error):
+        if exc is None or pg.psycopg is None or not isinstance(exc, pg.psycopg.Error):
             return False
-        if pg_errors is not None and isinstance(exc, pg_errors.UniqueViolation):
+        if pg.pg_errors is not None and isinstance(exc, pg.pg_errors.UniqueViolation):
             raise LedgerError(f"{self.location}: {str(exc).strip()} (a row the sequencer lock should have "
                               "kept out: was the store written around evalledger?)") from None
         raise LedgerError(f"{self.location}: {str(exc).strip()}") from None

@@ -147,6 +147,20 @@ def is_compact(conn: sqlite3.Connection) -> bool:
     return row is not None and row[0] == COMPACT_FORM
 
 
+def unmarked_packing(conn: sqlite3.Connection) -> int | None:
+    """The seq of a packed row (its hash cell a BLOB) at either end of a store that does not say it
+    holds compact rows, or None. Only a store made with ``--rows compact`` packs rows, and its
+    ``event_rows`` table is the one place that says so: a packed row in a store without it means
+    that table was deleted or altered, and reading the rows as text would fail deep in a read.
+    The two ends, found by the seq index, cost two lookups however large the store."""
+    try:
+        row = conn.execute("SELECT MIN(seq) FROM events WHERE typeof(hash) = 'blob' AND seq IN "
+                           "((SELECT MIN(seq) FROM events), (SELECT MAX(seq) FROM events))").fetchone()
+    except sqlite3.OperationalError:   # no events table yet (a read-only open of an empty file)
+        return None
+    return row[0] if row else None
+
+
 def mark_compact(conn: sqlite3.Connection) -> None:
     """Record in a new store that its rows are written in the compact form."""
     conn.executescript(FORM_SCHEMA)

@@ -30,9 +30,11 @@ from evalledger.ledger.blobs import (
 )
 from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
+from evalledger.ledger.gz_members import is_gz_mirror
+from evalledger.ledger.lost_blobs import NoBlobTable
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror import Mirror
-from evalledger.ledger.mirror_gz import GzMirror, is_gz_mirror
+from evalledger.ledger.mirror_gz import GzMirror
 from evalledger.ledger.persistence import (
     TREE_KEPT,
     TREE_LAG,
@@ -59,6 +61,7 @@ from evalledger.ledger.row_codec import (
     pack_row,
     payload_cells,
     raw_hex,
+    unmarked_packing,
     unpack_row,
 )
 from evalledger.ledger.sqlite_schema import (
@@ -121,9 +124,17 @@ class SQLiteRecorder(Recorder):
         # Compact rows (ledger/row_codec.py): cells are packed on insert and unpacked on every read.
         self.compact = is_compact(self.conn)
         self._columns = COMPACT_COLUMNS if self.compact else COLUMNS
+        # Packed rows in a store that does not say it holds them (event_rows deleted): read as text,
+        # they would fail deep in a read, so reads refuse, verify names the row and writers stop here.
+        self.form_problem = None if self.compact else _form_problem(self.conn, self.location)
+        if self.form_problem is not None and not readonly:
+            self._lock.close()
+            self.conn.close()
+            raise LedgerError(unreadable(self.form_problem))
         # The blob store (ledger/blobs.py), when this store was made with one: None for an older store.
         self.blobs = BlobReader(self._load_blob, f"{path} (table blobs)", load_many=self._load_blobs) \
             if has_blob_table(self.conn) else None
+        self._no_blobs = NoBlobTable(path)   # reads without it: a reference there is a blob lost with its table
         self._known_blobs: set[str] = set()   # keys committed by this object: not packed again
         self._blob_lines: dict[str, bytes] = {}   # the blobs the last transaction stored: key -> stored form
         self.mirror: Mirror | GzMirror | None = None
@@ -285,7 +296,7 @@ class SQLiteRecorder(Recorder):
         """An Event from a row of ``COLUMNS``, its blob references resolved when it is read."""
         if self.compact:
             row = unpack_row(row)
-        return self.blobs.row_event(*row) if self.blobs is not None else Event(*row)
+        return (self.blobs or self._no_blobs).row_event(*row)
 
     def export_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
         """The lines ``export`` writes: the mirror's (``mirror_lines``); a blob the store lost stops it."""
@@ -297,7 +308,7 @@ class SQLiteRecorder(Recorder):
         missing or altered blob raises BlobError when ``strict``, else is passed over)."""
         rows = self._rows("", [], from_seq, to_seq)
         if self.blobs is None:
-            return map(row_line, rows)
+            return map(row_line, self._no_blobs.rows(rows) if strict else rows)
         return interleave(((row[6], row_line(row)) for row in rows), self.blobs, self._load_blob, strict)
 
     def _check_writable(self) -> None:
@@ -569,6 +580,7 @@ class SQLiteRecorder(Recorder):
         ``_PAGE_BYTES`` of payload, so a read's memory does not depend on how large events are.
         The first page is a short one, to learn how large they are.
         """
+        self._check_form()
         last = from_seq - 1
         bound = " AND seq <= ?" if to_seq is not None else ""
         sql = f"SELECT {self._columns} FROM events WHERE seq > ?{where}{bound} ORDER BY seq LIMIT ?"
@@ -600,20 +612,27 @@ class SQLiteRecorder(Recorder):
         if stream is not None:
             where += " AND stream = ?"
             params.append(stream)
-        make = self.blobs.row_event if self.blobs is not None else Event   # the pages are unpacked
+        make = (self.blobs or self._no_blobs).row_event   # the pages are unpacked
         return starmap(make, self._rows(where, params, from_seq, to_seq))
+
+    def _check_form(self) -> None:
+        """Refuse to read rows whose form this store cannot tell (``form_problem``)."""
+        if self.form_problem is not None:
+            raise LedgerError(unreadable(self.form_problem))
 
     def head(self) -> Head:
         with self._thread_lock:
             return self._select_head()
 
     def get(self, id: str) -> Event | None:
+        self._check_form()
         with self._thread_lock:
             row = self.conn.execute(f"SELECT {self._columns} FROM events WHERE id = ?", (self._key(id),)).fetchone()
         return self._event(row) if row else None
 
     def get_stored(self, id: str) -> Event | None:
         """The event with this id as stored: blob references in its data are left in place."""
+        self._check_form()
         with self._thread_lock:
             row = self.conn.execute(f"SELECT {self._columns} FROM events WHERE id = ?", (self._key(id),)).fetchone()
         if row is None:
@@ -646,6 +665,7 @@ class SQLiteRecorder(Recorder):
         types = list(types)
         if not types:
             return
+        self._check_form()
         conn = connect(self.path, readonly=True)
         try:
             marks = ", ".join("?" * len(types))
@@ -662,6 +682,8 @@ class SQLiteRecorder(Recorder):
                     f"SELECT type, id, stream, version, schema, CAST(data AS BLOB), {stamp}, {time} "
                     f"FROM events WHERE seq >= ? AND seq <= ? AND +type IN ({marks}) ORDER BY seq",
                     (*stamped, *timed, from_seq, to_seq, *types))
+            if self.blobs is None:   # made before blobs, or its table dropped: a reference is a lost blob
+                cursor = self._no_blobs.scan_rows(cursor)
             if self.blobs is None or not resolve:   # not resolve: references stay, for Ledger.join
                 yield from cursor if plain else map(ScanRow._make, cursor)
                 return
@@ -676,6 +698,8 @@ class SQLiteRecorder(Recorder):
     def verify(self, expect_head: Head | None = None) -> VerifyReport:
         """Verify the events table (and the mirror beside it) as of one snapshot taken under the
         lock, so a concurrent writer never looks like damage."""
+        if self.form_problem is not None:   # its rows cannot be read: that is the first thing wrong
+            return VerifyReport(self.head(), 0, [self.form_problem])
         with self._lock.shared():   # the tree is committed with the events: read both at one instant
             head, mirror_size = self.snapshot()
             kept = self.tree_state()
@@ -821,6 +845,20 @@ def _compact_scan(conn: sqlite3.Connection, from_seq: int, to_seq: int, types: l
             stamp = fields.get("config_hash") if type in stamped else None
             time = fields.get("recorded_at") if type in timed else None
         yield type, hex_of(id), stream, version, schema, data, stamp, time
+
+
+def _form_problem(conn: sqlite3.Connection, location: str) -> Problem | None:
+    """What verify reports for a store whose rows are packed where no ``event_rows`` table says so."""
+    seq = unmarked_packing(conn)
+    if seq is None:
+        return None
+    return Problem(seq, location, "the row is packed (compact rows), but table event_rows, which names the "
+                   "rows form, is missing or altered: the rows cannot be read as the form they were written in")
+
+
+def unreadable(problem: Problem) -> str:
+    """The error a read of a damaged store stops with: the place and reason, and what to run."""
+    return f"{problem}; the store was damaged ('evalledger verify' checks it)"
 
 
 def _select_blob(conn: sqlite3.Connection, key: str) -> bytes | None:

@@ -11,13 +11,18 @@ imports ``stages``.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from evalledger.projections import catch_up as _update
 from evalledger.projections.catch_up import FoldResult
 from evalledger.projections.report_files import folder_turn
 from evalledger.projections.reports import render_files, write_reports
-from evalledger.projections.store import ReadModelsAltered, ReadModelStore, reports_dir
+from evalledger.projections.store import ReadModelsAltered, ReadModelsBusy, ReadModelStore, reports_dir
+
+#: folds a reader makes before giving up on read models another process keeps rebuilding
+READ_TRIES = 5
 
 
 def update(led) -> FoldResult:
@@ -72,4 +77,31 @@ def render(led) -> dict[str, bytes]:
         store.close()
 
 
-__all__ = ["FoldResult", "ReadModelsAltered", "rebuild", "refresh", "render", "update"]
+@contextmanager
+def current(led, store: ReadModelStore | None = None) -> Iterator[ReadModelStore]:
+    """The read models folded up to the ledger's head, read by the body inside one snapshot
+    (``ReadModelStore.snapshot``), as ``report`` renders them.
+
+    Another process's rebuild drops them (one transaction) and folds them again: a snapshot taken
+    in between finds them behind the position this fold reached (empty, or refolded in part with
+    no position yet). It is let go and the models folded again (a fold is idempotent), so the body
+    never reads a half-updated state, nor the tables of two commits. ``store``: one the caller
+    keeps open (the viewer's), not already in a snapshot; else one is opened for the body.
+    """
+    own = store is None
+    models = ReadModelStore(led) if store is None else store
+    try:
+        for _ in range(READ_TRIES):
+            reached = _update.update(led, models).position[0]
+            with models.snapshot():
+                if models.position()[0] >= reached:
+                    yield models
+                    return
+        raise ReadModelsBusy(f"{models.path}: the read models were dropped by another process's rebuild "
+                             f"{READ_TRIES} times while this command read them (busy); run it again")
+    finally:
+        if own:
+            models.close()
+
+
+__all__ = ["FoldResult", "ReadModelsAltered", "ReadModelsBusy", "current", "rebuild", "refresh", "render", "update"]

@@ -25,6 +25,7 @@ from typing import Any, Collection, Iterable, Iterator
 import orjson
 
 from evalledger.ledger.envelope import decode_json
+from evalledger.ledger.persistence import LedgerError
 from evalledger.projections.appliers import restore_case, sparse_case
 
 # Bump when the shape of a stored state changes: tables folded by another version are dropped and
@@ -51,6 +52,10 @@ CREATE TABLE IF NOT EXISTS proj_digest (name TEXT PRIMARY KEY, digest TEXT NOT N
 
 class StaleFold(Exception):
     """Another fold committed since this one read its position; its result must not be saved."""
+
+
+class ReadModelsBusy(LedgerError):
+    """Another process kept rebuilding the read models while a reader waited for a whole state."""
 
 
 class ReadModelsAltered(Exception):
@@ -107,9 +112,10 @@ def reports_dir(led) -> Path:
 class ReadModelStore:
     """The read-model tables of one ledger, on a connection of their own."""
 
-    def __init__(self, led, path: str | None = None):
+    def __init__(self, led, path: str | None = None, any_thread: bool = False):
         self.path = path or store_path(led)   # another file: a fold made aside (verify --projections)
-        self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=60)
+        # any_thread: the viewer's, kept open for its life, may be closed by another thread at exit
+        self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=60, check_same_thread=not any_thread)
         self.conn.execute("PRAGMA busy_timeout = 60000")
         self.conn.execute("PRAGMA journal_mode = WAL")
         # Read models are derived data (a rebuild recreates them): commit without waiting for fsync.

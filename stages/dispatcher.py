@@ -3,8 +3,8 @@
 Stages subscribe to ``case.opened`` of their kind (template, reconstruction, audit). A case is
 pending for a stage when its ``case.opened`` is in the ledger and the stage's terminal output is
 not (``case.judged``, ``claim.scored``, ``credit.scored``), nor a ``stage.failed`` (unless
-``retry_failed``). Work is derived from the ledger, never from memory, so a restarted dispatcher
-finds the same pending cases whatever was in flight when it died.
+``retry_failed``); ``stages.pending`` finds them. Work is derived from the ledger, never from
+memory, so a restarted dispatcher finds the same pending cases whatever was in flight when it died.
 
 A case's steps run in order inside its handler, except steps that do not depend on each other,
 which run at once (``CaseWork.together``); cases run concurrently. The judge's ``--concurrency``
@@ -36,26 +36,21 @@ stops the run the same way but gently: calls already admitted finish, no new cas
 from __future__ import annotations
 
 import asyncio
-import heapq
 import os
 import socket
 import threading
 import uuid
-from array import array
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import chain, islice
-from typing import Any, Awaitable, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from evalledger.ledger import Event, LedgerError, NewEvent, canonical_json
+from evalledger.ledger import Event, LedgerError, NewEvent
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.leases import DEFAULT_LEASE_SECONDS
-from evalledger.stages.audit import judge_audit
 from evalledger.stages.case_commits import CaseCommits, Watermarks
 from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
 from evalledger.stages.config import VerificationConfig, effective_config
@@ -64,30 +59,19 @@ from evalledger.stages.interrupts import reraise_interrupt
 from evalledger.stages.judge import JudgeCallFailed, JudgeUnavailable, UnrecordedRequest
 from evalledger.stages.judge.budget import Budget, BudgetExhausted
 from evalledger.stages.judge.recorded_calls import CaseCalls, appending, collecting, note_appended
-from evalledger.stages.reconstruction import judge_reconstruction
-from evalledger.stages.repeats import judge_case
-from evalledger.stages.template import judge_template
-
-
-@dataclass(frozen=True)
-class Stage:
-    """A stage: the case kind it subscribes to, the event that says a case is done, its handler."""
-
-    name: str
-    kind: str
-    terminal: str
-    handler: Callable[[CaseWork], Awaitable[None]]
-
-    @property
-    def tracking(self) -> str:
-        return f"stage:{self.name}"
-
-
-STAGES = (
-    Stage("template", "template", "case.judged", judge_template),
-    Stage("reconstruction", "reconstruction", "claim.scored", judge_reconstruction),
-    Stage("audit", "audit", "credit.scored", judge_audit),
+from evalledger.stages.pending import (  # noqa: F401  (STAGES, Stage, find_pending: the dispatcher's API)
+    STAGES,
+    Pending,
+    Stage,
+    below_tracking,
+    case_ref,
+    find_pending,
+    opened_events,
+    scan_pending,
+    seq_of,
+    watermarks_of,
 )
+from evalledger.stages.repeats import judge_case
 
 
 class RunSettings(BaseModel):
@@ -175,163 +159,12 @@ class RunSummary:
     failures: list[dict[str, str]] = field(default_factory=list)
 
 
-class PendingCases:
-    """The pending cases a run keeps from a scan until they start: per case its ``case.opened`` seq
-    and its stage in one 8-byte integer, in seq order, and the prior failure counts that are not
-    0 (``--retry-failed`` only). Iterating gives ``(stage, seq, failures)``.
-
-    A list of ``(stage, CaseRef, failures)`` cost ~300 bytes a case (two id strings, two tuples,
-    an int): 30 MB of a run's peak at 100,000 cases. The events are read back a page at a time
-    as cases start (``_opened_events``).
-    """
-
-    def __init__(self, keys: Iterable[int] = (), failures: dict[int, int] | None = None):
-        self._keys = array("q", keys)     # seq << 2 | the stage's index in STAGES
-        self._failures = failures or {}   # key -> prior stage.failed count, when not 0
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def __iter__(self) -> Iterator[tuple[Stage, int, int]]:
-        failures = self._failures
-        for key in self._keys:
-            yield STAGES[key & 3], key >> 2, failures.get(key, 0)
-
-
-def _merged(per_stage: list[array]) -> Iterator[int]:
-    """The keys of every stage in seq order (each stage's scan read them in seq order)."""
-    return heapq.merge(*per_stage)
-
-
-@dataclass
-class _Pending:
-    """The pending cases of one scan, per stage, with the scan's upper bound."""
-
-    upto: int
-    cases: Any   # (stage, case.opened, prior stage.failed count) items: a list, or the run's PendingCases
-    held: Any = field(default_factory=list)   # pending, not this run's
-    configs: dict[str, Any] = field(default_factory=dict)   # the cases' distinct configs (as given)
-
-
 MIN_CASES_IN_FLIGHT = 16   # cases in flight at the least (the offline judge: CPU bound, 16 is plenty)
 CASES_PER_CALL = 2         # cases in flight per judge call allowed in flight (see _Run.cases_in_flight)
 DEFAULT_CONCURRENCY = 8    # a judge without settings (a test's object): JudgeSettings' default
 
 MAX_CACHED_CONFIGS = 1024   # distinct benchmark configs a run keeps worked out (_Run._config_of)
 RECONCILE_EVERY = 20   # passes between full reconciles of a long-lived process (the watch daemon)
-
-
-def find_pending(led, retry_failed: bool = False, upto: int | None = None, full: bool = False,
-                 select=None) -> _Pending:
-    """Every (stage, case.opened) whose stage output is not in the ledger, in seq order.
-
-    A scan starts after each stage's tracking position; ``full`` (and ``retry_failed``) scan from
-    seq 1, so pending work is found whatever the tracking records say.
-    ``select(case_opened_data)`` picks the cases this run judges (its profiles'); the others are
-    ``held``: pending, and they keep the tracking watermark below them for the run that takes them.
-    """
-    return _scan_pending(led, retry_failed, upto, full, select, lambda opened: opened)
-
-
-class CaseRef(NamedTuple):
-    """Where a pending case's ``case.opened`` is (not the event: no payload held), with its ids:
-    what a run sharing its store with other workers keeps of each case it may claim."""
-
-    seq: int
-    id: str
-    case_id: str
-
-
-def _case_ref(opened: Event) -> CaseRef:
-    """The ``CaseRef`` of a ``case.opened`` event."""
-    return CaseRef(opened.seq, opened.id, opened.data.get("case_id"))
-
-
-def _scan_pending(led, retry_failed: bool, upto: int | None, full: bool, select, keep) -> _Pending:
-    """``find_pending``, keeping ``keep(case.opened)`` of each case (the event, or its ``CaseRef``),
-    and the distinct configs of the selected cases (``_Pending.configs``). ``keep=None`` (a run's
-    scan) keeps the cases as ``PendingCases``: no object per case."""
-    upto = led.head().seq if upto is None else upto
-    found: list[tuple[Stage, Any, int, bool]] = []
-    chosen_keys: list[array] = []
-    held_keys: list[array] = []
-    failed: dict[int, int] = {}
-    configs: dict[str, Any] = {}
-    select = select or _without_profile
-    for index, stage in enumerate(STAGES):
-        start = 1 if (retry_failed or full) else led.tracking_position(stage.tracking) + 1
-        if start > upto:
-            continue
-        done = {e.data.get("case_id") for e in led.read(from_seq=start, types=[stage.terminal])}
-        # Outputs come after their case.opened, so reading from ``start`` sees all of them; with
-        # retry_failed ``start`` is 1 and these are the full counts that key the next failure.
-        failures = Counter(e.data.get("case_id") for e in led.read(from_seq=start, types=["stage.failed"])
-                           if e.data.get("stage") == stage.name)
-        mine, others = array("q"), array("q")
-        for opened in led.read(from_seq=start, types=["case.opened"], to_seq=upto):
-            case_id = opened.data.get("case_id")
-            if opened.data.get("kind") != stage.kind or case_id in done:
-                continue
-            if case_id in failures and not retry_failed:
-                continue
-            chosen = bool(select(opened.data))
-            if chosen:
-                config = opened.data.get("config")
-                configs.setdefault(canonical_json(config).decode() if config is not None else "null", config)
-            if keep is not None:
-                found.append((stage, keep(opened), failures[case_id], chosen))
-                continue
-            key = opened.seq << 2 | index
-            (mine if chosen else others).append(key)
-            if failures[case_id]:
-                failed[key] = failures[case_id]
-        chosen_keys.append(mine)
-        held_keys.append(others)
-    if keep is None:
-        return _Pending(upto, PendingCases(_merged(chosen_keys), failed),
-                        PendingCases(_merged(held_keys), failed), configs)
-    found.sort(key=lambda item: item[1].seq)
-    return _Pending(upto, [(s, o, f) for s, o, f, chosen in found if chosen],
-                    [(s, o, f) for s, o, f, chosen in found if not chosen], configs)
-
-
-def _seq_of(kept: Any) -> int:
-    """The ``case.opened`` seq of a pending case as a scan kept it (a seq, a CaseRef or the event)."""
-    return kept if isinstance(kept, int) else kept.seq
-
-
-def _without_profile(opened: dict[str, Any]) -> bool:
-    """A run without profiles judges the cases that belong to no profile."""
-    return not opened.get("profile")
-
-
-def below_tracking(led, pending: _Pending) -> dict[str, list[Any]]:
-    """Per stage, the pending cases at or below the stage's tracking position (work a scan that
-    trusted tracking would never see again), as the scan kept them."""
-    positions = {stage.name: led.tracking_position(stage.tracking) for stage in STAGES}
-    stuck: dict[str, list[Any]] = {}
-    for stage, opened, _ in chain(pending.cases, pending.held):   # held cases wait for another run
-        if _seq_of(opened) <= positions[stage.name]:
-            stuck.setdefault(stage.name, []).append(opened)
-    return stuck
-
-
-def _opened_events(led, cases: Iterable[tuple[Stage, Any, int]], page: int = 256) -> Iterator[tuple[Stage, Event, int]]:
-    """The pending cases with their ``case.opened`` events, read a page of cases at a time (one
-    read over the page's seq range), so only the cases about to run hold their payloads."""
-    items = iter(cases)
-    while chunk := list(islice(items, page)):
-        wanted = {_seq_of(ref) for _, ref, _ in chunk}
-        events = {e.seq: e for e in led.read(from_seq=_seq_of(chunk[0][1]), to_seq=_seq_of(chunk[-1][1]),
-                                              types=["case.opened"]) if e.seq in wanted}
-        for stage, ref, failures in chunk:
-            yield stage, events[_seq_of(ref)], failures
-
-
-def _watermarks(led, pending: _Pending) -> Watermarks:
-    """The watermarks of one scan: every case it found (held ones too) is open until committed."""
-    return Watermarks(led, pending.upto, ((stage, _seq_of(opened)) for stage, opened, _ in chain(pending.cases, pending.held)),
-                      STAGES)
 
 
 class _Run:
@@ -432,11 +265,11 @@ class _Run:
             self.summary.failures.extend(
                 {"case_id": f["case_id"], "stage": f"answer ({f['profile']}, question {f['question_id']})",
                  "reason": f["reason"]} for f in failures)
-        pending = _scan_pending(self.led, self.settings.retry_failed, None, full, self._select(), None)
+        pending = scan_pending(self.led, self.settings.retry_failed, None, full, self._select(), None)
         if full:
             self._reconcile(pending)
         if not pending.cases and not self._stopped():
-            _watermarks(self.led, pending).settle()
+            watermarks_of(self.led, pending).settle()
             await self._close_plan()
             return self.summary
         if self.judge is None and (self.plan is None or not self.plan.profiles):
@@ -458,11 +291,11 @@ class _Run:
                     # every pending case is leased to another worker: wait for them (or their leases)
                     await asyncio.sleep(min(1.0, self.settings.lease_seconds / 4))
                 retry_failed = False  # failures of this run are not retried within it
-                pending = _scan_pending(self.led, retry_failed, None, False, self._select(), None)
+                pending = scan_pending(self.led, retry_failed, None, False, self._select(), None)
             if self._stopped():
                 self._record_stop()
             else:
-                _watermarks(self.led, pending).settle()
+                watermarks_of(self.led, pending).settle()
         finally:
             if self.leases is not None:
                 self.leases.close()
@@ -488,7 +321,7 @@ class _Run:
             self.progress.finish(self.counters)
         return s
 
-    def _reconcile(self, pending: _Pending) -> None:
+    def _reconcile(self, pending: Pending) -> None:
         """After a full scan: set back each tracking position that passed a pending case or the
         head (forged, or written by an older evalledger), recording each as ``run.reconciled``.
 
@@ -502,8 +335,8 @@ class _Run:
             position = self.led.tracking_position(stage.tracking)
             if not cases and position <= pending.upto:
                 continue
-            lowered = min(_seq_of(e) for e in cases) - 1 if cases else pending.upto
-            case_ids = [opened.data.get("case_id") for _, opened, _ in _opened_events(self.led, ((stage, e, 0) for e in cases))]
+            lowered = min(seq_of(e) for e in cases) - 1 if cases else pending.upto
+            case_ids = [opened.data.get("case_id") for _, opened, _ in opened_events(self.led, ((stage, e, 0) for e in cases))]
             self.led.append(NewEvent(f"run:{self.id}", "run.reconciled", {
                 "run": self.id, "stage": stage.name, "tracking_position": position, "lowered_to": lowered,
                 "cases": case_ids}, key=f"run.reconciled:{stage.name}",
@@ -527,10 +360,10 @@ class _Run:
         concurrency = getattr(getattr(self.judge, "settings", None), "concurrency", None)
         return concurrency if isinstance(concurrency, int) and concurrency >= 1 else DEFAULT_CONCURRENCY
 
-    async def _process(self, pending: _Pending) -> int:
+    async def _process(self, pending: Pending) -> int:
         """Run every pending case of one scan, concurrently, committed as they finish; returns
         how many this run processed (with leases: only the cases it could claim)."""
-        marks = _watermarks(self.led, pending)
+        marks = watermarks_of(self.led, pending)
         commits = self.commits = CaseCommits(self.led, marks, self._fold, off_loop=self._judges_a_server(),
                                              appending=partial(appending, self.led))
         try:
@@ -542,14 +375,14 @@ class _Run:
         """Whether the run's judge calls a server (its event loop must stay free to read replies)."""
         return bool(getattr(getattr(self.judge, "backend", None), "network", False))
 
-    async def _process_cases(self, pending: _Pending, marks: Watermarks, commits: CaseCommits) -> int:
+    async def _process_cases(self, pending: Pending, marks: Watermarks, commits: CaseCommits) -> int:
         """``_process`` once its commits are set up."""
         if self.leases is not None:
             return await self._process_leased(pending, marks)
         self.total += len(pending.cases)
         if self.progress is not None:
             self.progress.start(self.total, self.counters)
-        todo = _opened_events(self.led, pending.cases)
+        todo = opened_events(self.led, pending.cases)
 
         async def worker() -> None:
             # One case after another, in seq order across the workers; a task per case in flight
@@ -570,15 +403,15 @@ class _Run:
         marks.settle()
         return len(pending.cases)
 
-    async def _process_leased(self, pending: _Pending, marks: Watermarks) -> int:
+    async def _process_leased(self, pending: Pending, marks: Watermarks) -> int:
         """Claim pending cases a few at a time (as many as may be in flight), run each, release its
         lease once its outputs are committed, claim more; stop when nothing more can be claimed.
 
         The watermarks count every case of the scan, claimed or not, so a stage's tracking
         position never passes a case another worker still holds.
         """
-        items = {f"{stage.name}:{opened.data.get('case_id')}": (stage, _case_ref(opened), failures)
-                 for stage, opened, failures in _opened_events(self.led, pending.cases)}
+        items = {f"{stage.name}:{opened.data.get('case_id')}": (stage, case_ref(opened), failures)
+                 for stage, opened, failures in opened_events(self.led, pending.cases)}
         waiting = list(items)
         running: set[asyncio.Task[None]] = set()
         done = 0
@@ -756,7 +589,7 @@ class _Run:
             s.stopped, s.stop = self.budget.stopped, "budget"
         else:
             s.stopped, s.stop = "a stop was requested; the cases in flight finished", "requested"
-        s.pending = s.left_pending = len(_scan_pending(self.led, False, None, False, self._select(), None).cases)
+        s.pending = s.left_pending = len(scan_pending(self.led, False, None, False, self._select(), None).cases)
 
     async def _close_plan(self) -> None:
         if self.plan is not None:
@@ -765,7 +598,7 @@ class _Run:
 
 def _configs_of(given: Iterable[Any], layer: dict[str, Any]) -> dict[str, Any]:
     """config_hash -> effective config for the pending cases' distinct configs ``given``
-    (``_Pending.configs``; an invalid config is skipped)."""
+    (``Pending.configs``; an invalid config is skipped)."""
     out: dict[str, Any] = {}
     for case_config in given:
         try:

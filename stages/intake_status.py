@@ -18,9 +18,11 @@ import sqlite3
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
 
 from evalledger.ledger import Ledger
+from evalledger.ledger.persistence import is_disk_full
 
 CASE_STATES = ("opened", "judged", "failed")
 _STATE_EVENTS = ["case.opened", "case.judged", "credit.scored", "claim.scored", "stage.failed"]
@@ -32,7 +34,8 @@ def case_states(led: Ledger, events=None) -> dict[str, str]:
 
     ``events`` may be given (any iterable of events in seq order) to fold without reading the ledger.
     """
-    with _folded_facts(events if events is not None else led.read(types=_STATE_EVENTS)) as db:
+    read = (lambda: led.read(types=_STATE_EVENTS)) if events is None else None
+    with _folded_facts(led, read or (lambda: events), again=events is None) as db:
         return dict(db.execute(f"SELECT case_id, {_STATE} FROM opened AS o ORDER BY o.rowid"))
 
 
@@ -41,7 +44,7 @@ def state_counts(led: Ledger, upto: int | None = None) -> dict[str, dict[str, in
     None). Nothing per case is held in memory: a status of 200,000 cases held every case.opened
     event (1.2 GB), and a dict of every case id still grew with them."""
     counts: dict[str, dict[str, int]] = {}
-    with _folded_facts(led.read(types=_STATE_EVENTS, to_seq=upto)) as db:
+    with _folded_facts(led, lambda: led.read(types=_STATE_EVENTS, to_seq=upto)) as db:
         for benchmark, state, count in db.execute(f"SELECT benchmark, {_STATE}, count(*) FROM opened AS o "
                                                   "GROUP BY 1, 2"):
             counts.setdefault(benchmark, dict.fromkeys(CASE_STATES, 0))[state] = count
@@ -69,26 +72,73 @@ _BATCH = 5_000
 
 
 @contextmanager
-def _folded_facts(events) -> Iterator[sqlite3.Connection]:
-    """A connection to a temporary SQLite file holding the facts of ``events`` (in seq order),
-    taken one event at a time; the file is removed when the body is left."""
+def _folded_facts(led: Ledger, read: Callable[[], Iterable], again: bool = True) -> Iterator[sqlite3.Connection]:
+    """A connection to a temporary SQLite file holding the facts of the events ``read()`` gives
+    (in seq order), taken one event at a time; the file is removed when the body is left.
+
+    The file goes in a spill folder of ``led``'s home (``_home_spill``). When the home's disk is
+    full (a run telling what it committed before the disk filled), the events are read again into
+    the system's temporary folder: the account of a full home is the one place that must not fail
+    for want of room there (unless not ``again``: events given once cannot be read twice)."""
+    home = _home_spill(led)
+    if home is not None:
+        with home as folder:
+            try:
+                db = _fold_into(folder, read())
+            except (sqlite3.Error, OSError) as exc:
+                if not again or not is_disk_full(exc):
+                    raise
+            else:
+                try:
+                    yield db
+                finally:
+                    db.close()
+                return
     with tempfile.TemporaryDirectory(prefix="evalledger-states-") as folder:
-        db = sqlite3.connect(os.path.join(folder, "states.db"), isolation_level=None)
+        db = _fold_into(folder, read())
         try:
-            for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -4000"):
-                db.execute(f"PRAGMA {pragma}")
-            db.executescript(_FACTS_SCHEMA)
-            rows: dict[str, list[tuple]] = {table: [] for table in ("opened", "judged", "failed", "needed", "scored")}
-            db.execute("BEGIN")
-            for event in events:
-                _note_state_fact(event, rows)
-                if sum(map(len, rows.values())) >= _BATCH:
-                    _insert_facts(db, rows)
-            _insert_facts(db, rows)
-            db.execute("COMMIT")
             yield db
         finally:
             db.close()
+
+
+def _fold_into(folder: str, events: Iterable) -> sqlite3.Connection:
+    """A new facts file in ``folder`` holding the facts of ``events``, open (closed again on an error)."""
+    db = sqlite3.connect(os.path.join(folder, "states.db"), isolation_level=None)
+    try:
+        for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -4000"):
+            db.execute(f"PRAGMA {pragma}")
+        db.executescript(_FACTS_SCHEMA)
+        rows: dict[str, list[tuple]] = {table: [] for table in ("opened", "judged", "failed", "needed", "scored")}
+        db.execute("BEGIN")
+        for event in events:
+            _note_state_fact(event, rows)
+            if sum(map(len, rows.values())) >= _BATCH:
+                _insert_facts(db, rows)
+        _insert_facts(db, rows)
+        db.execute("COMMIT")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _home_spill(led: Ledger) -> tempfile.TemporaryDirectory[str] | None:
+    """A private folder for the facts file in the home, removed when left: a spill folder beside
+    intake's (``intake.spill_folder``: the home's disk, not the system's temporary folder, often a
+    small tmpfs, which a big home's facts could fill); one a killed process left there is removed
+    first (``intake_spool.remove_leftovers``). None for a ledger without a home, or a home that
+    cannot be written (a reading command on a read-only copy): those spill to the system's folder."""
+    from evalledger.stages.intake import spill_folder
+    from evalledger.stages.intake_spool import remove_leftovers
+    if led.home is None:
+        return None
+    try:
+        folder = spill_folder(led)
+    except OSError:   # read-only: nothing of this home can be written
+        return None
+    remove_leftovers(Path(folder.name).parent)
+    return folder
 
 
 def _note_state_fact(event, rows: dict[str, list[tuple]]) -> None:

@@ -9,18 +9,11 @@ import tracemalloc
 
 from evalledger import ledger
 from evalledger.ledger import NewEvent
-from evalledger.stages.dispatcher import (
-    CaseRef,
-    RunSettings,
-    _opened_events,
-    _scan_pending,
-    _watermarks,
-    find_pending,
-    run_until_idle,
-)
+from evalledger.stages.dispatcher import RunSettings, find_pending, run_until_idle
 from evalledger.stages.intake import ingest_path
 from evalledger.stages.judge.recorded_calls import known_index
 from evalledger.stages.judge.spill_map import SpillMap
+from evalledger.stages.pending import CaseRef, opened_events, scan_pending, watermarks_of
 from evalledger.testing.arithmetic import arithmetic_benchmark
 
 
@@ -38,15 +31,15 @@ def test_a_run_keeps_a_reference_per_pending_case_and_reads_the_events_a_page_at
     home = judged_home(tmp_path, 14)
     with ledger.open_ledger(home) as led:
         events = [opened for _, opened, _ in find_pending(led).cases]
-        kept = _scan_pending(led, False, None, True, None, lambda opened: CaseRef(opened.seq, opened.id,
+        kept = scan_pending(led, False, None, True, None, lambda opened: CaseRef(opened.seq, opened.id,
                                                                                   opened.data["case_id"]))
         assert [ref for _, ref, _ in kept.cases] == [CaseRef(e.seq, e.id, e.data["case_id"]) for e in events]
         assert list(kept.configs.values()) == [{"deep_judgment_enabled": True}]   # one per distinct config
         # pages of 3 cases: every case once, in seq order, with its whole event
-        paged = [opened for _, opened, _ in _opened_events(led, kept.cases, page=3)]
+        paged = [opened for _, opened, _ in opened_events(led, kept.cases, page=3)]
         assert [(e.seq, e.data) for e in paged] == [(e.seq, e.data) for e in events]
         # a page that skips cases between its first and last seq (judged already) still finds its own
-        assert [e.seq for _, e, _ in _opened_events(led, kept.cases[::3], page=2)] == [e.seq for e in events[::3]]
+        assert [e.seq for _, e, _ in opened_events(led, kept.cases[::3], page=2)] == [e.seq for e in events[::3]]
 
 
 def test_a_run_judges_every_case_once_and_its_call_index_keeps_no_seq_per_event(tmp_path):
@@ -140,8 +133,8 @@ def kept_by_a_scan(tmp_path, cases: int) -> int:
     with ledger.open_ledger(home) as led:
         tracemalloc.start()
         try:
-            pending = _scan_pending(led, False, None, True, None, None)
-            marks = _watermarks(led, pending)
+            pending = scan_pending(led, False, None, True, None, None)
+            marks = watermarks_of(led, pending)
             kept, _ = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -163,11 +156,11 @@ def test_a_runs_pending_cases_come_in_seq_order_with_their_stage_and_failures(tm
         led.append(NewEvent(f"case:{events[3].data['case_id']}", "stage.failed",
                             {"case_id": events[3].data["case_id"], "stage": "template", "reason": "x", "failure": 1},
                             key="template:failed:1"))
-        compact = _scan_pending(led, True, None, True, None, None)
+        compact = scan_pending(led, True, None, True, None, None)
         assert [(s.name, seq, f) for s, seq, f in compact.cases] == [
             ("template", e.seq, 1 if i == 3 else 0) for i, e in enumerate(events)]
-        assert [e.seq for _, e, _ in _opened_events(led, compact.cases, page=5)] == [e.seq for e in events]
-        assert len(_scan_pending(led, False, None, True, None, None).cases) == 11   # the failed one is not retried
+        assert [e.seq for _, e, _ in opened_events(led, compact.cases, page=5)] == [e.seq for e in events]
+        assert len(scan_pending(led, False, None, True, None, None).cases) == 11   # the failed one is not retried
 
 
 def test_a_ledgers_write_caches_stay_bounded_however_many_streams_a_run_writes(tmp_path):

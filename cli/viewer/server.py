@@ -74,8 +74,8 @@ def _html(text: str, status: int = 200) -> web.Response:
 async def overview(request: web.Request) -> web.Response:
     """GET /: the overview."""
     view = request.app[VIEW_KEY]
-    view.refresh()
-    aggregates, runs = view.overview()
+    with view.reading():   # every request reads one snapshot of the read models (HomeView.reading)
+        aggregates, runs = view.overview()
     return _html(pages.overview_page(aggregates, runs, _links(request)))
 
 
@@ -94,27 +94,28 @@ def _int(text: str | None, default: int) -> int:
 async def cases(request: web.Request) -> web.Response:
     """GET /cases: one page of the filtered, sorted case table."""
     view = request.app[VIEW_KEY]
-    view.refresh()
     q = request.query
     filters = {k: q.get(k, "").strip() for k in ("verdict", "benchmark", "model", "q", "changed", "queue")
                if q.get(k)}
     sort, descending, page_no = q.get("sort", "case"), q.get("desc") in ("1", "true"), _int(q.get("page"), 1)
-    result = view.cases(filters, sort, descending, page_no)
+    with view.reading():
+        result = view.cases(filters, sort, descending, page_no)
+        choices = view.choices()
     links = _links(request)
     if links.token:
         filters["token"] = links.token
-    return _html(pages.cases_page(result, filters, sort, descending, view.choices(), links,
+    return _html(pages.cases_page(result, filters, sort, descending, choices, links,
                                   compare=bool(view.compare_home), queue=len(view.queue)))
 
 
 async def case(request: web.Request) -> web.Response:
     """GET /case/{id}: the case page (with review forms in review mode, for a token holder)."""
     view = request.app[VIEW_KEY]
-    view.refresh()
     links = _links(request)
     case_id = request.match_info["case_id"]
     try:
-        document = view.case_document(case_id)
+        with view.reading():
+            document = view.case_document(case_id)
     except CaseNotFound as exc:
         return _html(pages.error_page(404, str(exc), links), 404)
     review = links.token if request.app[CONFIG_KEY]["review"] else None
@@ -124,8 +125,8 @@ async def case(request: web.Request) -> web.Response:
 async def compare_view(request: web.Request) -> web.Response:
     """GET /compare: the comparison with the --compare home."""
     view = request.app[VIEW_KEY]
-    view.refresh()
-    diff = view.diff()
+    with view.reading():
+        diff = view.diff()
     if diff is None:
         return _html(pages.no_compare_page(_links(request)))
     return _html(pages.compare_page(diff, view.home, view.compare_home, _links(request)))
@@ -173,7 +174,8 @@ async def write(request: web.Request) -> web.Response:
     view = request.app[VIEW_KEY]
     case_id, action = request.match_info["case_id"], request.match_info["action"]
     try:
-        view.case(case_id)
+        with view.reading():
+            view.case(case_id)
     except CaseNotFound as exc:
         raise web.HTTPNotFound(text=str(exc)) from None
     author = _required(form, "author")

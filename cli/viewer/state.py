@@ -3,14 +3,16 @@ cached overview and comparison, each refreshed only when the ledger head moves.
 
 One ``HomeView`` per served (or exported) home. Its methods are synchronous and run on the
 server's event-loop thread (sqlite connections stay on one thread); each is cheap when nothing
-changed: a head lookup.
+changed: a head lookup. A request reads inside ``reading()``: the read models folded to the head
+and held in one snapshot for the whole request, so a ``rebuild`` in another process (which drops
+and refolds them) is never seen half done.
 """
 
 from __future__ import annotations
 
-import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from evalledger import ledger, projections
 from evalledger.cli.viewer import case_data, index
@@ -19,7 +21,7 @@ from evalledger.projections.aggregate import build_aggregates
 from evalledger.projections.appliers import restore_case
 from evalledger.projections.case_result import case_result
 from evalledger.projections.history import CaseNotFound, case_history
-from evalledger.projections.store import ReadModelStore, reports_dir, store_path
+from evalledger.projections.store import ReadModelStore, reports_dir
 
 COUNTS_KEPT = 256            # filter combinations whose case count is kept (per ledger head)
 
@@ -34,7 +36,7 @@ class HomeView:
         self.led = ledger.open_ledger(self.home, readonly=True)
         self.index = index.connect(index.index_path(self.led))
         index.set_queue(self.index, self.queue)
-        self.store = sqlite3.connect(store_path(self.led), timeout=30, check_same_thread=False)
+        self.models = ReadModelStore(self.led, any_thread=True)
         self.seen_head = -1
         self._overview: tuple[int, Any] | None = None
         self._diff: tuple[tuple[int, int], dict] | None = None
@@ -45,7 +47,7 @@ class HomeView:
     def close(self) -> None:
         """Close the ledger and the index."""
         self.index.close()
-        self.store.close()
+        self.models.close()
         self.led.close()
 
     def head_seq(self) -> int:
@@ -54,28 +56,50 @@ class HomeView:
 
     def refresh(self) -> bool:
         """Fold new events into the read models and the index; True when the head moved."""
-        seq = self.head_seq()
-        if seq == self.seen_head:
+        before = self.seen_head
+        with self.reading():
+            pass
+        return self.seen_head != before
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """The body (one request) reads the read models folded to the head, inside one snapshot
+        (``projections.current``), with the index synced from that same snapshot. When the head has
+        not moved since the last request and the models are still where it left them (no rebuild
+        dropped them since), the snapshot alone: a page pays no fold's look at the ledger."""
+        if self._unchanged():
+            try:
+                yield
+            finally:
+                self.models.conn.execute("ROLLBACK")   # the snapshot ``_unchanged`` began
+            return
+        with projections.current(self.led, self.models) as models:
+            index.sync(self.led, self.index, models.conn)
+            self.seen_head = models.position()[0]
+            yield
+
+    def _unchanged(self) -> bool:
+        """True, with a snapshot of the read models begun, when the ledger's head is the one this
+        view last folded and synced to and the snapshot holds the models at it (else no snapshot)."""
+        if self.head_seq() != self.seen_head:
             return False
-        projections.update(self.led)
-        index.sync(self.led, self.index, self.store)
-        self.seen_head = seq
-        return True
+        self.models.conn.execute("BEGIN")
+        if self.models.position()[0] == self.seen_head:
+            return True
+        self.models.conn.execute("ROLLBACK")
+        return False
 
     # --- pages' data --------------------------------------------------------------------------------
     def overview(self) -> tuple[dict, dict]:
         """The aggregates (as in aggregate-stats.json) and the runs, each with its judge ``usage``
         (calls, tokens, cost: ``index.run_usage``), cached per head."""
         if self._overview is None or self._overview[0] != self.seen_head:
-            store = ReadModelStore(self.led)
-            try:
-                runs = with_usage(store.load_keyed("proj_runs"), index.run_usage(self.index))
-                aggregates = self._written_aggregates(store.position())
-                if aggregates is None:
-                    aggregates = build_aggregates(store.position(), list(store.iter_cases()),
-                                                  store.load_keyed("proj_benchmarks"), runs)
-            finally:
-                store.close()
+            store = self.models   # inside the request's snapshot (``reading``)
+            runs = with_usage(store.load_keyed("proj_runs"), index.run_usage(self.index))
+            aggregates = self._written_aggregates(store.position())
+            if aggregates is None:
+                aggregates = build_aggregates(store.position(), list(store.iter_cases()),
+                                              store.load_keyed("proj_benchmarks"), runs)
             self._overview = (self.seen_head, (aggregates, runs))
         return self._overview[1]
 
@@ -122,7 +146,7 @@ class HomeView:
         """The case's history (from the ledger) and its result (from the read models)."""
         if not case_id.isalnum() or len(case_id) > 128:
             raise CaseNotFound(f"no case {case_id!r} in this ledger")
-        row = self.store.execute("SELECT state FROM proj_cases WHERE case_id = ?", (case_id,)).fetchone()
+        row = self.models.conn.execute("SELECT state FROM proj_cases WHERE case_id = ?", (case_id,)).fetchone()
         state = restore_case(decode_json(row[0])) if row else None
         # The read models are folded up to the head this view has seen: their state gives the
         # deep-judgment fields, so the history does not fold the case's events again.
@@ -157,18 +181,13 @@ class HomeView:
         """The comparison with the ``--compare`` home, cached per pair of heads."""
         if not self.compare_home:
             return None
-        from evalledger.projections.catch_up import update
         from evalledger.projections.diff import diff_models
         with ledger.open_ledger(self.compare_home, readonly=True) as other:
             key = (self.seen_head, other.head().seq)
             if self._diff is None or self._diff[0] != key:
-                mine, theirs = ReadModelStore(self.led), ReadModelStore(other)
-                try:
-                    update(other, theirs)
-                    result = diff_models(self.led, mine, other, theirs)
-                finally:
-                    mine.close()
-                    theirs.close()
+                # this home's models inside the request's snapshot (``reading``), the other's in one of theirs
+                with projections.current(other) as theirs:
+                    result = diff_models(self.led, self.models, other, theirs)
                 index.set_changed(self.index, [c["case_id"] for c in result["changed_cases"]])
                 self._diff = (key, result)
         return self._diff[1]
