@@ -19,7 +19,7 @@ from typing import IO, Any, Callable, Collection, Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 import evalledger.ledger.events  # noqa: F401  (registers the catalog)
-from evalledger.ledger.blobs import REF, blob_file_path, is_blob_line, join, ref_key
+from evalledger.ledger.blobs import REF, blob_file_path, decode_last, is_blob_line, join, ref_key
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
 from evalledger.ledger.gz_members import gz_import_lines, gz_side_file, is_gz_mirror, is_gzip_file
 from evalledger.ledger.importer import FileLines
@@ -336,14 +336,29 @@ class Ledger:
         reader = self.recorder.blobs
         return value if reader is None else join(value, reader.fetch)
 
-    def open(self, value: Any) -> Any:
+    def open(self, value: Any, last: str | None = None) -> Any:
         """``value`` itself, or when it is one blob reference, that blob's decoded content with the
         references inside it left in place (``join`` resolves them): a reader wanting one small
-        part of a large stored part fetches that blob alone."""
+        part of a large stored part fetches that blob alone.
+
+        ``last``: the reader wants that one key of the content. When it is the content's last key
+        (keys are stored sorted: a request's ``payload`` follows its ``messages``), the content is
+        a dict holding that key alone and the rest is not decoded; otherwise it is whole."""
         reader = self.recorder.blobs
         if reader is None or value.__class__ is not dict or len(value) != 1 or REF not in value:
             return value
-        return decode_json(reader.fetch(ref_key(value[REF])))
+        raw = reader.fetch(ref_key(value[REF]))
+        return decode_json(raw) if last is None else decode_last(raw, last)
+
+    def preload(self, keys: Iterable[str]) -> None:
+        """Read the blobs of ``keys`` (hex, as in ``sha256:<hex>``) in one query, for the ``open``
+        and ``join`` calls that follow: a reader about to open many blobs (a fold, a page of judge
+        calls ahead) reads them together, not one lookup each. Each is still checked against its
+        key when it is opened. A preload replaces the one before it; a store that reads blobs one
+        at a time (a JSONL ledger) ignores it."""
+        reader = self.recorder.blobs
+        if reader is not None:
+            reader.preload(keys)
 
     def head(self) -> Head:
         """The last event's seq and hash."""

@@ -66,11 +66,13 @@ from evalledger.ledger.row_codec import (
 )
 from evalledger.ledger.sqlite_schema import (
     BLOB_SCHEMA,
+    BLOBS_A_QUERY,
     COLUMNS,
     INSERT,
     INSERT_BLOB,
     SCHEMA,
     SELECT_BLOB,
+    SELECT_BLOBS,
     TRIGGERS,
     UPSERT_TREE,
     connect,
@@ -130,7 +132,8 @@ class SQLiteRecorder(Recorder):
             self.conn.close()
             raise LedgerError(unreadable(self.form_problem))
         # The blob store (ledger/blobs.py), when this store was made with one: None for an older store.
-        self.blobs = BlobReader(self._load_blob, f"{path} (table blobs)") if has_blob_table(self.conn) else None
+        self.blobs = BlobReader(self._load_blob, f"{path} (table blobs)", load_many=self._load_blobs) \
+            if has_blob_table(self.conn) else None
         self._no_blobs = NoBlobTable(path)   # reads without it: a reference there is a blob lost with its table
         self._known_blobs: set[str] = set()   # keys committed by this object: not packed again
         self._blob_lines: dict[str, bytes] = {}   # the blobs the last transaction stored: key -> stored form
@@ -277,6 +280,17 @@ class SQLiteRecorder(Recorder):
         with self._thread_lock:
             row = self.conn.execute(SELECT_BLOB, (bytes.fromhex(key),)).fetchone()
         return bytes(row[0]) if row else None
+
+    def _load_blobs(self, keys: list[str]) -> dict[str, bytes]:
+        """The stored forms of the blobs of ``keys`` the table holds, by key: one query a
+        ``BLOBS_A_QUERY`` keys (a fold's page of requests: one lookup each was 8% of a rebuild)."""
+        found: dict[str, bytes] = {}
+        with self._thread_lock:
+            for start in range(0, len(keys), BLOBS_A_QUERY):
+                part = [bytes.fromhex(k) for k in keys[start:start + BLOBS_A_QUERY]]
+                rows = self.conn.execute(SELECT_BLOBS % ", ".join("?" * len(part)), part)
+                found.update((key.hex(), data) for key, data in rows)
+        return found
 
     def _event(self, row: tuple[Any, ...]) -> Event:
         """An Event from a row of ``COLUMNS``, its blob references resolved when it is read."""

@@ -66,6 +66,10 @@ BEGIN SELECT RAISE(ABORT, 'evalledger blobs are immutable: DELETE refused'); END
 """
 INSERT_BLOB = "INSERT OR IGNORE INTO blobs (key, data) VALUES (?, ?)"
 SELECT_BLOB = "SELECT CAST(data AS BLOB) FROM blobs WHERE key = ?"   # bytes, whatever was written there
+#: the blobs of many keys in one query (``%s``: that many ``?``); at most this many keys a query,
+#: under SQLite's oldest limit on parameters (999)
+SELECT_BLOBS = "SELECT key, CAST(data AS BLOB) FROM blobs WHERE key IN (%s)"
+BLOBS_A_QUERY = 500
 
 
 def has_blob_table(conn: sqlite3.Connection) -> bool:

@@ -10,7 +10,10 @@ commit changes nothing.
 from __future__ import annotations
 
 import gc
+import re
 from dataclasses import dataclass
+from functools import partial
+from itertools import islice
 from typing import Iterator
 
 import orjson
@@ -20,6 +23,7 @@ from evalledger.projections.appliers import (
     BENCHMARK_TYPES,
     CASE_APPLIERS,
     CHECKPOINT_TYPES,
+    DEEP_ROLES,
     FOLDED_TYPES,
     RUN_TYPES,
     apply_benchmark_event,
@@ -90,7 +94,9 @@ class _Folder:
     """Case/benchmark/run states being folded, loaded from the store on first touch."""
 
     def __init__(self, led, store: ReadModelStore, fresh: bool):
-        self.join, self.open = led.join, led.open   # bound once: called for every judge call
+        # Bound once: called for every judge call. Only a request's payload is read (its last key).
+        self.join, self.open = led.join, partial(led.open, last="payload")
+        self.preload = led.preload
         self.store = store
         self.fresh = fresh          # the tables are empty: no need to look a case up
         self.flushed: set[str] = set()
@@ -207,6 +213,47 @@ def slot_key(stream: str, case_id: str, eid: str, version: int) -> str:
     return str(version) if stream == "case:" + case_id else eid
 
 
+# Rows a page: the deep-judgment requests among them are read from the blob store in one query.
+PAGE = 1024
+# A judge call's request stored as one blob, as its canonical JSON holds it (the key's 64 hex digits
+# follow); then its role, read from the text after it (``request_hash`` is the one key between).
+_REQUEST_REF = b'"request":{"$blob":"sha256:'
+_HEX_KEY = re.compile(rb'[0-9a-f]{64}"\}')
+_ROLE = b'"role":"'
+_DEEP_ROLES = frozenset(role.encode() for role in DEEP_ROLES)
+
+
+def paged(events, preload) -> Iterator[tuple]:
+    """The scanned rows of ``events``, in order, a ``PAGE`` at a time: before a page is folded,
+    ``preload`` (``Ledger.preload``) gets the keys of the request blobs its deep-judgment calls
+    will open (``request_keys``), so they are read in one query rather than one lookup a call."""
+    rows = iter(events)
+    while True:
+        page = list(islice(rows, PAGE))
+        if not page:
+            return
+        preload(request_keys(page))
+        yield from page
+
+
+def request_keys(page: list[tuple]) -> list[str]:
+    """The request blobs the fold opens for a page of scanned rows: a ``judge.called`` stored as
+    bytes whose request is one blob and whose role is a deep-judgment one. Read from the stored
+    text without decoding it; a guess that misses costs only a lookup of its own when the blob
+    is opened, and one that is wrong only a read, since ``open`` checks every blob it opens."""
+    keys = []
+    ref_at, key_at, role_at = len(_REQUEST_REF), len(_REQUEST_REF) + 64, len(_ROLE)
+    for row in page:
+        raw = row[5]
+        if row[0] == "judge.called" and raw.__class__ is bytes:
+            at = raw.find(_REQUEST_REF)
+            if at >= 0 and _HEX_KEY.match(raw, at + ref_at):
+                role = raw.find(_ROLE, at + key_at) + role_at
+                if role >= role_at and raw[role:raw.find(b'"', role)] in _DEEP_ROLES:
+                    keys.append(raw[at + ref_at:at + key_at].decode())
+    return keys
+
+
 def _fold_all(folder: _Folder, events) -> int:
     """The hot loop: route each event to its case (inlined ``_Folder.fold`` for case events).
 
@@ -219,7 +266,7 @@ def _fold_all(folder: _Folder, events) -> int:
     judge_called, join, open_ref = appliers["judge.called"], folder.join, folder.open
     flush_every, version_keys, known = FLUSH_EVERY, _VERSION_KEYS, len(_VERSION_KEYS)
     count = 0
-    for etype, eid, stream, version, schema, raw, config_hash, recorded_at in events:
+    for etype, eid, stream, version, schema, raw, config_hash, recorded_at in paged(events, folder.preload):
         count += 1
         applier = appliers.get(etype)
         if applier is None:
