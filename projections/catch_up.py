@@ -96,7 +96,7 @@ class _Folder:
     def __init__(self, led, store: ReadModelStore, fresh: bool):
         # Bound once: called for every judge call. Only a request's payload is read (its last key).
         self.join, self.open = led.join, partial(led.open, last="payload")
-        self.preload = led.preload
+        self.preload_blobs = led.preload   # not ``preload``: that loads cases (the incremental path)
         self.store = store
         self.fresh = fresh          # the tables are empty: no need to look a case up
         self.flushed: set[str] = set()
@@ -266,7 +266,7 @@ def _fold_all(folder: _Folder, events) -> int:
     judge_called, join, open_ref = appliers["judge.called"], folder.join, folder.open
     flush_every, version_keys, known = FLUSH_EVERY, _VERSION_KEYS, len(_VERSION_KEYS)
     count = 0
-    for etype, eid, stream, version, schema, raw, config_hash, recorded_at in paged(events, folder.preload):
+    for etype, eid, stream, version, schema, raw, config_hash, recorded_at in paged(events, folder.preload_blobs):
         count += 1
         applier = appliers.get(etype)
         if applier is None:

@@ -25,6 +25,7 @@ from evalledger import ledger, projections
 from evalledger.ledger.blobs import decode_last
 from evalledger.ledger.envelope import canonical_json
 from evalledger.projections import catch_up
+from evalledger.projections.store import ReadModelStore
 from evalledger.stages.dispatcher import RunSettings, run_until_idle
 from evalledger.stages.intake import ingest_path
 from evalledger.testing.arithmetic import arithmetic_benchmark
@@ -142,3 +143,23 @@ def test_what_the_last_key_holds_is_what_the_whole_decode_holds(data):
     assert got.get("payload") == data.get("payload")
     if data and max(data) == "payload" and b'"payload":' not in canonical_json(data["payload"]):
         assert got == {"payload": data["payload"]}   # the last key, none nested in it: decoded alone
+
+
+def test_an_incremental_update_loads_the_cases_it_touches_in_one_query(tmp_path):
+    # The fold's case preload (``_Folder.preload``) was shadowed by the blob preload for a while:
+    # an update then looked each touched case up alone, one query a case.
+    source = tmp_path / "second.json"
+    source.write_text(json.dumps(arithmetic_benchmark(QUESTIONS, "second")))
+    with ledger.open_ledger(tmp_path / "home") as led:
+        ingest_path(led, tmp_path / "second.json")
+        projections.update(led)                      # the cases opened, folded
+        assert run_until_idle(led, RunSettings(judge_backend="offline")).judged == 2 * QUESTIONS
+        store = ReadModelStore(led)
+        seen: list[str] = []
+        store.conn.set_trace_callback(lambda sql: seen.append(sql) if "SELECT case_id, state FROM proj_cases" in sql else None)
+        try:
+            result = catch_up.update(led, store)     # the run's events: 12 cases touched
+        finally:
+            store.conn.set_trace_callback(None)
+            store.close()
+    assert result.events > 2 * QUESTIONS and len(seen) == 1 and " IN (" in seen[0], seen
