@@ -34,8 +34,8 @@ def case_states(led: Ledger, events=None) -> dict[str, str]:
 
     ``events`` may be given (any iterable of events in seq order) to fold without reading the ledger.
     """
-    read = (lambda: led.read(types=_STATE_EVENTS)) if events is None else None
-    with _folded_facts(led, read or (lambda: events), again=events is None) as db:
+    read = (lambda: led.read(types=_STATE_EVENTS)) if events is None else (lambda: events)
+    with _folded_facts(led, read, again=events is None) as db:
         return dict(db.execute(f"SELECT case_id, {_STATE} FROM opened AS o ORDER BY o.rowid"))
 
 
