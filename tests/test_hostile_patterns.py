@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import multiprocessing
 import re
 import time
 
@@ -201,10 +202,49 @@ def patterns(draw, depth=2):
     return "".join(parts)
 
 
+def _re_answer(pattern: str, flag_value: int, text: str) -> tuple | None:
+    """re's search span and groups and its finditer spans (None: re itself fails on the pattern)."""
+    try:
+        expected = re.compile(pattern, flag_value)
+        want = expected.search(text)
+        spans = [m.span() for m in expected.finditer(text)]
+    except SystemError:  # CPython's own re fails on some patterns ('span of capturing group is wrong')
+        return None
+    return (want.span(), want.groups()) if want is not None else None, spans
+
+
+class ReReference:
+    """re's answers computed in a child process given ``REFERENCE_SECONDS`` each: CPython's re has
+    no time limit, and some generated patterns backtrack for ever on ten characters (one held a
+    CI worker past 20 minutes), so an answer re cannot give in time is no reference."""
+
+    def __init__(self) -> None:
+        self.pool = multiprocessing.get_context("spawn").Pool(1)
+
+    def __call__(self, pattern: str, flag_value: int, text: str) -> tuple | None:
+        try:
+            return self.pool.apply_async(_re_answer, (pattern, flag_value, text)).get(REFERENCE_SECONDS)
+        except multiprocessing.TimeoutError:
+            self.pool.terminate()   # the child is stuck in re's C loop: only a signal stops it
+            self.pool = multiprocessing.get_context("spawn").Pool(1)
+            return TIMED_OUT
+
+
+REFERENCE_SECONDS = 3
+TIMED_OUT = ("timed out",)
+
+
+@pytest.fixture(scope="module")
+def re_reference():
+    reference = ReReference()
+    yield reference
+    reference.pool.terminate()
+
+
 @settings(max_examples=400, deadline=None)
 @given(patterns(), st.text(alphabet="abAé1 _\n{}e<=", max_size=12),
        st.sampled_from([(), ("IGNORECASE",), ("MULTILINE",), ("DOTALL",), ("ASCII",)]))
-def test_matches_are_the_same_as_re_for_the_patterns_we_accept(pattern, text, flags):
+def test_matches_are_the_same_as_re_for_the_patterns_we_accept(re_reference, pattern, text, flags):
     flag_value = 0
     for name in flags:
         flag_value |= getattr(re, name)
@@ -212,17 +252,24 @@ def test_matches_are_the_same_as_re_for_the_patterns_we_accept(pattern, text, fl
         ours = compile_benchmark_pattern(pattern, flags)
     except re.error:
         assume(False)
-    try:
-        expected = re.compile(pattern, flag_value)
-        want = expected.search(text)
-        want_all = [m.span() for m in expected.finditer(text)]
-    except SystemError:  # CPython's own re fails on some patterns ('span of capturing group is wrong'):
-        assume(False)    # there is no reference answer to compare with
+    answer = re_reference(pattern, flag_value, text)
+    assume(answer is not None and answer is not TIMED_OUT)   # no reference answer to compare with
+    want, want_all = answer
     got = ours.search(text, timeout=5)
     assert (want is None) == (got is None)
     if want is not None:
-        assert want.span() == got.span() and want.groups() == got.groups()
+        assert want == (got.span(), got.groups())
     assert want_all == [m.span() for m in ours.finditer(text, timeout=5)]
+
+
+def test_the_reference_gives_up_on_a_pattern_re_backtracks_on_for_ever(re_reference):
+    # The pattern and text that held a CI worker: re alone would not return.
+    pattern = (r"((?:\{?\{*?é*)+(?:[^a]{,2})*?[ab]{,2}|[^a]+?({{2}|[{]*?[]a]*?)?){2,}"
+               r"({+a+(?:[{]+?)*|a+?(é{,2}\b|{}*){2,})")
+    started = time.monotonic()
+    assert re_reference(pattern, re.MULTILINE, "=e{1\n<é1A") is TIMED_OUT
+    assert re_reference("a(b)", 0, "xab") == (((1, 3), ("b",)), [(1, 3)])
+    assert time.monotonic() - started < REFERENCE_SECONDS + 30
 
 
 def test_a_running_daemon_judges_the_slow_patterns_keeps_ingesting_and_stops_on_the_first_sigterm(home, tmp_path):
