@@ -22,7 +22,7 @@ from evalledger.cli.ledger_commands import home_of
 from evalledger.cli.run_commands import EXIT_STOPPED, run_settings
 from evalledger.cli.watch import Callbacks, Daemon, Outcome, WatchOptions
 from evalledger.cli.watch_log import Log
-from evalledger.ledger.api import HOME_FOLDERS
+from evalledger.ledger.home import HOME_FOLDERS
 
 
 class LogProgress:

@@ -1,6 +1,6 @@
 """evalledger's event store: immutable, hash-chained events in SQLite and JSONL.
 
-The public API (see ``ledger.api``)::
+The public API (see ``ledger.api`` and, for homes and opening, ``ledger.home``)::
 
     open_ledger(path, durability="normal", readonly=False, mirror="jsonl") -> Ledger   # a home, .jsonl, .db
     init_home(home, store=None, mirror="jsonl"); bind_store(home, url); store_of(home)   # store: PostgreSQL
@@ -20,20 +20,11 @@ The public API (see ``ledger.api``)::
 (upcast from the stored one); ``Event.stored_data`` and the stored bytes stay as written.
 """
 
-from evalledger.ledger.api import (
-    Ledger,
-    bind_store,
-    default_home,
-    init_home,
-    is_home,
-    mirror_form,
-    open_ledger,
-    parse_head,
-    store_of,
-)
+from evalledger.ledger.api import Ledger, parse_head
 from evalledger.ledger.blobs import stored_part
 from evalledger.ledger.catalog import Payload, event_type, known_types, payload_model, schema_version, upcaster
 from evalledger.ledger.envelope import EnvelopeError, Event, NewEvent, canonical_json, decode_json, event_id
+from evalledger.ledger.home import bind_store, default_home, init_home, is_home, mirror_form, open_ledger, store_of
 from evalledger.ledger.importer import ImportRefused
 from evalledger.ledger.persistence import (
     ConflictError,

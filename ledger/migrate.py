@@ -19,9 +19,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalledger.ledger.api import HOME_FOLDERS, Ledger, is_home, mirror_form, open_ledger, store_of
+from evalledger.ledger.api import Ledger
 from evalledger.ledger.blobs import SPLIT_TYPES
 from evalledger.ledger.envelope import Event, NewEvent
+from evalledger.ledger.home import HOME_FOLDERS, is_home, mirror_form, open_ledger, store_of
 from evalledger.ledger.mirror_gz import GZ_MIRROR
 from evalledger.ledger.persistence import Head, LedgerError
 

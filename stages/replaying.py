@@ -21,7 +21,7 @@ from typing import Any, Collection, Iterator
 
 from evalledger import ledger
 from evalledger.ledger import Event, NewEvent, stored_payload
-from evalledger.ledger.api import HOME_FOLDERS
+from evalledger.ledger.home import HOME_FOLDERS
 from evalledger.stages.config import ConfigError
 from evalledger.stages.dispatcher import RunSettings, RunSummary, run_until_idle
 from evalledger.stages.judge import JudgeError, JudgeSettings, live_backend, make_judge

@@ -70,7 +70,7 @@ def _tamper_postgres(path: Path, seq: int, text: str) -> str:
     import psycopg
 
     from evalledger.ledger.postgres import split_store_url
-    url, schema = split_store_url(ledger.api.store_of(path))
+    url, schema = split_store_url(ledger.store_of(path))
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"ALTER TABLE {schema}.events DISABLE TRIGGER USER")  # as a database owner could
         conn.execute(f"UPDATE {schema}.events SET data = jsonb_set(data::jsonb, '{{text}}', to_jsonb(%s::text))::text "
@@ -88,7 +88,7 @@ def _sql_postgres(path: Path, sql: str, params: tuple) -> None:
     import psycopg
 
     from evalledger.ledger.postgres import split_store_url
-    url, schema = split_store_url(ledger.api.store_of(path))
+    url, schema = split_store_url(ledger.store_of(path))
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(sql.replace("{schema}", schema).replace("?", "%s"), params)
 
