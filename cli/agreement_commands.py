@@ -7,7 +7,6 @@ stages/whatif.py; these commands bring the read models up to date, call it and p
 
 from __future__ import annotations
 
-import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 from evalledger import ledger, projections
 from evalledger.cli.errors import UsageError
 from evalledger.cli.ledger_commands import open_existing
+from evalledger.cli.out_file import write_out
 from evalledger.projections.agreement import format_agreement, reviewer_agreement
 from evalledger.projections.judge_agreement import format_judge_agreement, judge_agreement, profile_pairs
 from evalledger.projections.reports import slug
@@ -42,15 +42,7 @@ def cmd_sample(args) -> int:
         sys.stdout.buffer.write(data)
         return 0
     out = Path(args.out)
-    if out.is_dir():
-        raise UsageError(f"--out {out}: is a folder; name a file (.jsonl or .csv)")
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, out)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
+    write_out(out, data)
     print(f"{len(rows)} case(s) to review written to {out}"
           + (f" (stratified by {args.stratify})" if args.stratify else "")
           + "; record each with 'evalledger confirm CASE --author NAME' or 'evalledger override'")

@@ -10,6 +10,7 @@ import orjson
 from evalledger import ledger
 from evalledger.cli.errors import UsageError
 from evalledger.cli.ledger_commands import case_or_usage_error, open_existing
+from evalledger.cli.out_file import write_out
 from evalledger.cli.watch_inbox import is_ignored, scan_inbox
 from evalledger.stages.intake import (
     MAX_RESPONSE_CHARS_LIMIT,
@@ -225,9 +226,6 @@ def cmd_source(args) -> int:
         sys.stdout.buffer.write(raw)
         sys.stdout.flush()
         return 0
-    try:
-        Path(args.out).write_bytes(raw)
-    except OSError as exc:
-        raise UsageError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    write_out(args.out, raw)
     return 0
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 
 from evalledger.cli.errors import UsageError
+from evalledger.cli.out_file import write_out
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -123,7 +124,7 @@ def cmd_prove(args) -> int:
             print(f"evalledger prove: {exc}", file=sys.stderr)
             return 1
     raw = orjson.dumps(bundle, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
-    Path(args.out).write_bytes(raw)
+    write_out(args.out, raw)
     hashes = sum(len(e["proof"]) for e in bundle["events"])
     print(f"proof of case {case_id}: {len(seqs)} events against the checkpoint at seq {checkpoint.size}, "
           f"{hashes} proof hashes ({max(len(e['proof']) for e in bundle['events'])} at most per event), "

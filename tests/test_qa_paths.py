@@ -33,3 +33,27 @@ def test_watch_on_a_ledger_file_says_it_needs_a_home_folder(tmp_path, run_cli):
     assert run_cli("init", home=store).returncode == 0
     done = run_cli("watch", "--once", home=store)
     assert done.returncode == 2 and "watch needs a home folder" in done.stderr
+
+
+def test_source_out_writes_the_file_whole_or_names_the_path_it_cannot_write(home, tmp_path, run_cli):
+    # source --out wrote straight into the file (a kill midway left part of it); it goes through a
+    # hidden temporary file beside it now, renamed into place, and leaves nothing else behind
+    from watch_support import benchmark_file
+    bench = tmp_path / "bench.json"
+    bench.write_bytes(benchmark_file(1, questions=1))
+    assert run_cli("ingest", bench, home=home).returncode == 0
+    from evalledger import ledger
+    with ledger.open_ledger(home, readonly=True) as led:
+        case_id = next(iter(led.read(types=["case.opened"]))).data["case_id"]
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "copy.json"
+    out.write_bytes(b"older")
+    assert run_cli("source", case_id, "--out", out, home=home).returncode == 0
+    assert out.read_bytes() == bench.read_bytes()
+    assert [p.name for p in out_dir.iterdir()] == ["copy.json"]
+    folder = run_cli("source", case_id, "--out", out_dir, home=home)
+    assert folder.returncode == 2 and f"--out {out_dir}: is a folder" in folder.stderr
+    missing = run_cli("source", case_id, "--out", tmp_path / "no" / "copy.json", home=home)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert f"--out {tmp_path / 'no' / 'copy.json'}: cannot write (No such file or directory)" in missing.stderr
