@@ -213,7 +213,7 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
                     return result
             finally:
                 questions.close()
-    problems = None if lines is not None else intake_bad_lines.line_problems(read.spool)
+        problems = None if lines is not None else intake_bad_lines.line_problems(read.spool, Path(folder))
     if problems:    # bad lines: their errors found a line at a time, not from the file read whole
         return _reject(led, name, read.sha256, read.size, problems)
     return ingest_bytes(led, read.whole(), name, sha=read.sha256, max_response_chars=max_response_chars,

@@ -38,14 +38,15 @@ BAD_LINES = [   # a wrong type, a missing key and an unknown one, a line that is
 
 
 def peak_mb(argv: list[str], exit_code: int = 0) -> tuple[float, float]:
-    """(peak RSS in MB, wall seconds) of one process running ``argv``; it must succeed. Started from
+    """(peak RSS in MB, wall seconds) of one process running ``argv``, which must exit with
+    ``exit_code`` (0: succeed). Started from
     a small launcher (``evalledger.testing.peak_rss``): Linux carries a process's peak RSS across
     exec from the memory it was forked from, so a command started straight from this script
     reported at least this script's own peak (~200 MB once it has written a 100,000-case
     benchmark), whatever the command used."""
     start = time.monotonic()
     code, peak, stderr = peak_rss_mb(argv)
-    if code != 0:
+    if code != exit_code:
         raise SystemExit(f"{' '.join(argv)} failed ({code}): {stderr[-2000:]}")
     return peak, time.monotonic() - start
 

@@ -342,8 +342,7 @@ def check_responses(responses: list[ParsedResponse], bench: ParsedBenchmark) -> 
                                     f"unknown question id {r.question_id!r} in benchmark {bench.name!r}"))
         key = (r.question_id, r.model)
         if key in first:
-            problems.append(Problem(r.where, f"model {r.model!r} already answered question "
-                                             f"{r.question_id!r} at {first[key]}"))
+            problems.append(repeated(r, first[key]))
         first.setdefault(key, r.where)
     return problems
 
@@ -396,6 +395,12 @@ def _check_duplicates(responses: list[ParsedResponse]) -> None:
     for r in responses:
         key = (r.question_id, r.model)
         if key in first:
-            problems.add(r.where, f"model {r.model!r} already answered question {r.question_id!r} at {first[key]}")
+            problems.extend([repeated(r, first[key])])
         first.setdefault(key, r.where)
     problems.raise_if_any()
+
+
+def repeated(response: ParsedResponse, first: str) -> Problem:
+    """The problem of a response whose model answered its question before, at ``first``."""
+    return Problem(response.where, f"model {response.model!r} already answered question "
+                                   f"{response.question_id!r} at {first}")
