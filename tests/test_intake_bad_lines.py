@@ -17,7 +17,7 @@ from evalledger.stages.intake_bad_lines import line_problems
 from evalledger.stages.intake_events import MAX_ERRORS, FirstProblems, error_list
 from evalledger.testing.peak_rss import peak_rss_mb
 from intake_support import write_sums_benchmark
-from large_files_support import CLI, cli, event_counts, rng
+from large_files_support import CLI, cli, dropped, event_counts, rng
 
 # One kind of line each, ``i`` its number: most are bad in a different way; some are good lines.
 LINES = [
@@ -96,13 +96,17 @@ def test_past_a_thousand_errors_the_rejection_is_the_whole_reads(tmp_path):
     path = tmp_path / "many.jsonl"
     path.write_text("\n".join(rows) + "\n")
     got = {}
-    for label, spool_above in (("lines", 0), ("whole", 1 << 40)):
-        with ledger.open_ledger(ledger.init_home(tmp_path / label)) as led:
-            result = intake.ingest_path(led, path, spool_above=spool_above)
+    for label, spool_above in (("lines", 0), ("whole", 1 << 40), ("inbox", 0)):
+        home = ledger.init_home(tmp_path / label)
+        with ledger.open_ledger(home) as led:
+            result = intake.ingest_path(led, dropped(home, path.name, path.read_bytes()) if label == "inbox" else path,
+                                        from_inbox=label == "inbox", spool_above=spool_above)
             got[label] = result.errors
-    assert got["lines"] == got["whole"] and len(got["lines"]) == MAX_ERRORS + 1
+    assert got["lines"] == got["whole"] == got["inbox"] and len(got["lines"]) == MAX_ERRORS + 1
     whole = _whole(path.read_bytes())
     assert whole is not None and got["lines"][-1]["reason"] == f"... and {len(whole) - MAX_ERRORS} more errors"
+    note = (tmp_path / "inbox" / "rejected" / "many.jsonl.error.txt").read_text().splitlines()
+    assert note[1:] == [f"many.jsonl: {e['where']}: {e['reason']}" for e in got["inbox"]]
 
 
 def _all_bad(path: Path, size: int) -> int:
