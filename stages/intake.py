@@ -24,8 +24,16 @@ from typing import Iterable, Iterator
 from evalledger.ledger import Event, Ledger, NewEvent, event_id
 from evalledger.ledger.api import CHUNK_BYTES
 from evalledger.ledger.persistence import Recorder
+from evalledger.stages import (
+    intake_bad_lines,
+    intake_files,
+    intake_lineage,
+    intake_lines,
+    intake_pending,
+    intake_spool,
+    intake_stream,
+)
 from evalledger.stages import intake_events as ev
-from evalledger.stages import intake_files, intake_lineage, intake_lines, intake_pending, intake_spool, intake_stream
 from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
 from evalledger.stages.intake_pending import HeldSpill, pending_for, pending_responses  # noqa: F401 (re-exported)
 from evalledger.stages.intake_read import FileRead, read_once
@@ -205,6 +213,9 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
                     return result
             finally:
                 questions.close()
+        problems = None if lines is not None else intake_bad_lines.line_problems(read.spool, Path(folder))
+    if problems:    # bad lines: their errors found a line at a time, not from the file read whole
+        return _reject(led, name, read.sha256, read.size, problems)
     return ingest_bytes(led, read.whole(), name, sha=read.sha256, max_response_chars=max_response_chars,
                         collection=collection)
 
@@ -335,7 +346,9 @@ def _known(led: Ledger, event: Event) -> IngestResult:
     return result
 
 
-def _reject(led: Ledger, name: str, sha: str, size: int, problems: list[Problem]) -> IngestResult:
+def _reject(led: Ledger, name: str, sha: str, size: int,
+            problems: Iterable[Problem] | ev.FirstProblems) -> IngestResult:
+    """Append the file's ``benchmark.rejected`` event (its first errors: ``intake_events.error_list``)."""
     [stored] = led.append([ev.rejected(name, sha, size, problems)])
     return IngestResult(name, sha, "rejected", errors=list(stored.data["errors"]))
 

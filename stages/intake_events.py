@@ -64,19 +64,43 @@ def file_received(name: str, sha: str, size: int, fmt: str, status: str,
     return NewEvent(f"file:{sha}", "file.received", data, key=sha, meta=meta())
 
 
-def rejected(name: str, sha: str, size: int, problems: list[Problem]) -> NewEvent:
+def rejected(name: str, sha: str, size: int, problems: Iterable[Problem] | FirstProblems) -> NewEvent:
     """The one event a rejected file gets: its errors (``error_list``)."""
     errors = error_list(problems)
     data = {"file": name, "sha256": sha, "size": size, "errors": errors}
     return NewEvent(f"file:{sha}", "benchmark.rejected", data, key=f"{sha}:{digest16(errors)}", meta=meta())
 
 
-def error_list(problems: list[Problem]) -> list[dict[str, str]]:
-    """``{where, reason}`` of every problem, at most MAX_ERRORS of them (then one saying how many
-    more), each text cut at ERROR_TEXT_CHARS characters."""
-    errors = [{"where": _clipped(p.where), "reason": _clipped(p.reason)} for p in problems[:MAX_ERRORS]]
-    if len(problems) > MAX_ERRORS:
-        errors.append({"where": "$", "reason": f"... and {len(problems) - MAX_ERRORS} more errors"})
+class FirstProblems:
+    """The first MAX_ERRORS problems added, in the order added, and how many more there were: all
+    a rejection shows of a file's problems (``error_list``), in memory that does not grow with
+    their number (a file of a million bad lines held a million problems until it was cut)."""
+
+    def __init__(self, problems: Iterable[Problem] = ()) -> None:
+        self.kept: list[Problem] = []
+        self.more = 0
+        self.extend(problems)
+
+    def extend(self, problems: Iterable[Problem]) -> None:
+        """Keep ``problems`` while fewer than MAX_ERRORS are kept; count the rest."""
+        for problem in problems:
+            if len(self.kept) < MAX_ERRORS:
+                self.kept.append(problem)
+            else:
+                self.more += 1
+
+    def __len__(self) -> int:
+        """How many problems were added, kept or counted."""
+        return len(self.kept) + self.more
+
+
+def error_list(problems: Iterable[Problem] | FirstProblems) -> list[dict[str, str]]:
+    """``{where, reason}`` of the first MAX_ERRORS problems (then one saying how many more; a
+    ``FirstProblems`` has them counted already), each text cut at ERROR_TEXT_CHARS characters."""
+    first = problems if isinstance(problems, FirstProblems) else FirstProblems(problems)
+    errors = [{"where": _clipped(p.where), "reason": _clipped(p.reason)} for p in first.kept]
+    if first.more:
+        errors.append({"where": "$", "reason": f"... and {first.more} more errors"})
     return errors
 
 

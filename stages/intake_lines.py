@@ -148,6 +148,19 @@ def registered_questions(led: Ledger, head: Event, folder: Path) -> SpilledQuest
 def _rows(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:
     """(line number, JSON value) of each non-blank line, as ``formats.decode.parse_jsonl`` numbers
     them; NotStreamable at the first line that is not UTF-8 or not one JSON value."""
+    for number, line in text_lines(fh):
+        if not line.lstrip(_SPACE).startswith("{"):
+            raise NotStreamable(f"line {number} is not an object")
+        try:
+            yield number, loads(line)
+        except FileRejected:
+            raise NotStreamable(f"line {number} is not one JSON value") from None
+
+
+def text_lines(fh: IO[bytes]) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each non-blank line of a JSONL file, numbered and cut as
+    ``formats.decode.parse_jsonl`` does (a leading BOM and each line ending dropped);
+    NotStreamable at the first line that is not UTF-8."""
     for number, raw in enumerate(fh, start=1):
         if number == 1 and raw.startswith(_BOM):
             raw = raw[len(_BOM):]
@@ -157,14 +170,8 @@ def _rows(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise NotStreamable(f"line {number} is not UTF-8") from None
-        if not line.strip(_SPACE):
-            continue
-        if not line.lstrip(_SPACE).startswith("{"):
-            raise NotStreamable(f"line {number} is not an object")
-        try:
-            yield number, loads(line)
-        except FileRejected:
-            raise NotStreamable(f"line {number} is not one JSON value") from None
+        if line.strip(_SPACE):
+            yield number, line
 
 
 def read_response_lines(spool: Path, folder: Path, max_response_chars: int) -> SpilledResponses | None:

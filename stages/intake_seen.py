@@ -19,17 +19,22 @@ from evalledger.stages.formats.stream import NotStreamable
 _BATCH = 1000      # pairs checked at a time
 
 
+def _scratch(path: Path, table: str) -> sqlite3.Connection:
+    """A new SQLite file at ``path`` holding the empty ``table`` (its CREATE statement)."""
+    path.unlink(missing_ok=True)     # an earlier reader's, in the same spill folder: start empty
+    db = sqlite3.connect(path, isolation_level=None)
+    # a scratch file, thrown away with its folder: no journal, no syncs
+    db.execute("PRAGMA journal_mode=OFF")
+    db.execute("PRAGMA synchronous=OFF")
+    db.execute(table)
+    return db
+
+
 class SeenPairs:
     """A set of (question id, model) pairs in a SQLite file in ``folder``; a context manager."""
 
     def __init__(self, folder: Path) -> None:
-        path = folder / "seen.db"
-        path.unlink(missing_ok=True)     # an earlier reader's, in the same spill folder: start empty
-        self._db = sqlite3.connect(path, isolation_level=None)
-        # a scratch file, thrown away with its folder: no journal, no syncs
-        self._db.execute("PRAGMA journal_mode=OFF")
-        self._db.execute("PRAGMA synchronous=OFF")
-        self._db.execute("CREATE TABLE seen (k INTEGER PRIMARY KEY)")
+        self._db = _scratch(folder / "seen.db", "CREATE TABLE seen (k INTEGER PRIMARY KEY)")
         self._pending: list[tuple[int]] = []
 
     def add(self, question_id: str, model: str | None) -> None:
@@ -62,3 +67,31 @@ class SeenPairs:
                 self._flush()
         finally:
             self._db.close()
+
+
+class FirstAnswers:
+    """Where each (question id, model) pair of a file was first answered, in a SQLite file in
+    ``folder`` (the pair itself is the key: no two pairs are taken for one); a context manager.
+    What ``formats.native`` names a repeat by, for a file too large to hold every pair."""
+
+    def __init__(self, folder: Path) -> None:
+        self._db = _scratch(folder / "answers.db",
+                            "CREATE TABLE first (pair BLOB PRIMARY KEY, place TEXT NOT NULL) WITHOUT ROWID")
+        self._db.execute("BEGIN")      # one transaction for the file, not one a row
+
+    def earlier(self, question_id: str, model: str | None, where: str) -> str | None:
+        """Where this pair was answered before; None the first time (then ``where`` is kept)."""
+        pair = canonical_json([question_id, model])
+        row = self._db.execute("SELECT place FROM first WHERE pair = ?", (pair,)).fetchone()
+        if row is not None:
+            return str(row[0])
+        self._db.execute("INSERT INTO first VALUES (?, ?)", (pair, where))
+        return None
+
+    def __enter__(self) -> FirstAnswers:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        """Close the file (its folder removes it)."""
+        self._db.close()

@@ -7,8 +7,9 @@ For each size a benchmark of the issue's workload kind (``replay_bench.benchmark
 questions with two fields, answered by two models, under deep judgment) is written, then each
 command runs as its own ``evalledger`` process against one home: ``ingest``, ``run`` (offline
 judge), ``report``, ``rebuild``, ``verify``, ``status``, ``replay``, then ``version`` (``ingest`` of the
-benchmark's next version: one question's ground truth fixed, no responses) and ``rebind`` (its
-cases opened again under that version). Each process's peak resident set
+benchmark's next version: one question's ground truth fixed, no responses), ``rebind`` (its
+cases opened again under that version) and ``reject`` (``ingest`` of a responses JSONL file of N
+lines, every one bad: rejected, its first 1,000 errors shown and the rest counted). Each process's peak resident set
 (``ru_maxrss`` from ``wait4``, in a small launcher process: see ``peak_mb``) is printed; the
 baseline is the same command on the smaller home,
 measured in the same run. Targets: every command under 300 MB at the larger size, and large/small
@@ -31,18 +32,21 @@ from evalledger.testing.peak_rss import peak_rss_mb  # noqa: E402
 
 LIMIT_MB = 300
 RATIO = 1.25
-COMMANDS = ("ingest", "run", "report", "rebuild", "verify", "status", "replay", "version", "rebind")
+COMMANDS = ("ingest", "run", "report", "rebuild", "verify", "status", "replay", "version", "rebind", "reject")
+BAD_LINES = [   # a wrong type, a missing key and an unknown one, a line that is not JSON
+    '{{"question_id": {n}, "model": 1, "text": null}}', '{{"question_id": "q{n}"}}', '{{"question_id": "q{n}", "text": "x']
 
 
-def peak_mb(argv: list[str]) -> tuple[float, float]:
-    """(peak RSS in MB, wall seconds) of one process running ``argv``; it must succeed. Started from
+def peak_mb(argv: list[str], exit_code: int = 0) -> tuple[float, float]:
+    """(peak RSS in MB, wall seconds) of one process running ``argv``, which must exit with
+    ``exit_code`` (0: succeed). Started from
     a small launcher (``evalledger.testing.peak_rss``): Linux carries a process's peak RSS across
     exec from the memory it was forked from, so a command started straight from this script
     reported at least this script's own peak (~200 MB once it has written a 100,000-case
     benchmark), whatever the command used."""
     start = time.monotonic()
     code, peak, stderr = peak_rss_mb(argv)
-    if code != 0:
+    if code != exit_code:
         raise SystemExit(f"{' '.join(argv)} failed ({code}): {stderr[-2000:]}")
     return peak, time.monotonic() - start
 
@@ -52,6 +56,8 @@ def command_line(command: str, home: Path, source: Path) -> list[str]:
     cli = [sys.executable, "-m", "evalledger", "--home", str(home)]
     if command == "version":
         return cli + ["ingest", str(next_version(source))]
+    if command == "reject":
+        return cli + ["ingest", str(bad_lines(source))]
     extra = {"ingest": [str(source)], "run": ["--judge", "offline"], "replay": ["--into", str(home) + "-replay"],
              "rebind": [json.loads(source.read_bytes())["name"]]}
     return cli + [command, *extra.get(command, [])]
@@ -69,6 +75,15 @@ def next_version(source: Path) -> Path:
     return path
 
 
+def bad_lines(source: Path) -> Path:
+    """A responses JSONL file of as many lines as the benchmark at ``source`` has responses, every
+    line bad (``BAD_LINES`` in turn), written beside it: read whole, its rejection held them all."""
+    count = len(json.loads(source.read_bytes())["responses"])
+    path = source.with_name("bad.jsonl")
+    path.write_text("".join(BAD_LINES[n % 3].format(n=n) + "\n" for n in range(count)))
+    return path
+
+
 def measure(cases: int, folder: Path, commands: tuple[str, ...]) -> dict[str, float]:
     """Peak RSS (MB) of each of ``commands`` on a new home of ``cases`` cases."""
     source = folder / "benchmark.json"
@@ -78,7 +93,7 @@ def measure(cases: int, folder: Path, commands: tuple[str, ...]) -> dict[str, fl
                    stdout=subprocess.DEVNULL)
     peaks = {}
     for command in commands:
-        peaks[command], seconds = peak_mb(command_line(command, home, source))
+        peaks[command], seconds = peak_mb(command_line(command, home, source), int(command == "reject"))
         print(f"  {cases} cases, {command}: {peaks[command]:.0f} MB ({seconds:.1f} s)", flush=True)
     return peaks
 

@@ -15,7 +15,7 @@ from evalledger.stages.formats.errors import FileRejected, Problem
 from evalledger.stages.formats.model import FORMAT_NAMES, ParsedBenchmark, ParsedFile, ParsedResponse
 
 __all__ = ["FORMAT_NAMES", "FileRejected", "ParsedBenchmark", "ParsedFile", "ParsedResponse", "Problem",
-           "parse"]
+           "jsonl_kind", "line_order", "parse"]
 
 _AUDIT_KEYS = {"tag", "model_output", "context_input"}
 _RESPONSE_KEYS = {"question_id", "model", "text"}
@@ -84,11 +84,12 @@ def _read_lines(text: str, first: dict, stem: str) -> ParsedFile:
     """A JSONL file: audit cases, response lines or reconstruction documents, decided by the
     first line's keys."""
     from evalledger.stages.formats import audit, native, reconstruction
-    if {"doc_id", "original_claims"} <= first.keys():
+    kind = jsonl_kind(first)
+    if kind == "reconstruction":
         reader = lambda rows: reconstruction.read_reconstruction_lines(rows, stem)  # noqa: E731
-    elif _AUDIT_KEYS & first.keys():
+    elif kind == "audit":
         reader = lambda rows: audit.read_audit(rows, stem)  # noqa: E731
-    elif _RESPONSE_KEYS & first.keys():
+    elif kind == "responses":
         reader = native.read_responses_lines
     else:   # said before every line is parsed: a 4 MB file of "{}" lines took 22 s to say it
         raise FileRejected([Problem("line 1", f"not a recognised JSONL format; {_FORMAT_HELP}")])
@@ -101,8 +102,20 @@ def _read_lines(text: str, first: dict, stem: str) -> ParsedFile:
         problems.extend(exc.problems)
         parsed = None
     if problems or parsed is None:
-        raise FileRejected(sorted(problems, key=_line_order))
+        raise FileRejected(sorted(problems, key=line_order))
     return parsed
+
+
+def jsonl_kind(first: dict) -> str | None:
+    """The JSONL format a file whose first line is ``first`` is read as: ``reconstruction``,
+    ``audit`` or ``responses``; None for none of them."""
+    if {"doc_id", "original_claims"} <= first.keys():
+        return "reconstruction"
+    if _AUDIT_KEYS & first.keys():
+        return "audit"
+    if _RESPONSE_KEYS & first.keys():
+        return "responses"
+    return None
 
 
 def _reject_pretty_printed(text: str) -> None:
@@ -117,7 +130,8 @@ def _reject_pretty_printed(text: str) -> None:
                                        "spreads a value over several lines (pretty-printed JSON?)")])
 
 
-def _line_order(problem: Problem) -> tuple[int, str]:
+def line_order(problem: Problem) -> tuple[int, str]:
+    """The order a JSONL file's problems are shown in: by line number, then place."""
     head = problem.where.split(":")[0].split(",")[0]
     number = head.removeprefix("line ").strip()
     return (int(number) if number.isdigit() else 0, problem.where)

@@ -342,8 +342,7 @@ def check_responses(responses: list[ParsedResponse], bench: ParsedBenchmark) -> 
                                     f"unknown question id {r.question_id!r} in benchmark {bench.name!r}"))
         key = (r.question_id, r.model)
         if key in first:
-            problems.append(Problem(r.where, f"model {r.model!r} already answered question "
-                                             f"{r.question_id!r} at {first[key]}"))
+            problems.append(repeated(r, first[key]))
         first.setdefault(key, r.where)
     return problems
 
@@ -362,18 +361,32 @@ def read_responses_lines(rows: list[tuple[int, Any]]) -> ParsedFile:
     problems = Problems()
     responses: list[ParsedResponse] = []
     refs: dict[str, int] = {}
-    for number, line in valid_lines(ResponseLine, rows, problems):
-        refs.setdefault(line.benchmark, number)
-        if line.benchmark != next(iter(refs)):
-            first = next(iter(refs))
-            problems.add(f"line {number}: $.benchmark", f"names benchmark {line.benchmark!r}, but line "
-                                                       f"{refs[first]} names {first!r}; one file, one benchmark")
-        responses.append(ParsedResponse(line.question_id, line.model, line.text, f"line {number}"))
+    for number, row in rows:
+        response = response_line(number, row, refs, problems)
+        if response is not None:
+            responses.append(response)
     if not rows:
         problems.add("line 1", "no response line: a responses JSONL file has one JSON object per line")
     problems.raise_if_any()
     _check_duplicates(responses)
     return ParsedFile("responses", None, responses, benchmark_ref=next(iter(refs)))
+
+
+def response_line(number: int, row: Any, refs: dict[str, int], problems: Problems) -> ParsedResponse | None:
+    """Line ``number`` (its JSON value ``row``) of a responses JSONL file checked: its response, or
+    None when it does not validate; its problems go to ``problems``. ``refs`` holds the benchmark
+    the first valid line names (and that line's number): every later line must name it too."""
+    try:
+        line = _validate(ResponseLine, row, f"line {number}: $")
+    except FileRejected as exc:
+        problems.extend(exc.problems)
+        return None
+    refs.setdefault(line.benchmark, number)
+    first = next(iter(refs))
+    if line.benchmark != first:
+        problems.add(f"line {number}: $.benchmark", f"names benchmark {line.benchmark!r}, but line "
+                                                   f"{refs[first]} names {first!r}; one file, one benchmark")
+    return ParsedResponse(line.question_id, line.model, line.text, f"line {number}")
 
 
 def _check_duplicates(responses: list[ParsedResponse]) -> None:
@@ -382,6 +395,12 @@ def _check_duplicates(responses: list[ParsedResponse]) -> None:
     for r in responses:
         key = (r.question_id, r.model)
         if key in first:
-            problems.add(r.where, f"model {r.model!r} already answered question {r.question_id!r} at {first[key]}")
+            problems.extend([repeated(r, first[key])])
         first.setdefault(key, r.where)
     problems.raise_if_any()
+
+
+def repeated(response: ParsedResponse, first: str) -> Problem:
+    """The problem of a response whose model answered its question before, at ``first``."""
+    return Problem(response.where, f"model {response.model!r} already answered question "
+                                   f"{response.question_id!r} at {first}")
