@@ -80,10 +80,14 @@ def unpack(key: str, packed: bytes, where: str) -> bytes:
 
 
 def has_markers(raw: bytes | str) -> bool:
-    """True when stored JSON may hold a reference or an escaped literal (a cheap substring test)."""
+    """True when stored JSON may hold a reference or an escaped literal (a cheap substring test).
+
+    A ``$`` is looked for first: a one-byte search is a memchr, where each marker's search cost
+    2-3 ns a byte of JSON (its last byte, a quote, is everywhere), 1.3 us an event of 500 bytes,
+    a third of reading it from a store without blobs, which looks at every event it reads."""
     if isinstance(raw, str):   # rows from SQLite: no encoding on the path every read takes
-        return '"$blob"' in raw or '"$lit"' in raw
-    return _MARKERS[0] in raw or _MARKERS[1] in raw
+        return "$" in raw and ('"$blob"' in raw or '"$lit"' in raw)
+    return b"$" in raw and (_MARKERS[0] in raw or _MARKERS[1] in raw)
 
 
 def blob_file_path(path: str) -> str:

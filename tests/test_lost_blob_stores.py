@@ -127,3 +127,7 @@ def test_refers_anywhere_finds_a_reference_across_a_chunk_cut(tmp_path, chunk):
         assert not refers_anywhere(str(path), at + 6, chunk), (at, chunk)   # the key cut off by the size
     path.write_bytes(b'{"data":{"$lit":1}}\n' * 50)
     assert not refers_anywhere(str(path), 1000, chunk)
+    dollars = b'{"text":"$5 or $x$"}\n' * 400   # so many a chunk is searched whole past them
+    path.write_bytes(dollars + b'{"data":' + REF + b"0" * 64 + b'"}}\n')
+    assert refers_anywhere(str(path), path.stat().st_size, chunk)
+    assert not refers_anywhere(str(path), len(dollars), chunk)
