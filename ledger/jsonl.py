@@ -27,7 +27,7 @@ from typing import IO, Any, Callable, Iterable, Iterator, NamedTuple
 
 import orjson
 
-from evalledger.ledger.blobs import BlobFile, BlobReader, blob_line, interleave
+from evalledger.ledger.blobs import DOLLAR, BlobFile, BlobReader, blob_line, interleave
 from evalledger.ledger.envelope import (
     GENESIS_HASH,
     EnvelopeError,
@@ -305,7 +305,7 @@ class JSONLRecorder(Recorder):
                 continue
             if stream is not None and event.stream != stream:
                 continue
-            if lost is not None and b"$" in line:
+            if lost is not None and DOLLAR in line:
                 lost.resolve(line, event.data)
             yield event
 
