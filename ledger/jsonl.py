@@ -315,7 +315,8 @@ class JSONLRecorder(Recorder):
         return (self.blobs or self._no_blobs).resolve
 
     def export_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
-        """The lines ``export`` writes: with blobs, each blob's line before the first event that uses it."""
+        """The lines ``export`` writes: with blobs, each blob's line before the first event that uses
+        it; without the blob file, the first event that refers to a blob stops them."""
         if self.blobs is None:
             return self._no_blobs.lines(super().export_lines(from_seq, to_seq))
         return interleave(((line, line) for _, line in self.lines(from_seq, to_seq)), self.blobs,
