@@ -38,6 +38,8 @@ _LEVEL = 6
 SPLIT_TYPES = frozenset({"judge.called"})
 _MARKERS = (b'"$blob"', b'"$lit"')
 BLOB_LINE_START = b'{"blob":"'
+#: the byte every marker holds, as an int: ``DOLLAR in raw`` is a memchr
+DOLLAR = ord("$")
 
 
 class BlobError(LedgerError):
@@ -80,10 +82,15 @@ def unpack(key: str, packed: bytes, where: str) -> bytes:
 
 
 def has_markers(raw: bytes | str) -> bool:
-    """True when stored JSON may hold a reference or an escaped literal (a cheap substring test)."""
+    """True when stored JSON may hold a reference or an escaped literal (a cheap substring test).
+
+    A ``$`` is looked for first, a memchr (as an int for bytes: ``b"$" in raw`` costs four times
+    as much, through the buffer protocol), where each marker's search cost 2-3 ns a byte of JSON
+    (its last byte, a quote, is everywhere): 1.5 us an event of 500 bytes, then 0.1 us, on every
+    event read from a store without blobs, which looks at each one."""
     if isinstance(raw, str):   # rows from SQLite: no encoding on the path every read takes
-        return '"$blob"' in raw or '"$lit"' in raw
-    return _MARKERS[0] in raw or _MARKERS[1] in raw
+        return "$" in raw and ('"$blob"' in raw or '"$lit"' in raw)
+    return DOLLAR in raw and (_MARKERS[0] in raw or _MARKERS[1] in raw)
 
 
 def blob_file_path(path: str) -> str:

@@ -27,7 +27,7 @@ from typing import IO, Any, Callable, Iterable, Iterator, NamedTuple
 
 import orjson
 
-from evalledger.ledger.blobs import BlobFile, BlobReader, blob_line, interleave
+from evalledger.ledger.blobs import DOLLAR, BlobFile, BlobReader, blob_line, interleave
 from evalledger.ledger.envelope import (
     GENESIS_HASH,
     EnvelopeError,
@@ -39,6 +39,7 @@ from evalledger.ledger.envelope import (
 )
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.importer import checked_lines
+from evalledger.ledger.lost_blobs import NoBlobTable, refers_anywhere
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror import lines_upto, read_tail
 from evalledger.ledger.persistence import (
@@ -99,6 +100,8 @@ class JSONLRecorder(Recorder):
         self.blob_file = BlobFile(path + ".blobs")
         self.blobs = BlobReader(self.blob_file.load, self.blob_file.path) if os.path.exists(self.blob_file.path) \
             else None
+        # reads without it: a reference there is a blob lost with the file (deleted, or not copied along)
+        self._no_blobs = NoBlobTable(path, f"blob file {self.blob_file.path}", "deleted")
         if not readonly:
             with self._lock.exclusive():
                 self._recover()
@@ -292,22 +295,30 @@ class JSONLRecorder(Recorder):
     def read(self, from_seq: int = 1, types: Iterable[str] | None = None,
              stream: str | None = None, to_seq: int | None = None) -> Iterator[Event]:
         wanted = set(types) if types is not None else None
-        resolve = self._resolver()
+        resolve = self.blobs.resolve if self.blobs is not None else None
+        # without the blob file, a reference is a blob lost with it: an event holding a "$" (one
+        # memchr, where a call a line cost a tenth of a read of small events) is looked at
+        lost = self._no_blobs if self.blobs is None else None
         for _, line in self.lines(from_seq, to_seq):
             event = event_from_line(line, resolve)
             if wanted is not None and event.type not in wanted:
                 continue
             if stream is not None and event.stream != stream:
                 continue
+            if lost is not None and DOLLAR in line:
+                lost.resolve(line, event.data)
             yield event
 
-    def _resolver(self) -> Callable[[bytes | str, Any], Any] | None:
-        return self.blobs.resolve if self.blobs is not None else None
+    def _resolver(self) -> Callable[[bytes | str, Any], Any]:
+        """What completes a line's payload: the blob file's reader, or without one the refusal of a
+        payload that refers to a blob (the file was lost)."""
+        return (self.blobs or self._no_blobs).resolve
 
     def export_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
-        """The lines ``export`` writes: with blobs, each blob's line before the first event that uses it."""
+        """The lines ``export`` writes: with blobs, each blob's line before the first event that uses
+        it; without the blob file, the first event that refers to a blob stops them."""
         if self.blobs is None:
-            return super().export_lines(from_seq, to_seq)
+            return self._no_blobs.lines(super().export_lines(from_seq, to_seq))
         return interleave(((line, line) for _, line in self.lines(from_seq, to_seq)), self.blobs,
                           self.blob_file.load)
 
@@ -356,12 +367,22 @@ class JSONLRecorder(Recorder):
         else:
             with open(self.path, "rb") as fh:  # the file itself, iterated in C; verify stops at the snapshot's seq
                 report = verify_lines(fh, self.location, expect_head, pending, limit=snap.last_seq, torn=snap.torn)
-        if self.blobs is not None and report.ok:
-            rows = ((seq, None, None, None, None, None, line) for seq, line in self.lines(1, report.head.seq))
-            for _ in checked_blobs(rows, [BlobReader(self.blob_file.load, self.blob_file.path, keep=0)],
-                                   report.problems):
-                pass
+        if report.ok:
+            self._verify_blobs(report, snap.size)
         return report
+
+    def _verify_blobs(self, report: VerifyReport, size: int) -> None:
+        """Add to ``report`` each event (up to its head) whose blob is missing or altered in the blob
+        file; without the file, each that refers to a blob (looked for only when the bytes hold one)."""
+        if self.blobs is not None:
+            reader = BlobReader(self.blob_file.load, self.blob_file.path, keep=0)
+        elif refers_anywhere(self.path, size):
+            reader = self._no_blobs.reader()
+        else:
+            return
+        rows = ((seq, None, None, None, None, None, line) for seq, line in self.lines(1, report.head.seq))
+        for _ in checked_blobs(rows, [reader], report.problems):
+            pass
 
     def tree_state(self) -> TreeState:
         """The tree derived from the file's lines as the index reads them: a JSONL ledger is a plain
@@ -476,7 +497,7 @@ class _Staged:
     being written, the next seq and prev_hash, the stream versions, and where each staged id's
     line is in the file (offset, length), so a later chunk repeating an id gets its event back."""
 
-    def __init__(self, fh: IO[bytes], next: tuple[int, str], resolve: Callable[[bytes | str, Any], Any] | None):
+    def __init__(self, fh: IO[bytes], next: tuple[int, str], resolve: Callable[[bytes | str, Any], Any]):
         self.fh = fh
         self.next = next
         self.resolve = resolve

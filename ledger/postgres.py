@@ -23,6 +23,7 @@ from evalledger.ledger.call_slots import table_sql as call_slots_sql
 from evalledger.ledger.envelope import GENESIS_HASH, Event
 from evalledger.ledger.leases import Leases
 from evalledger.ledger.leases import table_sql as claims_sql
+from evalledger.ledger.lost_blobs import NoBlobTable
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.persistence import (
     TREE_KEPT,
@@ -80,6 +81,8 @@ class PostgresRecorder(Recorder):
         # The blob store, when this store was made with one: None for an older store.
         self.blobs = BlobReader(self._load_blob, f"{redact_url(url)} (table {self._blob_table})") \
             if self._table_exists(self._blob_table) else None
+        # reads without it: a reference there is a blob lost with its table
+        self._no_blobs = NoBlobTable(redact_url(url), f"table {self._blob_table}")
         self._known_blobs: set[str] = set()   # keys committed by this object: not packed again
 
     # --- setup ------------------------------------------------------------------------------------
@@ -130,8 +133,8 @@ class PostgresRecorder(Recorder):
         return bytes(row[0]) if row else None
 
     def _event(self, row: tuple[Any, ...]) -> Event:
-        """An Event from a row, its blob references resolved."""
-        return self.blobs.row_event(*row) if self.blobs is not None else row_event(row)
+        """An Event from a row, its blob references resolved (refused when the blob table is gone)."""
+        return (self.blobs or self._no_blobs).row_event(*row)
 
     def _insert_blobs(self, blobs: dict[str, bytes]) -> None:
         """Inside the append's transaction: store the blobs the table lacks."""
@@ -140,11 +143,12 @@ class PostgresRecorder(Recorder):
                               (bytes.fromhex(key), pack(raw)))
 
     def export_lines(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[bytes]:
-        """The lines ``export`` writes: each blob's line before the first event that uses it."""
+        """The lines ``export`` writes: each blob's line before the first event that uses it (without
+        the blob table, the first event that refers to a blob stops it)."""
+        rows = self._rows("", [], from_seq, to_seq)
         if self.blobs is None:
-            return super().export_lines(from_seq, to_seq)
-        return interleave(((row[6], row_line(row)) for row in self._rows("", [], from_seq, to_seq)),
-                          self.blobs, self._load_blob)
+            return map(row_line, self._no_blobs.rows(rows))
+        return interleave(((row[6], row_line(row)) for row in rows), self.blobs, self._load_blob)
 
     def _guard(self) -> "_Errors":
         return _Errors(self.location)
@@ -342,9 +346,12 @@ class PostgresRecorder(Recorder):
 
     def get_stored(self, id: str) -> Event | None:
         """The event with this id as stored: blob references in its data are left in place (a
-        reader of a few small fields, such as a recorded call's reuse check, fetches no blob)."""
+        reader of a few small fields, such as a recorded call's reuse check, fetches no blob); without
+        the blob table an event that refers to a blob is refused, as every read refuses it."""
         row = self._row_of(id)
-        return row_event(row) if row else None
+        if row is None:
+            return None
+        return row_event(row) if self.blobs is not None else self._no_blobs.row_event(*row)
 
     def _row_of(self, id: str) -> tuple[Any, ...] | None:
         """The stored row of the event with this id, or None."""
@@ -382,8 +389,9 @@ class PostgresRecorder(Recorder):
                     cur.itersize = _PAGE
                     cur.execute(f"SELECT {COLUMNS} FROM {self._events} ORDER BY seq")
                     blob_problems: list[Any] = []
-                    rows = cur if self.blobs is None else checked_blobs(
-                        cur, [BlobReader(self._load_blob, self.blobs.where, keep=0)], blob_problems)
+                    reader = self._no_blobs.reader() if self.blobs is None else \
+                        BlobReader(self._load_blob, self.blobs.where, keep=0)
+                    rows = checked_blobs(cur, [reader], blob_problems)
                     report = verify_sqlite(rows, self.location, expect_head=expect_head, tree=tree)
                     report.problems.extend(blob_problems)
         finally:
