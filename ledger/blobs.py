@@ -132,8 +132,31 @@ def split_batch(batch: list[Prepared], known: set[str], blobs: dict[str, bytes])
                 for key, raw in found.items():
                     if key not in known:
                         blobs.setdefault(key, raw)
+        elif p.data_obj is not None and has_markers(p.data):
+            escaped = escape_literals(p.data_obj)
+            if escaped is not p.data_obj:
+                p = p._replace(data=_encode(escaped))
         out.append(p)
     return out
+
+
+def escape_literals(value: Any) -> Any:
+    """``value`` with every object shaped like a reference or an escape (one key, ``$blob`` or
+    ``$lit``) wrapped in ``{"$lit": ...}``, as ``split`` wraps them, so a read gives it back as it
+    was rather than taking it for a blob; ``value`` itself when it holds none. A payload of any
+    type may hold such an object (a judge call's is escaped by ``split``): stored as given, every
+    read of a store with blobs would have looked for a blob that is not there."""
+    kind = type(value)
+    if kind is list:
+        items = [escape_literals(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    if kind is not dict:
+        return value
+    out = {k: escape_literals(v) for k, v in value.items()}
+    same = all(out[k] is v for k, v in value.items())
+    if len(out) == 1 and (REF in out or LIT in out):
+        return {LIT: out}
+    return value if same else out
 
 
 def remember_blobs(known: set[str], blobs: dict[str, bytes], most: int = 10_000) -> None:
