@@ -23,6 +23,8 @@ from typing import Any
 ROWS_FORMS = ("text", "compact")
 COMPACT_FORM = "compact-1"
 FORM_SCHEMA = "CREATE TABLE IF NOT EXISTS event_rows (form TEXT NOT NULL)"
+#: what a new store's SQL script adds to say its rows are compact (inside the script that makes it)
+COMPACT_SCHEMA = FORM_SCHEMA + f"; INSERT INTO event_rows (form) VALUES ('{COMPACT_FORM}');"
 #: ``COLUMNS`` as a compact store is read: an empty prev_hash is the hash of the row before it
 COMPACT_COLUMNS = ("seq, id, stream, version, type, schema, data, meta, "
                    "CASE WHEN length(prev_hash) = 0 THEN (SELECT p.hash FROM events AS p "
@@ -161,8 +163,3 @@ def unmarked_packing(conn: sqlite3.Connection) -> int | None:
     return row[0] if row else None
 
 
-def mark_compact(conn: sqlite3.Connection) -> None:
-    """Record in a new store that its rows are written in the compact form."""
-    conn.executescript(FORM_SCHEMA)
-    if conn.execute("SELECT 1 FROM event_rows").fetchone() is None:
-        conn.execute("INSERT INTO event_rows (form) VALUES (?)", (COMPACT_FORM,))

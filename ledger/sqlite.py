@@ -54,10 +54,10 @@ from evalledger.ledger.persistence import (
 )
 from evalledger.ledger.row_codec import (
     COMPACT_COLUMNS,
+    COMPACT_SCHEMA,
     ROWS_FORMS,
     hex_of,
     is_compact,
-    mark_compact,
     pack_row,
     payload_cells,
     raw_hex,
@@ -107,6 +107,8 @@ class SQLiteRecorder(Recorder):
         self.location = f"{path} (table events)"
         self.readonly = readonly
         self.conn = connect(path, durability, readonly)
+        if readonly and not _has_events_table(self.conn):
+            self.conn = _empty_store(self.conn, path)
         self._lock = FileLock(lock_path or path + ".lock", create=not readonly)
         self._thread_lock = self._lock.thread_lock
         self._head: Head | None = None  # cached head and stream versions: see _insert
@@ -114,12 +116,13 @@ class SQLiteRecorder(Recorder):
         self._tree: Frontier | None = None  # the merkle row as of the cached head (goes stale with it)
         if not readonly:
             with self._write_lock():
-                new = not _has_events_table(self.conn)
-                self.conn.executescript(SCHEMA)
-                if blobs and new:   # only a store made now: an older one reads and grows as it was written
-                    self.conn.executescript(BLOB_SCHEMA)
-                if rows == "compact" and new:   # likewise: a store keeps the rows form it was made with
-                    mark_compact(self.conn)
+                if _has_events_table(self.conn):
+                    self.conn.executescript(SCHEMA)   # an older store gets the tables it lacks
+                else:   # a store made now, in one transaction: a kill leaves all of it or none
+                    # blobs: only a store made now (an older one reads and grows as it was written);
+                    # compact rows likewise: a store keeps the rows form it was made with
+                    self.conn.executescript("BEGIN IMMEDIATE;" + SCHEMA + (BLOB_SCHEMA if blobs else "")
+                                            + (COMPACT_SCHEMA if rows == "compact" else "") + "COMMIT;")
                 self._complete_tree()
         # Compact rows (ledger/row_codec.py): cells are packed on insert and unpacked on every read.
         self.compact = is_compact(self.conn)
@@ -865,6 +868,20 @@ def _select_blob(conn: sqlite3.Connection, key: str) -> bytes | None:
     """The stored form of blob ``key`` read on ``conn`` (None when the table lacks it)."""
     row = conn.execute(SELECT_BLOB, (bytes.fromhex(key),)).fetchone()
     return bytes(row[0]) if row else None
+
+
+def _empty_store(conn: sqlite3.Connection, path: str) -> sqlite3.Connection:
+    """Opened read-only, a file without the table ``events``: a store whose making was cut before
+    its tables were (an empty file, as a killed ``init`` or ``migrate`` leaves) reads as an empty
+    store, from an in-memory one with the tables; any other SQLite file is no store of ours."""
+    tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    conn.close()
+    if tables:
+        raise LedgerError(f"{path}: an SQLite file without the table events: not an evalledger store")
+    empty = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    empty.executescript(SCHEMA)
+    empty.execute(UPSERT_TREE, (0, Frontier().state(), TREE_KEPT))   # the tree of no event, kept
+    return empty
 
 
 def _has_events_table(conn: sqlite3.Connection) -> bool:
