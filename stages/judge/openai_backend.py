@@ -284,6 +284,11 @@ class OpenAIBackend:
                                        raw=redact_cut(decode_body(exc.prefix)[0], self._key))
                 text, not_utf8 = decode_body(body)
                 text = redact(text, self._key)   # whole, before any of it is cut to a length
+                if not 200 <= resp.status <= 599:
+                    # no final answer (a 099, an unasked 101): the connection is dropped, not pooled,
+                    # since the server may close it meanwhile and the next call sent on it would fail
+                    # without reaching the server
+                    resp.close()
                 return classify(resp.status, resp.headers, text, _ms(start), not_utf8, self.settings.token_limit(),
                                 mode != "prompt")
         except TimeoutError:
