@@ -12,7 +12,6 @@ and the home folder around it: ``ledger.home``).
 
 from __future__ import annotations
 
-import errno
 import glob
 import hashlib
 import os
@@ -38,6 +37,7 @@ from evalledger.ledger.persistence import (
 )
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
 from evalledger.ledger.verify import Problem, VerifyReport, tree_problem
+from evalledger.ledger.whole_files import open_partial, partial_name, synced
 
 #: ``Ledger.append_many`` stores a long batch this many events (or bytes of payload) at a time
 CHUNK_EVENTS = 1000
@@ -362,34 +362,33 @@ class Ledger:
         end (the blobs first), so ``out`` is never half an export: an export that fails or is killed
         leaves what was there before (a kill, also a hidden ``.NAME.PID.partial`` file)."""
         side = Path(blob_file_path(str(out)))
-        parts = {out: _partial_name(out), side: _partial_name(side)}
         count = 0
         try:
-            with _create(parts[out], out) as fh:
+            with open_partial(out) as fh:
                 blob_fh: IO[bytes] | None = None
                 try:
                     for line in self.recorder.export_lines():
                         if is_blob_line(line):
                             if blob_fh is None:
-                                blob_fh = _create(parts[side], side)
+                                blob_fh = open_partial(side)
                             blob_fh.write(line)
                         else:
                             fh.write(line)
                             count += 1
                     if blob_fh is not None:
-                        _synced(blob_fh)
+                        synced(blob_fh)
                 finally:
                     if blob_fh is not None:
                         blob_fh.close()
-                _synced(fh)
-            if parts[side].exists():
-                os.replace(parts[side], side)   # first: a reader of ``out`` finds every blob it names
-            os.replace(parts[out], out)
+                synced(fh)
+            if blob_fh is not None:
+                os.replace(partial_name(side), side)   # first: a reader of ``out`` finds every blob it names
+            os.replace(partial_name(out), out)
             if blob_fh is None:
                 side.unlink(missing_ok=True)   # an earlier export's blobs: not this one's
         finally:   # a blob the store lost, a full disk: no partial export left to import
-            for partial in parts.values():
-                partial.unlink(missing_ok=True)
+            for path in (out, side):
+                partial_name(path).unlink(missing_ok=True)
         return count
 
     def _own_files(self) -> list[Path]:
@@ -462,27 +461,6 @@ def _upcast_rows(rows: Iterator[ScanRow], join: Callable[[Any], Any] | None = No
                 data = join(data)
             row = row._replace(data=upcast(row.type, row.schema, data), schema=schema_version(row.type))
         yield row
-
-
-def _partial_name(path: Path) -> Path:
-    """Where a file is written before it is renamed to ``path``: hidden, named for this process."""
-    return path.with_name(f".{path.name}.{os.getpid()}.partial")
-
-
-def _create(partial: Path, path: Path) -> IO[bytes]:
-    """Open ``partial`` for writing; an error names ``path``, the file the user asked for."""
-    if path.is_dir():
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-    try:
-        return open(partial, "wb")
-    except OSError as exc:
-        raise type(exc)(exc.errno, exc.strerror, str(path)) from None
-
-
-def _synced(fh: IO[bytes]) -> None:
-    """Flush ``fh`` to the disk: a copy renamed into place must hold its bytes after a power cut."""
-    fh.flush()
-    os.fsync(fh.fileno())
 
 
 def _same_file(a: str | os.PathLike[str], b: Path) -> bool:
