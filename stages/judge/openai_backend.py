@@ -277,6 +277,16 @@ class OpenAIBackend:
             # prompts, and the key, to whatever host its Location names.
             async with self._ensure_session().post(self.url, data=request_body(payload), headers=self._headers,
                                                    timeout=self._timeout, allow_redirects=False) as resp:
+                if not 200 <= resp.status <= 599:
+                    # no final answer (a 099, an unasked 101): its connection is not used again. aiohttp
+                    # may have pooled it already (a body that came with the headers), where the server
+                    # closes it and the next call sent on it failed without reaching the server; a
+                    # closed transport is one the pool discards (aiohttp internals, as unasked_answers)
+                    protocol = getattr(resp, "_protocol", None)
+                    if protocol is not None and protocol.transport is not None:
+                        protocol.transport.close()
+                    resp.close()
+                    return classify(resp.status, resp.headers, "", _ms(start))
                 try:
                     body = await read_capped(resp, self.settings.max_reply_bytes)
                 except BodyTooLarge as exc:
@@ -284,11 +294,6 @@ class OpenAIBackend:
                                        raw=redact_cut(decode_body(exc.prefix)[0], self._key))
                 text, not_utf8 = decode_body(body)
                 text = redact(text, self._key)   # whole, before any of it is cut to a length
-                if not 200 <= resp.status <= 599:
-                    # no final answer (a 099, an unasked 101): the connection is dropped, not pooled,
-                    # since the server may close it meanwhile and the next call sent on it would fail
-                    # without reaching the server
-                    resp.close()
                 return classify(resp.status, resp.headers, text, _ms(start), not_utf8, self.settings.token_limit(),
                                 mode != "prompt")
         except TimeoutError:
