@@ -19,7 +19,7 @@ reply, so nothing is paid twice. The tracking position only lets a scan start la
 below it is finished), so correctness never depends on it: a case leaves the watermark's open set
 only once its commit has returned, so a run abandoned mid-append (a signal raised inside it) never
 moves the position past an unfinished case. And a full reconcile that ignores tracking runs at a
-process's first pass on a ledger and every ``RECONCILE_EVERY`` passes after it; a case it finds
+process's first pass on a ledger and every ``run_turns.RECONCILE_EVERY`` passes after it; a case it finds
 below a tracking position is recorded (``run.reconciled``, shown by ``status``) and run.
 
 A case whose handler raises gets ``stage.failed`` with the reason; every other case goes on.
@@ -38,19 +38,14 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Iterable
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
 
 from evalledger.ledger import Event, LedgerError, NewEvent
-from evalledger.ledger.filelock import FileLock
-from evalledger.ledger.leases import DEFAULT_LEASE_SECONDS
 from evalledger.stages.case_commits import CaseCommits, Watermarks
 from evalledger.stages.casework import STAGE_VERSIONS, CaseWork, Counters
 from evalledger.stages.config import VerificationConfig, effective_config
@@ -72,99 +67,14 @@ from evalledger.stages.pending import (  # noqa: F401  (STAGES, Stage, find_pend
     watermarks_of,
 )
 from evalledger.stages.repeats import judge_case
-
-
-class RunSettings(BaseModel):
-    """What a run needs besides the ledger: the run's config layer, the judge, and flags.
-
-    ``config_layer`` is the ``--config`` file merged with ``--set`` (``stages.config.run_layer``);
-    each case's effective config is defaults <- its benchmark's config <- this layer. The judge is
-    ``judge`` when given (``evalledger replay`` hands in a replay port), else built from
-    ``judge_backend``/``judge_model`` (the CLI's ``--judge``/``--model``), else from the config.
-    """
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
-
-    config_layer: dict[str, Any] = Field(default_factory=dict)
-    judge_backend: str | None = None
-    judge_model: str | None = None
-    judge_options: dict[str, Any] = Field(default_factory=dict)   # more JudgeSettings keys
-    retry_failed: bool = False
-    no_cache: bool = False
-    # None: enough cases to keep the judge's --concurrency calls busy (_Run.cases_in_flight)
-    max_cases_in_flight: int | None = Field(None, ge=1)
-    lease_seconds: float = Field(DEFAULT_LEASE_SECONDS, gt=0)   # a shared store's case leases
-    judge: Any = None
-    search: Any = None
-    # Profiles (stages.profiles.ProfilePlan): this run judges only their cases, each with its own judge;
-    # or answering models alone (AnsweringPlan): they answer questions, the run's judge judges.
-    profiles: Any = None
-    max_calls: int | None = Field(None, ge=0)     # budget caps: reached, the run stops, cases stay pending
-    max_cost: float | None = Field(None, ge=0)
-
-    def run_config(self) -> VerificationConfig:
-        """The run-level config (defaults <- config layer): it chooses the judge and is recorded."""
-        return effective_config(None, self.config_layer)
-
-    def judge_settings(self):
-        """The JudgeSettings of the judge a run builds: the CLI's choice, else the config's."""
-        from evalledger.stages.judge import JudgeSettings, Price
-        run_config = self.run_config()
-        prices = {name: Price(**price.model_dump()) for name, price in run_config.prices.items()}
-        options = {"response_format": run_config.judge_response_format,
-                   **run_config.judge_options.settings_keys(), **self.judge_options}
-        return JudgeSettings(backend=self.judge_backend or run_config.judge_backend,
-                             model=self.judge_model or run_config.judge_model,
-                             no_cache=self.no_cache, prices=prices, **options)
-
-    def check_judge(self) -> None:
-        """Raise now (JudgeError, ValueError) when the judge cannot be set up: no model, no key.
-
-        A run builds its judge only once it has work, and the watch daemon runs for days: both
-        call this first, so a bad judge option is a usage error and not a failure found later.
-        """
-        if self.profiles is not None:
-            self.profiles.check(self.run_config())
-            if self.profiles.profiles:   # profiles bring their judges; answering models alone do not
-                return
-        if self.judge is not None:
-            return
-        settings = self.judge_settings()
-        if settings.backend != "replay":   # the replay judge answers from the ledger it runs on
-            from evalledger.stages.judge import live_backend
-            live_backend(settings, settings.backend)
-
-
-@dataclass
-class RunSummary:
-    """What ``run_until_idle`` did."""
-
-    run_id: str | None = None
-    cases: int = 0
-    judged: int = 0
-    failed: int = 0
-    judge_calls: int = 0
-    retries: int = 0
-    busy: bool = False                       # another run_until_idle of this process was running
-    # A run stops early for one of two reasons, told apart by ``stop``: "judge_unavailable" (the
-    # judge server cannot answer: exit 3) or "budget" (a --max-calls/--max-cost cap: a clean stop).
-    # A third, "requested": the caller asked the run to stop (the watch daemon on SIGTERM); the
-    # cases in flight finish and commit, no new case starts.
-    stopped: str | None = None               # why the run stopped early; its cases are left pending
-    stop: str | None = None                  # "judge_unavailable", "budget" or "requested" when it stopped
-    pending: int = 0                         # cases left pending by a stopped run
-    left_pending: int = 0                    # the same number (the budget's name for it)
-    model_calls: int = 0                     # calls sent to a model (reused and replayed answers are free)
-    cost_usd: float | None = 0.0             # what they cost; None when a model was unpriced
-    failures: list[dict[str, str]] = field(default_factory=list)
-
+from evalledger.stages.run_settings import RunSettings, RunSummary  # noqa: F401  (the dispatcher's API)
+from evalledger.stages.run_turns import home_lock, next_pass_is_full, process_lock
 
 MIN_CASES_IN_FLIGHT = 16   # cases in flight at the least (the offline judge: CPU bound, 16 is plenty)
 CASES_PER_CALL = 2         # cases in flight per judge call allowed in flight (see _Run.cases_in_flight)
 DEFAULT_CONCURRENCY = 8    # a judge without settings (a test's object): JudgeSettings' default
 
 MAX_CACHED_CONFIGS = 1024   # distinct benchmark configs a run keeps worked out (_Run._config_of)
-RECONCILE_EVERY = 20   # passes between full reconciles of a long-lived process (the watch daemon)
 
 
 class _Run:
@@ -626,40 +536,18 @@ def judge_cause(exc: BaseException) -> dict[str, Any]:
     return {}
 
 
-_LOCKS: dict[str, threading.Lock] = {}
-_LOCKS_GUARD = threading.Lock()
-
-
-def _process_lock(led) -> threading.Lock:
-    """This process's lock for one ledger (by its home, else its store's location)."""
-    name = led.label
-    with _LOCKS_GUARD:
-        return _LOCKS.setdefault(name, threading.Lock())
-
-
 async def run_until_idle_async(led, settings: RunSettings | None = None, progress=None,
                                should_stop: Callable[[], bool] | None = None) -> RunSummary:
     """``run_until_idle`` for callers that already run an event loop."""
-    lock = _process_lock(led)
+    lock = process_lock(led)
     if not lock.acquire(blocking=False):
         return RunSummary(busy=True)
     try:
-        with _home_lock(led), fewer_collections():
-            full = _next_pass_is_full(led)
+        with home_lock(led), fewer_collections():
+            full = next_pass_is_full(led)
             return await _Run(led, settings or RunSettings(), progress, should_stop).execute(full)
     finally:
         lock.release()
-
-
-_PASSES: dict[str, int] = {}
-
-
-def _next_pass_is_full(led) -> bool:
-    """True for this process's first pass on ``led`` and every ``RECONCILE_EVERY``-th after it."""
-    name = led.label
-    count = _PASSES.get(name, 0)
-    _PASSES[name] = count + 1
-    return count % RECONCILE_EVERY == 0
 
 
 def run_until_idle(led, settings: RunSettings | None = None, progress=None,
@@ -673,7 +561,7 @@ def run_until_idle(led, settings: RunSettings | None = None, progress=None,
     Reentrant-safe: a call while another runs in this process returns at once with ``busy``;
     across processes, runs on one home take turns (a lock file beside the ledger). Cheap when
     nothing is pending: one scan from each stage's tracking position, except for a process's
-    first pass on a ledger and every ``RECONCILE_EVERY``-th, which scan it whole.
+    first pass on a ledger and every ``run_turns.RECONCILE_EVERY``-th, which scan it whole.
     """
     coroutine = run_until_idle_async(led, settings, progress, should_stop)
     try:
@@ -682,21 +570,3 @@ def run_until_idle(led, settings: RunSettings | None = None, progress=None,
         return asyncio.run(coroutine)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dispatcher") as pool:
         return pool.submit(asyncio.run, coroutine).result()   # re-raises what the run raised
-
-
-class _home_lock:
-    """An exclusive ``FileLock`` on ``<home>/dispatch.lock`` (no-op for a ledger without a home)."""
-
-    def __init__(self, led):
-        home = getattr(led, "home", None)
-        self.lock = FileLock(str(home / "dispatch.lock")) if home else None
-
-    def __enter__(self):
-        if self.lock is not None:
-            self.lock.acquire()   # released on exit, or by the kernel on death
-        return self
-
-    def __exit__(self, *exc):
-        if self.lock is not None:
-            self.lock.release()
-            self.lock.close()
