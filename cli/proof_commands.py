@@ -11,6 +11,7 @@ import orjson
 
 from evalledger.cli.errors import UsageError
 from evalledger.cli.out_file import write_out
+from evalledger.ledger.whole_files import synced, write_whole
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -30,17 +31,29 @@ def cmd_keygen(args) -> int:
     if ledger.is_home(home) and _inside(out, home):
         raise UsageError(f"{out}: the signing key must live outside the home ({home}): whoever writes the "
                          "ledger must not be able to read the key beside it")
-    if out.exists():
-        raise UsageError(f"{out} already exists; choose another --out (a key is never overwritten)")
+    pub = out.with_name(out.name + ".pub")
+    for path in (out, pub):   # an auditor's copy of an older verifier key is not replaced either
+        if path.exists() or path.is_symlink():
+            raise UsageError(f"{path} already exists; choose another --out (a key is never overwritten)")
     try:
         signer = signed_note.generate(args.name)
     except signed_note.NoteError as exc:
         raise UsageError(str(exc)) from None
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(signer.text() + "\n")
-    pub = out.with_name(out.name + ".pub")
-    pub.write_text(signer.verifier.text() + "\n")
+    # The verifier key first, whole or not at all: a signer key is never left without its verifier.
+    write_whole(pub, (signer.verifier.text() + "\n").encode())
+    try:
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except BaseException:
+        pub.unlink(missing_ok=True)
+        raise
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write((signer.text() + "\n").encode())
+            synced(handle)
+    except BaseException:   # half a secret key is no key: neither file stays
+        out.unlink(missing_ok=True)
+        pub.unlink(missing_ok=True)
+        raise
     print(f"signer key {out} (keep it secret, outside the home)")
     print(f"verifier key {pub}: {signer.verifier.text()}")
     return 0

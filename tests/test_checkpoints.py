@@ -186,6 +186,30 @@ def test_keygen_refuses_a_key_inside_the_home_and_never_overwrites(tmp_path, run
     assert oct(outside.stat().st_mode & 0o777) == "0o600"
 
 
+def test_keygen_never_replaces_a_verifier_key_already_there(tmp_path, run_cli):
+    """An auditor's copy of an older verifier key at OUT.pub is neither overwritten nor paired
+    with a new secret key: keygen refuses before writing anything."""
+    home = tmp_path / "h"
+    run_cli("init", home=home)
+    key = tmp_path / "signer.key"
+    older = tmp_path / "signer.key.pub"
+    older.write_text("evalledger+00000000+an-older-verifier-key\n")
+    refused = run_cli("keygen", "--out", key, home=home)
+    assert refused.returncode == 2 and f"{older} already exists" in refused.stderr
+    assert older.read_text() == "evalledger+00000000+an-older-verifier-key\n"
+    assert not key.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h", "signer.key.pub"]   # no partial file left
+
+
+def test_keygen_into_a_missing_folder_leaves_no_key_behind(tmp_path, run_cli):
+    home = tmp_path / "h"
+    run_cli("init", home=home)
+    missing = tmp_path / "no-such-folder" / "signer.key"
+    failed = run_cli("keygen", "--out", missing, home=home)
+    assert failed.returncode == 2 and "no-such-folder" in failed.stderr and "Traceback" not in failed.stderr
+    assert not missing.parent.exists()
+
+
 def test_checkpoint_api_signs_what_verify_checks(tmp_path):
     signer = signed_note.generate("api-test")
     with ledger.open_ledger(tmp_path / "h") as led:
