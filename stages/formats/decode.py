@@ -71,6 +71,8 @@ def _float(text: str) -> Any:
 
 
 def _int(text: str) -> Any:
+    if len(text) < 19:   # at most 18 digits fit in 64 bits: the usual number, read once
+        return int(text)
     digits = text.lstrip("-")
     if len(digits) > 19 or not -_INT_LIMIT <= int(text) < _INT_LIMIT:
         return _BadNumber(text, f"the integer {text[:40]}{'...' if len(text) > 40 else ''} "
