@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from evalledger.stages.formats import FileRejected, parse
+from evalledger.stages.formats import FileRejected, decode, parse
 from intake_support import BENCHMARK
 
 
@@ -63,6 +63,22 @@ def test_numbers_that_cannot_be_stored_are_rejected_with_their_path(number, reas
     raw = json.dumps(BENCHMARK).replace('"ground_truth": 23', f'"ground_truth": {number}').encode()
     [(where, why)] = problems_of(raw)
     assert where == "$.questions[0].template.fields[0].ground_truth" and reason in why
+
+
+@pytest.mark.parametrize("number, fits", [
+    ("999999999999999999", True), ("-99999999999999999", True),          # 18 characters: the short path
+    ("9223372036854775807", True), ("-9223372036854775808", True),       # the 64-bit limits
+    ("9223372036854775808", False), ("-9223372036854775809", False),     # one past them
+    ("-0", True), ("0", True),
+])
+def test_integers_are_kept_exactly_up_to_the_64_bit_limits(number, fits):
+    value = decode.loads('{"n": %s}' % number) if fits else None
+    if fits:
+        assert value == {"n": int(number)}
+    else:
+        with pytest.raises(FileRejected) as err:
+            decode.loads('{"n": %s}' % number)
+        assert "does not fit in 64 bits" in str(err.value.problems)
 
 
 def test_duplicate_keys_are_ambiguous_and_rejected():
