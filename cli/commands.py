@@ -104,7 +104,7 @@ def register_ledger(sub) -> None:
 
 
 def add_max_response_chars(p) -> None:
-    """The --max-response-chars option (ingest and watch)."""
+    """The --max-response-chars option (ingest, validate and watch)."""
     p.add_argument("--max-response-chars", type=int, default=DEFAULT_MAX_RESPONSE_CHARS, metavar="N",
                    help=f"reject a file with a response longer than N characters (default "
                         f"{DEFAULT_MAX_RESPONSE_CHARS:,}, at most {MAX_RESPONSE_CHARS_LIMIT:,})")
@@ -125,6 +125,7 @@ def register_intake(sub) -> None:
     p.add_argument("files", nargs="+", metavar="FILE", help="files, or folders (their .json, .jsonl and .jsonld files)")
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
                    help=f"the size limit ingest would apply (default {DEFAULT_MAX_BYTES} = 50 MB)")
+    add_max_response_chars(p)
     p.set_defaults(func=Handler("intake_commands", "cmd_validate"))
 
     p = sub.add_parser("rebind", help="judge the responses of a benchmark's earlier versions against its latest")

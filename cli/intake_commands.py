@@ -101,6 +101,7 @@ def cmd_validate(args) -> int:
     from evalledger.stages.validate import validate_path
     if args.max_bytes < 1:
         raise UsageError(f"--max-bytes must be at least 1, got {args.max_bytes}")
+    check_max_response_chars(args.max_response_chars)
     missing = [f for f in args.files if not Path(f).exists()]
     if missing:
         raise UsageError(f"no such file: {', '.join(missing)}")
@@ -117,7 +118,8 @@ def cmd_validate(args) -> int:
                     print(f"unreadable {file}  not a regular file")
                     bad += 1
                     continue
-                result = validate_path(led, file, max_bytes=args.max_bytes)
+                result = validate_path(led, file, max_bytes=args.max_bytes,
+                                       max_response_chars=args.max_response_chars)
                 bad += result.status == "rejected"
                 _print_result(result)
     finally:

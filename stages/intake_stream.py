@@ -61,6 +61,11 @@ class SpilledBenchmark:
     lineage: dict = field(default_factory=dict)   # a later version's (``version_lineage``), set before ``events``
 
     @property
+    def question_count(self) -> int:
+        """How many questions the file holds (each spilled at an offset in ``starts``)."""
+        return len(self.starts) - 1
+
+    @property
     def questions_path(self) -> Path:
         """The questions' spill: each question's canonical JSON, back to back."""
         return self.folder / "questions.json"
@@ -222,7 +227,7 @@ class SpilledBenchmark:
             data["warnings"] = self.warnings
         data.update(self.lineage)
         if len(self.parts) > 1:
-            data = {**data, "question_count": len(self.starts) - 1, "question_parts": len(self.parts)}
+            data = {**data, "question_count": self.question_count, "question_parts": len(self.parts)}
         stream, meta = f"benchmark:{self.benchmark}", ev.meta(causation)
         yield NewEvent(stream, "benchmark.registered", data, key=self.benchmark, meta=meta)
         for number in range(1, len(self.parts)):

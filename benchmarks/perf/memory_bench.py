@@ -5,7 +5,8 @@ Run:  python benchmarks/perf/memory_bench.py [SMALL] [LARGE] [--commands ingest,
 
 For each size a benchmark of the issue's workload kind (``replay_bench.benchmark``: N/2 template
 questions with two fields, answered by two models, under deep judgment) is written, then each
-command runs as its own ``evalledger`` process against one home: ``ingest``, ``run`` (offline
+command runs as its own ``evalledger`` process against one home: ``validate`` (of the benchmark,
+before it is ingested), ``ingest``, ``run`` (offline
 judge), ``report``, ``rebuild``, ``verify``, ``status``, ``replay``, then ``version`` (``ingest`` of the
 benchmark's next version: one question's ground truth fixed, no responses), ``rebind`` (its
 cases opened again under that version) and ``reject`` (``ingest`` of a responses JSONL file of N
@@ -32,7 +33,7 @@ from evalledger.testing.peak_rss import peak_rss_mb  # noqa: E402
 
 LIMIT_MB = 300
 RATIO = 1.25
-COMMANDS = ("ingest", "run", "report", "rebuild", "verify", "status", "replay", "version", "rebind", "reject")
+COMMANDS = ("validate", "ingest", "run", "report", "rebuild", "verify", "status", "replay", "version", "rebind", "reject")
 BAD_LINES = [   # a wrong type, a missing key and an unknown one, a line that is not JSON
     '{{"question_id": {n}, "model": 1, "text": null}}', '{{"question_id": "q{n}"}}', '{{"question_id": "q{n}", "text": "x']
 
@@ -58,7 +59,7 @@ def command_line(command: str, home: Path, source: Path) -> list[str]:
         return cli + ["ingest", str(next_version(source))]
     if command == "reject":
         return cli + ["ingest", str(bad_lines(source))]
-    extra = {"ingest": [str(source)], "run": ["--judge", "offline"], "replay": ["--into", str(home) + "-replay"],
+    extra = {"validate": [str(source)], "ingest": [str(source)], "run": ["--judge", "offline"], "replay": ["--into", str(home) + "-replay"],
              "rebind": [json.loads(source.read_bytes())["name"]]}
     return cli + [command, *extra.get(command, [])]
 
