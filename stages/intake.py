@@ -202,7 +202,7 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
             result = _hold_lines(led, lines, name, read)
             resolve_pending(led)
             return result
-        # responses not fitting their benchmark: read whole (its errors)
+        problems: ev.FirstProblems | None = None
         if lines is not None and head is not None:
             questions = intake_lines.registered_questions(led, head, Path(folder))
             try:
@@ -211,10 +211,13 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
                     result = _accept_lines(led, lines, head.data, questions, name, read)
                     resolve_pending(led)
                     return result
+                # responses that do not fit their benchmark: the errors the whole read finds, a line at a time
+                problems = ev.FirstProblems(ev.unfit_responses(head.data, lines.responses(), questions))
             finally:
                 questions.close()
-        problems = None if lines is not None else intake_bad_lines.line_problems(read.spool, Path(folder))
-    if problems:    # bad lines: their errors found a line at a time, not from the file read whole
+        elif lines is None:
+            problems = intake_bad_lines.line_problems(read.spool, Path(folder))
+    if problems:    # their errors found a line at a time, not from the file read whole
         return _reject(led, name, read.sha256, read.size, problems)
     return ingest_bytes(led, read.whole(), name, sha=read.sha256, max_response_chars=max_response_chars,
                         collection=collection)

@@ -200,14 +200,24 @@ def response_problems(bench: dict, responses: Iterable[ParsedResponse],
     """Why text responses do not fit the registered benchmark ``bench`` (empty when they do):
     a reconstruction is answered by a reconstruction file, and every question id must exist
     (``ids``: the benchmark's question ids, when ``bench`` does not hold its questions)."""
+    return list(unfit_responses(bench, responses, ids))
+
+
+def unfit_responses(bench: dict, responses: Iterable[ParsedResponse],
+                    ids: Container[str] | None = None) -> Iterator[Problem]:
+    """``response_problems`` one at a time, for a file's responses read from disk (``FirstProblems``
+    keeps the first of them: a large file of unknown question ids is not held whole)."""
     if bench["kind"] == "reconstruction":
-        return [Problem("$.benchmark", f"benchmark {bench['name']!r} ({bench['benchmark']}) is a reconstruction "
-                                       "document; its responses come as reconstruction files, not text")]
+        yield Problem("$.benchmark", f"benchmark {bench['name']!r} ({bench['benchmark']}) is a reconstruction "
+                                     "document; its responses come as reconstruction files, not text")
+        return
     if ids is None:
         ids = {q["id"] for q in bench["questions"]}
-    return [Problem(f"{r.where}.question_id" if r.where.startswith("$") else f"{r.where}: $.question_id",
-                    f"unknown question id {r.question_id!r} in benchmark {bench['name']!r} ({bench['benchmark']})")
-            for r in responses if r.question_id not in ids]
+    for r in responses:
+        if r.question_id not in ids:
+            yield Problem(f"{r.where}.question_id" if r.where.startswith("$") else f"{r.where}: $.question_id",
+                          f"unknown question id {r.question_id!r} in benchmark {bench['name']!r} "
+                          f"({bench['benchmark']})")
 
 
 def cases(bench: dict, responses: list[ParsedResponse], source: dict, causation: str) -> list[NewEvent]:

@@ -118,13 +118,15 @@ def _validate_spooled(led: Ledger | None, read: FileRead, name: str, max_bytes: 
             try:
                 if lines.fits(head.data, questions):
                     return _valid_responses(name, read.sha256, "responses", head.data, lines.count)
+                unfit = ev.FirstProblems(ev.unfit_responses(head.data, lines.responses(), questions))
             finally:
                 questions.close()
+            return _rejected(name, read.sha256, read.size, unfit)
         else:
             problems = intake_bad_lines.line_problems(read.spool, folder)
             if problems:   # found a line at a time, as ingest finds them
                 return _rejected(name, read.sha256, read.size, problems)
-    # responses that do not fit their benchmark, or a format read whole: their errors
+    # a format read whole
     return validate_bytes(led, read.whole(), name, max_bytes=max_bytes, max_response_chars=max_response_chars)
 
 

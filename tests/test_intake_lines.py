@@ -5,6 +5,7 @@ line gives the whole-file error (file, line, reason) and opens nothing."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,53 @@ def test_a_bad_line_mid_file_names_file_line_and_reason_and_opens_nothing(tmp_pa
     assert [e[2] for e in after[len(before):]] == ["benchmark.rejected"]     # the rejection, nothing opened
     with ledger.open_ledger(home, readonly=True) as led:
         assert led.verify().ok
+
+
+@pytest.mark.parametrize("unknown", ["every", "last"])
+def test_responses_naming_unknown_questions_are_rejected_as_when_read_whole(tmp_path, unknown):
+    """A large responses file naming questions its benchmark lacks was read whole to find its errors
+    (a file of unknown ids held every line); found a line at a time now, with the same rejection:
+    the first 1,000 errors and how many more, byte for byte the whole read's."""
+    path = _write_responses(tmp_path / "unknown.responses.jsonl", 3000, padding=400)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    for n in range(1, len(lines)) if unknown == "every" else [len(lines) - 2]:
+        if lines[n]:
+            lines[n] = lines[n].replace('"question_id": "q', '"question_id": "unknown-q')
+    path.write_text("\n".join(lines), encoding="utf-8")
+    assert path.stat().st_size > SPOOL_ABOVE
+    homes = []
+    for label, spool_above in (("whole", WHOLE), ("lines", SPOOL_ABOVE)):
+        home = ledger.init_home(tmp_path / label)
+        with ledger.open_ledger(home) as led:
+            assert ingest_path(led, _write_benchmark(tmp_path / "b.benchmark.json"), spool_above=WHOLE).ok
+            result = ingest_path(led, path, spool_above=spool_above)
+        assert result.status == "rejected" and "unknown question id" in result.errors[0]["reason"]
+        homes.append(_events(home))
+    assert homes[0] == homes[1]
+    errors = homes[1][-1][3]["errors"]
+    assert homes[1][-1][2] == "benchmark.rejected"
+    assert len(errors) == (1001 if unknown == "every" else 1)
+    if unknown == "every":
+        assert errors[-1]["reason"] == "... and 2000 more errors"
+
+
+def test_finding_unknown_question_ids_does_not_hold_the_file(tmp_path):
+    """12,000 lines naming unknown questions (5.9 MB): the whole read held ~34 MB (every line
+    parsed) to reject them; a line at a time, about half the file's size at most."""
+    path = _write_responses(tmp_path / "unknown.responses.jsonl", 12_000, padding=400)
+    path.write_text(path.read_text(encoding="utf-8").replace('"question_id": "q', '"question_id": "unknown-q'),
+                    encoding="utf-8")
+    home = ledger.init_home(tmp_path / "h")
+    with ledger.open_ledger(home) as led:
+        assert ingest_path(led, _write_benchmark(tmp_path / "b.benchmark.json"), spool_above=WHOLE).ok
+        tracemalloc.start()
+        try:
+            result = ingest_path(led, path)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert result.status == "rejected" and result.errors[-1]["reason"] == "... and 11000 more errors"
+    assert peak < path.stat().st_size * 0.75, (peak, path.stat().st_size)
 
 
 def test_the_line_reader_takes_plain_responses_and_leaves_the_rest_to_the_whole_read(tmp_path):
