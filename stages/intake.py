@@ -196,6 +196,8 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
             return result
         lines = \
             intake_lines.read_response_lines(read.spool, Path(folder), max_response_chars)
+        if lines is not None and lines.oversized:   # checked before the benchmark is looked up, as when read whole
+            return _reject(led, name, read.sha256, read.size, lines.oversized)
         head = None if lines is None else find_registration(led, lines.benchmark_ref)
         if lines is not None and head is None:     # responses waiting for their benchmark
             _keep_spooled(led, read)
@@ -317,8 +319,7 @@ def response_size_problems(responses: list[ParsedResponse], max_chars: int) -> l
     for response in responses:
         size = _characters(response.response)
         if size > max_chars:
-            problems.append(Problem(response.where, f"the response is {size} characters, over the limit of "
-                                                    f"{max_chars} per response (--max-response-chars)"))
+            problems.append(ev.oversized(response.where, size, max_chars))
     return problems
 
 

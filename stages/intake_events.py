@@ -195,6 +195,12 @@ def whole_registration(head: dict, parts: Iterable[dict]) -> dict:
     return {**whole, "questions": questions}
 
 
+def oversized(where: str, size: int, max_chars: int) -> Problem:
+    """The problem of a response of ``size`` characters over the ``--max-response-chars`` limit."""
+    return Problem(where, f"the response is {size} characters, over the limit of {max_chars} per response "
+                          "(--max-response-chars)")
+
+
 def response_problems(bench: dict, responses: Iterable[ParsedResponse],
                       ids: Container[str] | None = None) -> list[Problem]:
     """Why text responses do not fit the registered benchmark ``bench`` (empty when they do):

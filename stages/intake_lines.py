@@ -7,17 +7,19 @@ from the spill, the very events (byte for byte) that intake makes from the file 
 at a time as ``Ledger.append_many`` takes them. Nothing per response is held in memory: a
 repeated (question, model) pair is found on disk (``intake_seen``).
 
-Like ``intake_stream``, this path only says yes: a file it does not take as plainly valid (any
-bad line, a repeat, a response over the size limit, an unknown question) gives None, and intake
-reads the file whole as before, so every error (file, line and reason) stays as it was, and
-nothing is appended. A file whose benchmark is not registered yet is held pending from the
+Like ``intake_stream``, this path only says yes: a file with a bad line or a repeated pair gives
+None, and intake finds its errors as the whole read does (``intake_bad_lines``, or the file read
+whole), so every error (file, line and reason) stays as it was, and nothing is appended. Two
+rejections are found here, in the whole read's words and order: responses over the size limit
+(``SpilledResponses.oversized``, before anything else is looked at) and, in intake, responses
+naming questions the registered benchmark lacks (``intake_events.unfit_responses``). A file whose benchmark is not registered yet is held pending from the
 spill (``intake_events.pending_parts``), in bounded parts.
 """
 
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, cast
@@ -52,6 +54,9 @@ class SpilledResponses:
     max_response_chars: int
     benchmark_ref: str = ""
     count: int = 0
+    # Responses over the size limit (the first kept): a file otherwise plainly valid is rejected
+    # with them, as the whole read rejects it, without being read whole.
+    oversized: ev.FirstProblems = field(default_factory=ev.FirstProblems)
 
     @property
     def spill_path(self) -> Path:
@@ -79,7 +84,7 @@ class SpilledResponses:
         if self.count and line.benchmark != self.benchmark_ref:
             raise NotStreamable(f"line {number} names another benchmark")
         if len(line.text) > self.max_response_chars:
-            raise NotStreamable(f"line {number} is over the size limit")
+            self.oversized.extend([ev.oversized(f"line {number}", len(line.text), self.max_response_chars)])
         self.benchmark_ref = line.benchmark
         self.count += 1
         out.write(canonical_json([line.question_id, line.model, line.text, number]) + b"\n")

@@ -109,6 +109,8 @@ def _validate_spooled(led: Ledger | None, read: FileRead, name: str, max_bytes: 
             result.warnings = list(spilled.warnings)
             return result
         lines = intake_lines.read_response_lines(read.spool, folder, max_response_chars)
+        if lines is not None and lines.oversized:
+            return _rejected(name, read.sha256, read.size, lines.oversized)
         if lines is not None:
             head = find_registration(led, lines.benchmark_ref) if led is not None else None
             if head is None:

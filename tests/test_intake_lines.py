@@ -156,6 +156,35 @@ def test_finding_unknown_question_ids_does_not_hold_the_file(tmp_path):
     assert peak < path.stat().st_size * 0.75, (peak, path.stat().st_size)
 
 
+@pytest.mark.parametrize("registered", [True, False])
+def test_responses_over_the_size_limit_are_rejected_as_when_read_whole(tmp_path, registered):
+    """6,000 responses of 420 characters against a limit of 400 (3 MB): rejected with the
+    whole read's errors (the first 1,000 and a count), found a line at a time, whether or not the
+    benchmark is registered (the limit is checked first either way)."""
+    path = _write_responses(tmp_path / "long.responses.jsonl", 6000, padding=420)
+    assert path.stat().st_size > SPOOL_ABOVE
+    outcomes = []
+    for label, spool_above in (("whole", WHOLE), ("lines", SPOOL_ABOVE)):
+        home = ledger.init_home(tmp_path / label)
+        with ledger.open_ledger(home) as led:
+            if registered:
+                assert ingest_path(led, _write_benchmark(tmp_path / "b.benchmark.json"), spool_above=WHOLE).ok
+            tracemalloc.start()
+            try:
+                result = ingest_path(led, path, spool_above=spool_above, max_response_chars=400)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+        assert result.status == "rejected"
+        outcomes.append(_events(home))
+        if label == "lines":   # read whole, the file's lines were all held (~5.7 times its size)
+            assert peak < path.stat().st_size * 1.5, (peak, path.stat().st_size)
+    assert outcomes[0] == outcomes[1]
+    errors = outcomes[1][-1][3]["errors"]
+    assert errors[0]["where"] == "line 2" and "over the limit of 400 per response" in errors[0]["reason"]
+    assert errors[-1]["reason"] == "... and 5000 more errors"
+
+
 def test_the_line_reader_takes_plain_responses_and_leaves_the_rest_to_the_whole_read(tmp_path):
     """What the streamed path takes (so the comparisons above went through it) and what it leaves."""
     good = _write_responses(tmp_path / "good.jsonl", 50, crlf=True)
@@ -171,7 +200,9 @@ def test_the_line_reader_takes_plain_responses_and_leaves_the_rest_to_the_whole_
                              for i in range(3)))
     for n, path in enumerate((repeated, one_line, audit)):
         assert read_response_lines(path, _folder(tmp_path, f"b{n}"), 10_000) is None, path.name
-    assert read_response_lines(good, _folder(tmp_path, "c"), 5) is None          # over the size limit
+    over = read_response_lines(good, _folder(tmp_path, "c"), 5)               # over the size limit: kept as problems
+    assert over is not None and len(over.oversized) == 50
+    assert over.oversized.kept[0].where == "line 2" and "over the limit of 5 per response" in over.oversized.kept[0].reason
 
 
 def _folder(tmp_path: Path, name: str) -> Path:
