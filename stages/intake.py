@@ -188,6 +188,8 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
     spill = intake_spool.prefix(intake_spool.SPILL)
     with tempfile.TemporaryDirectory(dir=read.spool.parent, prefix=spill) as folder:
         spilled = intake_stream.read_native(read.spool, Path(folder), max_response_chars)
+        if spilled is not None and spilled.oversized:   # as the whole read finds them, after the format's checks
+            return _reject(led, name, read.sha256, read.size, spilled.oversized)
         if spilled is not None:
             spilled.lineage = spilled.version_lineage(led)
             _keep_spooled(led, read)

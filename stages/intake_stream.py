@@ -59,6 +59,9 @@ class SpilledBenchmark:
     name: str = ""
     description: str = ""
     lineage: dict = field(default_factory=dict)   # a later version's (``version_lineage``), set before ``events``
+    # Responses over the size limit (the first kept): a file otherwise plainly valid is rejected
+    # with them, as the whole read rejects it, without being read whole.
+    oversized: ev.FirstProblems = field(default_factory=ev.FirstProblems)
 
     @property
     def question_count(self) -> int:
@@ -125,7 +128,7 @@ class SpilledBenchmark:
         except ValidationError:
             raise NotStreamable(f"response {number} does not validate") from None
         if len(valid.text) > self.max_response_chars:
-            raise NotStreamable(f"response {number} is too long")
+            self.oversized.extend([ev.oversized(f"$.responses[{number}]", len(valid.text), self.max_response_chars)])
         seen.add(valid.question_id, valid.model)     # on disk: a set of pairs grows ~70 bytes a response
         out.write(canonical_json([valid.question_id, valid.model, valid.text]) + b"\n")
         self.responses += 1

@@ -103,6 +103,8 @@ def _validate_spooled(led: Ledger | None, read: FileRead, name: str, max_bytes: 
     with tempfile.TemporaryDirectory(prefix=intake_spool.prefix(intake_spool.SPILL)) as scratch:
         folder = Path(scratch)
         spilled = intake_stream.read_native(read.spool, folder, max_response_chars)
+        if spilled is not None and spilled.oversized:
+            return _rejected(name, read.sha256, read.size, spilled.oversized)
         if spilled is not None:
             result = _valid_benchmark(led, name, read.sha256, "benchmark", spilled.benchmark, spilled.name,
                                       spilled.question_count, spilled.responses)

@@ -110,6 +110,9 @@ BAD = {
         ground_truth="many"),
     "an unknown key at the top": lambda d: d.update(extra=1),
     "no questions": lambda d: d.update(questions=[]),
+    "responses over the size limit": lambda d: [r.update(text="7" * 200_001) for r in d["responses"][::3]],
+    "a long response and an unknown question": lambda d: (d["responses"][0].update(text="7" * 200_001),
+                                                           d["responses"][-1].update(question_id="nope")),
 }
 
 
@@ -122,6 +125,20 @@ def test_a_bad_row_anywhere_gives_the_same_error_and_registers_nothing(tmp_path,
     assert first.status == second.status == "rejected"
     assert second.errors == first.errors and second.error_lines() == first.error_lines()
     assert spooled == whole and [e[3] for e in spooled] == ["benchmark.rejected"]
+
+
+def test_responses_over_the_size_limit_are_found_by_the_stream_reader(tmp_path):
+    """The stream reader keeps over-long responses as problems (in the whole read's words) rather
+    than giving the file up to be read whole: the comparison above went through it."""
+    doc = arithmetic_benchmark(50, "long")
+    BAD["responses over the size limit"](doc)
+    path = write(tmp_path, "long.json", doc)
+    folder = tmp_path / "spill"
+    folder.mkdir()
+    spilled = intake_stream.read_native(path, folder, 200_000)
+    assert spilled is not None and len(spilled.oversized) == len(doc["responses"][::3])
+    first = spilled.oversized.kept[0]
+    assert first.where == "$.responses[0]" and first.reason.startswith("the response is 200001 characters")
 
 
 @pytest.mark.parametrize("text", [
