@@ -153,7 +153,7 @@ def escaped(p: Prepared) -> Prepared:
     """``p`` with its payload's reference-shaped objects escaped (``escape_literals``); ``p``
     itself when it holds none, or when it is a stored payload copied as its bytes (``data_obj``
     None: stored, so escaped, where it was first appended)."""
-    if p.data_obj is not None and _OPENING in p.data:
+    if p.data_obj is not None and DOLLAR in p.data and _OPENING in p.data:   # a memchr first
         value = escape_literals(p.data_obj)
         if value is not p.data_obj:
             return p._replace(data=_encode(value))
