@@ -217,6 +217,24 @@ class TestLedgerContract:
                 led.get(event.id)   # as get, read and export refuse it
             assert led.get_stored(small.id).data == small.data   # one that refers to no blob still reads
 
+    def test_a_store_without_its_blob_table_stores_a_reference_shaped_object_escaped(self, backend):
+        # Such a store splits nothing (as a store made before blobs): it stored payloads as given,
+        # so the object read as a lost blob. It escapes them as a store with blobs does now.
+        if backend.sql is None:
+            pytest.skip("a JSONL ledger has no blob table (the bare ledger is covered above)")
+        with backend.open() as led:
+            led.append(note("case:a", "x"))
+        backend.sql(backend.path, "DROP TABLE {schema}.blobs", ())
+        config = {"ref": {"$blob": "sha256:" + "ef" * 32}}
+        data = {"benchmark": "b", "name": "b", "kind": "template", "config": config}
+        with backend.open() as led:
+            assert led.recorder.blobs is None
+            led.append_many([NewEvent("benchmark:b", "benchmark.registered", data, key="b")])
+            [event] = led.append(NewEvent("benchmark:c", "benchmark.registered", {**data, "benchmark": "c"}, key="c"))
+        with backend.open(readonly=True) as led:
+            assert [e.data["config"] for e in led.read(types=["benchmark.registered"])] == [config, config]
+            assert led.get_stored(event.id).data["config"] == config and led.verify().ok
+
     def test_a_stale_expected_version_conflicts_and_appends_nothing(self, backend):
         with backend.open() as led:
             led.append(note("case:a", "x"), expected_version=0)
