@@ -169,13 +169,17 @@ def has_literal(raw: bytes | str) -> bool:
 
 def unescape_literals(value: Any) -> Any:
     """Stored data of a store without blobs (its references refused already) as it was appended:
-    each escaped literal unwrapped, as ``join`` unwraps them in a store with blobs."""
-    return join(value, _no_blob)
-
-
-def _no_blob(key: str) -> bytes:
-    """The ``fetch`` of a store without blobs: a reference reaching it was not refused first."""
-    raise BlobError(f"blob {PREFIX}{key}: this store keeps no blobs")
+    each escaped literal unwrapped by ``join``'s rule. Not ``join`` itself: a one-key ``$blob``
+    object that is no reference (``{"$blob": "x"}``, stored as given by an older version) is
+    left as it is, where ``join`` would refuse it as a bad reference."""
+    kind = type(value)
+    if kind is dict:
+        if len(value) == 1 and LIT in value and type(value[LIT]) is dict:
+            value = value[LIT]
+        return {k: unescape_literals(v) for k, v in value.items()}
+    if kind is list:
+        return [unescape_literals(v) for v in value]
+    return value
 
 
 def escape_literals(value: Any) -> Any:

@@ -130,3 +130,23 @@ def judge_call() -> ledger.NewEvent:
     data = {"role": "parse", "backend": "offline", "model": "m", "request_hash": "a" * 64, "attempt": 1,
             "request": {"messages": [{"role": "user", "content": "short"}], "parameters": {"x": REF}}}
     return ledger.NewEvent("case:c1", "judge.called", data, key="k")
+
+
+def test_an_older_jsonl_ledger_holding_objects_stored_as_given_reads_without_an_error(tmp_path):
+    # An older version stored a bare ledger's payloads as given: a one-key "$blob" object that is
+    # no reference read as stored, and still does beside a literal in the same payload (unwrapped
+    # by join's rule, as every store form reads it; a join would have refused "x" as a reference).
+    from evalledger.ledger.envelope import canonical_bytes, chain_hash, event_id, line_bytes
+    from evalledger.ledger.schemas import SCHEMAS
+
+    config = {"odd": {"$blob": "x"}, "lit": {"$lit": {"$blob": "y"}}}
+    data = ledger.canonical_json({"benchmark": "b", "name": "b", "kind": "template", "config": config})
+    meta = ledger.canonical_json({"recorded_at": "2026-01-01T00:00:00.000000Z"})
+    canonical = canonical_bytes(1, event_id("benchmark:b", "benchmark.registered", "b"), "benchmark:b", 1,
+                                "benchmark.registered", SCHEMAS["benchmark.registered"], data, meta)
+    old = tmp_path / "old.jsonl"
+    old.write_bytes(line_bytes(canonical, "0" * 64, chain_hash("0" * 64, canonical)))
+    with ledger.open_ledger(old, readonly=True) as led:
+        [event] = led.read()
+        assert event.data["config"] == {"odd": {"$blob": "x"}, "lit": {"$blob": "y"}}
+        assert led.get(event.id).data["config"] == event.data["config"]
