@@ -334,9 +334,13 @@ def event_from_line(line: bytes, blobs: Callable[[bytes | str, Any], Any] | None
     """Parse one stored JSONL line (with its newline) into an Event that keeps the stored line.
 
     The line is the canonical bytes plus prev_hash and hash, which is itself a JSON object: one
-    parse gives every field. ``blobs`` (a store's ``BlobReader.resolve``) replaces blob references.
+    parse gives every field. ``blobs`` (a store's ``BlobReader.resolve``) replaces blob references
+    and unwraps escaped literals; ``raw_data`` then stays the stored bytes, references and escapes
+    included, as a row's does (a copy of the event, ``stored_payload``, copies them).
     """
     env = decode_json(line)
-    data = env["data"] if blobs is None else blobs(line, env["data"])   # a store with blobs: the whole payload
+    stored = env["data"]
+    data = stored if blobs is None else blobs(line, stored)   # a store with blobs: the whole payload
+    raw = None if data is stored else canonical_json(stored)
     return Event(env["seq"], env["id"], env["stream"], env["version"], env["type"], env["schema"],
-                 None, None, env["prev_hash"], env["hash"], data=data, meta=env["meta"], line=line)
+                 raw, None, env["prev_hash"], env["hash"], data=data, meta=env["meta"], line=line)

@@ -27,7 +27,7 @@ from typing import IO, Any, Callable, Iterable, Iterator, NamedTuple
 
 import orjson
 
-from evalledger.ledger.blobs import DOLLAR, BlobFile, BlobReader, blob_line, interleave
+from evalledger.ledger.blobs import DOLLAR, BlobFile, BlobReader, blob_line, escape_batch, has_markers, interleave
 from evalledger.ledger.envelope import (
     GENESIS_HASH,
     EnvelopeError,
@@ -223,7 +223,8 @@ class JSONLRecorder(Recorder):
         staged: dict[str, Event] = {}
         versions: dict[str, int] = {} if run is None else run.versions
         new: list[Event] = []
-        for p in batch:
+        # stored as a store with blobs stores them: a reference-shaped object escaped, in any type
+        for p in escape_batch(batch):
             if p.id in staged:
                 out.append(staged[p.id])
                 continue
@@ -296,8 +297,9 @@ class JSONLRecorder(Recorder):
              stream: str | None = None, to_seq: int | None = None) -> Iterator[Event]:
         wanted = set(types) if types is not None else None
         resolve = self.blobs.resolve if self.blobs is not None else None
-        # without the blob file, a reference is a blob lost with it: an event holding a "$" (one
-        # memchr, where a call a line cost a tenth of a read of small events) is looked at
+        # without the blob file, a reference is a blob lost with it and an escaped literal is
+        # unwrapped: an event holding a "$" (one memchr, where a call a line cost a tenth of a read
+        # of small events) is looked at, and one holding a marker read again through the refusal
         lost = self._no_blobs if self.blobs is None else None
         for _, line in self.lines(from_seq, to_seq):
             event = event_from_line(line, resolve)
@@ -305,8 +307,8 @@ class JSONLRecorder(Recorder):
                 continue
             if stream is not None and event.stream != stream:
                 continue
-            if lost is not None and DOLLAR in line:
-                lost.resolve(line, event.data)
+            if lost is not None and DOLLAR in line and has_markers(line):
+                event = event_from_line(line, lost.resolve)
             yield event
 
     def _resolver(self) -> Callable[[bytes | str, Any], Any]:

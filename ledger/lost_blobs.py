@@ -9,14 +9,28 @@ as if they were the payload. So every event read from such a store is looked at 
 substring test a blob store makes), and the first one that refers to a blob stops the read with a
 BlobError naming the store, the event and the blob, and pointing at ``evalledger verify`` (which
 names the first seq affected, through ``reader``).
+
+An object in a payload that merely looks like a reference is stored escaped (``{"$lit": ...}``) by
+every store, with blobs or without; the reads here give it back unwrapped, as the reads of a store
+with blobs do, so what a read returns equals what was appended.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from evalledger.ledger.blobs import PREFIX, REF, BlobError, BlobReader, has_markers, raw_refs, refs
-from evalledger.ledger.envelope import EnvelopeError, Event, decode_json, line_seq
+from evalledger.ledger.blobs import (
+    PREFIX,
+    REF,
+    BlobError,
+    BlobReader,
+    has_literal,
+    has_markers,
+    raw_refs,
+    refs,
+    unescape_literals,
+)
+from evalledger.ledger.envelope import EnvelopeError, Event, canonical_json, decode_json, line_seq
 
 #: bytes read at a time by ``refers_anywhere`` (a few chunks cover a large ledger)
 _CHUNK = 1 << 22
@@ -53,9 +67,13 @@ class NoBlobTable:
         return BlobReader(lambda key: None, self.where, keep=0)
 
     def row_event(self, *row: Any) -> Event:
-        """An Event from a row of stored columns (seq first, data seventh), as ``BlobReader.row_event``."""
+        """An Event from a row of stored columns (seq first, data seventh), as ``BlobReader.row_event``:
+        its escaped literals unwrapped in ``data``, the stored bytes left in ``raw_data``."""
         self.refuse(row[6], f"seq {row[0]}")
-        return Event(*row)
+        event = Event(*row)
+        if isinstance(row[6], (str, bytes)) and has_markers(row[6]) and has_literal(row[6]):
+            event._data = unescape_literals(event.stored_data)
+        return event
 
     def rows(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
         """Rows of stored columns unchanged, refusing the first that refers to a blob."""
@@ -64,15 +82,23 @@ class NoBlobTable:
             yield row
 
     def scan_rows(self, rows: Iterable[Any]) -> Iterator[Any]:
-        """A scan's rows (type, id, stream, version, schema, data, ...) unchanged, refusing the
-        first that refers to a blob (named by its type and id: a scan does not read the seq)."""
+        """A scan's rows (type, id, stream, version, schema, data, ...), refusing the first that
+        refers to a blob (named by its type and id: a scan does not read the seq); a payload holding
+        an escaped literal is given as the canonical JSON of the payload appended (there is no blob
+        for ``Ledger.join`` to read later, so a scan that keeps references has nothing to keep)."""
         for row in rows:
-            self.refuse(row[5], f"the {row[0]} event {row[1]}")
+            data = row[5]
+            if isinstance(data, (str, bytes)) and has_markers(data):
+                self.refuse(data, f"the {row[0]} event {row[1]}")
+                if has_literal(data):
+                    whole = canonical_json(unescape_literals(decode_json(data)))
+                    row = row._replace(data=whole) if hasattr(row, "_replace") else (*row[:5], whole, *row[6:])
             yield row
 
     def resolve(self, line: bytes | str, data: Any) -> Any:
-        """``data`` (decoded from a JSONL ``line``) as stored, as ``BlobReader.resolve`` would give it
-        whole, refusing it when it refers to a blob. Only the payload is looked at, not the meta."""
+        """``data`` (decoded from a JSONL ``line``) as ``BlobReader.resolve`` would give it whole (its
+        escaped literals unwrapped), refusing it when it refers to a blob. Only the payload is
+        looked at for references, not the meta; a literal in the meta only costs an unneeded walk."""
         if has_markers(line):
             try:
                 keys = refs(data)
@@ -80,6 +106,8 @@ class NoBlobTable:
                 keys = []
             if keys:
                 raise self.lost(f"seq {line_seq(line if isinstance(line, bytes) else line.encode())}", keys[0])
+            if has_literal(line):
+                return unescape_literals(data)
         return data
 
     def lines(self, lines: Iterable[bytes]) -> Iterator[bytes]:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 from evalledger.ledger import file_bytes
 from evalledger.ledger import postgres_schema as pg
-from evalledger.ledger.blobs import BlobReader, interleave, pack, remember_blobs, split_batch
+from evalledger.ledger.blobs import BlobReader, escape_batch, interleave, pack, remember_blobs, split_batch
 from evalledger.ledger.call_slots import CallSlots
 from evalledger.ledger.call_slots import table_sql as call_slots_sql
 from evalledger.ledger.envelope import GENESIS_HASH, Event
@@ -165,8 +165,7 @@ class PostgresRecorder(Recorder):
         self._check_writable()
         conn = self.conn
         blobs: dict[str, bytes] = {}
-        if self.blobs is not None:
-            batch = split_batch(batch, self._known_blobs, blobs)
+        batch = split_batch(batch, self._known_blobs, blobs) if self.blobs is not None else escape_batch(batch)
         with self._lock, self._guard():
             try:
                 out, new, single, tree = self._insert(batch, expected)
@@ -206,8 +205,8 @@ class PostgresRecorder(Recorder):
                     conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._key))
                 for batch in chunks:
                     blobs: dict[str, bytes] = {}
-                    if self.blobs is not None:
-                        batch = split_batch(batch, self._known_blobs, blobs)
+                    batch = split_batch(batch, self._known_blobs, blobs) if self.blobs is not None \
+                        else escape_batch(batch)   # escaped without blobs too: the same stored bytes
                     out, new, single, tree = self._insert(batch, {}, begin=False)
                     with conn.pipeline():
                         self._insert_blobs({k: v for k, v in blobs.items() if k not in added})

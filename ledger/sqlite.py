@@ -22,6 +22,7 @@ from evalledger.ledger.blobs import (
     BlobReader,
     blob_file_path,
     blob_line,
+    escape_batch,
     has_markers,
     interleave,
     pack,
@@ -168,8 +169,7 @@ class SQLiteRecorder(Recorder):
                tracking: tuple[str, int] | None = None) -> list[Event]:
         self._check_writable()
         blobs: dict[str, bytes] = {}
-        if self.blobs is not None:
-            batch = split_batch(batch, self._known_blobs, blobs)
+        batch = split_batch(batch, self._known_blobs, blobs) if self.blobs is not None else escape_batch(batch)
         with self._write_lock():
             level = self._head is not None  # our cached head was the last commit: nobody wrote since
             try:
@@ -218,6 +218,8 @@ class SQLiteRecorder(Recorder):
             batch = split_batch(batch, self._known_blobs, blobs)
             self._insert_blobs({k: v for k, v in blobs.items() if k not in added})
             added.update(blobs)
+        else:   # a store made before blobs stores reference-shaped objects escaped, as one with them
+            batch = escape_batch(batch)
         try:
             out, new, _, versions = self._insert(batch, {})
         except _StaleCache:   # cannot happen with the head read in this transaction: say so plainly
@@ -634,13 +636,17 @@ class SQLiteRecorder(Recorder):
         return self._event(row) if row else None
 
     def get_stored(self, id: str) -> Event | None:
-        """The event with this id as stored: blob references in its data are left in place."""
+        """The event with this id as stored: blob references in its data are left in place; without
+        the blob table an event that refers to a blob is refused, as every read refuses it (and as
+        PostgreSQL's ``get_stored`` does): its references name blobs no ``Ledger.join`` can read."""
         self._check_form()
         with self._thread_lock:
             row = self.conn.execute(f"SELECT {self._columns} FROM events WHERE id = ?", (self._key(id),)).fetchone()
         if row is None:
             return None
-        return Event(*(unpack_row(row) if self.compact else row))
+        if self.compact:
+            row = unpack_row(row)
+        return Event(*row) if self.blobs is not None else self._no_blobs.row_event(*row)
 
     def stream_version(self, stream: str) -> int:
         with self._thread_lock:

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from evalledger import ledger
 from evalledger.ledger import ConflictError, LedgerError, NewEvent, merkle
+from evalledger.ledger.blobs import BlobError, refs
 from evalledger.ledger.envelope import canonical_bytes, line_bytes
 from evalledger.ledger.persistence import TREE_LAG
 from postgres_support import postgres_home, skipping_postgres
@@ -170,6 +171,69 @@ class TestLedgerContract:
             assert led.join(led.open(stored.stored_data["request"])) == request
             assert led.get_stored(small.id).data == small.data   # nothing to leave: the same either way
             assert led.get_stored("0" * 32) is None
+
+    def test_a_reference_shaped_object_reads_back_as_appended_and_exports_escaped(self, backend, tmp_path):
+        # Every store form stores it escaped ({"$lit": ...}) and unwraps it on read; stored as given
+        # (a bare .jsonl ledger did), every read took it for a blob lost with the store.
+        ref = {"$blob": "sha256:" + "cd" * 32}
+        config = {"ref": ref, "lit": {"$lit": {"a": 1}}, "list": [ref]}
+        data = {"benchmark": "b", "name": "b", "kind": "template", "config": config}
+        with backend.open() as led:
+            [event] = led.append(NewEvent("benchmark:b", "benchmark.registered", data, key="b"))
+            assert event.data["config"] == config
+            [read] = led.read()
+            assert read.data["config"] == config == led.get(event.id).data["config"]
+            assert led.join(led.get_stored(event.id).stored_data)["config"] == config
+            [row] = led.scan(1, 1, ["benchmark.registered"])
+            assert (row.data if isinstance(row.data, dict) else ledger.decode_json(row.data))["config"] == config
+            assert led.verify().ok
+            led.export(tmp_path / "out.jsonl")
+        line = (tmp_path / "out.jsonl").read_bytes()
+        assert b'"ref":{"$lit":{"$blob":"sha256:' in line and b'"lit":{"$lit":{"$lit":{"a":1}}}' in line
+        with ledger.open_ledger(tmp_path / "copy.jsonl") as copy:
+            assert copy.import_file(tmp_path / "out.jsonl") == 1
+            assert next(iter(copy.read())).data["config"] == config and copy.verify().ok
+
+    def test_get_stored_of_an_event_whose_blob_store_is_lost_names_store_seq_and_blob(self, backend):
+        # SQLite's gave the references of an event whose blob table was dropped, which no join
+        # could read; PostgreSQL's refused it as every other read does. Both refuse it now.
+        if backend.sql is None:
+            pytest.skip("a JSONL ledger stores no blob on append: it has no blob table to lose")
+        request = {"messages": [{"role": "user", "content": "a long prompt " * 60}], "parameters": {}}
+        data = {"role": "parse", "backend": "offline", "model": "m", "request_hash": "a" * 64, "attempt": 1,
+                "request": request}
+        with backend.open() as led:
+            [small] = led.append(note("case:a", "x"))
+            [event] = led.append(NewEvent("case:c1", "judge.called", data, key="k"))
+            [key] = refs(led.get_stored(event.id).stored_data)
+        backend.sql(backend.path, "DROP TABLE {schema}.blobs", ())
+        with backend.open(readonly=True) as led:
+            with pytest.raises(BlobError) as raised:
+                led.get_stored(event.id)
+            message = str(raised.value)
+            assert f"seq {event.seq} refers to blob sha256:{key}, which is missing" in message, message
+            assert "blobs, which this store lacks" in message and "'evalledger verify'" in message, message
+            with pytest.raises(BlobError, match=f"seq {event.seq} refers to blob sha256:{key}"):
+                led.get(event.id)   # as get, read and export refuse it
+            assert led.get_stored(small.id).data == small.data   # one that refers to no blob still reads
+
+    def test_a_store_without_its_blob_table_stores_a_reference_shaped_object_escaped(self, backend):
+        # Such a store splits nothing (as a store made before blobs): it stored payloads as given,
+        # so the object read as a lost blob. It escapes them as a store with blobs does now.
+        if backend.sql is None:
+            pytest.skip("a JSONL ledger has no blob table (the bare ledger is covered above)")
+        with backend.open() as led:
+            led.append(note("case:a", "x"))
+        backend.sql(backend.path, "DROP TABLE {schema}.blobs", ())
+        config = {"ref": {"$blob": "sha256:" + "ef" * 32}}
+        data = {"benchmark": "b", "name": "b", "kind": "template", "config": config}
+        with backend.open() as led:
+            assert led.recorder.blobs is None
+            led.append_many([NewEvent("benchmark:b", "benchmark.registered", data, key="b")])
+            [event] = led.append(NewEvent("benchmark:c", "benchmark.registered", {**data, "benchmark": "c"}, key="c"))
+        with backend.open(readonly=True) as led:
+            assert [e.data["config"] for e in led.read(types=["benchmark.registered"])] == [config, config]
+            assert led.get_stored(event.id).data["config"] == config and led.verify().ok
 
     def test_a_stale_expected_version_conflicts_and_appends_nothing(self, backend):
         with backend.open() as led:
