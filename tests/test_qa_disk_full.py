@@ -82,3 +82,31 @@ def test_a_full_disk_gives_one_line_a_true_account_and_a_rerun_completes(small_d
     assert received == {Path(f).name: 1 for f in files}
     assert len(opened) == 4 * 60 and judged == {cid: 1 for cid in opened}
     assert len(list((home / "processed").iterdir())) == 4
+
+
+def test_read_models_that_cannot_commit_on_a_full_disk_say_so_and_a_rerun_completes(small_disk, tmp_path):
+    """A read-model save whose COMMIT meets a full disk: SQLite has rolled the transaction back
+    itself, and a second ROLLBACK used to raise "no transaction is active" over the disk-full error,
+    a traceback instead of the one line that says what to do."""
+    home = ledger.init_home(small_disk / "home")
+    for i in range(2):
+        path = tmp_path / f"bench-{i}.json"
+        path.write_bytes(benchmark_file(i, questions=30))
+        evalledger(home, "ingest", str(path))
+    evalledger(home, "run", "--quiet")
+    with ledger.open_ledger(home, readonly=True) as led:
+        head = led.head()
+    filler = fill(small_disk, leave=192 * 1024)   # room to open the home, not to fold every case
+
+    for command in ("rebuild", "report"):
+        failed = evalledger(home, command, check=False)
+        assert failed.returncode == 1, (command, failed.stderr)
+        assert "Traceback" not in failed.stderr, (command, failed.stderr)
+        [line] = failed.stderr.strip().splitlines()
+        assert "disk is full" in line and "free space and run the command again" in line, line
+
+    filler.unlink()
+    assert evalledger(home, "report").returncode == 0
+    assert evalledger(home, "verify").returncode == 0
+    with ledger.open_ledger(home, readonly=True) as led:
+        assert led.head() == head, "nothing was appended or lost"
