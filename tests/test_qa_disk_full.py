@@ -110,3 +110,26 @@ def test_read_models_that_cannot_commit_on_a_full_disk_say_so_and_a_rerun_comple
     assert evalledger(home, "verify").returncode == 0
     with ledger.open_ledger(home, readonly=True) as led:
         assert led.head() == head, "nothing was appended or lost"
+
+
+def test_a_home_on_a_disk_with_no_room_to_open_it_is_said_full_not_damaged(small_disk, tmp_path):
+    """With no room for the -shm index, SQLite refuses to open ledger.db with "disk I/O error":
+    that used to read as a damaged database (verify FAILED, advice to import the mirror into a new
+    home) when the home was intact and needed only space."""
+    home = ledger.init_home(small_disk / "home")
+    path = tmp_path / "bench.json"
+    path.write_bytes(benchmark_file(0, questions=5))
+    evalledger(home, "ingest", str(path))   # (no open in this process: it would leave a -shm behind)
+    stored = {name: (home / name).read_bytes() for name in ("ledger.db", "events.jsonl")}
+    filler = fill(small_disk, leave=0)
+
+    for command in (("verify",), ("status",), ("report",), ("run", "--quiet")):
+        failed = evalledger(home, *command, check=False)
+        assert failed.returncode == 1, (command, failed.stdout, failed.stderr)
+        said = failed.stdout + failed.stderr
+        assert "Traceback" not in said and "import" not in said and "cannot be read" not in said, said
+        assert "disk is full" in said and "free space and run the command again" in said, said
+
+    assert {name: (home / name).read_bytes() for name in stored} == stored, "nothing was changed"
+    filler.unlink()
+    assert evalledger(home, "verify").returncode == 0
