@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,29 @@ def test_a_home_on_a_disk_with_no_room_to_open_it_is_said_full_not_damaged(small
     assert {name: (home / name).read_bytes() for name in stored} == stored, "nothing was changed"
     filler.unlink()
     assert evalledger(home, "verify").returncode == 0
+
+
+def test_report_files_the_disk_refuses_are_named_and_not_a_usage_error(small_disk, tmp_path):
+    """Writing a report file on a full disk raised an OSError with no file name (the write or the
+    close failed, not the open): the line said only "No space left on device", with exit 2, the
+    code of a usage error."""
+    home = ledger.init_home(small_disk / "home")
+    path = tmp_path / "bench.json"
+    path.write_bytes(benchmark_file(0, questions=60))
+    evalledger(home, "ingest", str(path))
+    evalledger(home, "run", "--quiet")
+    evalledger(home, "report")
+    reports = home / "reports"
+    shutil.rmtree(reports)   # the read models are current: only the files are left to write
+    filler = fill(small_disk, leave=96 * 1024)
+
+    failed = evalledger(home, "report", check=False)
+    assert failed.returncode == 1, failed.stderr
+    [line] = failed.stderr.strip().splitlines()
+    assert re.match(rf"evalledger report: error: {re.escape(str(reports))}/\S+: the disk is full \(No space left "
+                    r"on device\); .* free space and run the command again$", line), line
+    assert not [p for p in reports.rglob("*") if p.name.startswith(".")], "no half-written temporary left"
+
+    filler.unlink()
+    assert evalledger(home, "report").returncode == 0
+    assert (reports / "evaluations.jsonl").stat().st_size > 96 * 1024
