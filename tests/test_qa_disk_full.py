@@ -7,6 +7,7 @@ import collections
 import os
 import re
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from disk_support import mounted_tmpfs
 from evalledger import ledger
 from evalledger.stages.intake_status import case_states
-from watch_support import benchmark_file, evalledger
+from watch_support import benchmark_file, drop_by_rename, evalledger, start_watch, wait_for, wait_stopped
 
 
 @pytest.fixture
@@ -160,3 +161,27 @@ def test_report_files_the_disk_refuses_are_named_and_not_a_usage_error(small_dis
     filler.unlink()
     assert evalledger(home, "report").returncode == 0
     assert (reports / "evaluations.jsonl").stat().st_size > 96 * 1024
+
+
+SAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "samples" / "pharmacology.benchmark.json"
+
+
+def test_the_daemon_carries_on_once_space_is_freed_without_a_restart(small_disk, tmp_path):
+    """A mirror write the disk refused stopped every later append of that process; only a new open
+    completed the mirror, so a running daemon logged batch_failed at every rescan, for good."""
+    home = ledger.init_home(small_disk / "home")
+    log = tmp_path / "watch.log"
+    daemon = start_watch(home, "--rescan-seconds", "1", log_path=log)
+    try:
+        assert wait_for(lambda: log.exists() and "started" in log.read_text(), timeout=20)
+        filler = fill(small_disk, leave=150 * 1024)
+        drop_by_rename(home / "inbox", "bench.json", SAMPLE.read_bytes())   # 28 cases
+        assert wait_for(lambda: "batch_failed" in log.read_text() and "the mirror stops before" in log.read_text(),
+                        timeout=30), log.read_text()
+        filler.unlink()
+        judged = lambda: evalledger(home, "status", check=False).stdout   # noqa: E731
+        assert wait_for(lambda: "28 judged" in judged(), timeout=60, step=0.5), log.read_text()[-3000:]
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        wait_stopped(daemon, 30, log)
+    assert evalledger(home, "verify").returncode == 0
