@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +28,21 @@ from evalledger.stages.printable import escape_unprintable, shown_name
 INPUT_SUFFIXES = (".json", ".jsonl", ".jsonld")
 
 
+def _missing(name: str) -> str:
+    """``name`` as a missing file is listed: a symlink (which ``ls`` shows) says where it leads, or
+    that it loops, rather than leave "no such file" beside a name the user can see."""
+    path = Path(name)
+    if not path.is_symlink():
+        return name
+    try:
+        path.resolve(strict=True)
+    except RuntimeError:   # Python 3.11 reports a loop this way; 3.13 raises OSError ELOOP
+        return f"{name} (a symlink loop)"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"{name} (a symlink loop)"
+    return f"{name} (a symlink to {os.readlink(path)}, which does not exist)"
+
 def _home(args) -> str:
     return args.home or ledger.default_home()
 
@@ -48,7 +65,7 @@ def _targets(args, home: Path, led: ledger.Ledger) -> list[tuple[Path, bool, str
         put_back_taken(home, led)
         return [(p, True, None) for p in scan_inbox(inbox)]
     out: list[tuple[Path, bool, str | None]] = []
-    missing = [f for f in args.files if not Path(f).exists()]
+    missing = [_missing(f) for f in args.files if not Path(f).exists()]
     if missing:
         raise UsageError(f"no such file: {', '.join(missing)}")
     for name in args.files:
@@ -102,7 +119,7 @@ def cmd_validate(args) -> int:
     if args.max_bytes < 1:
         raise UsageError(f"--max-bytes must be at least 1, got {args.max_bytes}")
     check_max_response_chars(args.max_response_chars)
-    missing = [f for f in args.files if not Path(f).exists()]
+    missing = [_missing(f) for f in args.files if not Path(f).exists()]
     if missing:
         raise UsageError(f"no such file: {', '.join(missing)}")
     home = _home(args)

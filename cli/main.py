@@ -173,6 +173,11 @@ def run_command(args: argparse.Namespace) -> int:
         return 1
     except OSError as exc:  # a path that cannot be used (missing folder, a file where a folder goes)
         where = f"{exc.filename}: " if exc.filename else ""
+        if is_disk_full(exc):   # a file of the reports or a home folder: not a usage error
+            print(f"evalledger {args.command}: error: {where}the disk is full ({exc.strerror or exc}); the "
+                  "ledger keeps every event committed before it; free space and run the command again",
+                  file=sys.stderr)
+            return 1
         print(f"evalledger {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

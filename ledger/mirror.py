@@ -99,6 +99,15 @@ class MirrorFile:
         except self.WRITE_ERRORS as exc:
             self._failed(exc, first_seq, recorder.head_seq_unlocked())
 
+    def retry_if_full(self, recorder: "SQLiteRecorder") -> None:
+        """Try again to complete a mirror stopped only by a full disk (space may have been freed
+        since): a long-lived process, the watch daemon, otherwise refused every append until it
+        was restarted. Call under the home's write lock; a failure is recorded again."""
+        if self.problem and self.disk_full:
+            first = self._seq + 1
+            self.problem, self.disk_full = None, ""
+            self.catch_up(recorder, first)
+
     def _failed(self, exc: Exception, first_seq: int, last_seq: int) -> None:
         """Record why the mirror could not be written after seq ``first_seq - 1`` (appends stop)."""
         if isinstance(exc, OSError) and is_disk_full(exc):

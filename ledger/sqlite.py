@@ -319,6 +319,9 @@ class SQLiteRecorder(Recorder):
     def _check_writable(self) -> None:
         if self.readonly:
             raise LedgerError(f"{self.path} is open read-only")
+        if self.mirror and self.mirror.disk_full:
+            with self._write_lock():
+                self.mirror.retry_if_full(self)
         if self.mirror and self.mirror.problem:
             if self.mirror.disk_full:
                 raise DiskFull(self.mirror.problem, self.mirror.disk_full)

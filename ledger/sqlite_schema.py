@@ -8,7 +8,7 @@ import sqlite3
 from urllib.parse import quote
 
 from evalledger.ledger.envelope import Event, canonical_bytes, line_bytes
-from evalledger.ledger.persistence import LedgerDamaged, LedgerError
+from evalledger.ledger.persistence import DiskFull, LedgerDamaged, LedgerError
 
 #: a row of ``COLUMNS``: seq, id, stream, version, type, schema, data, meta, prev_hash, hash
 Row = tuple[int, str, str, int, str, int, str, str, str, str]
@@ -120,10 +120,30 @@ def connect(path: str, durability: str = "normal", readonly: bool = False) -> sq
             conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
     except sqlite3.DatabaseError as exc:
         conn.close()
+        free = _free_bytes(path)
+        if free is not None and free < NEARLY_FULL_BYTES:
+            # Opening a WAL database writes its -shm index (32 KiB); with no room SQLite says only
+            # "disk I/O error", which must not send anyone to rebuild a home that is intact.
+            raise DiskFull(f"{path}: cannot be opened: the disk is full ({exc}; {free} bytes free); nothing "
+                           "was changed: free space and run the command again", str(exc)) from None
         raise LedgerDamaged(f"{path}: cannot be read as an SQLite database ({exc}); a home's events.jsonl "
                             "(or events.jsonl.gz) mirror can be imported into a new home ('evalledger --home NEW import FILE')") from None
     conn.execute("PRAGMA busy_timeout = 60000")
     return conn
+
+
+# Below this much free space an open that fails is put down to the disk, not to the file.
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def _free_bytes(path: str) -> int | None:
+    """Bytes an unprivileged writer may still use on the file system holding ``path``; None if
+    that cannot be told, or it is mounted read-only (which may count 0 free without being full)."""
+    try:
+        st = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return None
+    return None if st.f_flag & os.ST_RDONLY else st.f_bavail * st.f_frsize
 
 
 def _connect_readonly(path: str, flags: str) -> sqlite3.Connection:

@@ -93,7 +93,7 @@ class FolderSink:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = _temporary(path)
         try:
-            with open(tmp, "wb") as out:
+            with _naming(path), open(tmp, "wb") as out:
                 yield out
             if path.exists() and filecmp.cmp(tmp, path, shallow=False):
                 tmp.unlink()
@@ -194,5 +194,22 @@ def _atomic_write(path: Path, data: bytes) -> None:
     """Write via a temporary file named for this process and thread, then rename over ``path``
     (two reporters at once, a daemon's and a user's, never see or leave half a file)."""
     tmp = _temporary(path)
-    tmp.write_bytes(data)
+    try:
+        with _naming(path):
+            tmp.write_bytes(data)
+    except OSError:
+        tmp.unlink(missing_ok=True)   # half a file a full disk cut short
+        raise
     os.replace(tmp, path)
+
+
+@contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """Raise an OSError that names no file (a write or a close that met a full disk) again naming
+    ``path``: the error line then says which report could not be written, not only why."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None or type(exc) is not OSError:
+            raise   # named already, or one of ours (ReportRowsError) that says what it means
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc

@@ -50,6 +50,14 @@ CREATE TABLE IF NOT EXISTS proj_digest (name TEXT PRIMARY KEY, digest TEXT NOT N
 """
 
 
+def rollback_if_open(conn: sqlite3.Connection) -> None:
+    """Roll back the connection's transaction if SQLite has not ended it already: a COMMIT that
+    fails with SQLITE_FULL (a full disk) rolls the transaction back itself, and a ROLLBACK then
+    raises "no transaction is active" over the disk-full error the CLI knows how to report."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
 class StaleFold(Exception):
     """Another fold committed since this one read its position; its result must not be saved."""
 
@@ -152,7 +160,7 @@ class ReadModelStore:
                 conn.execute(statement)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            rollback_if_open(conn)
             raise
 
     @contextmanager
@@ -212,7 +220,7 @@ class ReadModelStore:
             conn.execute("INSERT OR REPLACE INTO proj_digest VALUES (?, ?)", (POSITION_NAME, f"{digest:064x}"))
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            rollback_if_open(conn)
             raise
 
     def _stored_rows(self, table: str, key: str, keys: list) -> Iterator[tuple]:

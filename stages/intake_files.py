@@ -125,12 +125,11 @@ def _unchanged(path: Path, read: FileRead) -> bool:
 
 def _move_rejected(home: Path, path: Path, read: FileRead, rejection: list[str]) -> Path:
     """Move a rejected inbox file to rejected/<name> (rejected/<stem>.<sha12><ext> when that name
-    is taken), its error note ``rejection`` written first as <name>.error.txt."""
+    is taken or too long: ``_rejected_name``), its error note ``rejection`` written first as
+    <name>.error.txt."""
     folder = home / "rejected"
     folder.mkdir(parents=True, exist_ok=True)
-    dest = folder / path.name
-    if dest.exists():
-        dest = folder / f"{path.stem}.{read.sha256[:12]}{path.suffix}"
+    dest = folder / _rejected_name(folder, path.name, read.sha256)
     # The error note goes first (written whole, then renamed): a kill between the two steps leaves
     # the file in the inbox with its note already in rejected/, never a rejected file without one.
     note = Path(f"{dest}.error.txt")
@@ -143,6 +142,24 @@ def _move_rejected(home: Path, path: Path, read: FileRead, rejection: list[str])
     elif not read.over_limit and not dest.exists():   # replaced meanwhile: keep what was read
         _atomic_write(read, dest)
     return dest
+
+
+# The longest name whose hidden partial note ``.<name>.error.txt.part`` still fits in 255 bytes.
+_REJECTED_NAME_BYTES = 255 - len(".") - len(".error.txt") - len(".part")
+
+
+def _rejected_name(folder: Path, name: str, sha256: str) -> str:
+    """The name of a rejected file in ``folder``: its own, or ``<stem>.<sha12><ext>`` when that is
+    taken or too long for its ``.error.txt`` beside it (the stem then cut to fit): a name the file
+    system refused left the file in the inbox, rejected again at every pass and never filed."""
+    if len(os.fsencode(name)) <= _REJECTED_NAME_BYTES and not (folder / name).exists():
+        return name
+    suffix = Path(name).suffix[:16]
+    tail = f".{sha256[:12]}{suffix}"
+    stem = name[:len(name) - len(Path(name).suffix)] if suffix else name
+    while stem and len(os.fsencode(stem + tail)) > _REJECTED_NAME_BYTES:
+        stem = stem[:-1]   # by characters, so a cut never splits one
+    return stem + tail
 
 
 def _same_device(path: Path, folder: Path) -> bool:

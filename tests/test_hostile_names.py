@@ -4,6 +4,7 @@ written escaped: by ``ingest``, in ``rejected/*.error.txt``, by ``status`` and i
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -79,3 +80,28 @@ def test_escaped_text_is_printable_and_decodes_back(text):
         assert json.loads(f'"{escaped}"') == text
     shown = shown_name(text)
     assert shown.isprintable() and (shown == text or shown == repr(text))
+
+
+LONG_NAMES = ["x" * 250 + ".json",            # 255 bytes, the most a file system takes
+              "é" * 124 + ".jsonl"]            # 254 bytes of two-byte characters
+
+
+@pytest.mark.parametrize("command", [("ingest",), ("watch", "--once")])
+@pytest.mark.parametrize("name", LONG_NAMES)
+def test_a_rejected_file_whose_name_leaves_no_room_for_its_note_is_filed_all_the_same(home, run_cli, name,
+                                                                                       command):
+    """``<name>.error.txt`` of a 255-byte name is over the file system's limit: the file used to stay
+    in the inbox for good, rejected again at every pass (every rescan of the daemon), never filed."""
+    inbox, rejected = home / "inbox", home / "rejected"
+    for attempt, body in enumerate([BAD, BAD + b" "]):   # the second meets its first's name taken
+        (inbox / name).write_bytes(body)
+        done = run_cli(*command, home=home)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "filing it away failed" not in done.stdout + done.stderr
+        assert not list(inbox.iterdir()), "the rejected file left the inbox"
+        files = sorted(p for p in rejected.iterdir() if not p.name.endswith(".error.txt"))
+        assert len(files) == attempt + 1 and body in {p.read_bytes() for p in files}
+        for path in files:   # its own name, or as much of it as fits beside its hash and format
+            assert path.name.startswith(name[:50]) and path.suffix == Path(name).suffix
+            note = path.with_name(path.name + ".error.txt").read_text(encoding="utf-8")
+            assert note.startswith(f"{name}: rejected (sha256 "), note

@@ -6,6 +6,8 @@ from __future__ import annotations
 import collections
 import os
 import re
+import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ import pytest
 from disk_support import mounted_tmpfs
 from evalledger import ledger
 from evalledger.stages.intake_status import case_states
-from watch_support import benchmark_file, evalledger
+from watch_support import benchmark_file, drop_by_rename, evalledger, start_watch, wait_for, wait_stopped
 
 
 @pytest.fixture
@@ -82,3 +84,104 @@ def test_a_full_disk_gives_one_line_a_true_account_and_a_rerun_completes(small_d
     assert received == {Path(f).name: 1 for f in files}
     assert len(opened) == 4 * 60 and judged == {cid: 1 for cid in opened}
     assert len(list((home / "processed").iterdir())) == 4
+
+
+def test_read_models_that_cannot_commit_on_a_full_disk_say_so_and_a_rerun_completes(small_disk, tmp_path):
+    """A read-model save whose COMMIT meets a full disk: SQLite has rolled the transaction back
+    itself, and a second ROLLBACK used to raise "no transaction is active" over the disk-full error,
+    a traceback instead of the one line that says what to do."""
+    home = ledger.init_home(small_disk / "home")
+    for i in range(2):
+        path = tmp_path / f"bench-{i}.json"
+        path.write_bytes(benchmark_file(i, questions=30))
+        evalledger(home, "ingest", str(path))
+    evalledger(home, "run", "--quiet")
+    with ledger.open_ledger(home, readonly=True) as led:
+        head = led.head()
+    filler = fill(small_disk, leave=192 * 1024)   # room to open the home, not to fold every case
+
+    for command in ("rebuild", "report"):
+        failed = evalledger(home, command, check=False)
+        assert failed.returncode == 1, (command, failed.stderr)
+        assert "Traceback" not in failed.stderr, (command, failed.stderr)
+        [line] = failed.stderr.strip().splitlines()
+        assert "disk is full" in line and "free space and run the command again" in line, line
+
+    filler.unlink()
+    assert evalledger(home, "report").returncode == 0
+    assert evalledger(home, "verify").returncode == 0
+    with ledger.open_ledger(home, readonly=True) as led:
+        assert led.head() == head, "nothing was appended or lost"
+
+
+def test_a_home_on_a_disk_with_no_room_to_open_it_is_said_full_not_damaged(small_disk, tmp_path):
+    """With no room for the -shm index, SQLite refuses to open ledger.db with "disk I/O error":
+    that used to read as a damaged database (verify FAILED, advice to import the mirror into a new
+    home) when the home was intact and needed only space."""
+    home = ledger.init_home(small_disk / "home")
+    path = tmp_path / "bench.json"
+    path.write_bytes(benchmark_file(0, questions=5))
+    evalledger(home, "ingest", str(path))   # (no open in this process: it would leave a -shm behind)
+    stored = {name: (home / name).read_bytes() for name in ("ledger.db", "events.jsonl")}
+    filler = fill(small_disk, leave=0)
+
+    for command in (("verify",), ("status",), ("report",), ("run", "--quiet")):
+        failed = evalledger(home, *command, check=False)
+        assert failed.returncode == 1, (command, failed.stdout, failed.stderr)
+        said = failed.stdout + failed.stderr
+        assert "Traceback" not in said and "import" not in said and "cannot be read" not in said, said
+        assert "disk is full" in said and "free space and run the command again" in said, said
+
+    assert {name: (home / name).read_bytes() for name in stored} == stored, "nothing was changed"
+    filler.unlink()
+    assert evalledger(home, "verify").returncode == 0
+
+
+def test_report_files_the_disk_refuses_are_named_and_not_a_usage_error(small_disk, tmp_path):
+    """Writing a report file on a full disk raised an OSError with no file name (the write or the
+    close failed, not the open): the line said only "No space left on device", with exit 2, the
+    code of a usage error."""
+    home = ledger.init_home(small_disk / "home")
+    path = tmp_path / "bench.json"
+    path.write_bytes(benchmark_file(0, questions=60))
+    evalledger(home, "ingest", str(path))
+    evalledger(home, "run", "--quiet")
+    evalledger(home, "report")
+    reports = home / "reports"
+    shutil.rmtree(reports)   # the read models are current: only the files are left to write
+    filler = fill(small_disk, leave=96 * 1024)
+
+    failed = evalledger(home, "report", check=False)
+    assert failed.returncode == 1, failed.stderr
+    [line] = failed.stderr.strip().splitlines()
+    assert re.match(rf"evalledger report: error: {re.escape(str(reports))}/\S+: the disk is full \(No space left "
+                    r"on device\); .* free space and run the command again$", line), line
+    assert not [p for p in reports.rglob("*") if p.name.startswith(".")], "no half-written temporary left"
+
+    filler.unlink()
+    assert evalledger(home, "report").returncode == 0
+    assert (reports / "evaluations.jsonl").stat().st_size > 96 * 1024
+
+
+SAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "samples" / "pharmacology.benchmark.json"
+
+
+def test_the_daemon_carries_on_once_space_is_freed_without_a_restart(small_disk, tmp_path):
+    """A mirror write the disk refused stopped every later append of that process; only a new open
+    completed the mirror, so a running daemon logged batch_failed at every rescan, for good."""
+    home = ledger.init_home(small_disk / "home")
+    log = tmp_path / "watch.log"
+    daemon = start_watch(home, "--rescan-seconds", "1", log_path=log)
+    try:
+        assert wait_for(lambda: log.exists() and "started" in log.read_text(), timeout=20)
+        filler = fill(small_disk, leave=150 * 1024)
+        drop_by_rename(home / "inbox", "bench.json", SAMPLE.read_bytes())   # 28 cases
+        assert wait_for(lambda: "batch_failed" in log.read_text() and "the mirror stops before" in log.read_text(),
+                        timeout=30), log.read_text()
+        filler.unlink()
+        judged = lambda: evalledger(home, "status", check=False).stdout   # noqa: E731
+        assert wait_for(lambda: "28 judged" in judged(), timeout=60, step=0.5), log.read_text()[-3000:]
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        wait_stopped(daemon, 30, log)
+    assert evalledger(home, "verify").returncode == 0

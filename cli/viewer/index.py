@@ -22,7 +22,7 @@ from evalledger.projections.results import (
     is_auto_failed,
     original_verdict,
 )
-from evalledger.projections.store import json_bytes
+from evalledger.projections.store import json_bytes, rollback_if_open
 
 INDEX_VERSION = 3
 PAGE_SIZE = 50
@@ -217,7 +217,7 @@ def sync(led, conn: sqlite3.Connection, store_conn: sqlite3.Connection) -> int:
         conn.execute("INSERT OR REPLACE INTO view_meta VALUES ('seq', ?)", (str(target),))
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        rollback_if_open(conn)
         raise
     return written
 
