@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 
 from evalledger.cli.errors import UsageError
+from evalledger.cli.given_files import regular_file
 from evalledger.cli.out_file import write_out
 from evalledger.ledger.whole_files import synced, write_whole
 
@@ -77,7 +78,7 @@ def load_signer(path: str):
     """The signer key at ``path``; a usage error naming the file when it cannot sign."""
     from evalledger.ledger import signed_note
     try:
-        signer = signed_note.load_key(path)
+        signer = signed_note.load_key(regular_file(path))
     except (OSError, signed_note.NoteError) as exc:
         raise UsageError(f"{path}: {exc}") from None
     if not isinstance(signer, signed_note.Signer):
@@ -149,7 +150,7 @@ def _verifier(path: str):
     """The verifier key in ``path`` (a signer key file gives its verifier)."""
     from evalledger.ledger import signed_note
     try:
-        verifier = signed_note.load_key(path)
+        verifier = signed_note.load_key(regular_file(path))
     except (OSError, signed_note.NoteError) as exc:
         raise UsageError(f"{path}: {exc}") from None
     return verifier.verifier if isinstance(verifier, signed_note.Signer) else verifier
@@ -160,7 +161,7 @@ def report_claim(path: str) -> dict | None:
     ``checkpoint`` and ``ledger_head``); None when it names none. UsageError when it is no report."""
     from evalledger.projections.markdown import parse_checkpoint_line
     try:
-        raw = Path(path).read_bytes()
+        raw = Path(regular_file(path)).read_bytes()
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror or exc}") from None
     if path.endswith(".json"):
@@ -186,7 +187,7 @@ def check_report(args) -> int:
     verifier = _verifier(args.pubkey)
     claim = report_claim(args.report)
     try:
-        rows = cps.read_checkpoints(args.checkpoints)
+        rows = cps.read_checkpoints(regular_file(args.checkpoints))
     except OSError as exc:
         raise UsageError(f"{args.checkpoints}: {exc.strerror or exc}") from None
     except cps.CheckpointError as exc:
@@ -213,7 +214,7 @@ def cmd_check_proof(args) -> int:
         raise UsageError("check-proof needs a BUNDLE (or --report REPORT --checkpoints FILE)")
     verifier = _verifier(args.pubkey)
     try:
-        bundle = orjson.loads(Path(args.bundle).read_bytes())
+        bundle = orjson.loads(Path(regular_file(args.bundle)).read_bytes())
     except OSError as exc:
         raise UsageError(f"{args.bundle}: {exc.strerror or exc}") from None
     except orjson.JSONDecodeError as exc:

@@ -15,6 +15,7 @@ import orjson
 
 from evalledger import ledger
 from evalledger.cli.errors import UsageError
+from evalledger.cli.given_files import regular_file
 from evalledger.cli.ledger_commands import open_existing
 from evalledger.ledger.persistence import LedgerDamaged
 
@@ -102,8 +103,8 @@ def check_checkpoints(args, findings: list[dict]) -> tuple[list[dict], str | Non
                                                        for e in led.read(types=["checkpoint.signed"])], None)]
         if args.against:
             try:
-                rows = cps.read_checkpoints(args.against)
-                key = signed_note.load_key(args.pubkey) if args.pubkey else None
+                rows = cps.read_checkpoints(regular_file(args.against))
+                key = signed_note.load_key(regular_file(args.pubkey)) if args.pubkey else None
             except (OSError, cps.CheckpointError, signed_note.NoteError) as exc:
                 raise UsageError(f"{exc}") from None
             if isinstance(key, signed_note.Signer):

@@ -242,3 +242,34 @@ def test_the_daemon_checkpoints_every_n_events_and_publishes(tmp_path, run_cli):
     assert run_cli("verify", "--against", witness, "--pubkey", str(key) + ".pub", home=home).returncode == 0
     lonely = run_cli("watch", "--once", "--publish", witness, home=home)
     assert lonely.returncode == 2 and "need --checkpoint-key" in lonely.stderr
+
+
+def test_files_an_auditor_names_that_never_end_are_refused_not_read(tmp_path, run_cli):
+    """A proof bundle, key, report or checkpoints file named on the command line is read whole:
+    /dev/zero, /dev/urandom or a FIFO nobody writes to never ended (check-proof /dev/zero ran until
+    killed); each is now refused at once, naming the file (exit 2)."""
+    import os
+    home = tmp_path / "h"
+    run_cli("init", home=home)
+    assert run_cli("note", "--new-stream", "case:x", "a note to checkpoint", home=home).returncode == 0
+    key = tmp_path / "signer.key"
+    assert run_cli("keygen", "--out", key, home=home).returncode == 0
+    assert run_cli("checkpoint", "--key", key, home=home).returncode == 0
+    assert run_cli("report", home=home).returncode == 0
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    pub, checkpoints = f"{key}.pub", home / "checkpoints.jsonl"
+    for args, named in [(("check-proof", "/dev/zero", "--pubkey", pub), "/dev/zero"),
+                        (("check-proof", fifo, "--pubkey", pub), str(fifo)),
+                        (("check-proof", "/dev/zero", "--pubkey", fifo), str(fifo)),
+                        (("check-proof", "--report", "/dev/zero", "--checkpoints", checkpoints, "--pubkey", pub),
+                         "/dev/zero"),
+                        (("check-proof", "--report", home / "reports" / "index.md", "--checkpoints", fifo, "--pubkey", pub),
+                         str(fifo)),
+                        (("verify", "--against", "/dev/zero"), "/dev/zero"),
+                        (("verify", "--against", checkpoints, "--pubkey", fifo), str(fifo)),
+                        (("checkpoint", "--key", "/dev/urandom"), "/dev/urandom"),
+                        (("check-proof", tmp_path, "--pubkey", pub), str(tmp_path))]:
+        done = run_cli(*args, home=home, timeout=30)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert named in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
