@@ -77,6 +77,9 @@ def _event(entry: Any, where: str) -> tuple[bytes, str, str, dict[str, Any]]:
     """The canonical bytes, prev_hash, hash and parsed envelope of one bundle entry."""
     if not isinstance(entry, dict) or not isinstance(entry.get("line"), str) or not isinstance(entry.get("proof"), list):
         raise ProofFailed(f"{where}: an entry is {{\"line\": str, \"proof\": [hex, ...]}}")
+    for number, node in enumerate(entry["proof"]):
+        if not isinstance(node, str) or len(node) != 64 or node.strip("0123456789abcdef"):
+            raise ProofFailed(f"{where}: proof[{number}] is not a hash (64 lowercase hex digits): {str(node)[:80]!r}")
     line = entry["line"].encode("utf-8")
     suffix = line[-_SUFFIX:]
     if len(line) <= _SUFFIX or not (suffix.startswith(b',"prev_hash":"') and suffix[78:88] == b'","hash":"'
