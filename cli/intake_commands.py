@@ -43,6 +43,7 @@ def _missing(name: str) -> str:
             return f"{name} (a symlink loop)"
     return f"{name} (a symlink to {os.readlink(path)}, which does not exist)"
 
+
 def _home(args) -> str:
     return args.home or ledger.default_home()
 

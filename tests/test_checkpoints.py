@@ -83,10 +83,9 @@ def _flip(text: str, index: int) -> str:
     return text[:index] + other + text[index + 1:]
 
 
-@pytest.mark.parametrize("node", [5, None, 1.5, ["ab"], "AB" * 32, "ab" * 31, "zz" * 32, " " + "ab" * 31 + "a"])
-def test_a_proof_hash_of_the_wrong_type_or_shape_is_named(signed_home, run_cli, tmp_path, node):
-    """A proof hash that is not 64 lowercase hex digits is named by its place (it said
-    "fromhex() argument must be str, not int", or took upper-case hex as valid)."""
+def _proved_case(signed_home, run_cli, tmp_path) -> tuple[dict, object, Path]:
+    """(bundle, verifier key, bundle file) of one judged case of the signed demo home, proven by
+    the CLI against its checkpoint (signed first when the home has none yet)."""
     home, key = signed_home
     if not key.exists():
         _cli_keys(run_cli, key, home)
@@ -96,23 +95,22 @@ def test_a_proof_hash_of_the_wrong_type_or_shape_is_named(signed_home, run_cli, 
         case_id = next(e.data["case_id"] for e in led.read(types=["case.judged"]))
     out = tmp_path / "p.json"
     assert run_cli("prove", case_id, "--out", out, home=home).returncode == 0
-    bundle = orjson.loads(out.read_bytes())
+    return orjson.loads(out.read_bytes()), verifier, out
+
+
+@pytest.mark.parametrize("node", [5, None, 1.5, ["ab"], "AB" * 32, "ab" * 31, "zz" * 32, " " + "ab" * 31 + "a"])
+def test_a_proof_hash_of_the_wrong_type_or_shape_is_named(signed_home, run_cli, tmp_path, node):
+    """A proof hash that is not 64 lowercase hex digits is named by its place (it said
+    "fromhex() argument must be str, not int", or took upper-case hex as valid)."""
+    bundle, verifier, _ = _proved_case(signed_home, run_cli, tmp_path)
     bundle["events"][0]["proof"][0] = node
     with pytest.raises(ProofFailed, match=r"^events\[0\]: proof\[0\] is not a hash \(64 lowercase hex digits\)"):
         check_proof(bundle, verifier)
 
 
 def test_any_flipped_byte_of_an_event_a_proof_or_the_checkpoint_fails_and_says_why(signed_home, run_cli, tmp_path):
-    home, key = signed_home
-    if not key.exists():
-        _cli_keys(run_cli, key, home)
-        assert run_cli("checkpoint", "--key", key, home=home).returncode == 0
-    verifier = signed_note.load_key(str(key) + ".pub")
-    with ledger.open_ledger(home, readonly=True) as led:
-        case_id = next(e.data["case_id"] for e in led.read(types=["case.judged"]))
-    out = tmp_path / "p.json"
-    assert run_cli("prove", case_id, "--out", out, home=home).returncode == 0
-    bundle = orjson.loads(out.read_bytes())
+    bundle, verifier, _ = _proved_case(signed_home, run_cli, tmp_path)
+    key = signed_home[1]
     check_proof(bundle, verifier)
     rng = random.Random(20)
     targets = [("checkpoint", None, i) for i in range(len(bundle["checkpoint"]))]

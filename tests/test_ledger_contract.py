@@ -127,6 +127,14 @@ def seeded(led: ledger.Ledger) -> None:
     led.append([note("case:a", "5"), note("case:b", "6")])
 
 
+def long_call() -> tuple[dict, dict]:
+    """(request, payload) of a judge call whose prompt is long enough to be stored as a blob where
+    the store keeps blobs."""
+    request = {"messages": [{"role": "user", "content": "a long prompt " * 60}], "parameters": {}}
+    return request, {"role": "parse", "backend": "offline", "model": "m", "request_hash": "a" * 64, "attempt": 1,
+                     "request": request}
+
+
 class TestLedgerContract:
     """The behaviour every backend must show; parametrized over ``backend``."""
 
@@ -156,9 +164,7 @@ class TestLedgerContract:
     def test_get_stored_gives_the_event_as_stored_and_join_makes_it_whole(self, backend):
         # A judge call with a prompt long enough to be stored as a blob where the store keeps them
         # (SQLite and PostgreSQL leave the reference in get_stored's data; a JSONL ledger gives it whole).
-        request = {"messages": [{"role": "user", "content": "a long prompt " * 60}], "parameters": {}}
-        data = {"role": "parse", "backend": "offline", "model": "m", "request_hash": "a" * 64, "attempt": 1,
-                "request": request}
+        request, data = long_call()
         with backend.open() as led:
             [small] = led.append(note("case:a", "x"))
             [event] = led.append(NewEvent("case:c1", "judge.called", data, key="k"))
@@ -199,9 +205,7 @@ class TestLedgerContract:
         # could read; PostgreSQL's refused it as every other read does. Both refuse it now.
         if backend.sql is None:
             pytest.skip("a JSONL ledger stores no blob on append: it has no blob table to lose")
-        request = {"messages": [{"role": "user", "content": "a long prompt " * 60}], "parameters": {}}
-        data = {"role": "parse", "backend": "offline", "model": "m", "request_hash": "a" * 64, "attempt": 1,
-                "request": request}
+        request, data = long_call()
         with backend.open() as led:
             [small] = led.append(note("case:a", "x"))
             [event] = led.append(NewEvent("case:c1", "judge.called", data, key="k"))
