@@ -189,7 +189,7 @@ def _next_stop(seq: int, watch: int | None, limit: int | None) -> int | None:
     return min(ahead) if ahead else None
 
 
-_CANONICAL = '{"data":%s,"id":"%s","meta":%s,"schema":%d,"seq":%d,"stream":"%s","type":"%s","version":%d}'
+_OPENING = '{"data":%s,"id":"%s","meta":%s,"schema":%d,"seq":%d,"stream":"%s","type":"%s","version":%d'
 
 
 def _fast_rows(rows: Iterator[tuple[Any, ...]], mirror_lines: Iterator[bytes] | None, store: _Chain,
@@ -210,11 +210,14 @@ def _fast_rows(rows: Iterator[tuple[Any, ...]], mirror_lines: Iterator[bytes] | 
             names = id + stream + type
             if '"' in names or "\\" in names or not names.isprintable():
                 raise TypeError("needs escaping")
-            canonical = (_CANONICAL % (data, id, meta, schema, rseq, stream, type, version)).encode()
+            # the canonical bytes without their closing brace: the mirror line goes on from there
+            opening = (_OPENING % (data, id, meta, schema, rseq, stream, type, version)).encode()
             good = (rseq == seq + 1 and prev_hash == prev
-                    and sha256(prev_hash.encode() + canonical).hexdigest() == hash
-                    and (mirror_lines is None or mline == b"%b%b%b%b%b" % (
-                        canonical[:-1], _PREV_KEY, prev_hash.encode(), _HASH_KEY, hash.encode() + _LINE_END)))
+                    and sha256(b"%b%b}" % (prev_hash.encode(), opening)).hexdigest() == hash
+                    and (mirror_lines is None or (
+                        mline is not None and len(mline) == len(opening) + _SUFFIX and mline.startswith(opening)
+                        and mline.endswith(b"%b%b%b%b%b" % (_PREV_KEY, prev_hash.encode(), _HASH_KEY,
+                                                            hash.encode(), _LINE_END)))))
         except (TypeError, ValueError, AttributeError):
             good = False
         if not good:
