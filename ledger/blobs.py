@@ -96,6 +96,13 @@ def has_markers(raw: bytes | str) -> bool:
     return DOLLAR in raw and (_MARKERS[0] in raw or _MARKERS[1] in raw)
 
 
+def page_events(rows: list[tuple[Any, ...]], row_event: Callable[..., Event]) -> list[Event]:
+    """The Events of a page of stored rows: made directly, except a row whose data may hold a
+    marker (text with a ``$``, or bytes), which ``row_event`` makes (reading its blobs, unwrapping
+    its literals). One comprehension a page: a function call a row was a tenth of a read."""
+    return [Event(*row) if row[6].__class__ is str and "$" not in row[6] else row_event(*row) for row in rows]
+
+
 def blob_file_path(path: str) -> str:
     """Where the blob lines of a JSONL file (a mirror, an export, a JSONL ledger) are kept."""
     return path + ".blobs"

@@ -231,7 +231,10 @@ class Event:
         """The payload dict at its type's current schema: as stored, or upcast from an older one."""
         value = self._current
         if value is None:
-            value = self.stored_data
+            value = self._data   # ``stored_data`` inlined: this runs for every event a reader decodes
+            if value is None:
+                self._decode()
+                value = self._data
             if SCHEMAS.get(self.type) != self.schema:
                 value = upcast(self.type, self.schema, value)
             self._current = value

@@ -14,7 +14,7 @@ import json
 import sqlite3
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
-from itertools import chain, starmap
+from itertools import chain
 from typing import Any, Callable, Collection, Iterable, Iterator
 
 from evalledger.ledger.blobs import (
@@ -26,6 +26,7 @@ from evalledger.ledger.blobs import (
     has_markers,
     interleave,
     pack,
+    page_events,
     remember_blobs,
     split_batch,
 )
@@ -620,8 +621,8 @@ class SQLiteRecorder(Recorder):
         if stream is not None:
             where += " AND stream = ?"
             params.append(stream)
-        make = (self.blobs or self._no_blobs).row_event   # the pages are unpacked
-        return starmap(make, self._rows(where, params, from_seq, to_seq))
+        make = partial(page_events, row_event=(self.blobs or self._no_blobs).row_event)   # pages unpacked
+        return chain.from_iterable(map(make, self._pages(where, params, from_seq, to_seq)))
 
     def _check_form(self) -> None:
         """Refuse to read rows whose form this store cannot tell (``form_problem``)."""
