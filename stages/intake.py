@@ -24,8 +24,8 @@ from typing import Iterable, Iterator
 from evalledger.ledger import Event, Ledger, NewEvent, event_id
 from evalledger.ledger.api import CHUNK_BYTES
 from evalledger.ledger.persistence import Recorder
+from evalledger.stages import intake_events as ev
 from evalledger.stages import (
-    intake_bad_lines,
     intake_files,
     intake_lineage,
     intake_lines,
@@ -33,10 +33,10 @@ from evalledger.stages import (
     intake_spool,
     intake_stream,
 )
-from evalledger.stages import intake_events as ev
 from evalledger.stages.formats import FileRejected, ParsedFile, ParsedResponse, Problem, parse
 from evalledger.stages.intake_pending import HeldSpill, pending_for, pending_responses  # noqa: F401 (re-exported)
 from evalledger.stages.intake_read import FileRead, read_once
+from evalledger.stages.intake_spooled import REJECTED, WHOLE, find_registration, read_spooled
 from evalledger.stages.limits import (  # noqa: F401 (the limit is re-exported: callers import it from here)
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_RESPONSE_CHARS,
@@ -187,42 +187,25 @@ def _ingest_spooled(led: Ledger, read: FileRead, name: str, max_response_chars: 
         return result
     spill = intake_spool.prefix(intake_spool.SPILL)
     with tempfile.TemporaryDirectory(dir=read.spool.parent, prefix=spill) as folder:
-        spilled = intake_stream.read_native(read.spool, Path(folder), max_response_chars)
-        if spilled is not None and spilled.oversized:   # as the whole read finds them, after the format's checks
-            return _reject(led, name, read.sha256, read.size, spilled.oversized)
-        if spilled is not None:
-            spilled.lineage = spilled.version_lineage(led)
-            _keep_spooled(led, read)
-            result = _accept_spilled(led, spilled, name, read)
-            resolve_pending(led)
-            return result
-        lines = \
-            intake_lines.read_response_lines(read.spool, Path(folder), max_response_chars)
-        if lines is not None and lines.oversized:   # checked before the benchmark is looked up, as when read whole
-            return _reject(led, name, read.sha256, read.size, lines.oversized)
-        head = None if lines is None else find_registration(led, lines.benchmark_ref)
-        if lines is not None and head is None:     # responses waiting for their benchmark
-            _keep_spooled(led, read)
-            result = _hold_lines(led, lines, name, read)
-            resolve_pending(led)
-            return result
-        problems: ev.FirstProblems | None = None
-        if lines is not None and head is not None:
-            questions = intake_lines.registered_questions(led, head, Path(folder))
-            try:
-                if lines.fits(head.data, questions):
-                    _keep_spooled(led, read)
-                    result = _accept_lines(led, lines, head.data, questions, name, read)
-                    resolve_pending(led)
-                    return result
-                # responses that do not fit their benchmark: the errors the whole read finds, a line at a time
-                problems = ev.FirstProblems(ev.unfit_responses(head.data, lines.responses(), questions))
-            finally:
-                questions.close()
-        elif lines is None:
-            problems = intake_bad_lines.line_problems(read.spool, Path(folder))
-    if problems:    # their errors found a line at a time, not from the file read whole
-        return _reject(led, name, read.sha256, read.size, problems)
+        found = read_spooled(led, read.spool, Path(folder), max_response_chars)
+        try:
+            if found.kind == REJECTED:   # its errors found as the whole read finds them, in bounded memory
+                return _reject(led, name, read.sha256, read.size, found.problems)
+            if found.kind != WHOLE:
+                _keep_spooled(led, read)
+                if found.spilled is not None:
+                    found.spilled.lineage = found.spilled.version_lineage(led)
+                    result = _accept_spilled(led, found.spilled, name, read)
+                elif found.head is None:   # responses waiting for their benchmark
+                    assert found.lines is not None
+                    result = _hold_lines(led, found.lines, name, read)
+                else:
+                    assert found.lines is not None and found.questions is not None
+                    result = _accept_lines(led, found.lines, found.head.data, found.questions, name, read)
+                resolve_pending(led)
+                return result
+        finally:
+            found.close()
     return ingest_bytes(led, read.whole(), name, sha=read.sha256, max_response_chars=max_response_chars,
                         collection=collection)
 
@@ -505,20 +488,6 @@ def find_benchmark(led: Ledger, ref: str | None) -> dict | None:
     """The registered benchmark a responses file names: by id, else the latest with that name."""
     event = find_registration(led, ref)
     return None if event is None else whole_benchmark(led, event).data
-
-
-def find_registration(led: Ledger, ref: str | None) -> Event | None:
-    """``find_benchmark``'s ``benchmark.registered`` event, its parts not joined."""
-    if ref is None:
-        return None
-    by_id = led.get(event_id(f"benchmark:{ref}", "benchmark.registered", ref))
-    if by_id is not None:
-        return by_id
-    latest = None
-    for event in led.read(types=["benchmark.registered"]):
-        if event.data["name"] == ref:
-            latest = event
-    return latest
 
 
 def resolve_pending(led: Ledger) -> int:

@@ -18,19 +18,19 @@ import tempfile
 from pathlib import Path
 
 from evalledger.ledger import Event, Ledger, event_id
-from evalledger.stages import intake_bad_lines, intake_lines, intake_spool, intake_stream
 from evalledger.stages import intake_events as ev
+from evalledger.stages import intake_spool
 from evalledger.stages.formats import FileRejected, Problem, parse
 from evalledger.stages.intake import (
     DEFAULT_MAX_BYTES,
     IngestResult,
     _count,
     find_benchmark,
-    find_registration,
     recorded_name,
     response_size_problems,
 )
 from evalledger.stages.intake_read import FileRead, read_once
+from evalledger.stages.intake_spooled import REJECTED, WAITING, Spooled, read_spooled
 from evalledger.stages.limits import DEFAULT_MAX_RESPONSE_CHARS
 
 
@@ -101,37 +101,30 @@ def _validate_spooled(led: Ledger | None, read: FileRead, name: str, max_bytes: 
     if known is not None:
         return known
     with tempfile.TemporaryDirectory(prefix=intake_spool.prefix(intake_spool.SPILL)) as scratch:
-        folder = Path(scratch)
-        spilled = intake_stream.read_native(read.spool, folder, max_response_chars)
-        if spilled is not None and spilled.oversized:
-            return _rejected(name, read.sha256, read.size, spilled.oversized)
-        if spilled is not None:
-            result = _valid_benchmark(led, name, read.sha256, "benchmark", spilled.benchmark, spilled.name,
-                                      spilled.question_count, spilled.responses)
-            result.warnings = list(spilled.warnings)
-            return result
-        lines = intake_lines.read_response_lines(read.spool, folder, max_response_chars)
-        if lines is not None and lines.oversized:
-            return _rejected(name, read.sha256, read.size, lines.oversized)
-        if lines is not None:
-            head = find_registration(led, lines.benchmark_ref) if led is not None else None
-            if head is None:
-                return _waiting(name, read.sha256, "responses", lines.benchmark_ref, lines.count)
-            assert led is not None
-            questions = intake_lines.registered_questions(led, head, folder)
-            try:
-                if lines.fits(head.data, questions):
-                    return _valid_responses(name, read.sha256, "responses", head.data, lines.count)
-                unfit = ev.FirstProblems(ev.unfit_responses(head.data, lines.responses(), questions))
-            finally:
-                questions.close()
-            return _rejected(name, read.sha256, read.size, unfit)
-        else:
-            problems = intake_bad_lines.line_problems(read.spool, folder)
-            if problems:   # found a line at a time, as ingest finds them
-                return _rejected(name, read.sha256, read.size, problems)
+        found = read_spooled(led, read.spool, Path(scratch), max_response_chars)
+        found.close()
+        said = _spooled_result(led, found, name, read)
+    if said is not None:
+        return said
     # a format read whole
     return validate_bytes(led, read.whole(), name, max_bytes=max_bytes, max_response_chars=max_response_chars)
+
+
+def _spooled_result(led: Ledger | None, found: Spooled, name: str, read: FileRead) -> IngestResult | None:
+    """What validate says of a spool ``read_spooled`` looked at (None: the file is read whole)."""
+    if found.kind == REJECTED:
+        return _rejected(name, read.sha256, read.size, found.problems)
+    if found.spilled is not None:
+        spilled = found.spilled
+        result = _valid_benchmark(led, name, read.sha256, "benchmark", spilled.benchmark, spilled.name,
+                                  spilled.question_count, spilled.responses)
+        result.warnings = list(spilled.warnings)
+        return result
+    if found.lines is not None and found.kind == WAITING:
+        return _waiting(name, read.sha256, "responses", found.lines.benchmark_ref, found.lines.count)
+    if found.lines is not None and found.head is not None:
+        return _valid_responses(name, read.sha256, "responses", found.head.data, found.lines.count)
+    return None
 
 
 def _known(led: Ledger | None, name: str, sha: str) -> IngestResult | None:
