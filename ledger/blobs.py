@@ -18,6 +18,7 @@ import base64
 import hashlib
 import re
 import zlib
+from itertools import starmap
 from typing import IO, Any, Callable, Iterable, Iterator
 
 import orjson
@@ -96,11 +97,17 @@ def has_markers(raw: bytes | str) -> bool:
     return DOLLAR in raw and (_MARKERS[0] in raw or _MARKERS[1] in raw)
 
 
-def page_events(rows: list[tuple[Any, ...]], row_event: Callable[..., Event]) -> list[Event]:
+def page_events(rows: list[tuple[Any, ...]], row_event: Callable[..., Event]) -> Iterable[Event]:
     """The Events of a page of stored rows: made directly, except a row whose data may hold a
     marker (text with a ``$``, or bytes), which ``row_event`` makes (reading its blobs, unwrapping
-    its literals). One comprehension a page: a function call a row was a tenth of a read."""
-    return [Event(*row) if row[6].__class__ is str and "$" not in row[6] else row_event(*row) for row in rows]
+    its literals). One comprehension a page: a function call a row was a tenth of a read.
+
+    When a row cannot be read (a lost blob), the page's rows are made one by one instead, so the
+    events before it are still given before the error is raised, as a row-by-row read gives them."""
+    try:
+        return [Event(*row) if row[6].__class__ is str and "$" not in row[6] else row_event(*row) for row in rows]
+    except LedgerError:
+        return starmap(row_event, rows)   # lazily: raises at the bad row
 
 
 def blob_file_path(path: str) -> str:
