@@ -106,7 +106,7 @@ def page_events(rows: list[tuple[Any, ...]], row_event: Callable[..., Event]) ->
     events before it are still given before the error is raised, as a row-by-row read gives them."""
     try:
         return [Event(*row) if row[6].__class__ is str and "$" not in row[6] else row_event(*row) for row in rows]
-    except LedgerError:
+    except Exception:   # noqa: BLE001 (made again lazily: the same error, raised at its row)
         return starmap(row_event, rows)   # lazily: raises at the bad row
 
 
