@@ -242,14 +242,26 @@ class SQLiteRecorder(Recorder):
                      tracking: tuple[str, int] | None, blobs: dict[str, bytes]) -> _Inserted:
         """One BEGIN IMMEDIATE .. COMMIT holding the batch's new events and their new blobs (and the
         tracking record); the mirror lines of the blobs the table lacked are left in ``_blob_lines``."""
-        with self._immediate():
+        # ``_immediate`` written out: its generator was 2% of a one-event append
+        execute = self.conn.execute
+        try:
+            execute("BEGIN IMMEDIATE")
             self._blob_lines = self._insert_blobs(blobs) if blobs else {}
             result = self._insert(batch, expected)
             if result[1]:
                 self._advance_tree(result[1])
             if tracking is not None:
-                self.conn.execute("INSERT INTO tracking (name, position) VALUES (?, ?) "
-                                  "ON CONFLICT(name) DO UPDATE SET position = excluded.position", tracking)
+                execute("INSERT INTO tracking (name, position) VALUES (?, ?) "
+                        "ON CONFLICT(name) DO UPDATE SET position = excluded.position", tracking)
+            execute("COMMIT")
+        except sqlite3.Error as exc:
+            if is_disk_full(exc):
+                raise self._full(exc) from None
+            self._rollback()
+            raise
+        except BaseException:
+            self._rollback()
+            raise
         return result
 
     @contextmanager
