@@ -163,9 +163,7 @@ def cmd_validate(args) -> int:
     missing = [_missing(f) for f in args.files if not Path(f).exists()]
     if missing:
         raise UsageError(f"no such file: {', '.join(missing)}")
-    home = _home(args)
-    led = ledger.open_ledger(home, readonly=True) if ledger.is_home(home) or home.endswith((".jsonl", ".db")) \
-        and Path(home).exists() else None
+    led = _ledger_to_validate_against(args)
     bad = 0
     try:
         for name in args.files:
@@ -187,6 +185,26 @@ def cmd_validate(args) -> int:
         if led is not None:
             led.close()
     return 1 if bad else 0
+
+
+def _ledger_to_validate_against(args) -> ledger.Ledger | None:
+    """The ledger whose benchmarks and files ``validate`` compares with, opened read-only; None
+    when there is none yet (a file is then checked alone, as ingest into a new ledger checks it).
+
+    With ``--store`` it is that PostgreSQL store, opened without binding the home to it (validate
+    writes nothing: binding left a home with a ``store.url`` behind, ``./evalledger`` when no
+    ``--home`` was given), after refusing what binding would refuse (a home holding its own
+    ledger.db, or bound to another store); a store whose schema holds no ledger yet is none."""
+    home = _home(args)
+    if getattr(args, "store", None):
+        ledger.check_store_binding(home, args.store)
+        try:
+            return ledger.open_ledger(args.store, readonly=True)
+        except ledger.EmptyStore:
+            return None
+    if ledger.is_home(home) or home.endswith((".jsonl", ".db")) and Path(home).exists():
+        return ledger.open_ledger(home, readonly=True)
+    return None
 
 
 def check_max_response_chars(value: int) -> None:
