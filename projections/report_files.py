@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator, Protocol
 
 from evalledger.ledger.filelock import FileLock
+from evalledger.ledger.whole_files import naming
 
 MANIFEST = ".evalledger-reports"
 INCOMPLETE = "INCOMPLETE.md"   # left by a render that failed part way, removed by one that finishes
@@ -93,7 +94,7 @@ class FolderSink:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = _temporary(path)
         try:
-            with _naming(path, tmp), open(tmp, "wb") as out:
+            with naming(path, tmp), open(tmp, "wb") as out:
                 yield out
             if path.exists() and filecmp.cmp(tmp, path, shallow=False):
                 tmp.unlink()
@@ -209,22 +210,9 @@ def _atomic_write(path: Path, data: bytes) -> None:
     (two reporters at once, a daemon's and a user's, never see or leave half a file)."""
     tmp = _temporary(path)
     try:
-        with _naming(path, tmp):
+        with naming(path, tmp):
             tmp.write_bytes(data)
     except OSError:
         tmp.unlink(missing_ok=True)   # half a file a full disk cut short
         raise
     os.replace(tmp, path)
-
-
-@contextmanager
-def _naming(path: Path, tmp: Path) -> Iterator[None]:
-    """Raise an OSError that names no file (a write or a close that met a full disk), or names
-    ``tmp``, the hidden temporary it is written to (its creation met a full disk), again naming
-    ``path``: the error line then says which report could not be written, not only why."""
-    try:
-        yield
-    except OSError as exc:
-        if exc.filename not in (None, str(tmp)) or exc.errno is None or type(exc) is not OSError:
-            raise   # named already, or one of ours (ReportRowsError) that says what it means
-        raise OSError(exc.errno, exc.strerror, str(path)) from exc

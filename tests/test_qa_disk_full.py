@@ -166,6 +166,31 @@ def test_report_files_the_disk_refuses_are_named_and_not_a_usage_error(small_dis
     assert (reports / "evaluations.jsonl").stat().st_size > 96 * 1024
 
 
+def test_an_export_or_out_file_the_disk_refuses_is_named_exit_1_and_the_earlier_file_kept(small_disk, tmp_path):
+    """``export --out`` on a full disk said only "the disk is full" (the write's error names no
+    file), and ``source --out`` called it a usage error (exit 2, "cannot write"). Neither leaves
+    half a file: what the path held before is kept, and no hidden partial file is left."""
+    home = ledger.init_home(tmp_path / "home")   # the home has room: only the output's disk is full
+    path = tmp_path / "bench.json"
+    path.write_bytes(benchmark_file(0, questions=40))
+    evalledger(home, "ingest", str(path))
+    evalledger(home, "run", "--quiet")
+    with ledger.open_ledger(home, readonly=True) as led:
+        case = next(led.read(types=["case.opened"])).data["case_id"]
+    outputs = {small_disk / "export.jsonl": ("export", "--out"), small_disk / "source.json": ("source", case, "--out")}
+    for out in outputs:
+        out.write_bytes(b"earlier\n")
+    fill(small_disk, leave=0)
+    for out, command in outputs.items():
+        failed = evalledger(home, *command, str(out), check=False)
+        assert failed.returncode == 1 and "Traceback" not in failed.stderr, (command, failed.stderr)
+        [line] = failed.stderr.strip().splitlines()
+        assert line.startswith(f"evalledger {command[0]}: error: {out}: the disk is full (No space left on device)"), line
+        assert "free space and run the command again" in line, line
+        assert out.read_bytes() == b"earlier\n"
+    assert sorted(p.name for p in small_disk.iterdir()) == ["export.jsonl", "filler", "source.json"]
+
+
 def fill_inodes(disk: Path, leave: int) -> Path:
     """Take every free inode of the disk with empty files in a hidden folder, then give back
     ``leave`` of them; returns the folder."""
