@@ -87,6 +87,29 @@ def _not_a_file(path: Path) -> str:
     return "not a regular file: not read"
 
 
+def special_entries(inbox: Path) -> list[tuple[Path, str]]:
+    """The entries of the inbox and of its folders that ``scan_inbox`` passes over for being no
+    regular file, folder or symlink (a FIFO, a socket, a device), with what each is, by path;
+    ignored names and symlinks are left alone, as the daemon leaves them (docs/watch.md)."""
+    found: list[tuple[Path, str]] = []
+    folders = [inbox]
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:   # no inbox yet, or a folder gone meanwhile: nothing to say
+            continue
+        for entry in entries:
+            if is_ignored(entry.name) or entry.is_symlink() or entry.is_file(follow_symlinks=False):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if folder == inbox:   # one level down, as scan_inbox reads
+                    folders.append(Path(entry.path))
+                continue
+            found.append((Path(entry.path), _not_a_file(Path(entry.path))))
+    return sorted(found)
+
+
 def print_skipped(skipped: list[tuple[Path, str]]) -> None:
     """One line for each entry of a folder passed over (``inbox_files``), naming it and why."""
     for path, why in skipped:
@@ -101,6 +124,7 @@ def _targets(args, home: Path, led: ledger.Ledger) -> list[tuple[Path, bool, str
     inbox = (home / "inbox").resolve()
     if not args.files:  # exactly the files the watch daemon would take (no symlinks, no folders)
         put_back_taken(home, led)
+        print_skipped(special_entries(inbox))
         return [(p, True, None) for p in scan_inbox(inbox)]
     out: list[tuple[Path, bool, str | None]] = []
     missing = [_missing(f) for f in args.files if not Path(f).exists()]

@@ -43,6 +43,22 @@ def test_a_folder_holding_a_fifo_a_socket_and_a_dangling_link_names_each_skipped
         assert [e.data["file"] for e in led.read(types=["file.received"])] == [SAMPLE.name]
 
 
+def test_ingest_of_the_inbox_names_a_fifo_it_passes_over_in_the_inbox_and_in_a_folder_of_it(home, run_cli):
+    inbox = home / "inbox"
+    os.mkfifo(inbox / "pipe.json")
+    (inbox / "collection").mkdir()
+    os.mkfifo(inbox / "collection" / "doc.json")
+    os.mkfifo(inbox / ".hidden.json")   # a name the inbox ignores: ignored here too
+    (inbox / SAMPLE.name).write_bytes(SAMPLE.read_bytes())
+    done = run_cli("ingest", home=home, timeout=30)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and "Traceback" not in done.stderr, (done.stdout, done.stderr)
+    fifo = "a FIFO (named pipe), not a regular file: not read"
+    assert lines[:2] == [f"skipped  {inbox.resolve() / 'collection' / 'doc.json'}  {fifo}",
+                         f"skipped  {inbox.resolve() / 'pipe.json'}  {fifo}"], lines
+    assert lines[2].split()[:2] == ["accepted", SAMPLE.name] and len(lines) == 3, lines
+
+
 def test_a_max_bytes_below_one_is_a_usage_error_and_records_no_rejection(home, run_cli):
     done = run_cli("ingest", "--max-bytes", "-1", SAMPLE, home=home)
     assert done.returncode == 2 and "--max-bytes" in done.stderr
