@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -31,29 +32,88 @@ INPUT_SUFFIXES = (".json", ".jsonl", ".jsonld")
 def _missing(name: str) -> str:
     """``name`` as a missing file is listed: a symlink (which ``ls`` shows) says where it leads, or
     that it loops, rather than leave "no such file" beside a name the user can see."""
-    path = Path(name)
+    why = _broken_link(Path(name))
+    return f"{name} ({why})" if why else name
+
+
+def _broken_link(path: Path) -> str | None:
+    """Why a symlink leads to no file (it loops, or to where it leads); None when ``path`` is no symlink."""
     if not path.is_symlink():
-        return name
+        return None
     try:
         path.resolve(strict=True)
     except RuntimeError:   # Python 3.11 reports a loop this way; 3.13 raises OSError ELOOP
-        return f"{name} (a symlink loop)"
+        return "a symlink loop"
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return f"{name} (a symlink loop)"
-    return f"{name} (a symlink to {os.readlink(path)}, which does not exist)"
+            return "a symlink loop"
+    return f"a symlink to {os.readlink(path)}, which does not exist"
 
 
 def _home(args) -> str:
     return args.home or ledger.default_home()
 
 
-def inbox_files(inbox: Path) -> list[Path]:
-    """The files waiting in an inbox, oldest name first; hidden and partial files are left alone."""
+def inbox_files(inbox: Path, skipped: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """The files waiting in an inbox, oldest name first; hidden and partial files are left alone.
+
+    An entry that is neither a regular file nor a folder (a FIFO, a socket, a device, a symlink
+    leading nowhere) is never opened: a FIFO's read would wait for a writer for ever. It goes into
+    ``skipped`` as (path, what it is), so the caller can say it was passed over and why."""
     if not inbox.is_dir():
         return []
-    return sorted(p for p in inbox.iterdir()
-                  if p.is_file() and not is_ignored(p.name))  # the names the watch daemon ignores too
+    files = []
+    for p in sorted(inbox.iterdir()):
+        if is_ignored(p.name):   # the names the watch daemon ignores too
+            continue
+        if p.is_file():
+            files.append(p)
+        elif skipped is not None and not p.is_dir():
+            skipped.append((p, _not_a_file(p)))
+    return files
+
+
+def _not_a_file(path: Path) -> str:
+    """What an entry that is neither a regular file nor a folder is, as a reason to pass it over
+    (a stat only: nothing is opened)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return _broken_link(path) or "gone before it could be read"
+    for test, kind in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return f"{kind}, not a regular file: not read"
+    return "not a regular file: not read"
+
+
+def special_entries(inbox: Path) -> list[tuple[Path, str]]:
+    """The entries of the inbox and of its folders that ``scan_inbox`` passes over for being no
+    regular file, folder or symlink (a FIFO, a socket, a device), with what each is, by path;
+    ignored names and symlinks are left alone, as the daemon leaves them (docs/watch.md)."""
+    found: list[tuple[Path, str]] = []
+    folders = [inbox]
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:   # no inbox yet, or a folder gone meanwhile: nothing to say
+            continue
+        for entry in entries:
+            if is_ignored(entry.name) or entry.is_symlink() or entry.is_file(follow_symlinks=False):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if folder == inbox:   # one level down, as scan_inbox reads
+                    folders.append(Path(entry.path))
+                continue
+            found.append((Path(entry.path), _not_a_file(Path(entry.path))))
+    return sorted(found)
+
+
+def print_skipped(skipped: list[tuple[Path, str]]) -> None:
+    """One line for each entry of a folder passed over (``inbox_files``), naming it and why."""
+    for path, why in skipped:
+        print(f"skipped  {shown_name(str(path))}  {why}")
 
 
 def _targets(args, home: Path, led: ledger.Ledger) -> list[tuple[Path, bool, str | None]]:
@@ -64,17 +124,21 @@ def _targets(args, home: Path, led: ledger.Ledger) -> list[tuple[Path, bool, str
     inbox = (home / "inbox").resolve()
     if not args.files:  # exactly the files the watch daemon would take (no symlinks, no folders)
         put_back_taken(home, led)
+        print_skipped(special_entries(inbox))
         return [(p, True, None) for p in scan_inbox(inbox)]
     out: list[tuple[Path, bool, str | None]] = []
     missing = [_missing(f) for f in args.files if not Path(f).exists()]
     if missing:
         raise UsageError(f"no such file: {', '.join(missing)}")
+    skipped: list[tuple[Path, str]] = []
     for name in args.files:
         path = Path(name)
-        inputs = [f for f in inbox_files(path) if f.suffix.lower() in INPUT_SUFFIXES] if path.is_dir() else [path]
+        inputs = [f for f in inbox_files(path, skipped) if f.suffix.lower() in INPUT_SUFFIXES] \
+            if path.is_dir() else [path]
         folder = path.resolve().name if path.is_dir() and path.resolve() != inbox else None
         for file in inputs:
             out.append((file, file.resolve().parent == inbox, folder))
+    print_skipped(skipped)
     return out
 
 
@@ -123,14 +187,15 @@ def cmd_validate(args) -> int:
     missing = [_missing(f) for f in args.files if not Path(f).exists()]
     if missing:
         raise UsageError(f"no such file: {', '.join(missing)}")
-    home = _home(args)
-    led = ledger.open_ledger(home, readonly=True) if ledger.is_home(home) or home.endswith((".jsonl", ".db")) \
-        and Path(home).exists() else None
+    led = _ledger_to_validate_against(args)
     bad = 0
     try:
         for name in args.files:
             path = Path(name)
-            files = [f for f in inbox_files(path) if f.suffix.lower() in INPUT_SUFFIXES] if path.is_dir() else [path]
+            skipped: list[tuple[Path, str]] = []
+            files = [f for f in inbox_files(path, skipped) if f.suffix.lower() in INPUT_SUFFIXES] \
+                if path.is_dir() else [path]
+            print_skipped(skipped)
             for file in files:
                 if not file.is_file():
                     print(f"unreadable {file}  not a regular file")
@@ -144,6 +209,26 @@ def cmd_validate(args) -> int:
         if led is not None:
             led.close()
     return 1 if bad else 0
+
+
+def _ledger_to_validate_against(args) -> ledger.Ledger | None:
+    """The ledger whose benchmarks and files ``validate`` compares with, opened read-only; None
+    when there is none yet (a file is then checked alone, as ingest into a new ledger checks it).
+
+    With ``--store`` it is that PostgreSQL store, opened without binding the home to it (validate
+    writes nothing: binding left a home with a ``store.url`` behind, ``./evalledger`` when no
+    ``--home`` was given), after refusing what binding would refuse (a home holding its own
+    ledger.db, or bound to another store); a store whose schema holds no ledger yet is none."""
+    home = _home(args)
+    if getattr(args, "store", None):
+        ledger.check_store_binding(home, args.store)
+        try:
+            return ledger.open_ledger(args.store, readonly=True)
+        except ledger.EmptyStore:
+            return None
+    if ledger.is_home(home) or home.endswith((".jsonl", ".db")) and Path(home).exists():
+        return ledger.open_ledger(home, readonly=True)
+    return None
 
 
 def check_max_response_chars(value: int) -> None:

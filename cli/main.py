@@ -128,11 +128,12 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
 def bind_home_to_store(args: argparse.Namespace) -> None:
     """With --store (or $EVALLEDGER_STORE), bind the home to that PostgreSQL store before the command.
 
-    ``init`` binds the home itself (so it can say whether the home existed); every other command
-    opens the home as usual and finds the store named in its ``store.url``.
+    ``init`` binds the home itself (so it can say whether the home existed); ``validate``, which
+    writes nothing, reads the store without binding the home (cli/intake_commands.py); every other
+    command opens the home as usual and finds the store named in its ``store.url``.
     """
     args.store = args.store or os.environ.get("EVALLEDGER_STORE") or None
-    if args.store and args.command != "init":
+    if args.store and args.command not in ("init", "validate"):
         from evalledger import ledger
         ledger.bind_store(args.home or ledger.default_home(), args.store)
 

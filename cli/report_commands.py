@@ -48,6 +48,10 @@ def cmd_report(args) -> int:
             return 1
         except ReportRowsError as exc:
             return _render_failed("report", led, exc)
+        except OSError as exc:
+            if not _report_file_refused(led, exc):
+                raise
+            return _render_failed("report", led, exc)
         _built(led, paths, "updated")
     return 0
 
@@ -59,17 +63,33 @@ def cmd_rebuild(args) -> int:
             paths = projections.rebuild(led)
         except ReportRowsError as exc:
             return _render_failed("rebuild", led, exc)
+        except OSError as exc:
+            if not _report_file_refused(led, exc):
+                raise
+            return _render_failed("rebuild", led, exc)
         _built(led, paths, "rebuilt")
     return 0
 
 
-def _render_failed(command: str, led, exc: ReportRowsError) -> int:
+def _render_failed(command: str, led, exc: Exception) -> int:
     """Say why the render stopped and what state the reports folder is in; exit code 1."""
     folder = reports_dir(led)
     state = (f"{folder / INCOMPLETE} says the folder is incomplete" if (folder / INCOMPLETE).exists()
              else f"{folder} was left as the earlier render wrote it")
-    print(f"evalledger {command}: error: {exc}; the read models are saved, {state}", file=sys.stderr)
+    if isinstance(exc, OSError) and not isinstance(exc, ReportRowsError):   # a report file the disk refused
+        print(f"evalledger {command}: error: {exc.filename}: the disk is full ({exc.strerror}); the read models "
+              f"are saved, {state}; free space and run the command again", file=sys.stderr)
+    else:
+        print(f"evalledger {command}: error: {exc}; the read models are saved, {state}", file=sys.stderr)
     return 1
+
+
+def _report_file_refused(led, exc: OSError) -> bool:
+    """True for a full disk met writing a file of the reports folder (the read models are saved
+    by then): other errors keep the general handling of cli/main.py."""
+    from evalledger.ledger.persistence import is_disk_full
+    folder = str(reports_dir(led)) + "/"
+    return is_disk_full(exc) and isinstance(exc.filename, str) and exc.filename.startswith(folder)
 
 
 def cmd_history(args) -> int:

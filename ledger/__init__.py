@@ -4,6 +4,7 @@ The public API (see ``ledger.api`` and, for homes and opening, ``ledger.home``):
 
     open_ledger(path, durability="normal", readonly=False, mirror="jsonl") -> Ledger   # a home, .jsonl, .db
     init_home(home, store=None, mirror="jsonl"); bind_store(home, url); store_of(home)   # store: PostgreSQL
+    check_store_binding(home, url)   # what bind_store would refuse, refused with nothing written
     mirror_form(led) -> "jsonl" | "gzip"   # a home's mirror: events.jsonl, or events.jsonl.gz (init --mirror gzip)
     Ledger.append(events, expected_version=None, tracking=None) -> list[Event]
     Ledger.append_many(events, seen=None) -> int   # one atomic batch, stored a chunk at a time
@@ -24,11 +25,21 @@ from evalledger.ledger.api import Ledger, parse_head
 from evalledger.ledger.blobs import stored_part
 from evalledger.ledger.catalog import Payload, event_type, known_types, payload_model, schema_version, upcaster
 from evalledger.ledger.envelope import EnvelopeError, Event, NewEvent, canonical_json, decode_json, event_id
-from evalledger.ledger.home import bind_store, default_home, init_home, is_home, mirror_form, open_ledger, store_of
+from evalledger.ledger.home import (
+    bind_store,
+    check_store_binding,
+    default_home,
+    init_home,
+    is_home,
+    mirror_form,
+    open_ledger,
+    store_of,
+)
 from evalledger.ledger.importer import ImportRefused
 from evalledger.ledger.persistence import (
     ConflictError,
     DiskFull,
+    EmptyStore,
     Head,
     LedgerError,
     ScanRow,
@@ -38,7 +49,7 @@ from evalledger.ledger.persistence import (
 from evalledger.ledger.verify import Problem, VerifyReport
 
 __all__ = [
-    "ConflictError", "DiskFull", "EnvelopeError", "bind_store", "store_of", "Event", "Head", "ImportRefused",
+    "ConflictError", "DiskFull", "EmptyStore", "EnvelopeError", "bind_store", "check_store_binding", "store_of", "Event", "Head", "ImportRefused",
     "Ledger", "LedgerError", "NewEvent",
     "Payload",
     "Problem", "ScanRow", "StoredPayload", "VerifyReport", "canonical_json", "decode_json", "default_home", "event_id", "event_type", "init_home",

@@ -37,7 +37,7 @@ from evalledger.ledger.persistence import (
 )
 from evalledger.ledger.schemas import SCHEMAS, schema_version, upcast
 from evalledger.ledger.verify import Problem, VerifyReport, tree_problem
-from evalledger.ledger.whole_files import open_partial, partial_name, synced
+from evalledger.ledger.whole_files import naming, open_partial, partial_name, synced
 
 #: ``Ledger.append_many`` stores a long batch this many events (or bytes of payload) at a time
 CHUNK_EVENTS = 1000
@@ -363,29 +363,37 @@ class Ledger:
         leaves what was there before (a kill, also a hidden ``.NAME.PID.partial`` file)."""
         side = Path(blob_file_path(str(out)))
         count = 0
+        writing = out   # the file a write, a sync or a close that fails (a full disk) was for
         try:
             with open_partial(out) as fh:
                 blob_fh: IO[bytes] | None = None
                 try:
                     for line in self.recorder.export_lines():
                         if is_blob_line(line):
+                            writing = side
                             if blob_fh is None:
                                 blob_fh = open_partial(side)
                             blob_fh.write(line)
                         else:
+                            writing = out
                             fh.write(line)
                             count += 1
                     if blob_fh is not None:
+                        writing = side
                         synced(blob_fh)
                 finally:
                     if blob_fh is not None:
                         blob_fh.close()
+                writing = out
                 synced(fh)
             if blob_fh is not None:
                 os.replace(partial_name(side), side)   # first: a reader of ``out`` finds every blob it names
             os.replace(partial_name(out), out)
             if blob_fh is None:
                 side.unlink(missing_ok=True)   # an earlier export's blobs: not this one's
+        except OSError:   # a full disk: the write's own error names no file, the line names it
+            with naming(writing, partial_name(writing)):
+                raise
         finally:   # a blob the store lost, a full disk: no partial export left to import
             for path in (out, side):
                 partial_name(path).unlink(missing_ok=True)

@@ -132,6 +132,20 @@ def bind_store(home: str | os.PathLike[str], url: str) -> Path:
     that holds events of its own (ledger.db) or is bound to another store is refused too.
     """
     home = Path(home)
+    bound = check_store_binding(home, url)
+    if bound is None:
+        home.mkdir(parents=True, exist_ok=True)
+        for name in HOME_FOLDERS:
+            (home / name).mkdir(exist_ok=True)
+        (home / STORE_FILE).write_text(url + "\n", encoding="utf-8")
+    return home
+
+
+def check_store_binding(home: str | os.PathLike[str], url: str) -> str | None:
+    """Refuse (LedgerError, saying why) what ``bind_store`` refuses, writing nothing: a ledger file,
+    a URL that is no ``postgresql://`` URL or holds a password, a home bound to another store or
+    holding its own ledger.db. Returns the store the home is bound to already (None: not bound)."""
+    home = Path(home)
     if home.suffix in LEDGER_FILE_SUFFIXES:
         raise LedgerError(f"{home} names a ledger file; a PostgreSQL store is bound to a home directory")
     if not is_store_url(url):
@@ -146,12 +160,7 @@ def bind_store(home: str | os.PathLike[str], url: str) -> Path:
     if (home / "ledger.db").exists():
         raise LedgerError(f"{home} keeps its events in {home / 'ledger.db'}; a PostgreSQL store needs a new "
                           "home (export this one and import it there)")
-    if bound is None:
-        home.mkdir(parents=True, exist_ok=True)
-        for name in HOME_FOLDERS:
-            (home / name).mkdir(exist_ok=True)
-        (home / STORE_FILE).write_text(url + "\n", encoding="utf-8")
-    return home
+    return bound
 
 
 def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str = "normal",

@@ -41,6 +41,10 @@ class LedgerError(Exception):
     """Base of the ledger's own errors."""
 
 
+class EmptyStore(LedgerError):
+    """A PostgreSQL store opened read-only whose schema holds no ledger yet (a writer's first open makes it)."""
+
+
 class LedgerDamaged(LedgerError):
     """The store cannot be read at all (a file that is not an SQLite database, say): a finding."""
 

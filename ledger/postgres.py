@@ -28,6 +28,7 @@ from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.persistence import (
     TREE_KEPT,
     ConflictError,
+    EmptyStore,
     Head,
     LedgerError,
     Prepared,
@@ -77,7 +78,7 @@ class PostgresRecorder(Recorder):
             self._create_schema()
         elif not self._table_exists():
             self.conn.close()
-            raise LedgerError(f"{self.location}: no ledger in this schema yet")
+            raise EmptyStore(f"{self.location}: no ledger in this schema yet")
         # The blob store, when this store was made with one: None for an older store.
         self.blobs = BlobReader(self._load_blob, f"{redact_url(url)} (table {self._blob_table})") \
             if self._table_exists(self._blob_table) else None

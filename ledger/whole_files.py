@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import errno
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Iterator
 
 
 def partial_name(path: Path) -> Path:
@@ -31,10 +32,25 @@ def synced(fh: IO[bytes]) -> None:
     os.fsync(fh.fileno())
 
 
+@contextmanager
+def naming(path: Path, tmp: Path | None = None) -> Iterator[None]:
+    """Raise an OSError that names no file (a write or a close that met a full disk), or names
+    ``tmp``, the hidden temporary ``path`` is written to, again naming ``path``: the error line
+    then says which file could not be written, not only why. Subclasses (PermissionError, ours
+    that say what they mean) and errors naming another file pass as they are."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename not in (None, str(tmp) if tmp is not None else None) or exc.errno is None \
+                or type(exc) is not OSError:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
+
+
 def write_whole(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` whole or not at all (OSError naming ``path`` when it cannot be)."""
     try:
-        with open_partial(path) as fh:
+        with open_partial(path) as fh, naming(path):
             fh.write(data)
             synced(fh)
         os.replace(partial_name(path), path)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator, Protocol
 
 from evalledger.ledger.filelock import FileLock
+from evalledger.ledger.whole_files import naming
 
 MANIFEST = ".evalledger-reports"
 INCOMPLETE = "INCOMPLETE.md"   # left by a render that failed part way, removed by one that finishes
@@ -82,8 +83,8 @@ class FolderSink:
         path = self._claim(rel)
         if path.exists() and path.read_bytes() == data:
             return
+        self._changing()
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.changed = True
         _atomic_write(path, data)
 
     @contextmanager
@@ -93,15 +94,24 @@ class FolderSink:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = _temporary(path)
         try:
-            with _naming(path), open(tmp, "wb") as out:
+            with naming(path, tmp), open(tmp, "wb") as out:
                 yield out
             if path.exists() and filecmp.cmp(tmp, path, shallow=False):
                 tmp.unlink()
             else:
-                self.changed = True
+                self._changing()
                 os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
+
+    def _changing(self) -> None:
+        """Before the first file of the folder changes, leave ``INCOMPLETE.md`` (``finish`` removes
+        it): a render that then fails leaves a folder mixing two renders, and on a full disk there
+        may be no room left by then for ``abort`` to say so, so the folder looked whole. When even
+        the note cannot be written, the error stops the render before any file has changed."""
+        if not self.changed:
+            _atomic_write(self.directory / INCOMPLETE, _incomplete_note(None))
+            self.changed = True
 
     def _claim(self, rel: str) -> Path:
         """Note ``rel`` as produced by this render; its path."""
@@ -119,29 +129,34 @@ class FolderSink:
 
     def abort(self, reason: BaseException) -> None:
         """The render failed part way: the folder now mixes this render's files with an earlier
-        one's, so say so in ``INCOMPLETE.md`` (which a finished render removes), and list every
-        file either render wrote in the manifest, so the next render removes what it does not
-        produce. Nothing is said when no file was written yet: the folder is the earlier render's.
-        Best effort: the failure may be that nothing more can be written here."""
+        one's, so say why in ``INCOMPLETE.md`` (left by the first change, removed by a finished
+        render), and list every file either render wrote in the manifest, so the next render
+        removes what it does not produce. Nothing is said when no file was written yet: the folder
+        is the earlier render's. Best effort: the failure may be that nothing more can be written
+        here, and the note left by the first change then says the folder is incomplete."""
         if not self.changed:
             return
-        note = ("# These reports are incomplete\n\n"
-                "The last `evalledger report` (or `rebuild`) failed part way, so this folder mixes files "
-                "of that render with files of an earlier one: do not read them as one report. "
-                f"What failed: {' '.join(str(reason).split()) or type(reason).__name__}\n\n"
-                "Run `evalledger report` again once the cause is fixed; a render that finishes "
-                "removes this file.\n")
         names = sorted(self.previous | set(self.names))
-        for rel, data in ((INCOMPLETE, note.encode()), (MANIFEST, "".join(r + "\n" for r in names).encode())):
+        for rel, data in ((INCOMPLETE, _incomplete_note(reason)), (MANIFEST, "".join(r + "\n" for r in names).encode())):
             try:
                 _atomic_write(self.directory / rel, data)
-            except OSError:
-                if rel == INCOMPLETE:   # no room even for the note: no manifest then, nothing looks complete
-                    try:
-                        (self.directory / MANIFEST).unlink(missing_ok=True)
-                    except OSError:      # a read-only folder: the render's own error says so
-                        pass
-                    return
+            except OSError:   # a full disk, a read-only folder: the render's own error says so
+                pass
+
+
+def _incomplete_note(reason: BaseException | None) -> bytes:
+    """The text of ``INCOMPLETE.md``: while a render rewrites the folder (``reason`` None), or
+    after one failed part way, saying why."""
+    if reason is None:
+        what = ("A render (`evalledger report`, `rebuild` or the watch daemon) is rewriting this folder, "
+                "or stopped part way with no room left to say why, so it may mix files of that render with "
+                "files of an earlier one: do not read them as one report.")
+    else:
+        what = ("The last `evalledger report` (or `rebuild`) failed part way, so this folder mixes files "
+                "of that render with files of an earlier one: do not read them as one report. "
+                f"What failed: {' '.join(str(reason).split()) or type(reason).__name__}")
+    return (f"# These reports are incomplete\n\n{what}\n\nRun `evalledger report` again once the cause "
+            "is fixed; a render that finishes removes this file.\n").encode()
 
 
 def write_files(directory: Path, files: dict[str, bytes]) -> list[Path]:
@@ -195,21 +210,9 @@ def _atomic_write(path: Path, data: bytes) -> None:
     (two reporters at once, a daemon's and a user's, never see or leave half a file)."""
     tmp = _temporary(path)
     try:
-        with _naming(path):
+        with naming(path, tmp):
             tmp.write_bytes(data)
     except OSError:
         tmp.unlink(missing_ok=True)   # half a file a full disk cut short
         raise
     os.replace(tmp, path)
-
-
-@contextmanager
-def _naming(path: Path) -> Iterator[None]:
-    """Raise an OSError that names no file (a write or a close that met a full disk) again naming
-    ``path``: the error line then says which report could not be written, not only why."""
-    try:
-        yield
-    except OSError as exc:
-        if exc.filename is not None or exc.errno is None or type(exc) is not OSError:
-            raise   # named already, or one of ours (ReportRowsError) that says what it means
-        raise OSError(exc.errno, exc.strerror, str(path)) from exc

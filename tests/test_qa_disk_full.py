@@ -4,6 +4,8 @@ what was committed, and a rerun with space freed completes. Needs root (mount); 
 from __future__ import annotations
 
 import collections
+import errno
+import itertools
 import os
 import re
 import shutil
@@ -14,6 +16,7 @@ import pytest
 
 from disk_support import mounted_tmpfs
 from evalledger import ledger
+from evalledger.projections.report_files import INCOMPLETE
 from evalledger.stages.intake_status import case_states
 from watch_support import benchmark_file, drop_by_rename, evalledger, start_watch, wait_for, wait_stopped
 
@@ -161,6 +164,94 @@ def test_report_files_the_disk_refuses_are_named_and_not_a_usage_error(small_dis
     filler.unlink()
     assert evalledger(home, "report").returncode == 0
     assert (reports / "evaluations.jsonl").stat().st_size > 96 * 1024
+
+
+def test_an_export_or_out_file_the_disk_refuses_is_named_exit_1_and_the_earlier_file_kept(small_disk, tmp_path):
+    """``export --out`` on a full disk said only "the disk is full" (the write's error names no
+    file), and ``source --out`` called it a usage error (exit 2, "cannot write"). Neither leaves
+    half a file: what the path held before is kept, and no hidden partial file is left."""
+    home = ledger.init_home(tmp_path / "home")   # the home has room: only the output's disk is full
+    path = tmp_path / "bench.json"
+    path.write_bytes(benchmark_file(0, questions=40))
+    evalledger(home, "ingest", str(path))
+    evalledger(home, "run", "--quiet")
+    with ledger.open_ledger(home, readonly=True) as led:
+        case = next(led.read(types=["case.opened"])).data["case_id"]
+    outputs = {small_disk / "export.jsonl": ("export", "--out"), small_disk / "source.json": ("source", case, "--out")}
+    for out in outputs:
+        out.write_bytes(b"earlier\n")
+    fill(small_disk, leave=0)
+    for out, command in outputs.items():
+        failed = evalledger(home, *command, str(out), check=False)
+        assert failed.returncode == 1 and "Traceback" not in failed.stderr, (command, failed.stderr)
+        [line] = failed.stderr.strip().splitlines()
+        assert line.startswith(f"evalledger {command[0]}: error: {out}: the disk is full (No space left on device)"), line
+        assert "free space and run the command again" in line, line
+        assert out.read_bytes() == b"earlier\n"
+    assert sorted(p.name for p in small_disk.iterdir()) == ["export.jsonl", "filler", "source.json"]
+
+
+def fill_inodes(disk: Path, leave: int) -> Path:
+    """Take every free inode of the disk with empty files in a hidden folder, then give back
+    ``leave`` of them; returns the folder."""
+    filler = disk / ".filler"
+    filler.mkdir()
+    try:
+        for i in itertools.count():
+            (filler / str(i)).touch()
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+    for i in range(leave):
+        (filler / str(i)).unlink()
+    return filler
+
+
+def _report_files(reports: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(reports)): p.read_bytes() for p in reports.rglob("*")
+            if p.is_file() and ".filler" not in p.parts}
+
+
+def test_a_render_the_full_disk_stops_part_way_leaves_incomplete_md_or_the_folder_untouched(tmp_path):
+    """The folder said it mixed two renders only if, after the failure, there was room for
+    INCOMPLETE.md: on a disk with no room left, the render's first files were new, the rest the
+    earlier render's, no note, and the manifest gone, a folder that looked whole. The note is
+    written before the first file changes now. The reports folder is a tmpfs here whose inodes run
+    out (a file rewritten in place still has room, a new one has none), a few spare each round."""
+    changed_any = False
+    for spare in (1, 2, 3):
+        home = ledger.init_home(tmp_path / f"home{spare}")
+        for i in range(2):
+            (tmp_path / f"bench-{i}.json").write_bytes(benchmark_file(i))
+        evalledger(home, "ingest", str(tmp_path / "bench-0.json"))
+        evalledger(home, "run", "--quiet")
+        reports = home / "reports"
+        reports.rmdir()
+        with mounted_tmpfs(reports, "16m", inodes=200):
+            evalledger(home, "report")   # an earlier, complete render
+            evalledger(home, "ingest", str(tmp_path / "bench-1.json"))   # new report files to come
+            evalledger(home, "run", "--quiet")
+            before = _report_files(reports)
+            filler = fill_inodes(reports, leave=spare)
+
+            failed = evalledger(home, "report", check=False)
+            assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr
+            [line] = failed.stderr.strip().splitlines()
+            assert re.match(rf"evalledger report: error: {re.escape(str(reports))}/[^.]\S+: the disk is full "
+                            r"\(No space left on device\); the read models are saved, .*; free space and run the "
+                            r"command again$", line), line   # the report file named, not its temporary
+            after = _report_files(reports)
+            if (reports / INCOMPLETE).exists():
+                assert f"{reports / INCOMPLETE} says the folder is incomplete" in line, line
+                assert "These reports are incomplete" in after.pop(INCOMPLETE).decode()
+                changed_any = changed_any or after != before
+            else:
+                assert after == before and f"{reports} was left as the earlier render wrote it" in line, line
+            assert not [p for p in reports.rglob(".*.tmp")], "no half-written temporary left"
+
+            shutil.rmtree(filler)
+            assert evalledger(home, "report").returncode == 0
+            assert not (reports / INCOMPLETE).exists() and "bench-1/report.md" in _report_files(reports)
+    assert changed_any, "no round stopped after a file had changed: the case this guards was not reached"
 
 
 SAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "samples" / "pharmacology.benchmark.json"

@@ -13,6 +13,7 @@ from evalledger import ledger
 from evalledger.stages.intake import ingest_bytes, ingest_path
 from evalledger.stages.validate import validate_bytes, validate_path
 from evalledger.testing.peak_rss import peak_rss_mb
+from postgres_support import fresh_store_url
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "benchmarks" / "samples"
@@ -68,6 +69,32 @@ def test_validate_a_good_file_exits_0_and_needs_no_home(tmp_path, run_cli):
     assert [line.split()[0] for line in lines] == ["valid", "pending", "valid", "valid"]
     assert "(14 questions, 28 responses)" in lines[0]
     assert not (tmp_path / "no-home-here").exists()
+
+
+def test_validate_with_store_compares_with_that_store_and_binds_no_home(tmp_path, run_cli):
+    """``--store URL`` bound the home before validate ran, as for ingest: a validate, which writes
+    nothing, left a home with a store.url behind (``./evalledger`` when no --home was given), and
+    one against a store holding no ledger yet failed with exit 2 where a new home's file is valid."""
+    store, sample = fresh_store_url(), SAMPLES / "pharmacology.benchmark.json"
+    (tmp_path / "cwd").mkdir()
+    done = run_cli("--store", store, "validate", sample, home=tmp_path / "new")
+    assert done.returncode == 0 and done.stdout.startswith("valid    pharmacology"), (done.stdout, done.stderr)
+    assert run_cli("--store", store, "ingest", sample, home=tmp_path / "machine").returncode == 0
+    with ledger.open_ledger(store, readonly=True) as led:
+        head = led.head()
+    for args, home in ((["--store", store, "validate"], tmp_path / "new"),
+                       (["validate", "--store", store], None),   # run in an empty folder: no ./evalledger made
+                       (["validate"], tmp_path / "machine")):     # a home bound to the store reads it too
+        done = run_cli(*args, sample, home=home, cwd=tmp_path / "cwd", env={"EVALLEDGER_HOME": ""})
+        assert done.returncode == 0 and done.stdout.startswith("known    pharmacology"), (args, done.stdout, done.stderr)
+    assert not (tmp_path / "new").exists() and list((tmp_path / "cwd").iterdir()) == []
+    with ledger.open_ledger(store, readonly=True) as led:
+        assert led.head() == head
+    local = ledger.init_home(tmp_path / "local")   # refused as binding refuses it, by name, with nothing written
+    for home, said in ((local, f"{local} keeps its events in {local / 'ledger.db'}"),
+                       (tmp_path / "machine", f"{tmp_path / 'machine'} is bound to the store {store}")):
+        done = run_cli("--store", fresh_store_url(), "validate", sample, home=home)
+        assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 def test_validate_names_a_missing_file_as_a_usage_error(tmp_path, run_cli):
