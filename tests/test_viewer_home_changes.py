@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
@@ -68,3 +69,75 @@ def test_an_index_left_by_another_ledger_under_the_same_name_is_rebuilt(tmp_path
     after, first = serve(home, table_ids)
     assert after == opened_in_order(other)
     assert f"{len(after)} cases" in first
+
+
+def backup(home: Path, to: Path) -> Path:
+    """A consistent copy of ``home``'s ledger.db (SQLite's backup API: the WAL included)."""
+    source, target = sqlite3.connect(home / "ledger.db"), sqlite3.connect(to)
+    with target:
+        source.backup(target)
+    source.close()
+    target.close()
+    return to
+
+
+async def page(client, url: str) -> tuple[int, str]:
+    response = await client.get(url)
+    return response.status, await response.text()
+
+
+def assert_says(status_text: tuple[int, str], *words: str) -> None:
+    """A 503 page that names what is wrong (no bare 500, no traceback)."""
+    status, text = status_text
+    assert status == 503, (status, text[:300])
+    assert "Traceback" not in text and "Server got itself in trouble" not in text
+    for word in words:
+        assert word in text, (word, text[:600])
+
+
+def test_a_ledger_damaged_while_the_viewer_runs_is_named_and_a_restored_one_shown_again(tmp_path):
+    """ledger.db cut short while the viewer ran: every page was a bare '500 Internal Server Error'
+    (the traceback only on the server's stderr), verify's included, for as long as it ran."""
+    home = tmp_path / "home"
+    failing_home(home, extra_cases=30)
+    saved = backup(home, tmp_path / "saved.db")
+    head = opened_in_order(home)
+
+    async def test(client):
+        assert (await page(client, "/"))[0] == 200
+        with open(home / "ledger.db", "r+b") as fh:        # cut short in place, as a full disk or a bad copy does
+            fh.truncate(3 * 4096)
+        # verify first: it reads every event (a page of figures may still come from the cache)
+        damaged = {url: await page(client, url) for url in ("/verify", "/", "/cases", f"/case/{head[0]}")}
+        shutil.copyfile(saved, home / "ledger.db.new")
+        (home / "ledger.db.new").replace(home / "ledger.db")   # restored from the backup
+        ids, _ = await table_ids(client)
+        return damaged, ids
+    damaged, ids = serve(home, test)
+    for url, answer in damaged.items():
+        assert_says(answer, "ledger.db", "malformed"), url
+    assert ids == head
+
+
+def test_a_ledger_gone_while_the_viewer_runs_is_said_to_be_gone_and_a_home_brought_back_is_shown(tmp_path):
+    """ledger.db deleted, then the whole home removed, then another home copied to its place: the
+    viewer went on showing the deleted file's cases, and then still those, never the home's."""
+    home, other = tmp_path / "home", tmp_path / "other"
+    failing_home(home, extra_cases=10)
+    xss_home(other)
+
+    async def test(client):
+        before, _ = await table_ids(client)
+        (home / "ledger.db").unlink()
+        deleted = await page(client, "/cases")
+        shutil.rmtree(home)
+        removed = await page(client, "/")
+        removed_verify = await page(client, "/verify")
+        shutil.copytree(other, home)                       # the home brought back (here: another's)
+        after, _ = await table_ids(client)
+        return before, deleted, removed, removed_verify, after
+    before, deleted, removed, removed_verify, after = serve(home, test)
+    assert len(before) == 13
+    for answer in (deleted, removed, removed_verify):
+        assert_says(answer, f"{home / 'ledger.db'}", "the ledger is gone")
+    assert after == opened_in_order(home)
