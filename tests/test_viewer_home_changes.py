@@ -141,3 +141,30 @@ def test_a_ledger_gone_while_the_viewer_runs_is_said_to_be_gone_and_a_home_broug
     for answer in (deleted, removed, removed_verify):
         assert_says(answer, f"{home / 'ledger.db'}", "the ledger is gone")
     assert after == opened_in_order(home)
+
+
+def test_an_empty_ledger_file_is_left_as_it_was_and_its_first_events_are_shown(tmp_path):
+    """An empty ledger.db (a killed init leaves one) reads as a ledger of no events; the viewer
+    wrote its read-model tables into it, after which every read-only command (status, verify,
+    view itself) refused the home as 'an SQLite file without the table events', and the viewer
+    never showed the events a writer then added."""
+    from evalledger.testing import synthetic as syn
+    home = ledger.init_home(tmp_path / "home")
+    for name in ("ledger.db-wal", "ledger.db-shm"):
+        (home / name).unlink(missing_ok=True)
+    (home / "ledger.db").write_bytes(b"")
+
+    async def test(client):
+        empty, _ = await table_ids(client)
+        size = (home / "ledger.db").stat().st_size
+        with ledger.open_ledger(home, readonly=True) as led:      # a read-only command opens it still
+            assert led.head().seq == 0
+        with ledger.open_ledger(home) as led:
+            led.append([syn.benchmark("b1", "template", name="late", questions=1)])
+            case_id, events = syn.template_case("b1", "q1", "model-x", "pass", {"f": True})
+            led.append(events)
+        filled, _ = await table_ids(client)
+        return empty, size, filled, case_id
+    empty, size, filled, case_id = serve(home, test)
+    assert empty == [] and size == 0
+    assert filled == [case_id]

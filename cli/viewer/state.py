@@ -35,13 +35,17 @@ class HomeUnavailable(Exception):
     names the file and the reason. Pages answer 503 with it; the next request tries again."""
 
 
-def file_identity(led) -> tuple[int, int] | None:
-    """(device, inode) of the file ``led`` reads its events from; None for a server store (whose
-    location names no local file: its ``path`` is where the read models are kept, if anywhere)."""
+def file_identity(led) -> tuple[int, int, bool] | None:
+    """(device, inode, empty) of the file ``led`` reads its events from; None for a server store
+    (whose location names no local file: its ``path`` is where the read models are kept, if
+    anywhere). ``empty``: an empty file, which a store reads as a ledger of no events."""
     if not str(led.location).startswith(str(led.path)):
         return None
-    st = os.stat(led.path)
-    return st.st_dev, st.st_ino
+    return _identity(os.stat(led.path))
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, bool]:
+    return st.st_dev, st.st_ino, st.st_size == 0
 
 
 class HomeView:
@@ -63,7 +67,11 @@ class HomeView:
             self.identity = file_identity(led)
             conn = index.connect(index.index_path(led))
             index.set_queue(conn, self.queue)
-            self.models = ReadModelStore(led, any_thread=True)
+            # An empty ledger.db (a killed ``init`` leaves one) is read as a ledger of no events;
+            # read models written into it made it "an SQLite file without the table events: not
+            # an evalledger store" to every read-only command after. They are kept in memory.
+            empty = self.identity is not None and self.identity[2] and led.read_models_path() == led.path
+            self.models = ReadModelStore(led, path=":memory:" if empty else None, any_thread=True)
         except BaseException:
             if conn is not None:
                 conn.close()
@@ -99,7 +107,7 @@ class HomeView:
                 raise HomeUnavailable(f"{self.led.path}: the ledger is gone ({exc.strerror}): deleted or moved, or "
                                       "its home removed, while the viewer ran; pages show it again once it is "
                                       "back") from None
-            if (now.st_dev, now.st_ino) != self.identity:
+            if _identity(now) != self.identity:            # another file, or an empty one written since
                 self.stale = True
         if not self.stale:
             return
