@@ -468,3 +468,18 @@ def test_a_cancel_of_the_live_fold_loop_is_never_lost(failing):
         await live.stop()
 
     asyncio.run(main())
+
+
+def test_the_compare_page_without_another_home_offers_no_form_that_cannot_work(failing, tmp_path):
+    """It said "or give one here" over a form whose home the server (rightly) never opens: the
+    form only reloaded the same page, whatever home was typed in."""
+    home, _ = failing
+    other = tmp_path / "other"
+    failing_home(other)
+
+    async def test(client):
+        response = await client.get("/compare", params={"home": str(other)})
+        return response.status, await response.text()
+    status, text = serve(home, test)
+    assert status == 200 and "--compare OTHER_HOME" in text
+    assert not [tag for tag, attrs in tags_of(text) if tag in ("form", "input")]
