@@ -144,6 +144,8 @@ def test_case_table_pages_filters_and_sorts_every_case_once(failing):
         found = await (await client.get("/cases?q=fast-track")).text()
         model = await (await client.get("/cases?model=model-y&benchmark=pharma")).text()
         beyond = await (await client.get("/cases?page=999")).text()
+        assert "page 3 of 3" in await (await client.get("/cases?page=" + "9" * 5000)).text()   # beyond int()
+        assert "page 1 of 3" in await (await client.get("/cases?page=-" + "9" * 5000)).text()
         return seen, page, fails, auto, over, stage, found, model, beyond
     seen, pages, fails, auto, over, stage, found, model, beyond = serve(home, test)
     with ledger.open_ledger(home, readonly=True) as led:

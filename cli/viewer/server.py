@@ -89,6 +89,11 @@ async def verify(request: web.Request) -> web.Response:
 
 
 def _int(text: str | None, default: int) -> int:
+    """A page number: at least 1; not a number, ``default``. A number too long for ``int`` (over
+    4300 digits) is past any end, as 10**400 is: the last page, not the first."""
+    text = (text or "").strip()
+    if text.isascii() and text.isdigit() and len(text) > 18:
+        return 1 << 62
     try:
         return max(1, int(text or default))
     except ValueError:
