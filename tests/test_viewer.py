@@ -144,6 +144,8 @@ def test_case_table_pages_filters_and_sorts_every_case_once(failing):
         found = await (await client.get("/cases?q=fast-track")).text()
         model = await (await client.get("/cases?model=model-y&benchmark=pharma")).text()
         beyond = await (await client.get("/cases?page=999")).text()
+        assert "page 3 of 3" in await (await client.get("/cases?page=" + "9" * 5000)).text()   # beyond int()
+        assert "page 1 of 3" in await (await client.get("/cases?page=-" + "9" * 5000)).text()
         return seen, page, fails, auto, over, stage, found, model, beyond
     seen, pages, fails, auto, over, stage, found, model, beyond = serve(home, test)
     with ledger.open_ledger(home, readonly=True) as led:
@@ -468,3 +470,18 @@ def test_a_cancel_of_the_live_fold_loop_is_never_lost(failing):
         await live.stop()
 
     asyncio.run(main())
+
+
+def test_the_compare_page_without_another_home_offers_no_form_that_cannot_work(failing, tmp_path):
+    """It said "or give one here" over a form whose home the server (rightly) never opens: the
+    form only reloaded the same page, whatever home was typed in."""
+    home, _ = failing
+    other = tmp_path / "other"
+    failing_home(other)
+
+    async def test(client):
+        response = await client.get("/compare", params={"home": str(other)})
+        return response.status, await response.text()
+    status, text = serve(home, test)
+    assert status == 200 and "--compare OTHER_HOME" in text
+    assert not [tag for tag, attrs in tags_of(text) if tag in ("form", "input")]

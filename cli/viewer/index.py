@@ -82,10 +82,24 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def indexed_position(conn: sqlite3.Connection) -> int:
-    """The ledger seq the index was synced up to (0 before the first sync)."""
-    row = conn.execute("SELECT value FROM view_meta WHERE key = 'seq'").fetchone()
-    return int(row[0]) if row else 0
+def indexed_position(conn: sqlite3.Connection) -> tuple[int, str | None]:
+    """The ledger seq the index was synced up to and the hash of the event there ((0, None)
+    before the first sync; the hash is None in an index written before it was kept)."""
+    meta = dict(conn.execute("SELECT key, value FROM view_meta WHERE key IN ('seq', 'hash')"))
+    return int(meta.get("seq", 0)), meta.get("hash")
+
+
+def _same_ledger(led, done: int, done_hash: str | None) -> bool:
+    """True when ``led``'s event at seq ``done`` still has the hash the index was synced to. The
+    index file stays in the home when its ``ledger.db`` is replaced (a backup restored, another
+    home's copied in), and a seq alone cannot tell: the index would keep the old ledger's rows
+    and add the new one's events after ``done`` to them."""
+    if done == 0:
+        return True
+    if done_hash is None:
+        return False
+    event = next(iter(led.read(from_seq=done, to_seq=done)), None)
+    return event is not None and event.hash == done_hash
 
 
 def _text(value: Any) -> str:
@@ -195,19 +209,21 @@ def sync(led, conn: sqlite3.Connection, store_conn: sqlite3.Connection) -> int:
     ``store_conn`` reads the read models (``projections.store``); only cases whose streams got
     events after the last sync are rewritten, so a sync after a few appends costs a few rows.
     """
-    row = store_conn.execute("SELECT seq FROM proj_position").fetchone()
-    target = row[0] if row else 0
-    done = indexed_position(conn)
-    if target == done:
+    row = store_conn.execute("SELECT seq, hash FROM proj_position").fetchone()
+    target, target_hash = row if row else (0, None)
+    done, done_hash = indexed_position(conn)
+    if target == done and done_hash == target_hash:
         return 0
-    if target < done:                                      # read models rebuilt: index from scratch
-        conn.execute("DELETE FROM view_cases")
-        conn.execute("DELETE FROM view_runs")
-        done = 0
     names = benchmark_names(store_conn)
     written = 0
     conn.execute("BEGIN IMMEDIATE")
     try:
+        # read models rebuilt, or another ledger under the same name: index from scratch (in the
+        # transaction, so an index emptied is never left behind marked as synced)
+        if target <= done or not _same_ledger(led, done, done_hash):
+            conn.execute("DELETE FROM view_cases")
+            conn.execute("DELETE FROM view_runs")
+            done = 0
         for opened, touched, usage in _event_batches(led, done + 1, target):
             rows = _rows_for(conn, store_conn, sorted(touched), opened, names)
             conn.executemany("INSERT OR REPLACE INTO view_cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -215,6 +231,9 @@ def sync(led, conn: sqlite3.Connection, store_conn: sqlite3.Connection) -> int:
             conn.executemany(RUN_UPSERT, [(run, *sums) for run, sums in usage.items()])
             written += len(rows)
         conn.execute("INSERT OR REPLACE INTO view_meta VALUES ('seq', ?)", (str(target),))
+        conn.execute("DELETE FROM view_meta WHERE key = 'hash'")
+        if target_hash is not None:
+            conn.execute("INSERT INTO view_meta VALUES ('hash', ?)", (target_hash,))
         conn.execute("COMMIT")
     except BaseException:
         rollback_if_open(conn)

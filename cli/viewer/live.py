@@ -16,6 +16,7 @@ import logging
 
 from aiohttp import web
 
+from evalledger.cli.viewer.state import HomeUnavailable
 from evalledger.cli.watch_observer import WATCHED_EVENTS, LedgerHandler, native_observer
 
 MIN_INTERVAL = 0.5
@@ -34,6 +35,7 @@ class LiveUpdates:
         self.task: asyncio.Task | None = None
         self.observer = None
         self.unsubscribe = None
+        self.problem: str | None = None     # why the home cannot be read now, once logged
 
     async def start(self) -> None:
         """Start watching the home's ledger files (or listening to its server store) and the fold loop."""
@@ -76,6 +78,11 @@ class LiveUpdates:
             self.wake.clear()
             try:
                 moved = self.view.refresh()
+                self.problem = None
+            except HomeUnavailable as exc:          # said once, not at every safety check
+                if str(exc) != self.problem:
+                    logging.getLogger("evalledger.view").warning("%s", exc)
+                self.problem, moved = str(exc), False
             except Exception:                       # a fold racing a writer: the next wake-up retries
                 logging.getLogger("evalledger.view").exception("refresh failed")
                 moved = False

@@ -200,12 +200,12 @@ def compare_page(diff: dict, label_a: str, label_b: str, links: Links) -> str:
 
 
 def no_compare_page(links: Links) -> str:
-    """The compare page when no other home was given."""
+    """The compare page when no other home was given. No form asks for one: a page never opens a
+    path it was sent (the other home is named at launch only), so such a form could only reload
+    this page."""
     body = ('<h1>Compare</h1><p>No home to compare with. Start the viewer with '
-            '<code>evalledger view --compare OTHER_HOME</code>, or give one here:</p>'
-            '<form method="get" action="/compare"><input name="home" placeholder="path to another home">'
-            + (f'<input type="hidden" name="token" value="{esc(links.token)}">' if links.token else "")
-            + '<button type="submit">compare</button></form>')
+            '<code>evalledger view --compare OTHER_HOME</code> (the other home is named at launch only: '
+            'a page never opens a path it was sent).</p>')
     return page("compare", body, links)
 
 

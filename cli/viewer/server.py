@@ -23,7 +23,7 @@ from evalledger.cli.viewer import pages
 from evalledger.cli.viewer.case_page import case_page
 from evalledger.cli.viewer.html import Links
 from evalledger.cli.viewer.live import LiveUpdates
-from evalledger.cli.viewer.state import HomeView
+from evalledger.cli.viewer.state import HomeUnavailable, HomeView
 from evalledger.projections.history import CaseNotFound
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -41,7 +41,8 @@ def asset_bytes(name: str) -> bytes:
 
 @web.middleware
 async def guard(request: web.Request, handler):
-    """Refuse a Host the server did not bind; add the CSP and no-sniff headers to every answer."""
+    """Refuse a Host the server did not bind; add the CSP and no-sniff headers to every answer;
+    answer 503 with the reason when the home's ledger cannot be read now (``HomeUnavailable``)."""
     allowed = request.app[CONFIG_KEY]["hosts"]
     if allowed and request.host not in allowed:
         return web.Response(status=403, text=f"host {request.host!r} refused: use {sorted(allowed)[0]}")
@@ -50,6 +51,9 @@ async def guard(request: web.Request, handler):
     except web.HTTPException as exc:
         _secure(exc.headers)
         raise
+    except HomeUnavailable as exc:     # the ledger changed underneath (gone, damaged): say so, by name
+        response = _html(pages.error_page(503, str(exc), _links(request)), 503)
+        response.headers["Retry-After"] = "5"
     _secure(response.headers)
     return response
 
@@ -85,6 +89,11 @@ async def verify(request: web.Request) -> web.Response:
 
 
 def _int(text: str | None, default: int) -> int:
+    """A page number: at least 1; not a number, ``default``. A number too long for ``int`` (over
+    4300 digits) is past any end, as 10**400 is: the last page, not the first."""
+    text = (text or "").strip()
+    if text.isascii() and text.isdigit() and len(text) > 18:
+        return 1 << 62
     try:
         return max(1, int(text or default))
     except ValueError:

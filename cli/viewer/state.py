@@ -10,20 +10,42 @@ and refolds them) is never seen half done.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 from evalledger import ledger, projections
 from evalledger.cli.viewer import case_data, index
+from evalledger.ledger import LedgerError
 from evalledger.ledger.envelope import decode_json
 from evalledger.projections.aggregate import build_aggregates
 from evalledger.projections.appliers import restore_case
 from evalledger.projections.case_result import case_result
 from evalledger.projections.history import CaseNotFound, case_history
-from evalledger.projections.store import ReadModelStore, reports_dir
+from evalledger.projections.store import ReadModelStore, reports_dir, rollback_if_open
 
 COUNTS_KEPT = 256            # filter combinations whose case count is kept (per ledger head)
+
+
+class HomeUnavailable(Exception):
+    """The home's ledger cannot be read now (gone, damaged, or not a ledger any more); the message
+    names the file and the reason. Pages answer 503 with it; the next request tries again."""
+
+
+def file_identity(led) -> tuple[int, int, bool] | None:
+    """(device, inode, empty) of the file ``led`` reads its events from; None for a server store
+    (whose location names no local file: its ``path`` is where the read models are kept, if
+    anywhere). ``empty``: an empty file, which a store reads as a ledger of no events."""
+    if not str(led.location).startswith(str(led.path)):
+        return None
+    return _identity(os.stat(led.path))
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, bool]:
+    return st.st_dev, st.st_ino, st.st_size == 0
 
 
 class HomeView:
@@ -33,22 +55,81 @@ class HomeView:
         self.home = str(home)
         self.compare_home = str(compare) if compare else None
         self.queue = list(queue or [])      # case ids of a review queue (``view --queue``), in order
-        self.led = ledger.open_ledger(self.home, readonly=True)
-        self.index = index.connect(index.index_path(self.led))
-        index.set_queue(self.index, self.queue)
-        self.models = ReadModelStore(self.led, any_thread=True)
+        self._open()
+        self.refresh()
+
+    def _open(self) -> None:
+        """Open the ledger (read-only), the index and the read models; forget every cached page
+        figure (a reopened home may hold another ledger at the same seq)."""
+        led = ledger.open_ledger(self.home, readonly=True)
+        conn = None
+        try:
+            self.identity = file_identity(led)
+            conn = index.connect(index.index_path(led))
+            index.set_queue(conn, self.queue)
+            # An empty ledger.db (a killed ``init`` leaves one) is read as a ledger of no events;
+            # read models written into it made it "an SQLite file without the table events: not
+            # an evalledger store" to every read-only command after. They are kept in memory.
+            empty = self.identity is not None and self.identity[2] and led.read_models_path() == led.path
+            self.models = ReadModelStore(led, path=":memory:" if empty else None, any_thread=True)
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            led.close()
+            raise
+        self.led, self.index = led, conn
+        self.stale = False             # a read failed: reopen before the next one
         self.seen_head = -1
         self._overview: tuple[int, Any] | None = None
         self._diff: tuple[tuple[int, int], dict] | None = None
         self._choices: tuple[int, dict] | None = None
         self._counts: dict[tuple, int] = {}
-        self.refresh()
 
     def close(self) -> None:
         """Close the ledger and the index."""
         self.index.close()
         self.models.close()
         self.led.close()
+
+    def _current(self) -> None:
+        """Make sure the view reads the home's ledger as it is now: the file it opened, still there.
+
+        Deleted, or its home removed: ``HomeUnavailable`` (the open file would still be read, and
+        pages would show a ledger that no longer exists). Another file under its name (a backup
+        restored, another home's copied in, the home brought back) or a read that failed: opened
+        again, and ``HomeUnavailable`` naming the file and the reason when that fails.
+        """
+        if self.identity is not None:
+            try:
+                now = os.stat(self.led.path)
+            except OSError as exc:
+                self.stale = True
+                raise HomeUnavailable(f"{self.led.path}: the ledger is gone ({exc.strerror}): deleted or moved, or "
+                                      "its home removed, while the viewer ran; pages show it again once it is "
+                                      "back") from None
+            if _identity(now) != self.identity:            # another file, or an empty one written since
+                self.stale = True
+        if not self.stale:
+            return
+        with contextlib.suppress(sqlite3.Error, LedgerError, OSError):
+            self.close()
+        try:
+            self._open()
+        except (sqlite3.Error, LedgerError, OSError) as exc:
+            raise HomeUnavailable(f"{exc}" if isinstance(exc, LedgerError) else
+                                  f"{self.led.path}: cannot be opened ({exc})") from None
+
+    def _failed(self, exc: Exception) -> HomeUnavailable:
+        """What a page says when reading the ledger failed midway (``exc``): the file changed
+        under the viewer (truncated, overwritten). Opening it again names what is wrong with it
+        now; if it opens, the page is to be asked again."""
+        self.stale = True
+        try:
+            self._current()
+        except HomeUnavailable as unavailable:
+            return unavailable
+        return HomeUnavailable(f"{self.led.path}: changed while this page was read ({exc}); it was opened "
+                               "again: reload the page")
 
     def head_seq(self) -> int:
         """The ledger's head seq right now (events other processes appended included)."""
@@ -67,16 +148,20 @@ class HomeView:
         (``projections.current``), with the index synced from that same snapshot. When the head has
         not moved since the last request and the models are still where it left them (no rebuild
         dropped them since), the snapshot alone: a page pays no fold's look at the ledger."""
-        if self._unchanged():
-            try:
+        self._current()
+        try:
+            if self._unchanged():
+                try:
+                    yield
+                finally:
+                    rollback_if_open(self.models.conn)   # the snapshot ``_unchanged`` began
+                return
+            with projections.current(self.led, self.models) as models:
+                index.sync(self.led, self.index, models.conn)
+                self.seen_head = models.position()[0]
                 yield
-            finally:
-                self.models.conn.execute("ROLLBACK")   # the snapshot ``_unchanged`` began
-            return
-        with projections.current(self.led, self.models) as models:
-            index.sync(self.led, self.index, models.conn)
-            self.seen_head = models.position()[0]
-            yield
+        except (sqlite3.DatabaseError, LedgerError) as exc:
+            raise self._failed(exc) from None
 
     def _unchanged(self) -> bool:
         """True, with a snapshot of the read models begun, when the ledger's head is the one this
@@ -175,7 +260,11 @@ class HomeView:
 
     def verify(self):
         """``led.verify()`` now (on demand: it reads every event)."""
-        return self.led.verify()
+        self._current()
+        try:
+            return self.led.verify()
+        except (sqlite3.DatabaseError, LedgerError) as exc:
+            raise self._failed(exc) from None
 
     def diff(self) -> dict | None:
         """The comparison with the ``--compare`` home, cached per pair of heads."""
