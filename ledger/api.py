@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import IO, Any, Callable, Collection, Iterable, Iterator, Mapping
 
 import evalledger.ledger.events  # noqa: F401  (registers the catalog)
-from evalledger.ledger.blobs import REF, blob_file_path, decode_last, is_blob_line, join, ref_key
+from evalledger.ledger.blob_lines import is_blob_line
+from evalledger.ledger.blobs import REF, blob_file_path, decode_last, join, ref_key
 from evalledger.ledger.envelope import Event, NewEvent, decode_json, utc_now
 from evalledger.ledger.gz_members import gz_import_lines, gz_side_file, is_gzip_file
 from evalledger.ledger.importer import FileLines

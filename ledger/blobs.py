@@ -14,16 +14,15 @@ canonical JSON of the joined data equals the canonical JSON of the data before t
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
 import zlib
 from itertools import starmap
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import orjson
 
-from evalledger.ledger.envelope import EnvelopeError, Event, canonical_json, decode_json, has_long_integer, line_seq
+from evalledger.ledger.envelope import EnvelopeError, Event, canonical_json, decode_json, has_long_integer
 from evalledger.ledger.persistence import LedgerError, Prepared
 
 REF = "$blob"
@@ -38,7 +37,6 @@ _LEVEL = 6
 #: and inputs (benchmarks, cases) stay inline so an export of them can be edited line by line
 SPLIT_TYPES = frozenset({"judge.called"})
 _MARKERS = (b'"$blob"', b'"$lit"')
-BLOB_LINE_START = b'{"blob":"'
 #: the byte every marker holds, as an int: ``DOLLAR in raw`` is a memchr
 DOLLAR = ord("$")
 #: the bytes a one-key object with a ``$`` key opens with in canonical JSON: a payload without them
@@ -401,222 +399,3 @@ def refs(value: Any) -> list[str]:
         elif kind is list:
             stack.extend(reversed(current))
     return found
-
-
-def blob_line(key: str, packed: bytes) -> bytes:
-    """The JSONL line that carries a blob in the mirror and in an export, before its first use."""
-    return b'{"blob":"%b","zlib":"%b"}\n' % (key.encode(), base64.b64encode(packed))
-
-
-def blob_text_line(key: str, raw: bytes) -> bytes:
-    """The blob line of the compressed mirror: the blob's canonical JSON as a JSON string (``text``),
-    left for the mirror's gzip to compress with its neighbours (base64 of zlib would not shrink)."""
-    return b'{"blob":"%b","text":%b}\n' % (key.encode(), orjson.dumps(raw.decode("utf-8")))
-
-
-def is_blob_line(line: bytes) -> bool:
-    """True for a blob line (event lines start with ``{"data":``)."""
-    return line.startswith(BLOB_LINE_START)
-
-
-def parse_blob_line(line: bytes, where: str) -> tuple[str, bytes, bytes]:
-    """(key, uncompressed bytes, stored form) of a blob line (``zlib`` form, or the compressed
-    mirror's ``text`` form), checked (BlobError when it is not right)."""
-    try:
-        parsed = decode_json(line)
-        key = parsed["blob"]
-        form = "text" if "text" in parsed else "zlib"
-        text = parsed[form]
-        if set(parsed) != {"blob", form} or not isinstance(text, str):
-            raise ValueError("it holds other fields")
-        ref_key(PREFIX + key)
-        if form == "text":
-            raw = text.encode("utf-8")
-            if blob_key(raw) != key:
-                raise BlobError(f"{where}: blob {PREFIX}{key} does not hash to its key: it was altered")
-            return key, raw, pack(raw)
-        packed = base64.b64decode(text, validate=True)
-    except (ValueError, KeyError, TypeError, EnvelopeError, UnicodeEncodeError) as exc:
-        raise BlobError(f"{where}: not a blob line ({exc})") from None
-    return key, unpack(key, packed, where), packed
-
-
-class BlobReader:
-    """Reads blobs through ``load(key) -> stored form or None``, checking each against its key and
-    keeping the most recently used ones (a shared system prompt is read once, not per event).
-
-    ``load_many(keys) -> {key: stored form}`` (the ones the store holds), when the store can read
-    many blobs in one query, serves ``preload``."""
-
-    def __init__(self, load: Callable[[str], bytes | None], where: str, keep: int = 256,
-                 load_many: Callable[[list[str]], dict[str, bytes]] | None = None):
-        self._load = load
-        self._load_many = load_many
-        self.where = where
-        self._keep = keep
-        self._cache: dict[str, bytes] = {}
-        self._ahead: dict[str, bytes] = {}   # stored forms read by ``preload``, not yet fetched
-
-    def preload(self, keys: Iterable[str]) -> None:
-        """Read the stored forms of ``keys`` in one go for the fetches that follow, in place of
-        the previous preload's (a fold's next page of judge calls: one query, not one a blob).
-        Nothing is checked here: ``fetch`` unpacks and checks each, and one a preload did not
-        find is looked up alone, so a missing blob fails as before."""
-        if self._load_many is None:
-            return
-        wanted = [k for k in dict.fromkeys(keys) if k not in self._cache]
-        self._ahead = self._load_many(wanted) if wanted else {}
-
-    def fetch(self, key: str) -> bytes:
-        """The uncompressed bytes of blob ``key`` (BlobError when it is missing or altered)."""
-        raw = self._cache.get(key)
-        if raw is not None:
-            return raw
-        packed = self._ahead.pop(key, None)
-        if packed is None:
-            packed = self._load(key)
-        if packed is None:
-            raise BlobError(f"{self.where}: blob {PREFIX}{key} is missing")
-        raw = unpack(key, packed, self.where)
-        if self._keep > 0:
-            if len(self._cache) >= self._keep:
-                self._cache.pop(next(iter(self._cache)))   # the oldest: dicts keep insertion order
-            self._cache[key] = raw
-        return raw
-
-    def row_event(self, *row: Any) -> Event:
-        """An Event from a row of stored columns, its payload whole (blobs are read now, not when
-        ``data`` is first used: an event may outlive the store it was read from)."""
-        event = Event(*row)
-        if has_markers(row[6]):
-            event._data = decode_json(join_bytes(row[6], self.fetch))   # the stored bytes stay in raw_data
-        return event
-
-    def resolve(self, raw: bytes | str, data: Any) -> Any:
-        """The whole payload of stored data ``raw`` already decoded as ``data``."""
-        return join(data, self.fetch) if has_markers(raw) else data
-
-    def resolved_bytes(self, raw: bytes) -> bytes:
-        """The canonical JSON of the whole payload of stored data ``raw`` (``raw`` when it has no references)."""
-        return join_bytes(raw, self.fetch) if has_markers(raw) else raw
-
-    def check(self, key: str, seen: set[str]) -> None:
-        """Check blob ``key`` and every blob inside it, skipping keys in ``seen`` (BlobError on the first bad one)."""
-        pending = [key]
-        while pending:
-            current = pending.pop()
-            if current in seen:
-                continue
-            raw = self.fetch(current)
-            seen.add(current)
-            if has_markers(raw):
-                pending.extend(raw_refs(raw))
-
-    def with_inner(self, keys: list[str], emitted: Any) -> list[str]:
-        """``keys`` preceded by the blobs they refer to (dependency order), without those in ``emitted``."""
-        return blob_order(keys, self.fetch, emitted)
-
-
-def blob_order(keys: list[str], fetch: Callable[[str], bytes], emitted: Any) -> list[str]:
-    """The order in which blob lines go out for an event referring to ``keys``: each blob after
-    the blobs inside it, skipping (and then adding to) ``emitted``. Export and mirror share it, so
-    a mirror written append by append holds the same bytes as an export."""
-    order: list[str] = []
-    stack: list[tuple[str, bool]] = [(k, False) for k in reversed(keys)]
-    while stack:
-        key, ready = stack.pop()
-        if ready:
-            order.append(key)
-            continue
-        if key in emitted:
-            continue
-        emitted.add(key)
-        stack.append((key, True))
-        raw = fetch(key)
-        if has_markers(raw):
-            stack.extend((k, False) for k in reversed(raw_refs(raw)))
-    return order
-
-
-def interleave(pairs: Iterable[tuple[bytes | str, bytes]], reader: BlobReader,
-               load: Callable[[str], bytes | None], strict: bool = True) -> Iterator[bytes]:
-    """The lines of an export or a mirror: each pair is (stored JSON holding the event's data, its
-    line); each blob's line (``load`` gives its stored form) goes before the first event that uses
-    it, with the blobs inside it before it. The same events always give the same lines.
-
-    A blob missing or altered raises BlobError naming it and the event (``strict``: an export
-    without it would not import); a mirror (``strict=False``) writes what is there, and verify
-    names the blob."""
-    emitted: set[str] = set()
-    for raw, line in pairs:
-        if has_markers(raw):
-            found = raw_refs(raw)
-            try:
-                keys = reader.with_inner(found, emitted)
-            except BlobError as exc:
-                if strict:
-                    raise BlobError(f"{exc}; seq {_line_seq(line)} refers to it, so an export would not import "
-                                    "('evalledger verify' names every such event)") from None
-                keys = [k for k in found if k not in emitted]
-                emitted.update(keys)
-            for key in keys:
-                packed = load(key)
-                if packed is not None:
-                    yield blob_line(key, packed)
-        yield line
-
-
-def _line_seq(line: bytes) -> object:
-    """The seq of an event line (for a message; ``?`` when the line does not say)."""
-    try:
-        return line_seq(line)
-    except (EnvelopeError, ValueError):
-        return "?"
-
-
-class BlobFile:
-    """The blobs of a JSONL ledger: blob lines in ``<file>.blobs``, found through an index of offsets."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self._at: dict[str, tuple[int, int]] = {}
-        self._indexed = 0
-        self._fh: IO[bytes] | None = None
-
-    def close(self) -> None:
-        """Close the file kept open for reading."""
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-
-    def load(self, key: str) -> bytes | None:
-        """The stored form of blob ``key`` (None when the file lacks it)."""
-        if key not in self._at:
-            self._index()
-        place = self._at.get(key)
-        if place is None:
-            return None
-        if self._fh is None:
-            self._fh = open(self.path, "rb")   # kept open: a verify reads thousands of blobs
-        self._fh.seek(place[0])
-        line = self._fh.read(place[1])
-        try:
-            return base64.b64decode(decode_json(line)["zlib"])
-        except (ValueError, KeyError, TypeError):
-            return b""   # not a blob line any more: unpack reports it as altered
-
-    def _index(self) -> None:
-        """Index the lines written since the last look."""
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self._indexed)
-                offset = self._indexed
-                for line in fh:
-                    if not line.endswith(b"\n"):
-                        break
-                    if is_blob_line(line):
-                        self._at.setdefault(line[9:73].decode("ascii", "replace"), (offset, len(line)))
-                    offset += len(line)
-                self._indexed = offset
-        except FileNotFoundError:
-            return

@@ -13,7 +13,8 @@ import struct
 import zlib
 from typing import Any, Iterable, Iterator
 
-from evalledger.ledger.blobs import blob_file_path, blob_text_line, deflater, is_blob_line, parse_blob_line
+from evalledger.ledger.blob_lines import blob_text_line, is_blob_line, parse_blob_line
+from evalledger.ledger.blobs import blob_file_path, deflater
 
 _LEVEL = 6
 # The footer member: a gzip header with FEXTRA (XLEN 20; subfield "EL", 16 bytes: the data

@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Callable, Iterable, Iterator
 
-from evalledger.ledger.blobs import BlobError, has_markers, is_blob_line, parse_blob_line, refs
+from evalledger.ledger.blob_lines import is_blob_line, parse_blob_line
+from evalledger.ledger.blobs import BlobError, has_markers, refs
 from evalledger.ledger.envelope import (
     GENESIS_HASH,
     EnvelopeError,

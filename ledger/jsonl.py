@@ -27,7 +27,9 @@ from typing import IO, Any, Callable, Iterable, Iterator, NamedTuple
 
 import orjson
 
-from evalledger.ledger.blobs import DOLLAR, BlobFile, BlobReader, blob_line, escape_batch, has_markers, interleave
+from evalledger.ledger.blob_lines import BlobFile, blob_line, interleave
+from evalledger.ledger.blob_reader import BlobReader
+from evalledger.ledger.blobs import DOLLAR, escape_batch, has_markers
 from evalledger.ledger.envelope import (
     GENESIS_HASH,
     EnvelopeError,

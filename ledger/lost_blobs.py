@@ -19,17 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from evalledger.ledger.blobs import (
-    PREFIX,
-    REF,
-    BlobError,
-    BlobReader,
-    has_literal,
-    has_markers,
-    raw_refs,
-    refs,
-    unescape_literals,
-)
+from evalledger.ledger.blob_reader import BlobReader
+from evalledger.ledger.blobs import PREFIX, REF, BlobError, has_literal, has_markers, raw_refs, refs, unescape_literals
 from evalledger.ledger.envelope import EnvelopeError, Event, canonical_json, decode_json, line_seq
 
 #: bytes read at a time by ``refers_anywhere`` (a few chunks cover a large ledger)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from evalledger.ledger.blobs import is_blob_line
+from evalledger.ledger.blob_lines import is_blob_line
 from evalledger.ledger.envelope import EnvelopeError, line_seq
 from evalledger.ledger.persistence import is_disk_full
 

@@ -22,13 +22,8 @@ from bisect import bisect_right
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from evalledger.ledger.blobs import (
-    BlobError,
-    has_markers,
-    is_blob_line,
-    parse_blob_line,
-    raw_refs,
-)
+from evalledger.ledger.blob_lines import is_blob_line, parse_blob_line
+from evalledger.ledger.blobs import BlobError, has_markers, raw_refs
 from evalledger.ledger.envelope import EnvelopeError, line_seq
 from evalledger.ledger.gz_members import (
     FOOTER_HEAD,

@@ -29,7 +29,7 @@ from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.schemas import SCHEMAS
 
 if TYPE_CHECKING:
-    from evalledger.ledger.blobs import BlobReader
+    from evalledger.ledger.blob_reader import BlobReader
     from evalledger.ledger.mirror import Mirror
     from evalledger.ledger.mirror_gz import GzMirror
     from evalledger.ledger.verify import VerifyReport
@@ -282,7 +282,7 @@ class Recorder(ABC):
     location: str
     #: the file the events live in (for a server-backed store: a local file naming it)
     path: str
-    #: the reader of the store's blobs (``ledger/blobs.py``), which its stored payloads may name by
+    #: the reader of the store's blobs (``ledger/blob_reader.py``), which its stored payloads may name by
     #: reference; None for a store without blobs (made before them; a JSONL file with no ``.blobs``)
     blobs: BlobReader | None = None
     #: the JSONL mirror kept beside the store, plain or compressed; None where there is none (a

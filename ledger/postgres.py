@@ -17,7 +17,9 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 from evalledger.ledger import file_bytes
 from evalledger.ledger import postgres_schema as pg
-from evalledger.ledger.blobs import BlobReader, escape_batch, interleave, pack, remember_blobs, split_batch
+from evalledger.ledger.blob_lines import interleave
+from evalledger.ledger.blob_reader import BlobReader
+from evalledger.ledger.blobs import escape_batch, pack, remember_blobs, split_batch
 from evalledger.ledger.call_slots import CallSlots
 from evalledger.ledger.call_slots import table_sql as call_slots_sql
 from evalledger.ledger.envelope import GENESIS_HASH, Event

@@ -17,14 +17,12 @@ from functools import partial
 from itertools import chain
 from typing import Any, Callable, Collection, Iterable, Iterator, Literal
 
+from evalledger.ledger.blob_lines import BlobFile, blob_line, interleave
+from evalledger.ledger.blob_reader import BlobReader
 from evalledger.ledger.blobs import (
-    BlobFile,
-    BlobReader,
     blob_file_path,
-    blob_line,
     escape_batch,
     has_markers,
-    interleave,
     pack,
     page_events,
     remember_blobs,

@@ -11,7 +11,8 @@ from __future__ import annotations
 from itertools import chain, islice
 from typing import Any, Iterator
 
-from evalledger.ledger.blobs import BlobError, BlobReader, has_markers, raw_refs
+from evalledger.ledger.blob_reader import BlobReader
+from evalledger.ledger.blobs import BlobError, has_markers, raw_refs
 from evalledger.ledger.envelope import EnvelopeError
 from evalledger.ledger.verify import Problem
 

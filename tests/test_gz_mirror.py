@@ -18,7 +18,7 @@ import pytest
 from conftest import cli
 from evalledger import ledger
 from evalledger.ledger import NewEvent
-from evalledger.ledger.blobs import is_blob_line, parse_blob_line
+from evalledger.ledger.blob_lines import is_blob_line, parse_blob_line
 from evalledger.ledger.mirror_gz import footer, member
 
 CASES = 8

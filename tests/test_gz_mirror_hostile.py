@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from conftest import cli
 from evalledger import ledger
 from evalledger.ledger import NewEvent
-from evalledger.ledger.blobs import is_blob_line
+from evalledger.ledger.blob_lines import is_blob_line
 from evalledger.ledger.mirror_gz import MemberEnd, MirrorDamage, footer, member, read_lines, scan
 from test_gz_mirror import judged
 from viewer_support import next_event
