@@ -27,6 +27,7 @@ from evalledger.ledger.leases import Leases
 from evalledger.ledger.leases import table_sql as claims_sql
 from evalledger.ledger.lost_blobs import NoBlobTable
 from evalledger.ledger.merkle import Frontier
+from evalledger.ledger.paging import row_pages
 from evalledger.ledger.persistence import (
     TREE_KEPT,
     ConflictError,
@@ -305,19 +306,18 @@ class PostgresRecorder(Recorder):
     # --- reading ----------------------------------------------------------------------------------
     def _pages(self, where: str, params: list[Any], from_seq: int,
                to_seq: int | None) -> Iterator[list[tuple[Any, ...]]]:
-        """Pages of rows in seq order, each fetched whole (no transaction stays open between pages)."""
-        last = from_seq - 1
+        """Pages of rows in seq order, bounded in rows and payload bytes (``paging.row_pages``),
+        each fetched whole (no transaction stays open between pages)."""
         bound = " AND seq <= %s" if to_seq is not None else ""
-        sql = f"SELECT {COLUMNS} FROM {self._events} WHERE seq > %s{where}{bound} ORDER BY seq LIMIT {_PAGE}"
+        sql = f"SELECT {COLUMNS} FROM {self._events} WHERE seq > %s{where}{bound} ORDER BY seq LIMIT %s"
         tail = params + ([to_seq] if to_seq is not None else [])
-        while True:
+
+        def fetch(last: int, limit: int) -> list[tuple[Any, ...]]:
             with self._lock, self._guard():
-                rows = self.conn.execute(sql, [last, *tail]).fetchall()
-            if rows:
-                yield rows
-            if len(rows) < _PAGE:
-                return
-            last = rows[-1][0]
+                rows: list[tuple[Any, ...]] = self.conn.execute(sql, [last, *tail, limit]).fetchall()
+            return rows
+
+        return row_pages(fetch, from_seq, _PAGE)
 
     def _rows(self, where: str, params: list[Any], from_seq: int, to_seq: int | None) -> Iterator[tuple[Any, ...]]:
         for page in self._pages(where, params, from_seq, to_seq):

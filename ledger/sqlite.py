@@ -35,6 +35,7 @@ from evalledger.ledger.lost_blobs import NoBlobTable
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror import Mirror
 from evalledger.ledger.mirror_gz import GzMirror
+from evalledger.ledger.paging import row_pages
 from evalledger.ledger.persistence import (
     TREE_KEPT,
     TREE_LAG,
@@ -83,8 +84,6 @@ from evalledger.ledger.verify import Problem, VerifyReport, verify_sqlite
 from evalledger.ledger.verify_blobs import checked_blobs
 
 _PAGE = 256  # rows a read fetches at once: small pages stay in the CPU cache (5,000 made reads 25% slower)
-_PAGE_BYTES = 1 << 21   # payload bytes a page of large events holds at most, about (one event may be more)
-_FIRST_PAGE = 4   # the first page is short, to learn how large the rows are (a big registration: 1 MB each)
 # Stream versions cached (cleared past it): ~150 bytes each, and a run writes each case's stream once.
 _MAX_CACHED_STREAMS = 10_000
 # What an insert gives back: (every event of the batch, the new ones, their lines, new stream versions)
@@ -600,28 +599,18 @@ class SQLiteRecorder(Recorder):
     # --- reading ----------------------------------------------------------------------------------
     def _pages(self, where: str, params: list[Any], from_seq: int,
                to_seq: int | None) -> Iterator[list[tuple[Any, ...]]]:
-        """Pages of rows in seq order, each fetched whole so no read transaction stays open.
-
-        A page of large events (a big benchmark's registration parts) holds fewer rows: about
-        ``_PAGE_BYTES`` of payload, so a read's memory does not depend on how large events are.
-        The first page is a short one, to learn how large they are.
-        """
+        """Pages of rows in seq order, bounded in rows and payload bytes (``paging.row_pages``)."""
         self._check_form()
-        last = from_seq - 1
         bound = " AND seq <= ?" if to_seq is not None else ""
         sql = f"SELECT {self._columns} FROM events WHERE seq > ?{where}{bound} ORDER BY seq LIMIT ?"
         tail = params + ([to_seq] if to_seq is not None else [])
-        limit = _FIRST_PAGE
-        while True:
+
+        def fetch(last: int, limit: int) -> list[tuple[Any, ...]]:
             with self._thread_lock:
-                rows = self.conn.execute(sql, [last, *tail, limit]).fetchall()
-            if rows:
-                yield list(map(unpack_row, rows)) if self.compact else rows
-            if len(rows) < limit:
-                return
-            last = rows[-1][0]
-            size = sum([len(row[6]) for row in rows])   # compact rows: their stored size
-            limit = min(_PAGE, max(1, len(rows) * _PAGE_BYTES // max(1, size)))
+                return self.conn.execute(sql, [last, *tail, limit]).fetchall()
+
+        pages = row_pages(fetch, from_seq, _PAGE)   # compact rows are sized as stored
+        return (list(map(unpack_row, rows)) for rows in pages) if self.compact else pages
 
     def _rows(self, where: str, params: list[Any], from_seq: int,
               to_seq: int | None) -> Iterator[tuple[Any, ...]]:
