@@ -13,6 +13,7 @@ imported when a store URL names PostgreSQL.
 from __future__ import annotations
 
 import threading
+from itertools import chain
 from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 from evalledger.ledger import file_bytes
@@ -387,15 +388,20 @@ class PostgresRecorder(Recorder):
                     row = conn.execute(f"SELECT size, frontier, built FROM {self._merkle} WHERE id = 1").fetchone()
                     tree = None if row is None else TreeState(int(row[0]), bytes(row[1]), self._tree_where(),
                                                               str(row[2]))
-                with conn.cursor(name="evalledger_verify") as cur:
-                    cur.itersize = _PAGE
-                    cur.execute(f"SELECT {COLUMNS} FROM {self._events} ORDER BY seq")
-                    blob_problems: list[Any] = []
-                    reader = self._no_blobs.reader() if self.blobs is None else \
-                        BlobReader(self._load_blob, self.blobs.where, keep=0)
-                    rows = checked_blobs(cur, [reader], blob_problems)
-                    report = verify_sqlite(rows, self.location, expect_head=expect_head, tree=tree)
-                    report.problems.extend(blob_problems)
+                sql = f"SELECT {COLUMNS} FROM {self._events} WHERE seq > %s ORDER BY seq LIMIT %s"
+
+                def fetch(last: int, limit: int) -> list[tuple[Any, ...]]:
+                    rows: list[tuple[Any, ...]] = conn.execute(sql, (last, limit)).fetchall()
+                    return rows
+
+                # pages sized by payload bytes, in the one snapshot: large events a few at a time
+                pages = row_pages(fetch, 1, _PAGE)
+                blob_problems: list[Any] = []
+                reader = self._no_blobs.reader() if self.blobs is None else \
+                    BlobReader(self._load_blob, self.blobs.where, keep=0)
+                rows = checked_blobs(chain.from_iterable(pages), [reader], blob_problems)
+                report = verify_sqlite(rows, self.location, expect_head=expect_head, tree=tree)
+                report.problems.extend(blob_problems)
         finally:
             conn.close()
         missing = self.missing_triggers()

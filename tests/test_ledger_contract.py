@@ -355,21 +355,25 @@ class TestLedgerContract:
         first = report.problems[0]
         assert first.seq == 3 and source in first.source, report.problems
 
-    def test_a_read_of_large_events_holds_a_few_of_them_at_a_time(self, backend):
-        """60 events of 1 MB each: reading them all (in a process of its own) peaks at most 25 MB
-        above reading the first one, so a read's memory does not grow with how large events are
-        (a big benchmark's registration parts are a megabyte each)."""
+    @pytest.mark.parametrize("work", ["read", "verify"])
+    def test_a_read_of_large_events_holds_a_few_of_them_at_a_time(self, backend, work):
+        """60 events of 1 MB each: reading them all, or verifying them, in a process of its own
+        peaks at most 25 MB above reading the first one, so memory does not grow with how large
+        events are (a big benchmark's registration parts are a megabyte each)."""
         with backend.open() as led:
             led.append_many(note("case:big", f"{k:02d}" + "x" * 1_000_000) for k in range(60))
         read = ("import sys; from pathlib import Path; from evalledger import ledger\n"
                 "with ledger.open_ledger(Path(sys.argv[1])) as led:\n"
-                "    texts = [e.data['text'][:2] for e in led.read(to_seq=int(sys.argv[2]))]\n"
-                "assert texts == [f'{k:02d}' for k in range(int(sys.argv[2]))], texts\n")
-        code, one, errors = peak_rss_mb([sys.executable, "-c", read, str(backend.path), "1"])
+                "    if sys.argv[3] == 'verify':\n"
+                "        assert led.verify().ok\n"
+                "    else:\n"
+                "        texts = [e.data['text'][:2] for e in led.read(to_seq=int(sys.argv[2]))]\n"
+                "        assert texts == [f'{k:02d}' for k in range(int(sys.argv[2]))], texts\n")
+        code, one, errors = peak_rss_mb([sys.executable, "-c", read, str(backend.path), "1", "read"])
         assert code == 0, errors
-        code, every, errors = peak_rss_mb([sys.executable, "-c", read, str(backend.path), "60"])
+        code, every, errors = peak_rss_mb([sys.executable, "-c", read, str(backend.path), "60", work])
         assert code == 0, errors
-        assert every - one < 25, f"reading 60 MB of events peaked {every - one:.0f} MB above reading one"
+        assert every - one < 25, f"{work} of 60 MB of events peaked {every - one:.0f} MB above reading one"
 
     def test_export_is_the_same_bytes_a_fresh_import_gives_back(self, backend, tmp_path):
         with backend.open() as led:
