@@ -28,7 +28,7 @@ from evalledger.ledger.leases import Leases
 from evalledger.ledger.leases import table_sql as claims_sql
 from evalledger.ledger.lost_blobs import NoBlobTable
 from evalledger.ledger.merkle import Frontier
-from evalledger.ledger.paging import row_pages
+from evalledger.ledger.paging import PAGE_BYTES, row_pages
 from evalledger.ledger.persistence import (
     TREE_KEPT,
     ConflictError,
@@ -455,6 +455,7 @@ class PostgresRecorder(Recorder):
             if self.conn.execute(f"SELECT 1 FROM {self._events} LIMIT 1").fetchone():
                 raise LedgerError(f"{self.location} is not empty; import goes into an empty store only")
             chunk: list[tuple[Any, ...]] = []
+            size = 0
             keep = None
             if self.blobs is not None:
                 def keep(key: str, packed: bytes) -> None:
@@ -463,9 +464,10 @@ class PostgresRecorder(Recorder):
             for row in checked_rows(lines, source, keep):
                 chunk.append(row)
                 count += 1
-                if len(chunk) >= _PAGE:
+                size += len(row[6])
+                if len(chunk) >= _PAGE or size >= PAGE_BYTES:   # large events: a few a chunk
                     self._insert_rows(chunk)
-                    chunk = []
+                    chunk, size = [], 0
             if chunk:
                 self._insert_rows(chunk)
             self._write_tree(advanced_tree(None, count, self._hashes_between))
