@@ -19,6 +19,7 @@ from typing import Iterator
 import orjson
 
 from evalledger.ledger.envelope import EnvelopeError, decode_json
+from evalledger.ledger.paging import row_pages
 from evalledger.projections.appliers import (
     BENCHMARK_TYPES,
     CASE_APPLIERS,
@@ -191,11 +192,14 @@ def _update_once(led, store: ReadModelStore, fresh: bool, upto=None) -> FoldResu
     folder = _Folder(led, store, fresh=fresh)
     if head.seq <= start:
         return FoldResult(0, 0, (start, store.position()[1]))
-    events = scan(led, start, head.seq)
     if not fresh and head.seq - start <= FLUSH_EVERY:
-        events = [(*e[:5], folder.payload(e[0], e[4], e[5]), e[6], e[7]) for e in events]
-        folder.preload({cid for cid in (case_id_of(e[2], e[5]) for e in events if e[0] in CASE_APPLIERS)
+        # A few events: their cases are loaded in a few queries first. The rows are read twice
+        # rather than held decoded (5,000 cases with 1 MB responses would be 5 GB); a case id is
+        # never in a blob, so none is opened here.
+        folder.preload({cid for cid in (case_id_of(e[2], _decoded(e[0], e[4], e[5]))
+                                        for e in scan(led, start, head.seq) if e[0] in CASE_APPLIERS)
                         if cid is not None})
+    events = scan(led, start, head.seq)
     collecting = gc.isenabled()
     gc.disable()               # the fold allocates many small, long-lived containers: no cycles to find
     try:
@@ -224,14 +228,13 @@ _DEEP_ROLES = frozenset(role.encode() for role in DEEP_ROLES)
 
 
 def paged(events, preload) -> Iterator[tuple]:
-    """The scanned rows of ``events``, in order, a ``PAGE`` at a time: before a page is folded,
-    ``preload`` (``Ledger.preload``) gets the keys of the request blobs its deep-judgment calls
-    will open (``request_keys``), so they are read in one query rather than one lookup a call."""
+    """The scanned rows of ``events``, in order, a page at a time (at most ``PAGE`` rows and about
+    ``row_pages``' bytes of payload: a page of cases with 1 MB responses is a few of them, not a
+    gigabyte): before a page is folded, ``preload`` (``Ledger.preload``) gets the keys of the
+    request blobs its deep-judgment calls will open (``request_keys``), so they are read in one
+    query rather than one lookup a call."""
     rows = iter(events)
-    while True:
-        page = list(islice(rows, PAGE))
-        if not page:
-            return
+    for page in row_pages(lambda _after, limit: list(islice(rows, limit)), 1, PAGE, data_column=5):
         preload(request_keys(page))
         yield from page
 

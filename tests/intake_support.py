@@ -89,17 +89,18 @@ def write_sums_benchmark(path: Path, name: str, count: int) -> Path:
     return path
 
 
-def home_with_long_responses(folder: Path, cases: int, name: str) -> Path:
+def home_with_long_responses(folder: Path, cases: int, name: str, sentences: int = 40) -> Path:
     """A home in ``folder`` holding ``cases`` ingested arithmetic cases whose responses are ~1.2 KB,
-    as real ones are (a memory test's cases must weigh what real cases weigh)."""
+    as real ones are (a memory test's cases must weigh what real cases weigh); ``sentences``
+    30-byte sentences a response (40: ~1.2 KB; 33,000: ~1 MB)."""
     from evalledger.stages.intake import ingest_path
     from evalledger.testing.arithmetic import arithmetic_benchmark
     doc = arithmetic_benchmark(cases // 2, name)
     for response in doc["responses"]:
-        response["text"] += " Worked through step by step. " * 40
+        response["text"] += " Worked through step by step. " * sentences
     source = folder / f"{name}-{cases}.json"
     source.write_text(json.dumps(doc))
     home = folder / f"home-{name}-{cases}"
-    with ledger.open_ledger(home) as led:
-        assert ingest_path(led, source).ok
+    with ledger.open_ledger(home) as led:   # responses up to the format's 1,000,000 characters
+        assert ingest_path(led, source, max_response_chars=1_000_000).ok
     return home

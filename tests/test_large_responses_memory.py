@@ -1,0 +1,35 @@
+"""Cases with 1 MB responses: ``report`` and ``rebuild`` fold them a few at a time. The fold held
+a page of 1,024 scanned rows, and an update of up to 5,000 events held them all decoded: 150 such
+cases took ``report`` from 57 to 190 MB, and 5,000 would have taken 5 GB."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalledger import ledger
+from evalledger.testing.peak_rss import peak_rss_mb
+from intake_support import home_with_long_responses
+
+MEGABYTE_RESPONSE = 33_000   # 30-byte sentences: a response of about 1 MB (intake takes at most 1,000,000 characters)
+
+
+def command_peak(home: Path, command: str) -> float:
+    """Peak RSS in MB of ``evalledger --home HOME COMMAND`` in a process of its own."""
+    code, mb, errors = peak_rss_mb([sys.executable, "-m", "evalledger", "--home", str(home), command])
+    assert code == 0, errors[-2000:]
+    return mb
+
+
+@pytest.mark.parametrize("command", ["report", "rebuild"])
+def test_folding_cases_with_megabyte_responses_holds_a_few_at_a_time(tmp_path, command):
+    few = home_with_long_responses(tmp_path, 10, "few", MEGABYTE_RESPONSE)
+    many = home_with_long_responses(tmp_path, 46, "many", MEGABYTE_RESPONSE)   # a 46 MB file: under the 50 MB limit
+    with ledger.open_ledger(many, readonly=True) as led:
+        sizes = [len(e.data["response"]) for e in led.read(types=["case.opened"])]
+    assert len(sizes) == 46 and min(sizes) > 900_000
+    small, large = command_peak(few, command), command_peak(many, command)
+    assert large - small < 20, f"{command}: {small:.0f} MB for 10 such cases, {large:.0f} MB for 46"
+    assert (many / "reports" / "many" / "report.md").is_file()   # the benchmark's report
