@@ -181,15 +181,31 @@ def below_tracking(led, pending: Pending) -> dict[str, list[Any]]:
 
 
 def opened_events(led, cases: Iterable[tuple[Stage, Any, int]], page: int = 256) -> Iterator[tuple[Stage, Event, int]]:
-    """The pending cases with their ``case.opened`` events, read a page of cases at a time (one
-    read over the page's seq range), so only the cases about to run hold their payloads."""
+    """The pending cases with their ``case.opened`` events, in the order given, read a page of
+    cases at a time (one read over the page's seq range) and handed on as the read gives them:
+    only the cases about to run hold their payloads (a page of 256 cases with 1 MB responses held
+    whole was 256 MB). Cases given in seq order (a scan's) hold nothing back; an event read before
+    its turn, or wanted again later in the page, waits in a buffer."""
     items = iter(cases)
     while chunk := list(islice(items, page)):
-        wanted = {seq_of(ref) for _, ref, _ in chunk}
-        events = {e.seq: e for e in led.read(from_seq=seq_of(chunk[0][1]), to_seq=seq_of(chunk[-1][1]),
-                                              types=["case.opened"]) if e.seq in wanted}
+        left = Counter(seq_of(ref) for _, ref, _ in chunk)   # turns each event still has in the page
+        events = iter(led.read(from_seq=min(left), to_seq=max(left), types=["case.opened"]))
+        early: dict[int, Event] = {}
         for stage, ref, failures in chunk:
-            yield stage, events[seq_of(ref)], failures
+            seq = seq_of(ref)
+            event = early.pop(seq, None)
+            while event is None:
+                found = next(events, None)
+                if found is None:
+                    raise LookupError(f"the case.opened event at seq {seq} is not in the ledger")
+                if found.seq == seq:
+                    event = found
+                elif found.seq in left:
+                    early[found.seq] = found
+            left[seq] -= 1
+            if left[seq]:
+                early[seq] = event
+            yield stage, event, failures
 
 
 def watermarks_of(led, pending: Pending) -> Watermarks:

@@ -33,3 +33,23 @@ def test_folding_cases_with_megabyte_responses_holds_a_few_at_a_time(tmp_path, c
     small, large = command_peak(few, command), command_peak(many, command)
     assert large - small < 20, f"{command}: {small:.0f} MB for 10 such cases, {large:.0f} MB for 46"
     assert (many / "reports" / "many" / "report.md").is_file()   # the benchmark's report
+
+
+RUN_ONE_CASE_AT_A_TIME = ("import sys; from pathlib import Path; from evalledger import ledger\n"
+                          "from evalledger.stages.dispatcher import RunSettings, run_until_idle\n"
+                          "with ledger.open_ledger(Path(sys.argv[1])) as led:\n"
+                          "    summary = run_until_idle(led, RunSettings(max_cases_in_flight=1))\n"
+                          "assert summary.judged == int(sys.argv[2]), summary\n")
+
+
+def test_a_run_holds_the_cases_about_to_start_not_a_page_of_them(tmp_path):
+    """A run reads pending cases' ``case.opened`` events a page (256 cases) at a time; the page was
+    held whole, so 46 cases with 1 MB responses cost ~70 MB more than 10 even one case at a time."""
+    few = home_with_long_responses(tmp_path, 10, "few", MEGABYTE_RESPONSE)
+    many = home_with_long_responses(tmp_path, 46, "many", MEGABYTE_RESPONSE)
+    peaks = []
+    for home, cases in ((few, 10), (many, 46)):
+        code, mb, errors = peak_rss_mb([sys.executable, "-c", RUN_ONE_CASE_AT_A_TIME, str(home), str(cases)])
+        assert code == 0, errors[-2000:]
+        peaks.append(mb)
+    assert peaks[1] - peaks[0] < 25, f"a run one case at a time: {peaks[0]:.0f} MB for 10 such cases, {peaks[1]:.0f} for 46"
