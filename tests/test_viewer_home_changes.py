@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from evalledger import ledger
 from evalledger.cli.viewer import make_app
-from viewer_support import failing_home, xss_home
+from viewer_support import damage_leaving_wal, failing_home, xss_home
 
 
 def serve(home: Path, test):
@@ -168,3 +168,18 @@ def test_an_empty_ledger_file_is_left_as_it_was_and_its_first_events_are_shown(t
     empty, size, filled, case_id = serve(home, test)
     assert empty == [] and size == 0
     assert filled == [case_id]
+
+
+def test_a_viewer_started_on_a_damaged_ledger_with_a_stale_wal_names_the_file(tmp_path, run_cli):
+    """ledger.db cut short with the write-ahead log of its last append beside it: the log holds
+    page 1, so the file opened, and `view` stopped with a Python traceback (sqlite3.DatabaseError)
+    reading its tables. It refuses to start as it does on a file that is no database, naming the
+    file and SQLite's reason, as a running viewer's 503 page does."""
+    home = tmp_path / "home"
+    failing_home(home, extra_cases=30)
+    damage_leaving_wal(home)
+    done = run_cli("view", "--port", "0", home=home, timeout=60)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and "serving" not in done.stdout
+    assert f"{home / 'ledger.db'}: cannot be read as an SQLite database" in done.stderr
+    assert "malformed" in done.stderr and "import" in done.stderr

@@ -165,3 +165,16 @@ async def next_event(response) -> str:
             data = line[5:].strip()
         elif not line and data is not None:
             return data
+
+
+def damage_leaving_wal(home: Path) -> None:
+    """Cut ``home``'s ledger.db short, as a bad copy or a full disk does, with the write-ahead log
+    of its last append left beside it (a writer killed before it checkpointed): the log still
+    holds page 1, so the file opens, and its other pages are gone."""
+    with ledger.open_ledger(home) as led:
+        _, events = syn.template_case("b1", "late", "model-x", "pass", {"f": True})
+        led.append(events)
+        wal = (home / "ledger.db-wal").read_bytes()       # the last close checkpoints and removes it
+    with open(home / "ledger.db", "r+b") as fh:
+        fh.truncate(3 * 4096)
+    (home / "ledger.db-wal").write_bytes(wal)
