@@ -386,6 +386,8 @@ def register_view(sub) -> None:
     p.add_argument("--queue", default=None, metavar="FILE",
                    help="a review queue 'evalledger sample --out FILE' wrote: the case table can show just its cases")
     p.add_argument("--export", default=None, metavar="DIR", help="write a static site of the pages and exit")
+    p.add_argument("--keepalive-timeout", type=float, default=15.0, metavar="SECONDS",
+                   help="close a kept-alive connection idle this long (default 15)")
     p.set_defaults(func=Handler("view_commands", "cmd_view"))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import secrets
 import sys
 import webbrowser
@@ -36,6 +37,8 @@ def cmd_view(args) -> int:
         return 0
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: not a port number (0-65535)")
+    if not 0 < args.keepalive_timeout < math.inf:       # 0 would keep idle connections for ever
+        raise UsageError(f"--keepalive-timeout {args.keepalive_timeout}: not a number of seconds above 0")
     token = secrets.token_urlsafe(24)
     app = make_app(home, review=args.review, compare=args.compare, token=token, queue=_queue(args.queue))
 
@@ -52,7 +55,7 @@ def cmd_view(args) -> int:
         if args.open:
             webbrowser.open(url)
     try:
-        asyncio.run(serve(app, args.host, args.port, ready))
+        asyncio.run(serve(app, args.host, args.port, ready, keepalive_timeout=args.keepalive_timeout))
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     except KeyboardInterrupt:

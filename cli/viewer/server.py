@@ -32,6 +32,7 @@ ASSETS = {"view.css": "text/css", "view.js": "text/javascript", "case.js": "text
 VIEW_KEY = web.AppKey("view", HomeView)
 CONFIG_KEY = web.AppKey("config", dict)
 LIVE_KEY = web.AppKey("live", LiveUpdates)
+KEEPALIVE_SECONDS = 15.0     # an idle kept-alive connection is closed after this (``view --keepalive-timeout``)
 
 
 def asset_bytes(name: str) -> bytes:
@@ -239,9 +240,13 @@ async def _close_view(app: web.Application) -> None:
     app[VIEW_KEY].close()
 
 
-async def serve(app: web.Application, host: str, port: int, ready) -> None:
-    """Run ``app`` on host:port until cancelled; ``ready(actual_port)`` is called once it listens."""
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+async def serve(app: web.Application, host: str, port: int, ready,
+                keepalive_timeout: float = KEEPALIVE_SECONDS) -> None:
+    """Run ``app`` on host:port until cancelled; ``ready(actual_port)`` is called once it listens.
+    A connection idle for ``keepalive_timeout`` seconds (no request under way) is closed."""
+    # aiohttp's own default keeps an idle connection for an hour: every idle client holds a socket
+    # and a protocol object of the server that long. A streaming answer (/events) is not idle.
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, keepalive_timeout=keepalive_timeout)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

@@ -1,0 +1,58 @@
+"""The viewer's connections, seen from a raw socket against ``evalledger view`` in a subprocess:
+idle kept-alive connections are closed, and bodies of refused requests are not read."""
+
+from __future__ import annotations
+
+import pytest
+
+from viewer_support import (
+    closed_within,
+    failing_home,
+    port_of,
+    raw_connection,
+    read_response,
+    start_viewer,
+    stop_viewer,
+)
+
+
+@pytest.fixture
+def home(tmp_path):
+    failing_home(tmp_path / "home", extra_cases=3)
+    return tmp_path / "home"
+
+
+def get(sock, port: int, path: str) -> tuple[int, dict[str, str], bytes]:
+    """One kept-alive GET on ``sock`` and its response."""
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    return read_response(sock)
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_the_keepalive_timeout(home, run_cli):
+    """aiohttp's default kept an idle connection open for an hour (3630 s): every idle client held
+    a socket of the server that long. A live stream (/events) is not idle and stays open."""
+    proc, url = start_viewer(home, "--keepalive-timeout", "1")
+    try:
+        port = port_of(url)
+        with raw_connection(port) as sock:
+            assert get(sock, port, "/static/view.css")[0] == 200
+            status, headers, _ = get(sock, port, "/")            # the same connection, kept alive
+            assert status == 200 and headers.get("connection", "").lower() != "close"
+            waited = closed_within(sock, 10)
+        assert waited is not None and 0.5 < waited < 5, waited
+        with raw_connection(port) as silent:                      # a connection that never asks
+            assert closed_within(silent, 10) is not None
+        with raw_connection(port) as stream:
+            stream.sendall(f"GET /events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+            data = b""
+            while b"event: head" not in data:
+                chunk = stream.recv(4096)
+                assert chunk, data
+                data += chunk
+            assert closed_within(stream, 3) is None                # past the timeout: still streaming
+    finally:
+        stop_viewer(proc)
+    assert "idle this long (default 15)" in " ".join(run_cli("view", "--help").stdout.split())
+    for bad in ("0", "-1", "nan", "inf"):
+        refused = run_cli("view", "--port", "0", "--keepalive-timeout", bad, home=home)
+        assert refused.returncode == 2 and f"--keepalive-timeout {float(bad)}" in refused.stderr, refused.stderr
