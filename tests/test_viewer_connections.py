@@ -56,3 +56,40 @@ def test_an_idle_kept_alive_connection_is_closed_after_the_keepalive_timeout(hom
     for bad in ("0", "-1", "nan", "inf"):
         refused = run_cli("view", "--port", "0", "--keepalive-timeout", bad, home=home)
         assert refused.returncode == 2 and f"--keepalive-timeout {float(bad)}" in refused.stderr, refused.stderr
+
+
+def announce_huge_body(sock, port: int, method: str, path: str, extra: str = "") -> None:
+    """Send a write's head announcing 50 MB of form body, then only its first bytes."""
+    sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{extra}"
+                 "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 52428800\r\n\r\n"
+                 "token=abc&verdict=pass&".encode())
+
+
+def test_a_refused_write_is_answered_without_reading_its_body(home):
+    """A read-only viewer read the whole form (a client may announce 50 MB and send it slowly, or
+    never) before it answered 405: the answer waited on the body. It comes at once now, for every
+    method, and so does review mode's 403 to another site's Origin."""
+    import time
+    proc, url = start_viewer(home)
+    try:
+        port = port_of(url)
+        for method, path in (("POST", "/case/x1/override"), ("POST", "/case/x1/note"), ("PUT", "/case/x1/note"),
+                             ("DELETE", "/")):
+            with raw_connection(port, timeout=5) as sock:
+                start = time.monotonic()
+                announce_huge_body(sock, port, method, path)
+                status, headers, body = read_response(sock)
+                assert status == 405 and time.monotonic() - start < 3, (method, path, status)
+                if method == "POST":
+                    assert b"read-only" in body and headers.get("connection", "").lower() == "close"
+    finally:
+        stop_viewer(proc)
+    proc, url = start_viewer(home, "--review")
+    try:
+        port = port_of(url)
+        with raw_connection(port, timeout=5) as sock:
+            announce_huge_body(sock, port, "POST", "/case/x1/note", "Origin: http://evil.example\r\n")
+            status, _, body = read_response(sock)
+        assert status == 403 and b"cross-site" in body
+    finally:
+        stop_viewer(proc)

@@ -155,17 +155,22 @@ async def events(request: web.Request) -> web.StreamResponse:
     return await request.app[LIVE_KEY].stream(request)
 
 
-def _check_write(request: web.Request, form) -> None:
-    """Refuse a write: 405 without --review, 403 without the launch token or from another Origin."""
-    config = request.app[CONFIG_KEY]
-    if not config["review"]:
-        raise web.HTTPMethodNotAllowed(request.method, ["GET"], text="the viewer is read-only; start it with --review")
-    token = form.get("token") or request.query.get("token") or ""
-    if not secrets.compare_digest(str(token), config["token"]):
-        raise web.HTTPForbidden(text="missing or wrong review token: use the URL printed at start")
+def _check_write(request: web.Request) -> None:
+    """Refuse a write before its body is read (a client may announce a huge one and send it slowly,
+    or never): 405 without --review, 403 from another Origin."""
+    if not request.app[CONFIG_KEY]["review"]:
+        raise web.HTTPMethodNotAllowed(request.method, ["GET"], text="the viewer is read-only; start it with --review",
+                                       headers={"Connection": "close"})   # the unread body is not waited for
     origin = request.headers.get("Origin")
     if origin is not None and origin != f"{request.scheme}://{request.host}":
-        raise web.HTTPForbidden(text=f"cross-site write refused (Origin {origin!r})")
+        raise web.HTTPForbidden(text=f"cross-site write refused (Origin {origin!r})", headers={"Connection": "close"})
+
+
+def _check_token(request: web.Request, form) -> None:
+    """Refuse (403) a write without the launch token, in its form or its query."""
+    token = form.get("token") or request.query.get("token") or ""
+    if not secrets.compare_digest(str(token), request.app[CONFIG_KEY]["token"]):
+        raise web.HTTPForbidden(text="missing or wrong review token: use the URL printed at start")
 
 
 def _required(form, name: str) -> str:
@@ -179,8 +184,9 @@ async def write(request: web.Request) -> web.Response:
     """POST /case/{id}/override or /case/{id}/note: the same events as ``evalledger override``/``note``."""
     from evalledger.cli.ledger_commands import add_note
     from evalledger.cli.report_commands import record_override
+    _check_write(request)
     form = await request.post()
-    _check_write(request, form)
+    _check_token(request, form)
     view = request.app[VIEW_KEY]
     case_id, action = request.match_info["case_id"], request.match_info["action"]
     try:
