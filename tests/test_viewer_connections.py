@@ -93,3 +93,45 @@ def test_a_refused_write_is_answered_without_reading_its_body(home):
         assert status == 403 and b"cross-site" in body
     finally:
         stop_viewer(proc)
+
+
+def status_for_host(port: int, host: str) -> int:
+    """The status of GET / on the viewer bound to 127.0.0.2:``port`` for a request naming ``host``."""
+    with raw_connection(port, address="127.0.0.2") as sock:
+        sock.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        return read_response(sock)[0]
+
+
+def test_allow_host_keeps_the_host_check_on_for_another_address(home, run_cli):
+    """With --host other than a loopback name the Host check was off entirely: a page that rebinds
+    its DNS name to the machine could read the ledger. --allow-host NAME keeps it on: the names
+    given, the loopback names and the bound address are answered, any other name refused."""
+    proc, url = start_viewer(home, "--host", "127.0.0.2", "--allow-host", "viewer.test", "--allow-host", "Other.Test")
+    try:
+        port = port_of(url)
+        assert url.startswith(f"http://viewer.test:{port}/")
+        statuses = {host: status_for_host(port, f"{host}:{port}")
+                    for host in ("viewer.test", "OTHER.test", "127.0.0.2", "localhost", "evil.test", "viewer.test.evil")}
+        assert status_for_host(port, "viewer.test") == 403                # not the port it listens on
+    finally:
+        stop_viewer(proc)
+    warning = proc.stderr.read()
+    assert statuses == {"viewer.test": 200, "OTHER.test": 200, "127.0.0.2": 200, "localhost": 200,
+                        "evil.test": 403, "viewer.test.evil": 403}
+    assert "Host names answered: Other.Test, viewer.test" in warning
+    proc, url = start_viewer(home, "--host", "127.0.0.2")                  # without it: off, as documented
+    try:
+        assert status_for_host(port_of(url), f"evil.test:{port_of(url)}") == 200
+    finally:
+        stop_viewer(proc)
+    for bad in ("viewer.test:8080", "http://viewer.test", "viewer.test/x", ""):
+        refused = run_cli("view", "--port", "0", "--host", "127.0.0.2", "--allow-host", bad, home=home)
+        assert refused.returncode == 2 and f"--allow-host {bad}: not a host name" in refused.stderr, refused.stderr
+
+
+def test_host_values_bracket_addresses_and_take_a_bare_name_on_port_80():
+    from evalledger.cli.viewer.server import host_values
+    assert host_values("0.0.0.0", 8765, []) == set()
+    assert host_values("::", 80, ["fe80::1", "Viewer.LAN"]) >= {"[fe80::1]:80", "[fe80::1]", "viewer.lan", "[::]:80",
+                                                                 "localhost", "127.0.0.1:80", "[::1]:80"}
+    assert host_values("127.0.0.1", 8765, []) == {"127.0.0.1:8765", "localhost:8765", "[::1]:8765"}

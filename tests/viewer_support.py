@@ -186,10 +186,10 @@ def port_of(url: str) -> int:
     return int(re.search(r"://[^/]*:(\d+)/", url).group(1))
 
 
-def raw_connection(port: int, timeout: float = 10) -> socket.socket:
-    """A plain TCP connection to a viewer on 127.0.0.1: requests are written by hand, so what the
+def raw_connection(port: int, timeout: float = 10, address: str = "127.0.0.1") -> socket.socket:
+    """A plain TCP connection to a viewer on ``address``: requests are written by hand, so what the
     server does with the connection (keeps it, closes it, reads a body or not) can be seen."""
-    return socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    return socket.create_connection((address, port), timeout=timeout)
 
 
 def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:

@@ -10,6 +10,7 @@ list of packaged files, so no URL reaches a file outside the package or the home
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 from importlib import resources
 from pathlib import Path
@@ -45,7 +46,7 @@ async def guard(request: web.Request, handler):
     """Refuse a Host the server did not bind; add the CSP and no-sniff headers to every answer;
     answer 503 with the reason when the home's ledger cannot be read now (``HomeUnavailable``)."""
     allowed = request.app[CONFIG_KEY]["hosts"]
-    if allowed and request.host not in allowed:
+    if allowed and request.host.lower() not in allowed:     # DNS names are case-insensitive
         return web.Response(status=403, text=f"host {request.host!r} refused: use {sorted(allowed)[0]}")
     try:
         response = await handler(request)
@@ -57,6 +58,31 @@ async def guard(request: web.Request, handler):
         response.headers["Retry-After"] = "5"
     _secure(response.headers)
     return response
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")     # names a rebinding page cannot borrow
+_HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")
+
+
+def host_values(host: str, port: int, allowed: list[str]) -> set[str]:
+    """The ``Host`` values a viewer bound to ``host``:``port`` answers, every other refused (a page
+    that rebinds its DNS name to this machine sends its own name): the loopback names, the bound
+    address and the ``--allow-host`` names. Empty, which turns the check off, for an address other
+    than a loopback name with no name allowed: the names it is reached by are not known.
+    A name refused as no host name (a port, a path) raises UsageError."""
+    for name in allowed:
+        if not _HOST_NAME.fullmatch(name):
+            raise UsageError(f"--allow-host {name}: not a host name or address (no port, scheme or path: "
+                             "the port is --port's)")
+    if host not in LOOPBACK and not allowed:
+        return set()
+    values = set()
+    for name in {*LOOPBACK, host, *allowed}:
+        shown = f"[{name}]" if ":" in name else name
+        values.add(f"{shown}:{port}".lower())
+        if port == 80:                    # a browser leaves the default port out of Host
+            values.add(shown.lower())
+    return values
 
 
 def _secure(headers) -> None:
