@@ -39,11 +39,10 @@ def cmd_view(args) -> int:
         raise UsageError(f"--port {args.port}: not a port number (0-65535)")
     if not 0 < args.keepalive_timeout < math.inf:       # 0 would keep idle connections for ever
         raise UsageError(f"--keepalive-timeout {args.keepalive_timeout}: not a number of seconds above 0")
-    token = secrets.token_urlsafe(24)
-    app = make_app(home, review=args.review, compare=args.compare, token=token, queue=_queue(args.queue))
-
     allowed = args.allow_host or []
     host_values(args.host, 0, allowed)         # a NAME that is no host name is refused before the start
+    token = secrets.token_urlsafe(24)
+    app = make_app(home, review=args.review, compare=args.compare, token=token, queue=_queue(args.queue))
 
     def ready(port: int) -> None:
         app[CONFIG_KEY]["hosts"] = host_values(args.host, port, allowed)

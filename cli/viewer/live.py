@@ -90,8 +90,9 @@ class LiveUpdates:
         loop = asyncio.get_running_loop()
         handler = HomeHandler(home, lambda: loop.call_soon_threadsafe(self.wake.set),
                               lambda: loop.call_soon_threadsafe(self._lost))
-        targets = [(os.path.dirname(home), HOME_EVENTS)] + ([(home, [*WATCHED_EVENTS, DirDeletedEvent])] if identity
-                                                           else [])
+        targets = [(os.path.dirname(home), HOME_EVENTS)]
+        if identity is not None:
+            targets.append((home, [*WATCHED_EVENTS, DirDeletedEvent]))
         for target, events in targets:
             try:
                 self.watches.append(self.observer.schedule(handler, target, recursive=False, event_filter=events))
