@@ -2,8 +2,9 @@
 
 Security: every response carries a Content-Security-Policy that allows scripts from the viewer's
 own origin only (no inline script, no handler attribute can run); requests must name the host the
-server bound (a DNS-rebinding page cannot read it); writes exist only with ``--review`` and need
-the per-launch token and, from a browser, the viewer's own Origin. Assets are served from a fixed
+server bound, a loopback name or an ``--allow-host`` name (a DNS-rebinding page cannot read it);
+writes exist only with ``--review`` and need the per-launch token and, from a browser, the
+viewer's own Origin (a refusal comes before the body is read). Assets are served from a fixed
 list of packaged files, so no URL reaches a file outside the package or the home.
 """
 
