@@ -379,6 +379,9 @@ def register_view(sub) -> None:
     p = sub.add_parser("view", help="a local web viewer of the home: overview, cases, compare, live, review")
     p.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0 picks a free one)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--allow-host", action="append", default=None, metavar="NAME",
+                   help="with --host other than a loopback name: answer requests naming this host (repeatable), "
+                        "refuse every other name (the loopback names and the bound address are answered too)")
     p.add_argument("--open", action="store_true", help="open the viewer in the default browser")
     p.add_argument("--review", action="store_true",
                    help="allow overrides and notes from case pages (needs the token URL printed at start)")
@@ -386,6 +389,8 @@ def register_view(sub) -> None:
     p.add_argument("--queue", default=None, metavar="FILE",
                    help="a review queue 'evalledger sample --out FILE' wrote: the case table can show just its cases")
     p.add_argument("--export", default=None, metavar="DIR", help="write a static site of the pages and exit")
+    p.add_argument("--keepalive-timeout", type=float, default=15.0, metavar="SECONDS",
+                   help="close a kept-alive connection idle this long (default 15)")
     p.set_defaults(func=Handler("view_commands", "cmd_view"))
 
 

@@ -77,7 +77,9 @@ from evalledger.ledger.sqlite_schema import (
     TRIGGERS,
     UPSERT_TREE,
     connect,
+    damaged,
     has_blob_table,
+    is_damage,
     row_line,
 )
 from evalledger.ledger.verify import Problem, VerifyReport, verify_sqlite
@@ -141,6 +143,42 @@ class SQLiteRecorder(Recorder):
         self.location = f"{path} (table events)"
         self.readonly = readonly
         self.conn = connect(path, durability, readonly)
+        try:
+            self._read_store(path, lock_path, readonly, blobs, rows)
+        except sqlite3.DatabaseError as exc:
+            # A header that reads but pages that do not (a file cut short or overwritten whose stale
+            # -wal still holds page 1): named here, as connect names a file that is no database.
+            if not is_damage(exc):
+                raise
+            if hasattr(self, "_lock"):
+                self._lock.close()
+            self.conn.close()
+            raise damaged(path, exc) from None
+        self._no_blobs = NoBlobTable(path)   # reads without it: a reference there is a blob lost with its table
+        self._known_blobs: set[str] = set()   # keys committed by this object: not packed again
+        self._blob_lines: dict[str, bytes] = {}   # the blobs the last transaction stored: key -> stored form
+        self.mirror: Mirror | GzMirror | None = None
+        if mirror_path:   # the compressed mirror keeps its blob lines inside it
+            self.mirror = (GzMirror if is_gz_mirror(mirror_path) else Mirror)(mirror_path, fsync=durability == "full")
+        if isinstance(self.mirror, Mirror) and self.blobs is not None:
+            self.mirror.blob_path = blob_file_path(self.mirror.path)
+        if self.mirror and not readonly:
+            with self._write_lock():
+                try:
+                    self.mirror.recover(self)
+                except OSError as exc:
+                    if not is_disk_full(exc):
+                        raise
+                    head = self.head_seq_unlocked()
+                    self.close()
+                    raise DiskFull(f"{mirror_path}: the disk is full ({exc.strerror}): the mirror is behind "
+                                   f"{self.location} (which holds every event, up to seq {head}) and cannot "
+                                   "be completed; nothing is lost: free space and run the command again",
+                                   exc.strerror or str(exc)) from None
+
+    def _read_store(self, path: str, lock_path: str | None, readonly: bool, blobs: bool, rows: str) -> None:
+        """What the open reads from the store (its tables, rows form, blob table), making the tables
+        of a store made now; SQLite's error when the store's pages cannot be read."""
         if readonly and not _has_events_table(self.conn):
             self.conn = _empty_store(self.conn, path)
         self._lock = FileLock(lock_path or path + ".lock", create=not readonly)
@@ -172,27 +210,6 @@ class SQLiteRecorder(Recorder):
         # The blob store (ledger/blobs.py), when this store was made with one: None for an older store.
         self.blobs = BlobReader(self._load_blob, f"{path} (table blobs)", load_many=self._load_blobs) \
             if has_blob_table(self.conn) else None
-        self._no_blobs = NoBlobTable(path)   # reads without it: a reference there is a blob lost with its table
-        self._known_blobs: set[str] = set()   # keys committed by this object: not packed again
-        self._blob_lines: dict[str, bytes] = {}   # the blobs the last transaction stored: key -> stored form
-        self.mirror: Mirror | GzMirror | None = None
-        if mirror_path:   # the compressed mirror keeps its blob lines inside it
-            self.mirror = (GzMirror if is_gz_mirror(mirror_path) else Mirror)(mirror_path, fsync=durability == "full")
-        if isinstance(self.mirror, Mirror) and self.blobs is not None:
-            self.mirror.blob_path = blob_file_path(self.mirror.path)
-        if self.mirror and not readonly:
-            with self._write_lock():
-                try:
-                    self.mirror.recover(self)
-                except OSError as exc:
-                    if not is_disk_full(exc):
-                        raise
-                    head = self.head_seq_unlocked()
-                    self.close()
-                    raise DiskFull(f"{mirror_path}: the disk is full ({exc.strerror}): the mirror is behind "
-                                   f"{self.location} (which holds every event, up to seq {head}) and cannot "
-                                   "be completed; nothing is lost: free space and run the command again",
-                                   exc.strerror or str(exc)) from None
 
     def _write_lock(self) -> AbstractContextManager[None]:
         """Serialise writers of this home across threads and processes (the kernel drops it on death)."""

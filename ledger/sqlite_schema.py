@@ -126,10 +126,26 @@ def connect(path: str, durability: str = "normal", readonly: bool = False) -> sq
             # "disk I/O error", which must not send anyone to rebuild a home that is intact.
             raise DiskFull(f"{path}: cannot be opened: the disk is full ({exc}; {free} bytes free); nothing "
                            "was changed: free space and run the command again", str(exc)) from None
-        raise LedgerDamaged(f"{path}: cannot be read as an SQLite database ({exc}); a home's events.jsonl "
-                            "(or events.jsonl.gz) mirror can be imported into a new home ('evalledger --home NEW import FILE')") from None
+        raise damaged(path, exc) from None
     conn.execute("PRAGMA busy_timeout = 60000")
     return conn
+
+
+# SQLite's primary result codes that mean the file itself is bad, not busy, locked or full.
+DAMAGE_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """True when ``exc`` says the database file is damaged (malformed, or no database at all)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in DAMAGE_CODES
+
+
+def damaged(path: str, exc: sqlite3.Error) -> LedgerDamaged:
+    """The error an open of the damaged store ``path`` stops with: the file, SQLite's reason, and
+    the way out (the mirror holds every event)."""
+    return LedgerDamaged(f"{path}: cannot be read as an SQLite database ({exc}); a home's events.jsonl "
+                         "(or events.jsonl.gz) mirror can be imported into a new home ('evalledger --home NEW import FILE')")
 
 
 # Below this much free space an open that fails is put down to the disk, not to the file.

@@ -30,3 +30,19 @@ def test_other_commands_name_the_file_and_the_way_out(home, tmp_path, run_cli):
     assert (home / "events.jsonl").read_bytes() == mirror
     rescued = run_cli("import", home / "events.jsonl", home=tmp_path / "new")
     assert rescued.returncode == 0 and rescued.stdout.startswith("imported 1 events")
+
+
+def test_a_store_cut_short_beside_a_stale_wal_is_named_too(tmp_path, run_cli):
+    """The write-ahead log left by a killed writer still holds page 1, so the file opens and
+    only its other pages fail: verify, status and log stopped with a Python traceback."""
+    from viewer_support import damage_leaving_wal, failing_home
+    home = tmp_path / "judged"
+    failing_home(home, extra_cases=30)
+    damage_leaving_wal(home)
+    verified = run_cli("verify", home=home)
+    assert verified.returncode == 1 and "Traceback" not in verified.stderr, verified.stderr
+    assert verified.stdout.startswith("FAILED ") and "ledger.db: cannot be read as an SQLite database" in verified.stdout
+    for command in (["status"], ["log"]):
+        done = run_cli(*command, home=home)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (command, done.stderr)
+        assert "ledger.db: cannot be read as an SQLite database (database disk image is malformed)" in done.stderr

@@ -10,11 +10,12 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from evalledger import ledger
 from evalledger.cli.viewer import make_app
-from viewer_support import failing_home, xss_home
+from viewer_support import damage_leaving_wal, failing_home, xss_home
 
 
 def serve(home: Path, test):
@@ -168,3 +169,65 @@ def test_an_empty_ledger_file_is_left_as_it_was_and_its_first_events_are_shown(t
     empty, size, filled, case_id = serve(home, test)
     assert empty == [] and size == 0
     assert filled == [case_id]
+
+
+def test_a_viewer_started_on_a_damaged_ledger_with_a_stale_wal_names_the_file(tmp_path, run_cli):
+    """ledger.db cut short with the write-ahead log of its last append beside it: the log holds
+    page 1, so the file opened, and `view` stopped with a Python traceback (sqlite3.DatabaseError)
+    reading its tables. It refuses to start as it does on a file that is no database, naming the
+    file and SQLite's reason, as a running viewer's 503 page does."""
+    home = tmp_path / "home"
+    failing_home(home, extra_cases=30)
+    damage_leaving_wal(home)
+    done = run_cli("view", "--port", "0", home=home, timeout=60)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and "serving" not in done.stdout
+    assert f"{home / 'ledger.db'}: cannot be read as an SQLite database" in done.stderr
+    assert "malformed" in done.stderr and "import" in done.stderr
+
+
+@pytest.mark.parametrize("how", ["removed", "moved"])
+def test_a_home_removed_and_brought_back_is_watched_again(tmp_path, monkeypatch, how):
+    """The watcher watched the folder that was removed (or moved away): once the home was back,
+    only the periodic check (every 5 s) saw new events. It is attached to the home again when the
+    home is back, so an event appended then reaches an open page's stream at once. (The periodic
+    check is put out of reach here, so only the watcher can tell.)"""
+    from evalledger.cli.viewer import live
+    from evalledger.testing import synthetic as syn
+    from viewer_support import next_event
+    monkeypatch.setattr(live, "SAFETY_SECONDS", 120.0)
+    home = tmp_path / "home"
+    failing_home(home, extra_cases=5)
+    shutil.copytree(home, tmp_path / "saved")
+
+    def append_one() -> int:
+        with ledger.open_ledger(home) as led:
+            _, events = syn.template_case("b1", f"late{led.head().seq}", "model-x", "pass", {"f": True})
+            return led.append(events)[-1].seq
+
+    async def main():
+        async with TestClient(TestServer(make_app(home), host="127.0.0.1")) as client:
+            stream = await client.get("/events")
+            first = int(await asyncio.wait_for(next_event(stream), 10))
+            before = await asyncio.to_thread(append_one)            # the watcher works at all
+            assert int(await asyncio.wait_for(next_event(stream), 5)) == before
+            if how == "removed":
+                shutil.rmtree(home)
+            else:
+                home.rename(tmp_path / "home.old")
+            await asyncio.sleep(1.0)
+            gone = await page(client, "/")
+            if how == "removed":
+                shutil.copytree(tmp_path / "saved", home)           # the home brought back
+            else:
+                (tmp_path / "saved").rename(home)                   # another copy moved into place
+            await asyncio.sleep(1.5)
+            after = await asyncio.to_thread(append_one)
+            heard = []                      # the restored head (a seq back) may be told first
+            while after not in heard:
+                heard.append(int(await asyncio.wait_for(next_event(stream), 5)))
+            stream.close()
+            return first, before, gone, after, heard
+    first, before, gone, after, heard = asyncio.run(main())
+    assert_says(gone, "the ledger is gone")
+    assert after == before > first and heard[-1] == after and set(heard) <= {first, after}

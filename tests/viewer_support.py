@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -165,3 +166,61 @@ async def next_event(response) -> str:
             data = line[5:].strip()
         elif not line and data is not None:
             return data
+
+
+def damage_leaving_wal(home: Path) -> None:
+    """Cut ``home``'s ledger.db short, as a bad copy or a full disk does, with the write-ahead log
+    of its last append left beside it (a writer killed before it checkpointed): the log still
+    holds page 1, so the file opens, and its other pages are gone."""
+    with ledger.open_ledger(home) as led:
+        _, events = syn.template_case("b1", "late", "model-x", "pass", {"f": True})
+        led.append(events)
+        wal = (home / "ledger.db-wal").read_bytes()       # the last close checkpoints and removes it
+    with open(home / "ledger.db", "r+b") as fh:
+        fh.truncate(3 * 4096)
+    (home / "ledger.db-wal").write_bytes(wal)
+
+
+def port_of(url: str) -> int:
+    """The port of a viewer URL ``start_viewer`` returned."""
+    return int(re.search(r"://[^/]*:(\d+)/", url).group(1))
+
+
+def raw_connection(port: int, timeout: float = 10, address: str = "127.0.0.1") -> socket.socket:
+    """A plain TCP connection to a viewer on ``address``: requests are written by hand, so what the
+    server does with the connection (keeps it, closes it, reads a body or not) can be seen."""
+    return socket.create_connection((address, port), timeout=timeout)
+
+
+def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 response read off ``sock``: status, headers (lower-case names), body (by its
+    Content-Length). Fails when the server closes the connection first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"the server closed the connection before a whole response: {data[:200]!r}"
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines)}
+    length = int(headers.get("content-length", "0"))
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "the server closed the connection inside a body"
+        body += chunk
+    return int(status_line.split()[1]), headers, body
+
+
+def closed_within(sock: socket.socket, seconds: float) -> float | None:
+    """Seconds until the server closes ``sock`` (sending nothing more), or None if it is still
+    open after ``seconds``."""
+    start = time.monotonic()
+    sock.settimeout(seconds)
+    try:
+        extra = sock.recv(1)
+    except TimeoutError:
+        return None
+    except ConnectionResetError:
+        extra = b""
+    assert extra == b"", f"the server sent more: {extra!r}"
+    return time.monotonic() - start

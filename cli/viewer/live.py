@@ -13,8 +13,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+from typing import Callable
 
 from aiohttp import web
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 
 from evalledger.cli.viewer.state import HomeUnavailable
 from evalledger.cli.watch_observer import WATCHED_EVENTS, LedgerHandler, native_observer
@@ -22,6 +31,8 @@ from evalledger.cli.watch_observer import WATCHED_EVENTS, LedgerHandler, native_
 MIN_INTERVAL = 0.5
 SAFETY_SECONDS = 5.0
 HEARTBEAT_SECONDS = 15.0
+# What the home's parent is watched for: the home folder made, deleted, or moved away or into place.
+HOME_EVENTS = [DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
 
 
 class LiveUpdates:
@@ -36,6 +47,9 @@ class LiveUpdates:
         self.observer = None
         self.unsubscribe = None
         self.problem: str | None = None     # why the home cannot be read now, once logged
+        self.watches: list = []             # the observer's watches now: the home's parent's and the home's
+        self.watched: tuple | None = None   # (home folder identity, ledger object) they were made for
+        self.home_lost = False              # the watched home folder itself was deleted or moved away
 
     async def start(self) -> None:
         """Start watching the home's ledger files (or listening to its server store) and the fold loop."""
@@ -45,12 +59,52 @@ class LiveUpdates:
             # PostgreSQL: called from the listener thread on each NOTIFY; None for a file store
             self.unsubscribe = self.view.led.subscribe(lambda: loop.call_soon_threadsafe(self.wake.set))
         if self.watch and self.view.led.home is not None and self.unsubscribe is None:
-            observer = native_observer()
-            observer.schedule(LedgerHandler(lambda: loop.call_soon_threadsafe(self.wake.set)),
-                              str(self.view.led.home), recursive=False, event_filter=WATCHED_EVENTS)
-            observer.start()
-            self.observer = observer
+            self.observer = native_observer()
+            self.observer.start()
+            self._attach()
         self.task = asyncio.create_task(self._loop())
+
+    def _attach(self) -> bool:
+        """Point the watches at the home folder as it is now; True when watches were (re)made, False
+        when nothing changed or no folder could be watched (tried again at the next wake-up).
+
+        A watch follows the folder it was made on, so a home removed, or moved away, and brought
+        back (another folder under the same name) would go unwatched: the home's parent is watched
+        too, for the home going and coming back, and the home's own watch is made again then, and
+        when the view reopened its ledger (the folder's inode may be reused by the one that comes
+        back, so its identity alone does not tell)."""
+        if self.observer is None:
+            return False
+        home = os.path.abspath(str(self.view.led.home))
+        try:
+            st = os.stat(home)
+            identity: tuple | None = (st.st_dev, st.st_ino)
+        except OSError:
+            identity = None
+        if self.watches and not self.home_lost and self.watched == (identity, self.view.led):
+            return False
+        for watch in self.watches:
+            with contextlib.suppress(KeyError):       # already gone with its observer
+                self.observer.unschedule(watch)
+        self.watches, self.home_lost = [], False
+        loop = asyncio.get_running_loop()
+        handler = HomeHandler(home, lambda: loop.call_soon_threadsafe(self.wake.set),
+                              lambda: loop.call_soon_threadsafe(self._lost))
+        targets = [(os.path.dirname(home), HOME_EVENTS)]
+        if identity is not None:
+            targets.append((home, [*WATCHED_EVENTS, DirDeletedEvent]))
+        for target, events in targets:
+            try:
+                self.watches.append(self.observer.schedule(handler, target, recursive=False, event_filter=events))
+            except OSError:      # gone (or unreadable) meanwhile: the next wake-up or safety check tries again
+                pass
+        self.watched = (identity, self.view.led)
+        return bool(self.watches)
+
+    def _lost(self) -> None:
+        """The watched home folder went: watch again at the next wake-up (which comes now)."""
+        self.home_lost = True
+        self.wake.set()
 
     async def stop(self) -> None:
         """Stop the watcher and the loop; open streams end."""
@@ -88,6 +142,8 @@ class LiveUpdates:
                 moved = False
             if moved:
                 self.publish(self.view.seen_head)
+            if self._attach():       # a new watch: what landed before it was in place is looked at now
+                self.wake.set()
             await asyncio.sleep(MIN_INTERVAL)
 
     def publish(self, seq: int) -> None:
@@ -117,3 +173,26 @@ class LiveUpdates:
         finally:
             self.clients.discard(queue)
         return response
+
+
+class HomeHandler(FileSystemEventHandler):
+    """Watches a home and its parent: ``on_ledger()`` when a ledger file of the home changes
+    (``LedgerHandler``) or the home folder comes back (made, or moved into place); ``on_lost()``
+    when the home folder is deleted or moved away. Other folders' events are not its business."""
+
+    def __init__(self, home: str, on_ledger: Callable[[], None], on_lost: Callable[[], None]):
+        self.home = home
+        self.on_ledger = on_ledger
+        self.on_lost = on_lost
+        self.ledger = LedgerHandler(on_ledger)
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if not event.is_directory:          # from the home's own watch (the parent's sees folders only)
+            self.ledger.on_any_event(event)
+            return
+        source = os.path.abspath(str(event.src_path)) if event.src_path else ""
+        dest = os.path.abspath(str(event.dest_path)) if event.dest_path else ""
+        if self.home == dest or (self.home == source and isinstance(event, DirCreatedEvent)):
+            self.on_ledger()                      # the home is back: look now
+        elif self.home == source:
+            self.on_lost()                        # the home deleted, or moved away

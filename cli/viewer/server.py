@@ -2,14 +2,16 @@
 
 Security: every response carries a Content-Security-Policy that allows scripts from the viewer's
 own origin only (no inline script, no handler attribute can run); requests must name the host the
-server bound (a DNS-rebinding page cannot read it); writes exist only with ``--review`` and need
-the per-launch token and, from a browser, the viewer's own Origin. Assets are served from a fixed
+server bound, a loopback name or an ``--allow-host`` name (a DNS-rebinding page cannot read it);
+writes exist only with ``--review`` and need the per-launch token and, from a browser, the
+viewer's own Origin (a refusal comes before the body is read). Assets are served from a fixed
 list of packaged files, so no URL reaches a file outside the package or the home.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 from importlib import resources
 from pathlib import Path
@@ -32,6 +34,7 @@ ASSETS = {"view.css": "text/css", "view.js": "text/javascript", "case.js": "text
 VIEW_KEY = web.AppKey("view", HomeView)
 CONFIG_KEY = web.AppKey("config", dict)
 LIVE_KEY = web.AppKey("live", LiveUpdates)
+KEEPALIVE_SECONDS = 15.0     # an idle kept-alive connection is closed after this (``view --keepalive-timeout``)
 
 
 def asset_bytes(name: str) -> bytes:
@@ -44,7 +47,7 @@ async def guard(request: web.Request, handler):
     """Refuse a Host the server did not bind; add the CSP and no-sniff headers to every answer;
     answer 503 with the reason when the home's ledger cannot be read now (``HomeUnavailable``)."""
     allowed = request.app[CONFIG_KEY]["hosts"]
-    if allowed and request.host not in allowed:
+    if allowed and request.host.lower() not in allowed:     # DNS names are case-insensitive
         return web.Response(status=403, text=f"host {request.host!r} refused: use {sorted(allowed)[0]}")
     try:
         response = await handler(request)
@@ -56,6 +59,31 @@ async def guard(request: web.Request, handler):
         response.headers["Retry-After"] = "5"
     _secure(response.headers)
     return response
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")     # names a rebinding page cannot borrow
+_HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")
+
+
+def host_values(host: str, port: int, allowed: list[str]) -> set[str]:
+    """The ``Host`` values a viewer bound to ``host``:``port`` answers, every other refused (a page
+    that rebinds its DNS name to this machine sends its own name): the loopback names, the bound
+    address and the ``--allow-host`` names. Empty, which turns the check off, for an address other
+    than a loopback name with no name allowed: the names it is reached by are not known.
+    A name refused as no host name (a port, a path) raises UsageError."""
+    for name in allowed:
+        if not _HOST_NAME.fullmatch(name):
+            raise UsageError(f"--allow-host {name}: not a host name or address (no port, scheme or path: "
+                             "the port is --port's)")
+    if host not in LOOPBACK and not allowed:
+        return set()
+    values = set()
+    for name in {*LOOPBACK, host, *allowed}:
+        shown = f"[{name}]" if ":" in name else name
+        values.add(f"{shown}:{port}".lower())
+        if port == 80:                    # a browser leaves the default port out of Host
+            values.add(shown.lower())
+    return values
 
 
 def _secure(headers) -> None:
@@ -154,17 +182,22 @@ async def events(request: web.Request) -> web.StreamResponse:
     return await request.app[LIVE_KEY].stream(request)
 
 
-def _check_write(request: web.Request, form) -> None:
-    """Refuse a write: 405 without --review, 403 without the launch token or from another Origin."""
-    config = request.app[CONFIG_KEY]
-    if not config["review"]:
-        raise web.HTTPMethodNotAllowed(request.method, ["GET"], text="the viewer is read-only; start it with --review")
-    token = form.get("token") or request.query.get("token") or ""
-    if not secrets.compare_digest(str(token), config["token"]):
-        raise web.HTTPForbidden(text="missing or wrong review token: use the URL printed at start")
+def _check_write(request: web.Request) -> None:
+    """Refuse a write before its body is read (a client may announce a huge one and send it slowly,
+    or never): 405 without --review, 403 from another Origin."""
+    if not request.app[CONFIG_KEY]["review"]:
+        raise web.HTTPMethodNotAllowed(request.method, ["GET"], text="the viewer is read-only; start it with --review",
+                                       headers={"Connection": "close"})   # the unread body is not waited for
     origin = request.headers.get("Origin")
     if origin is not None and origin != f"{request.scheme}://{request.host}":
-        raise web.HTTPForbidden(text=f"cross-site write refused (Origin {origin!r})")
+        raise web.HTTPForbidden(text=f"cross-site write refused (Origin {origin!r})", headers={"Connection": "close"})
+
+
+def _check_token(request: web.Request, form) -> None:
+    """Refuse (403) a write without the launch token, in its form or its query."""
+    token = form.get("token") or request.query.get("token") or ""
+    if not secrets.compare_digest(str(token), request.app[CONFIG_KEY]["token"]):
+        raise web.HTTPForbidden(text="missing or wrong review token: use the URL printed at start")
 
 
 def _required(form, name: str) -> str:
@@ -178,8 +211,9 @@ async def write(request: web.Request) -> web.Response:
     """POST /case/{id}/override or /case/{id}/note: the same events as ``evalledger override``/``note``."""
     from evalledger.cli.ledger_commands import add_note
     from evalledger.cli.report_commands import record_override
+    _check_write(request)
     form = await request.post()
-    _check_write(request, form)
+    _check_token(request, form)
     view = request.app[VIEW_KEY]
     case_id, action = request.match_info["case_id"], request.match_info["action"]
     try:
@@ -239,9 +273,13 @@ async def _close_view(app: web.Application) -> None:
     app[VIEW_KEY].close()
 
 
-async def serve(app: web.Application, host: str, port: int, ready) -> None:
-    """Run ``app`` on host:port until cancelled; ``ready(actual_port)`` is called once it listens."""
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+async def serve(app: web.Application, host: str, port: int, ready,
+                keepalive_timeout: float = KEEPALIVE_SECONDS) -> None:
+    """Run ``app`` on host:port until cancelled; ``ready(actual_port)`` is called once it listens.
+    A connection idle for ``keepalive_timeout`` seconds (no request under way) is closed."""
+    # aiohttp's own default keeps an idle connection for an hour: every idle client holds a socket
+    # and a protocol object of the server that long. A streaming answer (/events) is not idle.
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, keepalive_timeout=keepalive_timeout)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
