@@ -34,6 +34,8 @@ def open_existing(args, readonly: bool = False) -> ledger.Ledger:
 
 def _open_checked(path: str) -> ledger.Ledger:
     if not path.endswith((".jsonl", ".db")) and not ledger.is_home(path):
+        # a home whose ledger.db is gone but whose mirror holds events: the read-only open says so
+        ledger.open_ledger(path, readonly=True).close()
         raise ledger.LedgerError(f"{path}: no evalledger home here (run 'evalledger --home {path} init')")
     refuse_read_only(path)
     return ledger.open_ledger(path)

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from evalledger.ledger.api import Ledger
 from evalledger.ledger.gz_members import is_gz_mirror
 from evalledger.ledger.jsonl import JSONLRecorder
+from evalledger.ledger.lost_store import refuse_if_lost
 from evalledger.ledger.mirror_gz import GZ_MIRROR
 from evalledger.ledger.persistence import LedgerError
 from evalledger.ledger.postgres_schema import is_store_url, redact_url, split_store_url
@@ -192,6 +193,7 @@ def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str =
             raise LedgerError(f"{path}: no such ledger file")
         return Ledger(SQLiteRecorder(str(path), durability, readonly=readonly, rows=rows))
     if not (path / "ledger.db").exists():
+        refuse_if_lost(str(path / "ledger.db"), str(mirror_file(path)))   # not "no home here": its ledger.db is gone
         if readonly:
             raise LedgerError(f"{path}: no evalledger home here (run 'evalledger --home {path} init' first)")
         path.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.gz_members import is_gz_mirror
 from evalledger.ledger.lost_blobs import NoBlobTable
+from evalledger.ledger.lost_store import refuse_if_lost
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror import Mirror
 from evalledger.ledger.mirror_gz import GzMirror
@@ -43,6 +44,7 @@ from evalledger.ledger.persistence import (
     ConflictError,
     DiskFull,
     Head,
+    LedgerDamaged,
     LedgerError,
     Prepared,
     Recorder,
@@ -143,7 +145,15 @@ class SQLiteRecorder(Recorder):
         self.path = path
         self.location = f"{path} (table events)"
         self.readonly = readonly
+        if mirror_path:   # a store that lost the events its mirror holds: refused before anything is written
+            refuse_if_lost(path, mirror_path)
         self.conn = connect(path, durability, readonly)
+        if mirror_path:
+            try:
+                refuse_if_lost(path, mirror_path, self.conn)
+            except LedgerDamaged:
+                self.conn.close()
+                raise
         if readonly and not _has_events_table(self.conn):
             self.conn = _empty_store(self.conn, path)
         self._lock = FileLock(lock_path or path + ".lock", create=not readonly)
