@@ -128,18 +128,32 @@ def store_of(home: str | os.PathLike[str]) -> str | None:
 def bind_store(home: str | os.PathLike[str], url: str) -> Path:
     """Make ``home`` a home whose events live in the PostgreSQL store ``url``; returns the home.
 
-    Creates the folders and writes ``store.url``. A URL with a password is refused (the file
-    would keep it): give the password in PGPASSWORD or ~/.pgpass, which libpq reads. A home
-    that holds events of its own (ledger.db) or is bound to another store is refused too.
+    Creates the folders and writes ``store.url``, once the store was reached (and its tables made):
+    a home bound to a store it cannot reach made every later command fail, so an unreachable store
+    raises LedgerError naming it (never its password) and leaves the home as it was. A URL with a
+    password is refused (the file would keep it): give the password in PGPASSWORD or ~/.pgpass,
+    which libpq reads. A home that holds events of its own (ledger.db) or is bound to another store
+    is refused too.
     """
     home = Path(home)
     bound = check_store_binding(home, url)
     if bound is None:
+        _reach_store(home, url)
         home.mkdir(parents=True, exist_ok=True)
         for name in HOME_FOLDERS:
             (home / name).mkdir(exist_ok=True)
         (home / STORE_FILE).write_text(url + "\n", encoding="utf-8")
     return home
+
+
+def _reach_store(home: Path, url: str) -> None:
+    """Open the store ``url`` for writing (making its tables) and close it; LedgerError, saying the
+    home is left as it was, when it cannot be."""
+    from evalledger.ledger.postgres import PostgresRecorder  # only a PostgreSQL store needs it
+    try:
+        PostgresRecorder(url).close()
+    except LedgerError as exc:
+        raise LedgerError(f"{exc}\n{home} was left as it was (not bound to {redact_url(url)})") from None
 
 
 def check_store_binding(home: str | os.PathLike[str], url: str) -> str | None:
