@@ -8,6 +8,7 @@ import orjson
 
 from evalledger import ledger
 from evalledger.cli.errors import UsageError
+from evalledger.cli.out_file import stdout_bytes
 from evalledger.ledger import NewEvent
 from evalledger.ledger.importer import ImportRefused
 from evalledger.projections.history import CaseNotFound, resolve_case
@@ -143,7 +144,8 @@ def cmd_export(args) -> int:
             count = led.export(args.out)
             print(f"exported {count} events to {args.out}", file=sys.stderr)
         else:
-            led.export(sys.stdout.buffer)
+            with stdout_bytes("the export") as out:
+                led.export(out)
     return 0
 
 
