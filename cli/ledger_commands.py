@@ -8,6 +8,7 @@ import orjson
 
 from evalledger import ledger
 from evalledger.cli.errors import UsageError
+from evalledger.cli.out_file import stdout_bytes
 from evalledger.ledger import NewEvent
 from evalledger.ledger.importer import ImportRefused
 from evalledger.projections.history import CaseNotFound, resolve_case
@@ -34,6 +35,8 @@ def open_existing(args, readonly: bool = False) -> ledger.Ledger:
 
 def _open_checked(path: str) -> ledger.Ledger:
     if not path.endswith((".jsonl", ".db")) and not ledger.is_home(path):
+        # a home whose ledger.db is gone but whose mirror holds events: the read-only open says so
+        ledger.open_ledger(path, readonly=True).close()
         raise ledger.LedgerError(f"{path}: no evalledger home here (run 'evalledger --home {path} init')")
     refuse_read_only(path)
     return ledger.open_ledger(path)
@@ -141,7 +144,8 @@ def cmd_export(args) -> int:
             count = led.export(args.out)
             print(f"exported {count} events to {args.out}", file=sys.stderr)
         else:
-            led.export(sys.stdout.buffer)
+            with stdout_bytes("the export") as out:
+                led.export(out)
     return 0
 
 

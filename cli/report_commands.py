@@ -10,6 +10,7 @@ from evalledger import projections
 from evalledger.cli.ledger_commands import case_or_usage_error, open_existing
 from evalledger.cli.progress import Progress
 from evalledger.ledger import NewEvent
+from evalledger.ledger.persistence import is_disk_full
 from evalledger.projections.history import case_history, format_history
 from evalledger.projections.replay import finish_replay
 from evalledger.projections.report_files import INCOMPLETE
@@ -76,20 +77,23 @@ def _render_failed(command: str, led, exc: Exception) -> int:
     folder = reports_dir(led)
     state = (f"{folder / INCOMPLETE} says the folder is incomplete" if (folder / INCOMPLETE).exists()
              else f"{folder} was left as the earlier render wrote it")
-    if isinstance(exc, OSError) and not isinstance(exc, ReportRowsError):   # a report file the disk refused
+    if isinstance(exc, OSError) and not isinstance(exc, ReportRowsError) and is_disk_full(exc):
         print(f"evalledger {command}: error: {exc.filename}: the disk is full ({exc.strerror}); the read models "
               f"are saved, {state}; free space and run the command again", file=sys.stderr)
+    elif isinstance(exc, OSError) and not isinstance(exc, ReportRowsError):   # a folder in a file's way, say
+        print(f"evalledger {command}: error: {exc.filename}: {exc.strerror or exc}; the read models are saved, "
+              f"{state}", file=sys.stderr)
     else:
         print(f"evalledger {command}: error: {exc}; the read models are saved, {state}", file=sys.stderr)
     return 1
 
 
 def _report_file_refused(led, exc: OSError) -> bool:
-    """True for a full disk met writing a file of the reports folder (the read models are saved
-    by then): other errors keep the general handling of cli/main.py."""
-    from evalledger.ledger.persistence import is_disk_full
+    """True for an error met writing a file of the reports folder (a full disk, a folder where a
+    file goes; the read models are saved by then), said with the folder's state: other errors keep
+    the general handling of cli/main.py."""
     folder = str(reports_dir(led)) + "/"
-    return is_disk_full(exc) and isinstance(exc.filename, str) and exc.filename.startswith(folder)
+    return isinstance(exc.filename, str) and exc.filename.startswith(folder)
 
 
 def cmd_history(args) -> int:

@@ -221,7 +221,10 @@ class Daemon:
         try:
             result = self._call(self.callbacks.ingest, path)
         except Exception as exc:
-            self._failed[path] = (st.st_size, st.st_mtime_ns)
+            # A full disk is no fault of the file: the next rescan tries it again (space may have
+            # been freed by then), as a failed pass is; remembered, it stayed in the inbox for good.
+            if not _disk_full(exc):
+                self._failed[path] = (st.st_size, st.st_mtime_ns)
             self._error("ingest_failed", exc, file=path.name)
             return
         status = str(getattr(result, "status", result))
@@ -353,3 +356,10 @@ def _result_fields(result: Any, prefix: str = "") -> dict[str, Any]:
 def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """True for a failure the disk's room caused (``ledger.DiskFull``, or SQLite's or the system's
+    own full-disk error): nothing about the file, so worth trying again."""
+    from evalledger.ledger.persistence import DiskFull, is_disk_full
+    return isinstance(exc, DiskFull) or is_disk_full(exc)

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from evalledger.ledger.api import Ledger
 from evalledger.ledger.gz_members import is_gz_mirror
 from evalledger.ledger.jsonl import JSONLRecorder
+from evalledger.ledger.lost_store import refuse_if_lost
 from evalledger.ledger.mirror_gz import GZ_MIRROR
 from evalledger.ledger.persistence import LedgerError
 from evalledger.ledger.postgres_schema import is_store_url, redact_url, split_store_url
@@ -127,18 +128,32 @@ def store_of(home: str | os.PathLike[str]) -> str | None:
 def bind_store(home: str | os.PathLike[str], url: str) -> Path:
     """Make ``home`` a home whose events live in the PostgreSQL store ``url``; returns the home.
 
-    Creates the folders and writes ``store.url``. A URL with a password is refused (the file
-    would keep it): give the password in PGPASSWORD or ~/.pgpass, which libpq reads. A home
-    that holds events of its own (ledger.db) or is bound to another store is refused too.
+    Creates the folders and writes ``store.url``, once the store was reached (and its tables made):
+    a home bound to a store it cannot reach made every later command fail, so an unreachable store
+    raises LedgerError naming it (never its password) and leaves the home as it was. A URL with a
+    password is refused (the file would keep it): give the password in PGPASSWORD or ~/.pgpass,
+    which libpq reads. A home that holds events of its own (ledger.db) or is bound to another store
+    is refused too.
     """
     home = Path(home)
     bound = check_store_binding(home, url)
     if bound is None:
+        _reach_store(home, url)
         home.mkdir(parents=True, exist_ok=True)
         for name in HOME_FOLDERS:
             (home / name).mkdir(exist_ok=True)
         (home / STORE_FILE).write_text(url + "\n", encoding="utf-8")
     return home
+
+
+def _reach_store(home: Path, url: str) -> None:
+    """Open the store ``url`` for writing (making its tables) and close it; LedgerError, saying the
+    home is left as it was, when it cannot be."""
+    from evalledger.ledger.postgres import PostgresRecorder  # only a PostgreSQL store needs it
+    try:
+        PostgresRecorder(url).close()
+    except LedgerError as exc:
+        raise LedgerError(f"{exc}\n{home} was left as it was (not bound to {redact_url(url)})") from None
 
 
 def check_store_binding(home: str | os.PathLike[str], url: str) -> str | None:
@@ -192,6 +207,7 @@ def open_ledger(path: str | os.PathLike[str] | None = None, *, durability: str =
             raise LedgerError(f"{path}: no such ledger file")
         return Ledger(SQLiteRecorder(str(path), durability, readonly=readonly, rows=rows))
     if not (path / "ledger.db").exists():
+        refuse_if_lost(str(path / "ledger.db"), str(mirror_file(path)))   # not "no home here": its ledger.db is gone
         if readonly:
             raise LedgerError(f"{path}: no evalledger home here (run 'evalledger --home {path} init' first)")
         path.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,7 @@ from evalledger.ledger.envelope import GENESIS_HASH, Event, line_bytes
 from evalledger.ledger.filelock import FileLock
 from evalledger.ledger.gz_members import is_gz_mirror
 from evalledger.ledger.lost_blobs import NoBlobTable
+from evalledger.ledger.lost_store import refuse_if_lost
 from evalledger.ledger.merkle import Frontier
 from evalledger.ledger.mirror import Mirror
 from evalledger.ledger.mirror_gz import GzMirror
@@ -42,6 +43,7 @@ from evalledger.ledger.persistence import (
     ConflictError,
     DiskFull,
     Head,
+    LedgerDamaged,
     LedgerError,
     Prepared,
     Recorder,
@@ -142,9 +144,18 @@ class SQLiteRecorder(Recorder):
         self.path = path
         self.location = f"{path} (table events)"
         self.readonly = readonly
+        if mirror_path:   # a store that lost the events its mirror holds: refused before anything is written
+            refuse_if_lost(path, mirror_path)
         self.conn = connect(path, durability, readonly)
         try:
+            if mirror_path:
+                refuse_if_lost(path, mirror_path, self.conn)
             self._read_store(path, lock_path, readonly, blobs, rows)
+        except LedgerDamaged:
+            if hasattr(self, "_lock"):
+                self._lock.close()
+            self.conn.close()
+            raise
         except sqlite3.DatabaseError as exc:
             # A header that reads but pages that do not (a file cut short or overwritten whose stale
             # -wal still holds page 1): named here, as connect names a file that is no database.

@@ -119,9 +119,16 @@ class FolderSink:
         return self.directory / rel
 
     def finish(self) -> list[Path]:
-        """Remove what an earlier render wrote and this one did not, write the manifest; the paths."""
+        """Remove what an earlier render wrote and this one did not, write the manifest; the paths.
+
+        Removing a stale file changes the folder as writing one does, so it leaves ``INCOMPLETE.md``
+        first: a removal or a manifest write that then fails (call ``abort``) leaves the note,
+        where a render that had written nothing else left a folder that looked whole."""
         names = sorted(self.names)
-        _drop_stale(self.directory, sorted(self.previous - set(names)))
+        stale = sorted(self.previous - set(names))
+        if any((self.directory / rel).is_file() for rel in stale):
+            self._changing()
+        _drop_stale(self.directory, stale)
         _drop_dead_temporaries(self.directory)
         _atomic_write(self.directory / MANIFEST, "".join(rel + "\n" for rel in names).encode())
         (self.directory / INCOMPLETE).unlink(missing_ok=True)
@@ -162,9 +169,13 @@ def _incomplete_note(reason: BaseException | None) -> bytes:
 def write_files(directory: Path, files: dict[str, bytes]) -> list[Path]:
     """Write the rendered files (only those whose bytes changed), drop stale ones; all paths back."""
     sink = FolderSink(directory)
-    for rel, data in sorted(files.items()):
-        sink.put(rel, data)
-    return sink.finish()
+    try:
+        for rel, data in sorted(files.items()):
+            sink.put(rel, data)
+        return sink.finish()
+    except BaseException as exc:   # the folder mixes two renders: say so (FolderSink.abort)
+        sink.abort(exc)
+        raise
 
 
 def _drop_stale(directory: Path, stale_names: list[str]) -> None:

@@ -274,10 +274,10 @@ def write_reports(store: ReadModelStore, directory: Path) -> list[Path]:
     sink = FolderSink(directory)
     try:
         render_into(store, sink)
+        return sink.finish()   # inside: a manifest that cannot be written leaves a folder of two renders too
     except BaseException as exc:   # a KeyboardInterrupt leaves a half-written folder too
         sink.abort(exc)
         raise
-    return sink.finish()
 
 
 def _titled(title: str, group: str) -> str:

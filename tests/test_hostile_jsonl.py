@@ -86,6 +86,39 @@ def test_a_pretty_printed_responses_jsonl_is_rejected_with_line_and_reason(home,
     assert [e.data["file"] for e in rejected] == ["one.jsonl", "two.jsonl"]
 
 
+def test_a_one_line_jsonl_with_an_unpaired_surrogate_is_rejected_for_it_not_as_pretty_printed(
+        home, run_cli, tmp_path):
+    # one line each, whole values: only the surrogate escape is wrong, so only it is named
+    audit = {"id": "x1", "tag": "clean", "difficulty": "easy", "description": "d", "context_input": "c",
+             "model_output": "\ud800"}   # json.dumps writes the lone surrogate as its escape
+    files = {"q.jsonl": '{"q": "\\ud800"}\n', "a.jsonl": json.dumps(audit) + "\n",
+             "two.jsonl": '{"q": "\\ud800"}\n{"r": "\\udc00"}\n'}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="ascii")
+    paths = [tmp_path / name for name in files]
+    for command in ("validate", "ingest"):
+        done = run_cli(command, *paths, home=home)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "pretty-printed" not in done.stdout and "several lines" not in done.stdout, done.stdout
+        surrogate = "text holds an unpaired surrogate escape (\\ud800-\\udfff), which is not valid Unicode"
+        assert f"q.jsonl: line 1: $.q: {surrogate}" in done.stdout, done.stdout
+        assert f"a.jsonl: line 1: $.model_output: {surrogate}" in done.stdout, done.stdout
+        assert f"two.jsonl: line 1: $.q: {surrogate}" in done.stdout, done.stdout
+        assert f"two.jsonl: line 2: $.r: {surrogate}" in done.stdout, done.stdout
+    rejected = events(ledger.open_ledger(home), "benchmark.rejected")
+    assert sorted(e.data["file"] for e in rejected) == sorted(files)
+
+
+def test_a_one_line_jsonl_that_is_not_json_is_not_called_pretty_printed(tmp_path):
+    try:
+        parse(b'{"benchmark": "b", "question_id": }\n', "r.jsonl")
+    except FileRejected as exc:
+        assert [p.where for p in exc.problems] == ["line 1, column 35"]
+        assert "several lines" not in str(exc)
+    else:
+        raise AssertionError("a line that is not JSON was accepted")
+
+
 def test_a_jsonl_file_with_a_bad_first_line_reports_every_line_by_number(home, run_cli, tmp_path):
     path = tmp_path / "r.jsonl"
     path.write_text("\n".join(['{"benchmark": ', line("q2", "a\u2028b"), line("q3", "c\x85d"), "[1"]) + "\n",

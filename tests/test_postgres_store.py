@@ -179,6 +179,39 @@ def test_an_unreachable_server_is_a_clear_error(run_cli, tmp_path):
         ledger.open_ledger(store)
 
 
+def unused_port() -> int:
+    """A local TCP port nothing listens on (bound, then closed again)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ingest_with_an_unreachable_store_leaves_the_home_unbound_and_a_reachable_one_then_binds(
+        run_cli, tmp_path):
+    """``ingest --store URL`` bound the home before the store was reached: with the server down, the
+    home was left naming it and every later command failed on a store it never used."""
+    down = f"postgresql://postgres@127.0.0.1:{unused_port()}/nowhere"
+    bench = SAMPLES / "pharmacology.benchmark.json"
+    empty = tmp_path / "empty"
+    empty.mkdir()                      # an existing folder, not yet a home
+    for home in (tmp_path / "new", empty):
+        result = run_cli("ingest", "--store", down, bench, home=home, timeout=60)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert f"cannot connect to the store {down}" in result.stderr
+        assert f"{home} was left as it was (not bound to {down})" in result.stderr
+    assert not (tmp_path / "new").exists() and list(empty.iterdir()) == []
+    with_password = down.replace("postgres@", "postgres:s3cret-pw@", 1)   # refused before any connection
+    result = run_cli("ingest", "--store", with_password, bench, home=empty, timeout=60)
+    assert result.returncode == 2 and "s3cret-pw" not in result.stdout + result.stderr
+    assert list(empty.iterdir()) == []
+    store = fresh_store_url()          # the store reached: the same command binds and ingests
+    result = run_cli("ingest", "--store", store, bench, home=empty)
+    assert result.returncode == 0 and "accepted" in result.stdout, result.stderr
+    assert ledger.store_of(empty) == store
+    assert run_cli("status", home=empty).returncode == 0
+
+
 def test_a_bad_schema_name_is_refused_by_name():
     with pytest.raises(LedgerError, match="schema 'Drop;Table'"):
         ledger.open_ledger(f"{pg_url()}?schema=Drop;Table")

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
+
+from evalledger import ledger
+from evalledger.ledger import NewEvent
 
 
 def _two_notes(run_cli, home) -> str:
@@ -34,3 +41,21 @@ def test_export_elsewhere_still_writes_the_exact_mirror(home, tmp_path, run_cli)
     out = tmp_path / "copy.jsonl"
     assert run_cli("export", "--out", out, home=home).returncode == 0
     assert out.read_bytes() == (home / "events.jsonl").read_bytes()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("notes", [1, 400])   # one short line (written at the flush), and many chunks
+def test_export_to_a_full_standard_output_says_so_and_exits_1(home, run_cli, notes):
+    with ledger.open_ledger(home) as led:
+        led.append([NewEvent(f"case:n{n}", "note.added", {"text": "x" * 200}) for n in range(notes)])
+    head = run_cli("verify", home=home).stdout
+    with open("/dev/full", "wb") as full:   # a real process whose standard output is a full device
+        done = subprocess.run([sys.executable, "-m", "evalledger", "--home", str(home), "export"],
+                              stdout=full, stderr=subprocess.PIPE, timeout=120)
+    said = done.stderr.decode()
+    assert done.returncode == 1, said
+    assert "Traceback" not in said and "Exception ignored" not in said, said
+    assert said.startswith("evalledger export: error: standard output: the disk is full (No space left on "
+                           "device): the export written there is incomplete; the ledger is unchanged"), said
+    assert "--out FILE" in said and said.count("\n") == 1, said
+    assert run_cli("verify", home=home).stdout == head

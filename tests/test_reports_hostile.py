@@ -184,3 +184,58 @@ def test_exact_sum_equals_fsum_where_sums_overflow_or_meet_inf_and_nan():
 
     for values in orders:
         assert _outcome(exact, values) == _outcome(math.fsum, values), values
+
+
+def _manifest_temporary(reports: Path) -> Path:
+    """Where this process and thread write the manifest before renaming it into place."""
+    import threading
+    return reports / f".{MANIFEST}.{os.getpid()}.{threading.get_ident()}.tmp"
+
+
+@pytest.mark.parametrize("change", ["a report changed", "a stale file only"])
+def test_a_manifest_that_cannot_be_written_after_the_files_leaves_the_folder_marked_incomplete(
+        tmp_path, run_cli, change):
+    """The manifest is the render's last write; when it failed (here: a folder stands where its
+    temporary goes), the files were already rewritten or removed and the folder looked whole: the
+    render dropped a stale file with no note at all, or left the 'is rewriting' note, its manifest
+    not listing the new files."""
+    home = _home_with_ids(tmp_path, run_cli, ["q1", "q2"])
+    assert run_cli("report", home=home).returncode == 0
+    reports = home / "reports"
+    earlier = (reports / MANIFEST).read_text().splitlines()
+    if change == "a report changed":
+        (reports / "index.md").write_text("an earlier render's index\n")
+    else:   # a file an earlier render wrote that this one does not produce
+        (reports / "old-benchmark" / "report.md").parent.mkdir()
+        (reports / "old-benchmark" / "report.md").write_text("gone since\n")
+        (reports / MANIFEST).write_text("".join(f"{rel}\n" for rel in earlier + ["old-benchmark/report.md"]))
+    _manifest_temporary(reports).mkdir()
+    with ledger.open_ledger(home) as led:
+        store = ReadModelStore(led)
+        try:
+            with pytest.raises(OSError):
+                write_reports(store, reports)
+        finally:
+            store.close()
+    note = (reports / INCOMPLETE).read_text()
+    assert "failed part way" in note and MANIFEST in note, note
+    _manifest_temporary(reports).rmdir()
+    again = run_cli("report", home=home)                          # the cause gone: complete again
+    assert again.returncode == 0, again.stderr
+    assert not (reports / INCOMPLETE).exists() and not (reports / "old-benchmark").exists()
+    assert _folder_files(reports) == reference_files(home)
+
+
+def test_a_folder_where_the_manifest_goes_stops_report_naming_it_and_the_folder_is_left_as_it_was(
+        tmp_path, run_cli):
+    home = _home_with_ids(tmp_path, run_cli, ["q1", "q2"])
+    assert run_cli("report", home=home).returncode == 0
+    reports = home / "reports"
+    (reports / MANIFEST).unlink()
+    (reports / MANIFEST).mkdir()
+    before = _folder_files(reports)
+    done = run_cli("report", home=home)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr == (f"evalledger report: error: {reports / MANIFEST}: Is a directory; the read models are "
+                           f"saved, {reports} was left as the earlier render wrote it\n")
+    assert _folder_files(reports) == before and not (reports / INCOMPLETE).exists()

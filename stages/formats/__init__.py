@@ -10,7 +10,14 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any
 
-from evalledger.stages.formats.decode import decode_text, first_json_line, loads, parse_jsonl
+from evalledger.stages.formats.decode import (
+    _JSON_SPACE,
+    decode_text,
+    first_json_line,
+    iter_jsonl_lines,
+    loads,
+    parse_jsonl,
+)
 from evalledger.stages.formats.errors import FileRejected, Problem
 from evalledger.stages.formats.model import FORMAT_NAMES, ParsedBenchmark, ParsedFile, ParsedResponse
 
@@ -119,15 +126,29 @@ def jsonl_kind(first: dict) -> str | None:
 
 
 def _reject_pretty_printed(text: str) -> None:
-    """Reject JSONL none of whose lines is a whole JSON value (one object spread over lines),
-    naming the first bad line and why, instead of reading an empty file; else return."""
+    """Reject JSONL none of whose lines is a value that can be kept, naming the bad lines and why,
+    instead of reading an empty file; else return.
+
+    Only a file of several lines whose first bad line is not valid JSON gets the pretty-printed
+    hint (with that first line alone): a line that parses but cannot be kept (an unpaired surrogate
+    escape, a duplicate key) is one whole value, and saying it spreads over lines sent people
+    looking for a formatting fault that was not there."""
     rows, problems = parse_jsonl(text)
     if rows:
         return
-    first = problems[0] if problems else Problem("line 1", "no JSON value on any line")
+    if not problems:
+        raise FileRejected([Problem("line 1", "no JSON value on any line")])
+    first = problems[0]
+    if not (first.reason.startswith("not valid JSON") and _several_lines(text)):
+        raise FileRejected(sorted(problems, key=line_order))
     raise FileRejected([first, Problem(first.where.split(":")[0].split(",")[0],
                                        "a JSONL file holds one whole JSON object per line; this one "
                                        "spreads a value over several lines (pretty-printed JSON?)")])
+
+
+def _several_lines(text: str) -> bool:
+    """True when ``text`` has more than one non-blank line (as ``parse_jsonl`` splits it)."""
+    return sum(1 for line in iter_jsonl_lines(text) if line.strip(_JSON_SPACE)) > 1
 
 
 def line_order(problem: Problem) -> tuple[int, str]:
