@@ -126,6 +126,7 @@ def test_verify_remembers_a_bounded_number_of_checked_blobs():
 def test_a_read_of_large_events_holds_a_bounded_page_of_them(tmp_path):
     # A big benchmark's registration parts are large events: a page of 256 of them held tens of
     # megabytes at once (verify's peak at 100,000 cases). Pages now hold about 2 MB of payload.
+    from evalledger.ledger import paging
     from evalledger.ledger import sqlite as store
     home = tmp_path / "home"
     ledger.init_home(home)
@@ -136,8 +137,8 @@ def test_a_read_of_large_events_holds_a_bounded_page_of_them(tmp_path):
         recorder = led.recorder
         pages = list(recorder._pages("", [], 1, None))
         sizes = [sum(len(row[6]) for row in page) for page in pages]
-        assert sizes[0] <= store._FIRST_PAGE * 200_100                   # a short first page
-        assert max(sizes[1:]) <= store._PAGE_BYTES + 200_100            # then about 2 MB a page
+        assert sizes[0] <= paging.FIRST_PAGE * 200_100                   # a short first page
+        assert max(sizes[1:]) <= paging.PAGE_BYTES + 200_100            # then about 2 MB a page
         assert [row[0] for page in pages for row in page] == list(range(1, 641))
         assert max(len(page) for page in pages) == store._PAGE   # small events: full pages again
         assert len(list(led.read())) == 640
