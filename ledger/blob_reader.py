@@ -13,10 +13,15 @@ from typing import Any, Callable, Iterable
 from evalledger.ledger.blobs import PREFIX, BlobError, has_markers, join, join_bytes, raw_refs, unpack
 from evalledger.ledger.envelope import Event, decode_json
 
+#: bytes of blobs a reader keeps at most, about (recently used: shared prompts, schemas)
+KEEP_BYTES = 16 << 20
+
 
 class BlobReader:
     """Reads blobs through ``load(key) -> stored form or None``, checking each against its key and
-    keeping the most recently used ones (a shared system prompt is read once, not per event).
+    keeping the most recently used ones (a shared system prompt is read once, not per event): at
+    most ``keep`` of them and about ``KEEP_BYTES`` in all, a blob over a quarter of that not kept
+    (a home of 1 MB prompts held 256 MB in this cache).
 
     ``load_many(keys) -> {key: stored form}`` (the ones the store holds), when the store can read
     many blobs in one query, serves ``preload``."""
@@ -28,6 +33,7 @@ class BlobReader:
         self.where = where
         self._keep = keep
         self._cache: dict[str, bytes] = {}
+        self._kept = 0   # bytes in _cache
         self._ahead: dict[str, bytes] = {}   # stored forms read by ``preload``, not yet fetched
 
     def preload(self, keys: Iterable[str]) -> None:
@@ -51,10 +57,12 @@ class BlobReader:
         if packed is None:
             raise BlobError(f"{self.where}: blob {PREFIX}{key} is missing")
         raw = unpack(key, packed, self.where)
-        if self._keep > 0:
-            if len(self._cache) >= self._keep:
-                self._cache.pop(next(iter(self._cache)))   # the oldest: dicts keep insertion order
-            self._cache[key] = raw
+        if self._keep > 0 and len(raw) <= KEEP_BYTES // 4:
+            cache = self._cache
+            while cache and (len(cache) >= self._keep or self._kept + len(raw) > KEEP_BYTES):
+                self._kept -= len(cache.pop(next(iter(cache))))   # the oldest: dicts keep insertion order
+            cache[key] = raw
+            self._kept += len(raw)
         return raw
 
     def row_event(self, *row: Any) -> Event:

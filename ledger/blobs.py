@@ -96,16 +96,24 @@ def has_markers(raw: bytes | str) -> bool:
 
 
 def page_events(rows: list[tuple[Any, ...]], row_event: Callable[..., Event]) -> Iterable[Event]:
-    """The Events of a page of stored rows: made directly, except a row whose data may hold a
-    marker (text with a ``$``, or bytes), which ``row_event`` makes (reading its blobs, unwrapping
-    its literals). One comprehension a page: a function call a row was a tenth of a read.
-
-    When a row cannot be read (a lost blob), the page's rows are made one by one instead, so the
-    events before it are still given before the error is raised, as a row-by-row read gives them."""
+    """The Events of a page of stored rows. A page of plain rows (text without a ``$``) is made
+    in one comprehension (a function call a row was a tenth of a read). A page holding a row
+    whose data may hold a marker (text with a ``$``, or bytes) is made lazily, row by row, by
+    ``row_event`` (reading its blobs, unwrapping its literals): pages are sized by stored bytes,
+    and 256 judge calls with 1 MB prompts made whole at once held 256 MB. Lazily too, a row that
+    cannot be read (a lost blob) raises at its place, after the events before it."""
     try:
-        return [Event(*row) if row[6].__class__ is str and "$" not in row[6] else row_event(*row) for row in rows]
-    except Exception:   # noqa: BLE001 (made again lazily: the same error, raised at its row)
-        return starmap(row_event, rows)   # lazily: raises at the bad row
+        return [Event(*row) if row[6].__class__ is str and "$" not in row[6] else _not_plain() for row in rows]
+    except Exception:   # noqa: BLE001 (a marked row, or an unreadable one: made lazily, raising at its row)
+        return starmap(row_event, rows)
+
+
+class _NotPlain(Exception):
+    """A page holds a row ``page_events`` does not make in its comprehension."""
+
+
+def _not_plain() -> Event:
+    raise _NotPlain
 
 
 def blob_file_path(path: str) -> str:

@@ -390,6 +390,32 @@ class TestLedgerContract:
         assert code == 0, errors
         assert every - one < 40, f"{work} of 60 MB of events peaked {every - one:.0f} MB above reading one"
 
+    @pytest.mark.parametrize("work", ["read", "export"])
+    def test_large_blobs_are_not_all_kept_in_the_readers_cache(self, backend, work, tmp_path):
+        """60 judge calls whose prompts (1 MB each, all different) are blobs: reading or exporting
+        them peaks at most 40 MB above reading the first one (the reader's cache of recently used
+        blobs kept 256 of them, whatever their size)."""
+        request, payload = long_call()
+        with backend.open() as led:
+            led.append_many(NewEvent(f"case:c{k}", "judge.called", dict(payload, request=dict(
+                request, messages=[{"role": "user", "content": f"{k:02d} " + "a long prompt " * 75_000}])))
+                for k in range(60))
+        script = ("import sys; from pathlib import Path; from evalledger import ledger\n"
+                  "work, path, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])\n"
+                  "with ledger.open_ledger(path) as led:\n"
+                  "    if work == 'export':\n"
+                  "        assert led.export(out) == 60\n"
+                  "    else:\n"
+                  "        n = 1 if work == 'one' else 60\n"
+                  "        heads = [e.data['request']['messages'][0]['content'][:2] for e in led.read(to_seq=n)]\n"
+                  "        assert heads == [f'{k:02d}' for k in range(n)], heads\n")
+        out = tmp_path / "calls.export.jsonl"
+        code, one, errors = peak_rss_mb([sys.executable, "-c", script, "one", str(backend.path), str(out)])
+        assert code == 0, errors
+        code, every, errors = peak_rss_mb([sys.executable, "-c", script, work, str(backend.path), str(out)])
+        assert code == 0, errors
+        assert every - one < 40, f"{work} of 60 calls with 1 MB prompts peaked {every - one:.0f} MB above reading one"
+
     def test_export_is_the_same_bytes_a_fresh_import_gives_back(self, backend, tmp_path):
         with backend.open() as led:
             seeded(led)
