@@ -22,7 +22,7 @@ from bisect import bisect_left
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from evalledger.ledger import Event, LedgerError, NewEvent
 from evalledger.stages.interrupts import interrupt_behind
@@ -119,6 +119,42 @@ class _Queued:
     done: asyncio.Future
 
 
+# Prompt and response characters one transaction takes at most, about: encoding a batch holds
+# several copies of them at once (16 cases with 1 MB responses took a run to 630 MB).
+COMMIT_CHARS = 16_000_000
+
+
+def bounded(items: list[_Queued], most: int = COMMIT_CHARS) -> Iterator[list[_Queued]]:
+    """``items`` in order, in batches of at most about ``most`` prompt and response characters
+    (one case alone may be more): cases of usual size still go in one transaction."""
+    batch: list[_Queued] = []
+    size = 0
+    for item in items:
+        weight = sum(_call_chars(event) for event in item.events)
+        if batch and size + weight > most:
+            yield batch
+            batch, size = [], 0
+        batch.append(item)
+        size += weight
+    if batch:
+        yield batch
+
+
+def _call_chars(event: NewEvent) -> int:
+    """The characters of a judge call's prompts and response (0 for any other event): the bulk of
+    a case's events, found without encoding them."""
+    if event.type != "judge.called":
+        return 0
+    request = event.data.get("request")
+    if not isinstance(request, dict):
+        return 0
+    messages = request.get("messages")
+    payload = request.get("payload")
+    size = sum(len(m.get("content") or "") for m in messages if isinstance(m, dict)) if isinstance(messages, list) else 0
+    response = payload.get("response") if isinstance(payload, dict) else None
+    return size + (len(response) if isinstance(response, str) else 0)
+
+
 class CaseCommits:
     """Group commit of finished cases (see module docstring); ``appended`` sees every stored batch.
 
@@ -160,10 +196,11 @@ class CaseCommits:
         by_stage: dict[str, list[_Queued]] = {}
         for item in queue:
             by_stage.setdefault(item.stage.name, []).append(item)
+        batches = [batch for items in by_stage.values() for batch in bounded(items)]
         if self._writer is not None:
-            self._writer.submit(self._append_off_loop, list(by_stage.values()), asyncio.get_running_loop())
+            self._writer.submit(self._append_off_loop, batches, asyncio.get_running_loop())
             return
-        for items in by_stage.values():
+        for items in batches:
             self._append(items)
 
     def _append_off_loop(self, batches: list[list[_Queued]], loop: asyncio.AbstractEventLoop) -> None:
