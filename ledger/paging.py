@@ -8,12 +8,13 @@ does not depend on how large its events are. The first page is short, to learn h
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 PAGE_BYTES = 1 << 21   # payload bytes a page holds at most, about (one event may be more)
 FIRST_PAGE = 4         # rows of the first page: a big registration's parts are 1 MB each
 
 Page = TypeVar("Page", bound=Sequence[tuple[Any, ...]])
+Item = TypeVar("Item")
 
 
 def row_pages(fetch: Callable[[int, int], Page], from_seq: int, most: int,
@@ -31,3 +32,20 @@ def row_pages(fetch: Callable[[int, int], Page], from_seq: int, most: int,
         last = rows[-1][0]
         size = sum([len(row[data_column]) for row in rows])
         limit = min(most, max(1, len(rows) * page_bytes // max(1, size)))
+
+
+def sized_batches(items: Iterable[Item], weight: Callable[[Item], int], most_weight: int,
+                  most_count: int | None = None) -> Iterator[list[Item]]:
+    """``items`` in order, in lists of at most ``most_count`` items and about ``most_weight`` in
+    all (``weight`` of each; an item heavier than that is a list of its own), made as taken."""
+    batch: list[Item] = []
+    size = 0
+    for item in items:
+        heavy = weight(item)
+        if batch and ((most_count is not None and len(batch) >= most_count) or size + heavy > most_weight):
+            yield batch
+            batch, size = [], 0
+        batch.append(item)
+        size += heavy
+    if batch:
+        yield batch

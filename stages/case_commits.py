@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from evalledger.ledger import Event, LedgerError, NewEvent
+from evalledger.ledger.paging import sized_batches
 from evalledger.stages.interrupts import interrupt_behind
 from evalledger.stages.judge.group_commit import settle, settle_all
 
@@ -127,17 +128,7 @@ COMMIT_CHARS = 16_000_000
 def bounded(items: list[_Queued], most: int = COMMIT_CHARS) -> Iterator[list[_Queued]]:
     """``items`` in order, in batches of at most about ``most`` prompt and response characters
     (one case alone may be more): cases of usual size still go in one transaction."""
-    batch: list[_Queued] = []
-    size = 0
-    for item in items:
-        weight = sum(_call_chars(event) for event in item.events)
-        if batch and size + weight > most:
-            yield batch
-            batch, size = [], 0
-        batch.append(item)
-        size += weight
-    if batch:
-        yield batch
+    return sized_batches(items, lambda item: sum(_call_chars(event) for event in item.events), most)
 
 
 def _call_chars(event: NewEvent) -> int:

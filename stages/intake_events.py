@@ -21,6 +21,7 @@ import json
 from typing import Any, Container, Iterable, Iterator, TypeVar
 
 from evalledger.ledger import NewEvent, event_id
+from evalledger.ledger.paging import sized_batches
 from evalledger.stages.formats.errors import Problem
 from evalledger.stages.formats.ids import benchmark_id, case_id, digest16
 from evalledger.stages.formats.model import ParsedBenchmark, ParsedResponse
@@ -149,16 +150,8 @@ def registered(bench: ParsedBenchmark, source: dict, fmt: str, causation: str,
 def question_parts(questions: list[dict]) -> list[list[dict]]:
     """The questions cut, in order, into parts of at most PART_QUESTIONS questions and about
     PART_BYTES bytes of JSON each (a single question larger than that is a part of its own)."""
-    parts: list[list[dict]] = [[]]
-    size = 0
-    for question in questions:
-        weight = len(json.dumps(question, ensure_ascii=False, default=str))
-        if parts[-1] and (len(parts[-1]) >= PART_QUESTIONS or size + weight > PART_BYTES):
-            parts.append([])
-            size = 0
-        parts[-1].append(question)
-        size += weight
-    return parts
+    return list(sized_batches(questions, lambda q: len(json.dumps(q, ensure_ascii=False, default=str)),
+                              PART_BYTES, PART_QUESTIONS)) or [[]]
 
 
 def registration_events(registered: NewEvent) -> list[NewEvent]:
@@ -357,17 +350,7 @@ def pending_parts(ref: str, responses: Iterable[ParsedResponse], count: int, sou
 def _sized_parts(held: Iterable[dict]) -> Iterator[list[dict]]:
     """``held`` in lists of at most PART_CASES responses and about PART_BYTES bytes of JSON (a
     single response larger than that is a part of its own), made as they are taken."""
-    part: list[dict] = []
-    size = 0
-    for response in held:
-        weight = len(json.dumps(response, ensure_ascii=False))
-        if part and (len(part) >= PART_CASES or size + weight > PART_BYTES):
-            yield part
-            part, size = [], 0
-        part.append(response)
-        size += weight
-    if part:
-        yield part
+    return sized_batches(held, lambda r: len(json.dumps(r, ensure_ascii=False)), PART_BYTES, PART_CASES)
 
 
 def held_responses(head: dict, parts: Iterable[dict]) -> Iterator[ParsedResponse]:
