@@ -58,3 +58,17 @@ def test_a_run_over_megabyte_responses_holds_a_few_cases_at_a_time(tmp_path, in_
         peaks.append(mb)
     assert peaks[1] - peaks[0] < most, f"a run ({in_flight} in flight): {peaks[0]:.0f} MB for 10 such cases, " \
                                        f"{peaks[1]:.0f} for 46"
+
+
+def test_the_viewers_index_of_megabyte_responses_holds_a_few_at_a_time(tmp_path):
+    """The viewer indexes responses (for its text search) in batches of 2,000 events: 46 cases with
+    1 MB responses were one batch, held whole; a batch now ends early on long texts."""
+    peaks = []
+    for cases in (10, 46):
+        home = home_with_long_responses(tmp_path, cases, f"v{cases}", MEGABYTE_RESPONSE)
+        code, mb, errors = peak_rss_mb([sys.executable, "-m", "evalledger", "--home", str(home), "view",
+                                        "--export", str(tmp_path / f"site{cases}")])
+        assert code == 0, errors[-2000:]
+        assert len(list((tmp_path / f"site{cases}" / "case").iterdir())) == cases
+        peaks.append(mb)
+    assert peaks[1] - peaks[0] < 25, f"view --export: {peaks[0]:.0f} MB for 10 such cases, {peaks[1]:.0f} for 46"

@@ -130,15 +130,22 @@ def _add_usage(usage: dict[str, list[int]], event) -> None:
         sums[4] += round(cost * NANO)
 
 
+# Question and response characters an index batch holds at most, about (46 cases with 1 MB
+# responses were one batch, all held at once).
+BATCH_CHARS = 8_000_000
+
+
 def _event_batches(led, from_seq: int, to_seq: int, size: int = 2000) -> Iterator[tuple[dict, set[str], dict]]:
     """Per ``size`` events of the range: case id -> its case.opened facts, the case ids touched,
     and run -> the judge usage sums of the batch's calls (``_add_usage``).
 
-    Batches keep a first build of 100,000 cases in bounded memory.
+    Batches (ended early by long texts, ``BATCH_CHARS``) keep a first build of 100,000 cases in
+    bounded memory.
     """
     opened: dict[str, dict] = {}
     touched: set[str] = set()
     usage: dict[str, list[int]] = {}
+    held = 0   # characters of the batch's texts: a batch of long responses ends early
     # a first build needs the openings and the judge calls only
     types = ["case.opened", "judge.called"] if from_seq == 1 else None
     for count, event in enumerate(led.read(from_seq=from_seq, to_seq=to_seq, types=types), 1):
@@ -153,9 +160,10 @@ def _event_batches(led, from_seq: int, to_seq: int, size: int = 2000) -> Iterato
                 opened[case_id] = {"benchmark_name": _text(data.get("benchmark_name") or data.get("benchmark")),
                                    "question": _text(question.get("question") or question.get("text")),
                                    "response": _text(data.get("response")), "seq": event.seq}
-        if count % size == 0:
+                held += len(opened[case_id]["question"]) + len(opened[case_id]["response"])
+        if count % size == 0 or held > BATCH_CHARS:
             yield opened, touched, usage
-            opened, touched, usage = {}, set(), {}
+            opened, touched, usage, held = {}, set(), {}, 0
     yield opened, touched, usage
 
 
