@@ -330,12 +330,17 @@ class Daemon:
             raise Abandoned()
 
     def _grace_timer(self, signum: int) -> None:
-        """After the grace period, re-deliver the signal to the main thread to abandon in-flight work."""
+        """After the grace period, re-deliver the signal to the main thread to abandon in-flight work,
+        and again every second while that work is still in flight: an ``Abandoned`` raised inside
+        the event loop's own code (scheduling a task's next step) rather than a task's is logged and
+        dropped by asyncio, and the run then waited forever for the task it left behind."""
         time.sleep(self.options.grace_seconds)
         if self._busy:
             self._grace_over = True
+        while self._busy:
             # A real signal to the main thread: it also interrupts a blocking sleep or select there.
             signal.pthread_kill(threading.main_thread().ident, signum)
+            time.sleep(1.0)
 
 
 def _result_fields(result: Any, prefix: str = "") -> dict[str, Any]:
