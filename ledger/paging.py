@@ -8,6 +8,7 @@ does not depend on how large its events are. The first page is short, to learn h
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 PAGE_BYTES = 1 << 21   # payload bytes a page holds at most, about (one event may be more)
@@ -32,6 +33,13 @@ def row_pages(fetch: Callable[[int, int], Page], from_seq: int, most: int,
         last = rows[-1][0]
         size = sum([len(row[data_column]) for row in rows])
         limit = min(most, max(1, len(rows) * page_bytes // max(1, size)))
+
+
+def row_chunks(rows: Iterable[tuple[Any, ...]], most: int, data_column: int = 6) -> Iterator[list[tuple[Any, ...]]]:
+    """Rows already fetched (an iterator), in lists sized as ``row_pages`` sizes pages: at most
+    ``most`` rows and, after a short first one, about ``PAGE_BYTES`` of payload."""
+    taken = iter(rows)
+    return row_pages(lambda _after, limit: list(islice(taken, limit)), 1, most, data_column)
 
 
 def sized_batches(items: Iterable[Item], weight: Callable[[Item], int], most_weight: int,

@@ -8,13 +8,13 @@ refers to it.
 
 from __future__ import annotations
 
-from itertools import chain, islice
+from itertools import chain
 from typing import Any, Iterator
 
 from evalledger.ledger.blob_reader import BlobReader
 from evalledger.ledger.blobs import BlobError, has_markers, raw_refs
 from evalledger.ledger.envelope import EnvelopeError
-from evalledger.ledger.paging import row_pages
+from evalledger.ledger.paging import row_chunks
 from evalledger.ledger.verify import Problem
 
 #: blobs a verify remembers as checked, per copy (twice this at most): a blob used again and again
@@ -65,7 +65,6 @@ def checked_blobs(rows: Iterator[tuple[Any, ...]], readers: list[BlobReader],
     are passed on by C iteration (a generator step a row cost 2-4% of a home's verify)."""
     good: list[set[str]] = [RecentKeys() for _ in readers]
     bad: set[tuple[int, str]] = set()
-    rows = iter(rows)
 
     def checked(chunk: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         # "$" first (a memchr), as has_markers does: most rows have none
@@ -74,9 +73,7 @@ def checked_blobs(rows: Iterator[tuple[Any, ...]], readers: list[BlobReader],
                 _check_row(row, readers, good, bad, problems)
         return chunk
 
-    # chunks sized like a read's pages: at most _CHUNK rows and about PAGE_BYTES of payload
-    chunks = row_pages(lambda _after, limit: list(islice(rows, limit)), 1, _CHUNK)
-    return chain.from_iterable(map(checked, chunks))
+    return chain.from_iterable(map(checked, row_chunks(rows, _CHUNK)))   # sized like a read's pages
 
 
 _CHUNK = 256

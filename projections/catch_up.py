@@ -13,13 +13,12 @@ import gc
 import re
 from dataclasses import dataclass
 from functools import partial
-from itertools import islice
 from typing import Iterator
 
 import orjson
 
 from evalledger.ledger.envelope import EnvelopeError, decode_json
-from evalledger.ledger.paging import row_pages
+from evalledger.ledger.paging import row_chunks
 from evalledger.projections.appliers import (
     BENCHMARK_TYPES,
     CASE_APPLIERS,
@@ -229,12 +228,11 @@ _DEEP_ROLES = frozenset(role.encode() for role in DEEP_ROLES)
 
 def paged(events, preload) -> Iterator[tuple]:
     """The scanned rows of ``events``, in order, a page at a time (at most ``PAGE`` rows and about
-    ``row_pages``' bytes of payload: a page of cases with 1 MB responses is a few of them, not a
+    ``row_chunks``' bytes of payload: a page of cases with 1 MB responses is a few of them, not a
     gigabyte): before a page is folded, ``preload`` (``Ledger.preload``) gets the keys of the
     request blobs its deep-judgment calls will open (``request_keys``), so they are read in one
     query rather than one lookup a call."""
-    rows = iter(events)
-    for page in row_pages(lambda _after, limit: list(islice(rows, limit)), 1, PAGE, data_column=5):
+    for page in row_chunks(events, PAGE, data_column=5):
         preload(request_keys(page))
         yield from page
 
