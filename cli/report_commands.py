@@ -77,12 +77,13 @@ def _render_failed(command: str, led, exc: Exception) -> int:
     folder = reports_dir(led)
     state = (f"{folder / INCOMPLETE} says the folder is incomplete" if (folder / INCOMPLETE).exists()
              else f"{folder} was left as the earlier render wrote it")
-    if isinstance(exc, OSError) and not isinstance(exc, ReportRowsError) and is_disk_full(exc):
-        print(f"evalledger {command}: error: {exc.filename}: the disk is full ({exc.strerror}); the read models "
-              f"are saved, {state}; free space and run the command again", file=sys.stderr)
-    elif isinstance(exc, OSError) and not isinstance(exc, ReportRowsError):   # a folder in a file's way, say
-        print(f"evalledger {command}: error: {exc.filename}: {exc.strerror or exc}; the read models are saved, "
-              f"{state}", file=sys.stderr)
+    if isinstance(exc, OSError) and not isinstance(exc, ReportRowsError):   # a report file refused
+        if is_disk_full(exc):
+            print(f"evalledger {command}: error: {exc.filename}: the disk is full ({exc.strerror}); the read "
+                  f"models are saved, {state}; free space and run the command again", file=sys.stderr)
+        else:   # a folder in a file's way, say
+            print(f"evalledger {command}: error: {exc.filename}: {exc.strerror or exc}; the read models are "
+                  f"saved, {state}", file=sys.stderr)
     else:
         print(f"evalledger {command}: error: {exc}; the read models are saved, {state}", file=sys.stderr)
     return 1

@@ -152,18 +152,14 @@ class SQLiteRecorder(Recorder):
                 refuse_if_lost(path, mirror_path, self.conn)
             self._read_store(path, lock_path, readonly, blobs, rows)
         except LedgerDamaged:
-            if hasattr(self, "_lock"):
-                self._lock.close()
-            self.conn.close()
+            self._close_unopened()
             raise
         except sqlite3.DatabaseError as exc:
             # A header that reads but pages that do not (a file cut short or overwritten whose stale
             # -wal still holds page 1): named here, as connect names a file that is no database.
             if not is_damage(exc):
                 raise
-            if hasattr(self, "_lock"):
-                self._lock.close()
-            self.conn.close()
+            self._close_unopened()
             raise damaged(path, exc) from None
         self._no_blobs = NoBlobTable(path)   # reads without it: a reference there is a blob lost with its table
         self._known_blobs: set[str] = set()   # keys committed by this object: not packed again
@@ -186,6 +182,12 @@ class SQLiteRecorder(Recorder):
                                    f"{self.location} (which holds every event, up to seq {head}) and cannot "
                                    "be completed; nothing is lost: free space and run the command again",
                                    exc.strerror or str(exc)) from None
+
+    def _close_unopened(self) -> None:
+        """Close what an open that is refused had opened (the connection, the lock file if reached)."""
+        if hasattr(self, "_lock"):
+            self._lock.close()
+        self.conn.close()
 
     def _read_store(self, path: str, lock_path: str | None, readonly: bool, blobs: bool, rows: str) -> None:
         """What the open reads from the store (its tables, rows form, blob table), making the tables
