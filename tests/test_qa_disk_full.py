@@ -257,6 +257,30 @@ def test_a_render_the_full_disk_stops_part_way_leaves_incomplete_md_or_the_folde
 SAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "samples" / "pharmacology.benchmark.json"
 
 
+def _drop_on_a_full_disk_then_free_it(small_disk: Path, tmp_path: Path, leave: int,
+                                       failed: tuple[str, str]) -> Path:
+    """A running daemon (its start-up pass over, as its ``batch`` line says) meets a full disk
+    (``leave`` bytes left) with the 28-case sample dropped into its inbox; once the log shows both
+    ``failed`` strings, space is freed, and every case must be judged without a restart. The home."""
+    home = ledger.init_home(small_disk / "home")
+    log = tmp_path / "watch.log"
+    daemon = start_watch(home, "--rescan-seconds", "1", log_path=log)
+    try:
+        assert wait_for(lambda: log.exists() and " batch " in log.read_text(), timeout=120, step=0.1), \
+            log.read_text() if log.exists() else "no log"
+        filler = fill(small_disk, leave=leave)
+        drop_by_rename(home / "inbox", "bench.json", SAMPLE.read_bytes())   # 28 cases
+        assert wait_for(lambda: all(text in log.read_text() for text in failed), timeout=60), log.read_text()
+        filler.unlink()
+        judged = lambda: evalledger(home, "status", check=False).stdout   # noqa: E731
+        # a bound for a loaded machine, not a pace: unloaded, the cases are judged in a few seconds
+        assert wait_for(lambda: "28 judged" in judged(), timeout=180, step=0.5), log.read_text()[-3000:]
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        wait_stopped(daemon, 30, log)
+    return home
+
+
 def test_the_daemon_carries_on_once_space_is_freed_without_a_restart(small_disk, tmp_path):
     """A mirror write the disk refused stopped every later append of that process; only a new open
     completed the mirror, so a running daemon logged batch_failed at every rescan, for good.
@@ -265,23 +289,8 @@ def test_the_daemon_carries_on_once_space_is_freed_without_a_restart(small_disk,
     130 KB) is over, as its ``batch`` line says: filled at ``started``, a loaded machine let that
     pass write into the 150 KB left for the ingest, so SQLite itself, not the mirror, met the full
     disk and the test waited for a mirror failure that never came."""
-    home = ledger.init_home(small_disk / "home")
-    log = tmp_path / "watch.log"
-    daemon = start_watch(home, "--rescan-seconds", "1", log_path=log)
-    try:
-        assert wait_for(lambda: log.exists() and " batch " in log.read_text(), timeout=120, step=0.1), \
-            log.read_text() if log.exists() else "no log"
-        filler = fill(small_disk, leave=150 * 1024)
-        drop_by_rename(home / "inbox", "bench.json", SAMPLE.read_bytes())   # 28 cases
-        assert wait_for(lambda: "batch_failed" in log.read_text() and "the mirror stops before" in log.read_text(),
-                        timeout=60), log.read_text()
-        filler.unlink()
-        judged = lambda: evalledger(home, "status", check=False).stdout   # noqa: E731
-        # a bound for a loaded machine, not a pace: unloaded, the cases are judged in about a second
-        assert wait_for(lambda: "28 judged" in judged(), timeout=180, step=0.5), log.read_text()[-3000:]
-    finally:
-        daemon.send_signal(signal.SIGTERM)
-        wait_stopped(daemon, 30, log)
+    home = _drop_on_a_full_disk_then_free_it(small_disk, tmp_path, 150 * 1024,
+                                             ("batch_failed", "the mirror stops before"))
     assert evalledger(home, "verify").returncode == 0
 
 
@@ -289,22 +298,7 @@ def test_a_drop_whose_ingest_the_full_disk_refused_is_taken_in_once_space_is_fre
     """An ingest that raised was not tried again until its file changed or the daemon restarted:
     right for a file that breaks intake, wrong for a disk that was full, so a drop the disk refused
     stayed in the inbox for good although space was freed (docs/ledger.md: the daemon carries on)."""
-    home = ledger.init_home(small_disk / "home")
-    log = tmp_path / "watch.log"
-    daemon = start_watch(home, "--rescan-seconds", "1", log_path=log)
-    try:
-        assert wait_for(lambda: log.exists() and " batch " in log.read_text(), timeout=120, step=0.1), \
-            log.read_text() if log.exists() else "no log"
-        filler = fill(small_disk, leave=40 * 1024)     # room for the file (22 KB), not for its events
-        drop_by_rename(home / "inbox", "bench.json", SAMPLE.read_bytes())   # 28 cases
-        assert wait_for(lambda: "ingest_failed" in log.read_text() and "DiskFull" in log.read_text(),
-                        timeout=60), log.read_text()
-        filler.unlink()
-        judged = lambda: evalledger(home, "status", check=False).stdout   # noqa: E731
-        # a bound for a loaded machine, not a pace: unloaded, the cases are judged in a few seconds
-        assert wait_for(lambda: "28 judged" in judged(), timeout=180, step=0.5), log.read_text()[-3000:]
-    finally:
-        daemon.send_signal(signal.SIGTERM)
-        wait_stopped(daemon, 30, log)
+    # room for the file (22 KB), not for its events
+    home = _drop_on_a_full_disk_then_free_it(small_disk, tmp_path, 40 * 1024, ("ingest_failed", "DiskFull"))
     assert not (home / "inbox" / "bench.json").exists()
     assert evalledger(home, "verify").returncode == 0

@@ -142,14 +142,19 @@ def test_a_render_that_fails_before_writing_anything_leaves_the_earlier_folder_u
         raise ReportRowsError("no room for the rows")
 
     monkeypatch.setattr(ReportRows, "add", refuse)
-    with ledger.open_ledger(home, readonly=True) as led:
+    _write_reports_raising(home, reports, ReportRowsError, readonly=True)
+    assert _folder_files(reports) == before and not (reports / INCOMPLETE).exists()
+
+
+def _write_reports_raising(home: Path, reports: Path, error: type[BaseException], readonly: bool = False) -> None:
+    """``write_reports`` of ``home``'s read models into ``reports``, which must raise ``error``."""
+    with ledger.open_ledger(home, readonly=readonly) as led:
         store = ReadModelStore(led)
         try:
-            with pytest.raises(ReportRowsError):
+            with pytest.raises(error):
                 write_reports(store, reports)
         finally:
             store.close()
-    assert _folder_files(reports) == before and not (reports / INCOMPLETE).exists()
 
 
 def _outcome(total, values) -> tuple[str, str]:
@@ -210,13 +215,7 @@ def test_a_manifest_that_cannot_be_written_after_the_files_leaves_the_folder_mar
         (reports / "old-benchmark" / "report.md").write_text("gone since\n")
         (reports / MANIFEST).write_text("".join(f"{rel}\n" for rel in earlier + ["old-benchmark/report.md"]))
     _manifest_temporary(reports).mkdir()
-    with ledger.open_ledger(home) as led:
-        store = ReadModelStore(led)
-        try:
-            with pytest.raises(OSError):
-                write_reports(store, reports)
-        finally:
-            store.close()
+    _write_reports_raising(home, reports, OSError)
     note = (reports / INCOMPLETE).read_text()
     assert "failed part way" in note and MANIFEST in note, note
     _manifest_temporary(reports).rmdir()
