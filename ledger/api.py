@@ -231,6 +231,18 @@ class Ledger:
         """The last event's seq and hash."""
         return self.recorder.head()
 
+    def holds(self, seq: int, hash: str) -> bool:
+        """True when this ledger's event at ``seq`` has ``hash`` (seq 0, the empty ledger: always).
+
+        A position recorded from a ledger (the read models', the viewer's index) names that ledger
+        only with its hash: another file put in its place (a backup restored, another ledger
+        copied over it, a store imported again) may reach the same seq with other events.
+        """
+        if seq == 0:
+            return True
+        event = next(iter(self.read(from_seq=seq, to_seq=seq)), None)
+        return event is not None and event.hash == hash
+
     def get(self, id: str) -> Event | None:
         """The event with this id, or None."""
         return self.recorder.get(id)

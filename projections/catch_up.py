@@ -10,6 +10,7 @@ commit changes nothing.
 from __future__ import annotations
 
 import gc
+import logging
 import re
 from dataclasses import dataclass
 from functools import partial
@@ -186,8 +187,17 @@ def update(led, store: ReadModelStore, *, fresh: bool = False, upto=None) -> Fol
 
 
 def _update_once(led, store: ReadModelStore, fresh: bool, upto=None) -> FoldResult:
-    start, _ = store.position()
+    start, start_hash = store.position()
     head = led.head() if upto is None else upto
+    if not fresh and not led.holds(start, start_hash):
+        # Folded from another ledger under this name (read models kept beside a .jsonl ledger or
+        # a server store, a file restored or copied over): folding on from ``start`` would add this
+        # ledger's events to that one's cases. They are dropped and this ledger folded from seq 1.
+        logging.getLogger("evalledger.projections").warning(
+            "%s: the read models in %s were folded from another ledger (its seq %d has another hash "
+            "here, or is not there); they are dropped and rebuilt from seq 1", led.label, store.path, start)
+        store.drop()
+        start, fresh = 0, True
     folder = _Folder(led, store, fresh=fresh)
     if head.seq <= start:
         return FoldResult(0, 0, (start, store.position()[1]))

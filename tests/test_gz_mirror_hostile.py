@@ -30,7 +30,7 @@ from evalledger.ledger import NewEvent
 from evalledger.ledger.blob_lines import is_blob_line
 from evalledger.ledger.mirror_gz import MemberEnd, MirrorDamage, footer, member, read_lines, scan
 from test_gz_mirror import judged
-from viewer_support import next_event
+from viewer_support import next_event, seq_of
 
 GZ = "events.jsonl.gz"
 
@@ -405,7 +405,7 @@ def test_the_viewers_live_tail_and_verify_page_follow_a_compressed_home_while_it
 
     async def watch(client):
         response = await client.get("/events")
-        heads = [int(await asyncio.wait_for(next_event(response), 10))]
+        heads = [seq_of(await asyncio.wait_for(next_event(response), 10))]
         # paced (400 commits over 2 s or more): on a loaded machine an unpaced writer was done before
         # the tail was read again, and the tail then showed only the first and the last head
         writer = await asyncio.create_subprocess_exec(sys.executable, "-c", WRITER, str(home), "0.005")
@@ -414,12 +414,12 @@ def test_the_viewers_live_tail_and_verify_page_follow_a_compressed_home_while_it
             pages.append(await (await client.get("/verify")).text())   # verify races the writer
             await asyncio.sleep(0.05)
             with contextlib.suppress(asyncio.TimeoutError):
-                heads.append(int(await asyncio.wait_for(next_event(response), 0.3)))
+                heads.append(seq_of(await asyncio.wait_for(next_event(response), 0.3)))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(writer.wait(), 0.01)
         final = stored_lines(home)
         while heads[-1] < len(final):   # the tail reaches the last commit
-            heads.append(int(await asyncio.wait_for(next_event(response), 15)))
+            heads.append(seq_of(await asyncio.wait_for(next_event(response), 15)))
         response.close()
         return heads, pages, writer.returncode
 

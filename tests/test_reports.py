@@ -10,6 +10,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from evalledger import ledger, projections
 from evalledger.cli.main import main
 from evalledger.testing import synthetic as syn
@@ -277,6 +279,30 @@ def test_a_ledger_file_reports_beside_itself_as_docs_reports_md_says(tmp_path, r
     assert not (tmp_path / "reports").exists()
     docs = (Path(__file__).resolve().parents[1] / "docs" / "reports.md").read_text()
     assert "`<stem>-reports/`" in docs and "`<stem>.projections.db`" in docs
+
+
+@pytest.mark.parametrize("longer", [True, False])
+def test_read_models_of_another_ledger_under_the_same_name_are_refolded(tmp_path, run_cli, longer):
+    """A .jsonl ledger's read models stay beside it when the file is replaced. A fold went on from
+    the seq they named: another ledger copied over it (a backup restored, the wrong file copied)
+    had its events after that seq added to the first one's cases, and one shorter than it was
+    taken as already folded; the reports showed cases of a ledger no longer there. The position's
+    hash names its ledger: the models are folded from seq 1 again, with a warning."""
+    ledgers = {}
+    for name, seed, cases in (("short", 3, case_histories()[:5]), ("long", 4, case_histories())):
+        with ledger.open_ledger(tmp_path / f"{name}.jsonl") as led:
+            led.append(header_events() + interleave(cases, seed))
+        done = run_cli("report", home=tmp_path / f"{name}.jsonl")
+        assert done.returncode == 0, done.stderr
+        ledgers[name] = read_tree(tmp_path / f"{name}-reports")
+    target, source = ("short", "long") if longer else ("long", "short")
+    (tmp_path / f"{source}.jsonl").replace(tmp_path / f"{target}.jsonl")
+    done = run_cli("report", home=tmp_path / f"{target}.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert "folded from another ledger" in done.stderr and f"{target}.projections.db" in done.stderr
+    assert read_tree(tmp_path / f"{target}-reports") == ledgers[source]   # as if folded there
+    done = run_cli("report", home=tmp_path / f"{target}.jsonl")
+    assert done.returncode == 0 and "another ledger" not in done.stderr, done.stderr   # once
 
 
 def test_a_reporter_killed_between_write_and_rename_leaves_no_temporary_behind(tmp_path):

@@ -194,7 +194,7 @@ def test_a_home_removed_and_brought_back_is_watched_again(tmp_path, monkeypatch,
     check is put out of reach here, so only the watcher can tell.)"""
     from evalledger.cli.viewer import live
     from evalledger.testing import synthetic as syn
-    from viewer_support import next_event
+    from viewer_support import next_event, seq_of
     monkeypatch.setattr(live, "SAFETY_SECONDS", 120.0)
     home = tmp_path / "home"
     failing_home(home, extra_cases=5)
@@ -208,9 +208,9 @@ def test_a_home_removed_and_brought_back_is_watched_again(tmp_path, monkeypatch,
     async def main():
         async with TestClient(TestServer(make_app(home), host="127.0.0.1")) as client:
             stream = await client.get("/events")
-            first = int(await asyncio.wait_for(next_event(stream), 10))
+            first = seq_of(await asyncio.wait_for(next_event(stream), 10))
             before = await asyncio.to_thread(append_one)            # the watcher works at all
-            assert int(await asyncio.wait_for(next_event(stream), 5)) == before
+            assert seq_of(await asyncio.wait_for(next_event(stream), 5)) == before
             if how == "removed":
                 shutil.rmtree(home)
             else:
@@ -225,9 +225,44 @@ def test_a_home_removed_and_brought_back_is_watched_again(tmp_path, monkeypatch,
             after = await asyncio.to_thread(append_one)
             heard = []                      # the restored head (a seq back) may be told first
             while after not in heard:
-                heard.append(int(await asyncio.wait_for(next_event(stream), 5)))
+                heard.append(seq_of(await asyncio.wait_for(next_event(stream), 5)))
             stream.close()
             return first, before, gone, after, heard
     first, before, gone, after, heard = asyncio.run(main())
     assert_says(gone, "the ledger is gone")
     assert after == before > first and heard[-1] == after and set(heard) <= {first, after}
+
+
+def test_another_ledger_at_the_same_seq_is_told_to_open_pages(tmp_path):
+    """Pages were told the head by its seq alone, and the viewer's caches were kept per seq: a
+    ledger.db replaced by another home's of the same length changed what every page shows, yet no
+    open page heard of it, and a page served from the caches could show the old ledger's head. A
+    head is its seq and hash now."""
+    from evalledger.testing import synthetic as syn
+    from viewer_support import next_event
+    home, other = tmp_path / "home", tmp_path / "other"
+    heads = []
+    for where, model in ((home, "model-a"), (other, "model-b")):
+        with ledger.open_ledger(ledger.init_home(where)) as led:
+            led.append([syn.benchmark("b1", "template", name="same-length", questions=2)])
+            for question in ("q1", "q2"):
+                led.append(syn.template_case("b1", question, model, "pass", {"f": True})[1])
+            heads.append(led.head())
+    old, new = heads
+    assert old.seq == new.seq and old.hash != new.hash
+
+    async def main():
+        async with TestClient(TestServer(make_app(home), host="127.0.0.1")) as client:
+            stream = await client.get("/events")
+            first = await asyncio.wait_for(next_event(stream), 10)
+            before = await page(client, "/")
+            replace_ledger(home, other)
+            second = await asyncio.wait_for(next_event(stream), 10)   # the watcher, or the 5 s check
+            after = await page(client, "/")
+            cases = await page(client, "/cases")
+            stream.close()
+            return first, before, second, after, cases
+    first, before, second, after, cases = asyncio.run(main())
+    assert first == f"{old.seq} {old.hash}" and second == f"{new.seq} {new.hash}"
+    assert old.hash in before[1] and new.hash in after[1] and old.hash not in after[1]
+    assert "model-b" in cases[1] and "model-a" not in cases[1]

@@ -12,7 +12,7 @@ from evalledger import ledger
 from evalledger.cli.viewer import live, make_app
 from evalledger.testing import synthetic as syn
 from postgres_support import postgres_home
-from viewer_support import next_event
+from viewer_support import next_event, seq_of
 
 
 def test_open_pages_wake_on_notify_from_a_postgres_store(tmp_path, monkeypatch):
@@ -26,7 +26,7 @@ def test_open_pages_wake_on_notify_from_a_postgres_store(tmp_path, monkeypatch):
 
     async def test(client):
         response = await client.get("/events")
-        first = int(await asyncio.wait_for(next_event(response), 10))
+        first = seq_of(await asyncio.wait_for(next_event(response), 10))
         table = await (await client.get("/cases")).text()
         started = time.monotonic()
 
@@ -35,7 +35,7 @@ def test_open_pages_wake_on_notify_from_a_postgres_store(tmp_path, monkeypatch):
                 other.append(ledger.NewEvent(f"case:{case_id}", "note.added",
                                              {"text": "from elsewhere", "author": "pg"}))
         await asyncio.to_thread(append_elsewhere)
-        second = int(await asyncio.wait_for(next_event(response), 20))
+        second = seq_of(await asyncio.wait_for(next_event(response), 20))
         waited = time.monotonic() - started
         page = await (await client.get(f"/case/{case_id}")).text()
         response.close()

@@ -157,6 +157,11 @@ def usage_by_run(home: Path) -> dict[str, dict]:
     return out
 
 
+def seq_of(head: str) -> int:
+    """The seq of a ``head`` event's data (``seq hash``)."""
+    return int(head.split()[0])
+
+
 async def next_event(response) -> str:
     """The data of the next server-sent event on an open ``/events`` response."""
     data = None

@@ -141,15 +141,15 @@ class LiveUpdates:
                 logging.getLogger("evalledger.view").exception("refresh failed")
                 moved = False
             if moved:
-                self.publish(self.view.seen_head)
+                self.publish(self.view.head_token())
             if self._attach():       # a new watch: what landed before it was in place is looked at now
                 self.wake.set()
             await asyncio.sleep(MIN_INTERVAL)
 
-    def publish(self, seq: int) -> None:
-        """Tell every open page the head is now ``seq``."""
+    def publish(self, head: str) -> None:
+        """Tell every open page the head is now ``head`` (``HomeView.head_token``)."""
         for queue in list(self.clients):
-            queue.put_nowait(seq)
+            queue.put_nowait(head)
 
     async def stream(self, request: web.Request) -> web.StreamResponse:
         """One page's event stream: the current head at once, then each new head."""
@@ -158,16 +158,16 @@ class LiveUpdates:
         queue: asyncio.Queue = asyncio.Queue()
         self.clients.add(queue)
         try:
-            await response.write(f"retry: 2000\nevent: head\ndata: {self.view.seen_head}\n\n".encode())
+            await response.write(f"retry: 2000\nevent: head\ndata: {self.view.head_token()}\n\n".encode())
             while True:
                 try:
-                    seq = await asyncio.wait_for(queue.get(), HEARTBEAT_SECONDS)
+                    head = await asyncio.wait_for(queue.get(), HEARTBEAT_SECONDS)
                 except asyncio.TimeoutError:
                     await response.write(b": still here\n\n")
                     continue
-                if seq is None:
+                if head is None:
                     break
-                await response.write(f"event: head\ndata: {seq}\n\n".encode())
+                await response.write(f"event: head\ndata: {head}\n\n".encode())
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:

@@ -79,7 +79,9 @@ class HomeView:
             raise
         self.led, self.index = led, conn
         self.stale = False             # a read failed: reopen before the next one
-        self.seen_head = -1
+        # (seq, hash) of the head the models and index were last brought to: a seq alone cannot
+        # tell another ledger restored under the same name at the same length
+        self.seen_head: tuple[int, str] = (-1, "")
         self._overview: tuple[int, Any] | None = None
         self._diff: tuple[tuple[int, int], dict] | None = None
         self._choices: tuple[int, dict] | None = None
@@ -131,12 +133,18 @@ class HomeView:
         return HomeUnavailable(f"{self.led.path}: changed while this page was read ({exc}); it was opened "
                                "again: reload the page")
 
-    def head_seq(self) -> int:
-        """The ledger's head seq right now (events other processes appended included)."""
-        return self.led.head().seq
+    def head(self) -> tuple[int, str]:
+        """The ledger's head (seq, hash) right now (events other processes appended included)."""
+        seq, hash = self.led.head()
+        return seq, hash
+
+    def head_token(self) -> str:
+        """The seen head as the live pages are told it (``seq hash``): a page redraws when it changes."""
+        return "%d %s" % self.seen_head
 
     def refresh(self) -> bool:
-        """Fold new events into the read models and the index; True when the head moved."""
+        """Fold new events into the read models and the index; True when the head moved (or the
+        ledger was replaced by another, at any seq)."""
         before = self.seen_head
         with self.reading():
             pass
@@ -158,7 +166,8 @@ class HomeView:
                 return
             with projections.current(self.led, self.models) as models:
                 index.sync(self.led, self.index, models.conn)
-                self.seen_head = models.position()[0]
+                seq, hash = models.position()
+                self.seen_head = (seq, hash)
                 yield
         except (sqlite3.DatabaseError, LedgerError) as exc:
             raise self._failed(exc) from None
@@ -166,10 +175,10 @@ class HomeView:
     def _unchanged(self) -> bool:
         """True, with a snapshot of the read models begun, when the ledger's head is the one this
         view last folded and synced to and the snapshot holds the models at it (else no snapshot)."""
-        if self.head_seq() != self.seen_head:
+        if self.head() != self.seen_head:
             return False
         self.models.conn.execute("BEGIN")
-        if self.models.position()[0] == self.seen_head:
+        if tuple(self.models.position()) == self.seen_head:
             return True
         self.models.conn.execute("ROLLBACK")
         return False
@@ -256,7 +265,7 @@ class HomeView:
 
     def _folded_to_head(self) -> bool:
         """True when the read models are at the ledger's head (no append since the last refresh)."""
-        return self.seen_head == self.head_seq()
+        return self.seen_head == self.head()
 
     def verify(self):
         """``led.verify()`` now (on demand: it reads every event)."""
@@ -272,7 +281,7 @@ class HomeView:
             return None
         from evalledger.projections.diff import diff_models
         with ledger.open_ledger(self.compare_home, readonly=True) as other:
-            key = (self.seen_head, other.head().seq)
+            key = (self.seen_head, tuple(other.head()))
             if self._diff is None or self._diff[0] != key:
                 # this home's models inside the request's snapshot (``reading``), the other's in one of theirs
                 with projections.current(other) as theirs:
