@@ -13,6 +13,7 @@ import difflib
 import os
 import re
 import sys
+from typing import Any
 
 from evalledger.cli import commands
 from evalledger.cli.errors import UsageError  # one class however this module is loaded (script or -m)
@@ -155,6 +156,7 @@ def run_command(args: argparse.Namespace) -> int:
     # Imported here, not at the top: parsing and --help need none of the ledger.
     from evalledger.ledger import DiskFull, EnvelopeError, LedgerError
     from evalledger.ledger.persistence import is_disk_full
+    watched = sys.stdout = WatchedStdout(sys.stdout)
     try:
         bind_home_to_store(args)
         return int(args.func(args) or 0)
@@ -174,6 +176,11 @@ def run_command(args: argparse.Namespace) -> int:
         return 1
     except OSError as exc:  # a path that cannot be used (missing folder, a file where a folder goes)
         where = f"{exc.filename}: " if exc.filename else ""
+        if is_disk_full(exc) and exc is watched.failed:
+            print(f"evalledger {args.command}: error: standard output: the disk is full ({exc.strerror or exc}): "
+                  "what was written there is incomplete; the ledger keeps every event committed before "
+                  "it; free space and run the command again", file=sys.stderr)
+            return 1
         if is_disk_full(exc):   # a file of the reports or a home folder: not a usage error
             print(f"evalledger {args.command}: error: {where}the disk is full ({exc.strerror or exc}); the "
                   "ledger keeps every event committed before it; free space and run the command again",
@@ -186,6 +193,42 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"\nevalledger {args.command}: interrupted; everything committed before it is kept "
               "(running the command again carries on)", file=sys.stderr)
         return 130
+    finally:
+        if sys.stdout is watched:
+            sys.stdout = watched.stream
+
+
+class WatchedStdout:
+    """``sys.stdout`` while a command runs, remembering the error a write or flush of it met: a
+    full disk behind standard output (``> /dev/full``) names no file, and was reported as if the
+    ledger's own files had met it."""
+
+    def __init__(self, stream: Any, owner: WatchedStdout | None = None):
+        self.stream = stream
+        self.owner = owner or self     # the text stream, which keeps the error for its buffer too
+        self.failed: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.stream.write(data)
+        except OSError as exc:
+            self.owner.failed = exc
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as exc:
+            self.owner.failed = exc
+            raise
+
+    @property
+    def buffer(self) -> WatchedStdout:
+        """The byte stream under it (``log --json`` and others write bytes), watched the same way."""
+        return WatchedStdout(self.stream.buffer, self.owner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 if __name__ == "__main__":

@@ -59,3 +59,24 @@ def test_export_to_a_full_standard_output_says_so_and_exits_1(home, run_cli, not
                            "device): the export written there is incomplete; the ledger is unchanged"), said
     assert "--out FILE" in said and said.count("\n") == 1, said
     assert run_cli("verify", home=home).stdout == head
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("command", [["log"], ["log", "--json"], ["status"], ["verify"], ["history", "CASE"]])
+def test_any_command_whose_standard_output_is_full_names_it(home, run_cli, command):
+    """Only export said so: the others reported "the disk is full", as if the ledger's own files
+    had met it, with no file named (text and bytes written to standard output alike)."""
+    with ledger.open_ledger(home) as led:
+        led.append([NewEvent(f"case:{c}", "note.added", {"text": "y" * 300}) for c in ("n1", "n2")])
+    head = run_cli("verify", home=home).stdout
+    command = [part.replace("CASE", "n1") for part in command]   # the history of case n1's stream
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run([sys.executable, "-m", "evalledger", "--home", str(home), *command],
+                              stdout=full, stderr=subprocess.PIPE, timeout=120)
+    said = done.stderr.decode()
+    assert done.returncode == 1, said
+    assert "Traceback" not in said and "Exception ignored" not in said, said
+    assert said.startswith(f"evalledger {command[0]}: error: standard output: the disk is full (No space "
+                           "left on device): what was written there is incomplete"), said
+    assert said.count("\n") == 1, said
+    assert run_cli("verify", home=home).stdout == head
