@@ -154,13 +154,13 @@ def run_command(args: argparse.Namespace) -> int:
     import sqlite3
 
     # Imported here, not at the top: parsing and --help need none of the ledger.
-    from evalledger.ledger import DiskFull, EnvelopeError, LedgerError
+    from evalledger.ledger import DiskFull, EnvelopeError, LedgerError, StoreReplaced
     from evalledger.ledger.persistence import is_disk_full
     watched = sys.stdout = WatchedStdout(sys.stdout)
     try:
         bind_home_to_store(args)
         return int(args.func(args) or 0)
-    except DiskFull as exc:   # not a usage error: the message says what is committed and what to do
+    except (DiskFull, StoreReplaced) as exc:   # not usage errors: the message says what is kept and what to do
         print(f"evalledger {args.command}: error: {exc}", file=sys.stderr)
         return 1
     except (UsageError, LedgerError, EnvelopeError) as exc:

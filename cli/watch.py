@@ -29,6 +29,7 @@ from typing import Any, Callable
 from evalledger.cli.watch_inbox import InboxTracker, is_ignored, scan_inbox
 from evalledger.cli.watch_log import Log
 from evalledger.cli.watch_observer import ObserverLogForwarder, start_observer
+from evalledger.ledger import StoreReplaced
 from evalledger.stages.intake import DEFAULT_MAX_RESPONSE_CHARS
 
 
@@ -78,6 +79,7 @@ class Outcome:
     reports: list[Path] = field(default_factory=list)   # written by the last refresh
     abandoned: bool = False
     stopped: str | None = None        # why the last dispatcher pass stopped early (judge unavailable)
+    replaced: str | None = None       # the home's store was removed or replaced under the daemon: why it stopped
 
 
 class Daemon:
@@ -220,6 +222,9 @@ class Daemon:
             return  # taken away between the probe and now: nothing to do
         try:
             result = self._call(self.callbacks.ingest, path)
+        except StoreReplaced as exc:
+            self._store_replaced(exc, file=path.name)
+            return
         except Exception as exc:
             # A full disk is no fault of the file: the next rescan tries it again (space may have
             # been freed by then), as a failed pass is; remembered, it stayed in the inbox for good.
@@ -245,6 +250,9 @@ class Daemon:
                 reports = self._call(self.callbacks.refresh) or []
                 self._reported_head = current
                 self.outcome.reports = list(reports)
+        except StoreReplaced as exc:
+            self._store_replaced(exc)
+            return
         except Exception as exc:
             self._error("batch_failed", exc)
             self._done_head = self.callbacks.head()  # retried at the next rescan, not in a hot loop
@@ -288,6 +296,14 @@ class Daemon:
             return fn(*args)
         finally:
             self._busy = outer
+
+    def _store_replaced(self, exc: StoreReplaced, **fields) -> None:
+        """The home's ledger.db was removed, or another put in its place, while the daemon ran: its
+        writes would go to a file nobody can open. Nothing was written; the daemon stops (the
+        input stays in the inbox), and a daemon started again opens the home as it is now."""
+        self.outcome.replaced = str(exc)
+        self._error("store_replaced", exc, **fields)
+        self.stop()
 
     def _error(self, event: str, exc: BaseException, **fields) -> None:
         self.outcome.errors += 1

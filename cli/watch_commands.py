@@ -138,6 +138,8 @@ def cmd_watch(args) -> int:
         else:
             print(f"evalledger watch: {exc}", file=sys.stderr)
         return 1
+    if outcome.replaced:
+        return 1   # the home's store was replaced under the daemon: said in the log, nothing written
     if args.once and outcome.stopped:
         return EXIT_STOPPED   # as `evalledger run`: the judge could not answer, cases are pending
     if args.once and (outcome.errors or outcome.ingested.get("rejected")):

@@ -44,6 +44,7 @@ from evalledger.ledger.persistence import (
     LedgerError,
     ScanRow,
     StoredPayload,
+    StoreReplaced,
     stored_payload,
 )
 from evalledger.ledger.verify import Problem, VerifyReport
@@ -52,7 +53,7 @@ __all__ = [
     "ConflictError", "DiskFull", "EmptyStore", "EnvelopeError", "bind_store", "check_store_binding", "store_of", "Event", "Head", "ImportRefused",
     "Ledger", "LedgerError", "NewEvent",
     "Payload",
-    "Problem", "ScanRow", "StoredPayload", "VerifyReport", "canonical_json", "decode_json", "default_home", "event_id", "event_type", "init_home",
+    "Problem", "ScanRow", "StoredPayload", "StoreReplaced", "VerifyReport", "canonical_json", "decode_json", "default_home", "event_id", "event_type", "init_home",
     "is_home", "known_types", "mirror_form", "open_ledger", "parse_head", "payload_model", "schema_version",
     "stored_part", "stored_payload", "upcaster",
 ]

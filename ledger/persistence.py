@@ -49,6 +49,12 @@ class LedgerDamaged(LedgerError):
     """The store cannot be read at all (a file that is not an SQLite database, say): a finding."""
 
 
+class StoreReplaced(LedgerError):
+    """The store's file is no longer the one this process opened: removed, or another put in its
+    place (a backup restored, a copy of the home) while the process ran. Its writes would go to a
+    file nobody can open any more; nothing was written. Opening the store again reads the new file."""
+
+
 class DiskFull(LedgerError):
     """The disk (or file-size limit) is full; the message says what is committed. Nothing is lost.
 

@@ -67,6 +67,7 @@ from evalledger.ledger.row_codec import (
     unmarked_packing,
     unpack_row,
 )
+from evalledger.ledger.same_file import CheckedHold, OpenedFile
 from evalledger.ledger.sqlite_schema import (
     BLOB_SCHEMA,
     BLOBS_A_QUERY,
@@ -200,6 +201,8 @@ class SQLiteRecorder(Recorder):
         self._versions: dict[str, int] = {}
         self._immediate = _Immediate(self)   # BEGIN IMMEDIATE .. COMMIT, as ``with self._immediate:``
         self._tree: Frontier | None = None  # the merkle row as of the cached head (goes stale with it)
+        # writes take the lock, then check the file at ``path`` is still the one opened (same_file.py)
+        self._write_hold = None if readonly else CheckedHold(self._lock, OpenedFile(path))
         if not readonly:
             with self._write_lock():
                 if _has_events_table(self.conn):
@@ -225,8 +228,9 @@ class SQLiteRecorder(Recorder):
             if has_blob_table(self.conn) else None
 
     def _write_lock(self) -> AbstractContextManager[None]:
-        """Serialise writers of this home across threads and processes (the kernel drops it on death)."""
-        return self._lock.exclusive()
+        """Serialise writers of this home across threads and processes (the kernel drops it on death);
+        StoreReplaced, holding nothing, when the file at the store's path is not the one opened."""
+        return self._write_hold or self._lock.exclusive()
 
     # --- appending --------------------------------------------------------------------------------
     def append(self, batch: list[Prepared], expected: dict[str, int],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from watch_support import (
     responses_file,
     start_watch,
     wait_for,
+    wait_stopped,
 )
 
 
@@ -325,3 +327,39 @@ def test_sigterm_mid_pass_starts_no_new_case_and_a_restart_finishes_the_rest_onc
     with ledger.open_ledger(home, readonly=True) as led:
         judged = [e.data["case_id"] for e in led.read(types=["case.judged"])]
     assert len(judged) == total and len(set(judged)) == total
+
+
+@pytest.mark.parametrize("how", ["home restored", "ledger.db replaced"])
+def test_a_store_replaced_under_a_running_daemon_stops_it_and_loses_nothing(home, tmp_path, how):
+    """A home removed and restored from a copy (or its ledger.db replaced by one) while the daemon
+    ran: the daemon kept the old file open and wrote the next batch's events there, where nobody
+    could read them, filed the batch's input away as processed, and left the home refused as a
+    store that lost its mirror's events. Now its first write finds the file replaced: nothing is
+    written, the input stays in the inbox, the daemon stops (exit 1, naming ledger.db), and a
+    daemon started again judges the input."""
+    log = tmp_path / "watch.log"
+    proc = start_watch(home, "--log-format", "json", "--rescan-seconds", "1", log_path=log)
+    try:
+        assert wait_for(lambda: logged(log, "started"))
+        shutil.copytree(home, tmp_path / "saved")
+        if how == "home restored":
+            shutil.rmtree(home)
+            shutil.copytree(tmp_path / "saved", home)
+        else:
+            for suffix in ("-wal", "-shm"):
+                Path(f"{home / 'ledger.db'}{suffix}").unlink(missing_ok=True)
+            (tmp_path / "saved" / "ledger.db").replace(home / "ledger.db")
+        drop_by_rename(home / "inbox", "late.benchmark.json", benchmark_file(1))
+        code = wait_stopped(proc, 30, log)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert code == 1
+    [said] = [r for r in log_records(log) if r.get("event") == "store_replaced"]
+    assert "ledger.db" in said["error"] and "nothing was written" in said["error"], said
+    assert (home / "inbox" / "late.benchmark.json").is_file() and not any((home / "processed").iterdir())
+    assert evalledger(home, "verify").returncode == 0
+    again = evalledger(home, "watch", "--once", check=False, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert judged_count(home) == 8 and evalledger(home, "verify").returncode == 0
