@@ -54,6 +54,7 @@ from evalledger.ledger.persistence import (
     chain_start,
     seal,
 )
+from evalledger.ledger.same_file import CheckedHold, OpenedFile
 from evalledger.ledger.verify import VerifyReport, verify_lines
 from evalledger.ledger.verify_blobs import checked_blobs
 
@@ -104,6 +105,8 @@ class JSONLRecorder(Recorder):
             else None
         # reads without it: a reference there is a blob lost with the file (deleted, or not copied along)
         self._no_blobs = NoBlobTable(path, f"blob file {self.blob_file.path}", "deleted")
+        # writes take the lock, then check the path still names the file opened (same_file.py)
+        self._write_hold = self._lock.exclusive() if readonly else CheckedHold(self._lock, OpenedFile(path))
         if not readonly:
             with self._lock.exclusive():
                 self._recover()
@@ -169,7 +172,7 @@ class JSONLRecorder(Recorder):
                tracking: tuple[str, int] | None = None) -> list[Event]:
         if self.readonly:
             raise LedgerError(f"{self.path} is open read-only")
-        with self._lock.exclusive():
+        with self._write_hold:
             self._recover()
             self._catch_up()
             out, lines = self._seal(batch, expected)
@@ -187,7 +190,7 @@ class JSONLRecorder(Recorder):
         before the pending file is complete leaves nothing, one after it is rolled forward."""
         if self.readonly:
             raise LedgerError(f"{self.path} is open read-only")
-        with self._lock.exclusive():
+        with self._write_hold:
             self._recover()
             self._catch_up()
             pending = pending_path(self.path)
@@ -419,7 +422,7 @@ class JSONLRecorder(Recorder):
         """Record a position on its own, under the write lock."""
         if self.readonly:
             raise LedgerError(f"{self.path} is open read-only")
-        with self._lock.exclusive():
+        with self._write_hold:
             self._write_tracking(name, position)
 
     def tracking_records(self) -> dict[str, int]:
@@ -457,7 +460,7 @@ class JSONLRecorder(Recorder):
     def import_lines(self, lines: Iterable[bytes], source: str = "the input") -> int:
         if self.readonly:
             raise LedgerError(f"{self.path} is open read-only")
-        with self._lock.exclusive():
+        with self._write_hold:
             self._recover()
             if os.path.getsize(self.path):
                 raise LedgerError(f"{self.path} is not empty; import goes into an empty ledger only")

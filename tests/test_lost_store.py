@@ -99,30 +99,35 @@ def test_a_new_home_and_a_home_whose_making_was_cut_still_open(tmp_path, run_cli
 
 
 @pytest.mark.parametrize("how", ["replaced", "removed"])
-def test_a_writer_whose_ledger_db_was_replaced_or_removed_writes_nothing(tmp_path, how):
-    """A process holds ledger.db open: once the file at its path is another (a copy restored) or
-    none, its appends went on into the old file, which nobody could open any more. Each write now
-    checks, under the write lock, that the path still names the file it opened."""
-    home = ledger.init_home(tmp_path / "home")
-    led = ledger.open_ledger(home)
+@pytest.mark.parametrize("form", ["home", "jsonl"])
+def test_a_writer_whose_store_file_was_replaced_or_removed_writes_nothing(tmp_path, how, form):
+    """A process holds its store file open: once the file at its path is another (a copy restored)
+    or none, its appends went on into the old file, which nobody could open any more (a home's
+    ledger.db; a .jsonl ledger met the new file's lines half way). Each write now checks, under
+    the write lock, that the path still names the file it opened."""
+    path = ledger.init_home(tmp_path / "home") / "ledger.db" if form == "home" else tmp_path / "l.jsonl"
+    led = ledger.open_ledger(path.parent if form == "home" else path)
     try:
         led.append(ledger.NewEvent("case:a", "note.added", {"text": "before"}))
-        source, copy = sqlite3.connect(home / "ledger.db"), sqlite3.connect(tmp_path / "copy.db")
-        source.backup(copy)   # a backup as SQLite makes one: the write-ahead log included
-        source.close()
-        copy.close()
-        if how == "replaced":
-            (tmp_path / "copy.db").replace(home / "ledger.db")
+        if form == "home":
+            source, copy = sqlite3.connect(path), sqlite3.connect(tmp_path / "copy")
+            source.backup(copy)   # a backup as SQLite makes one: the write-ahead log included
+            source.close()
+            copy.close()
         else:
-            (home / "ledger.db").unlink()
-        with pytest.raises(ledger.StoreReplaced, match="ledger.db: is (no longer the file|gone)"):
+            shutil.copyfile(path, tmp_path / "copy")
+        if how == "replaced":
+            (tmp_path / "copy").replace(path)
+        else:
+            path.unlink()
+        with pytest.raises(ledger.StoreReplaced, match=f"{path.name}: is (no longer the file|gone)"):
             led.append(ledger.NewEvent("case:a", "note.added", {"text": "after"}))
         with pytest.raises(ledger.StoreReplaced):   # and again: the lock was given back, not kept
             led.append(ledger.NewEvent("case:b", "note.added", {"text": "after"}))
     finally:
         led.close()
     if how == "replaced":
-        with ledger.open_ledger(home) as again:   # the file now there opens, and takes appends
+        with ledger.open_ledger(path.parent if form == "home" else path) as again:   # the file there now
             assert again.head().seq == 1 and again.verify().ok
             again.append(ledger.NewEvent("case:a", "note.added", {"text": "after"}))
             assert again.head().seq == 2
