@@ -156,10 +156,14 @@ def run_command(args: argparse.Namespace) -> int:
     # Imported here, not at the top: parsing and --help need none of the ledger.
     from evalledger.ledger import DiskFull, EnvelopeError, LedgerError, StoreReplaced
     from evalledger.ledger.persistence import is_disk_full
-    watched = sys.stdout = WatchedStdout(sys.stdout)
+    # sys.stdout is None when the shell closed it (``>&-``): print() then writes nothing, as before
+    watched = sys.stdout = WatchedStdout(sys.stdout) if sys.stdout is not None else None
     try:
         bind_home_to_store(args)
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        if watched is not None:
+            watched.flush()   # here, not at exit: output buffered to a full disk is said as such
+        return code
     except (DiskFull, StoreReplaced) as exc:   # not usage errors: the message says what is kept and what to do
         print(f"evalledger {args.command}: error: {exc}", file=sys.stderr)
         return 1
@@ -176,7 +180,7 @@ def run_command(args: argparse.Namespace) -> int:
         return 1
     except OSError as exc:  # a path that cannot be used (missing folder, a file where a folder goes)
         where = f"{exc.filename}: " if exc.filename else ""
-        if is_disk_full(exc) and exc is watched.failed:
+        if is_disk_full(exc) and watched is not None and exc is watched.failed:
             print(f"evalledger {args.command}: error: standard output: the disk is full ({exc.strerror or exc}): "
                   "what was written there is incomplete; the ledger keeps every event committed before "
                   "it; free space and run the command again", file=sys.stderr)
@@ -194,8 +198,10 @@ def run_command(args: argparse.Namespace) -> int:
               "(running the command again carries on)", file=sys.stderr)
         return 130
     finally:
-        if sys.stdout is watched:
+        if watched is not None and sys.stdout is watched:
             sys.stdout = watched.stream
+            if watched.failed is not None:
+                stdout_to_null()
 
 
 class WatchedStdout:
@@ -229,6 +235,18 @@ class WatchedStdout:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
+
+
+def stdout_to_null() -> None:
+    """Point standard output at the null device once writing to it failed (a full disk, a closed
+    pipe) and the failure was reported: the interpreter's own flush at exit would otherwise meet
+    it again and print it as an ignored exception, exiting 120."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):   # no descriptor to point elsewhere (an in-process caller's)
+        pass
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ class OpenedFile:
     __slots__ = ("path", "identity")
 
     def __init__(self, path: str):
-        self.path = path
-        st = os.stat(path)
+        self.path = os.path.abspath(path)   # a library caller may change directory after the open
+        st = os.stat(self.path)
         self.identity = (st.st_dev, st.st_ino)
 
     def check(self) -> None:

@@ -131,3 +131,15 @@ def test_a_writer_whose_store_file_was_replaced_or_removed_writes_nothing(tmp_pa
             assert again.head().seq == 1 and again.verify().ok
             again.append(ledger.NewEvent("case:a", "note.added", {"text": "after"}))
             assert again.head().seq == 2
+
+
+def test_a_writer_that_changed_directory_after_opening_a_relative_home_still_writes(tmp_path, monkeypatch):
+    """The file check named the store by the path as given: a library caller that opened
+    ``home`` relative to its directory and then changed directory was told its store was gone."""
+    monkeypatch.chdir(tmp_path)
+    ledger.init_home("home")
+    with ledger.open_ledger("home") as led:
+        led.append(ledger.NewEvent("case:a", "note.added", {"text": "before"}))
+        monkeypatch.chdir(tmp_path.parent)
+        led.append(ledger.NewEvent("case:a", "note.added", {"text": "after"}))
+        assert led.head().seq == 2

@@ -12,6 +12,12 @@ from evalledger import ledger
 from evalledger.ledger import NewEvent
 
 
+def buffered_env() -> dict[str, str]:
+    """The environment without PYTHONUNBUFFERED, as in a user's shell: standard output to a file is
+    then block-buffered, and a short output meets a full disk only when it is flushed."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+
+
 def _two_notes(run_cli, home) -> str:
     run_cli("note", "--new-stream", "case:a", "one", home=home)
     run_cli("note", "--new-stream", "case:a", "two", home=home)
@@ -51,7 +57,7 @@ def test_export_to_a_full_standard_output_says_so_and_exits_1(home, run_cli, not
     head = run_cli("verify", home=home).stdout
     with open("/dev/full", "wb") as full:   # a real process whose standard output is a full device
         done = subprocess.run([sys.executable, "-m", "evalledger", "--home", str(home), "export"],
-                              stdout=full, stderr=subprocess.PIPE, timeout=120)
+                              stdout=full, stderr=subprocess.PIPE, timeout=120, env=buffered_env())
     said = done.stderr.decode()
     assert done.returncode == 1, said
     assert "Traceback" not in said and "Exception ignored" not in said, said
@@ -72,7 +78,7 @@ def test_any_command_whose_standard_output_is_full_names_it(home, run_cli, comma
     command = [part.replace("CASE", "n1") for part in command]   # the history of case n1's stream
     with open("/dev/full", "wb") as full:
         done = subprocess.run([sys.executable, "-m", "evalledger", "--home", str(home), *command],
-                              stdout=full, stderr=subprocess.PIPE, timeout=120)
+                              stdout=full, stderr=subprocess.PIPE, timeout=120, env=buffered_env())
     said = done.stderr.decode()
     assert done.returncode == 1, said
     assert "Traceback" not in said and "Exception ignored" not in said, said
@@ -80,3 +86,14 @@ def test_any_command_whose_standard_output_is_full_names_it(home, run_cli, comma
                            "left on device): what was written there is incomplete"), said
     assert said.count("\n") == 1, said
     assert run_cli("verify", home=home).stdout == head
+
+
+def test_a_command_with_standard_output_closed_does_its_work_and_says_nothing(home):
+    """A shell's ``>&-`` leaves Python no sys.stdout (None), where print() writes nothing: the
+    command must still do its work and exit 0, not stop in a traceback after committing."""
+    done = subprocess.run([sys.executable, "-m", "evalledger", "--home", str(home), "note", "--new-stream",
+                           "case:a", "with stdout closed"], stderr=subprocess.PIPE, timeout=120,
+                          env=buffered_env(), preexec_fn=lambda: os.close(1))
+    assert done.returncode == 0 and not done.stderr, done.stderr.decode()
+    with ledger.open_ledger(home, readonly=True) as led:
+        assert [e.data["text"] for e in led.read(types=["note.added"])] == ["with stdout closed"]
