@@ -47,6 +47,9 @@ def expected_head(value: str | None) -> tuple[str | None, str | None]:
 def verify_result(args) -> dict[str, Any]:
     """Run every check verify's options ask for; the result dict (``ok`` false on any error finding)."""
     from evalledger.ledger.published import read_heads
+    if getattr(args, "pubkey", None) and not getattr(args, "against", None):
+        raise UsageError("--pubkey checks the signatures of the checkpoints --against names; give --against "
+                         "CHECKPOINTS too (the ledger's own checkpoints are checked by their chain, not a key)")
     single, heads_file = expected_head(args.expect_head)
     published = read_heads(heads_file) if heads_file else None
     result: dict[str, Any] = {"ok": False, "head": None, "counts": {"events": None, "errors": 0, "warnings": 0},
@@ -90,6 +93,10 @@ def _counted(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+#: how verify names the checkpoints the ledger holds (covered by its own chain: no key is needed)
+OWN_CHECKPOINTS = "the ledger's own checkpoints"
+
+
 def check_checkpoints(args, findings: list[dict]) -> tuple[list[dict], str | None]:
     """The Merkle part of verify: the ledger extends its own checkpoints and those of ``--against``.
 
@@ -99,16 +106,24 @@ def check_checkpoints(args, findings: list[dict]) -> tuple[list[dict], str | Non
     from evalledger.ledger import checkpoint as cps
     from evalledger.ledger import signed_note
     with open_existing(args, readonly=True) as led:
-        sources = [("the ledger's own checkpoints", [{"note": e.data["note"], "seq": e.data["size"]}
+        sources = [(OWN_CHECKPOINTS, [{"note": e.data["note"], "seq": e.data["size"]}
                                                        for e in led.read(types=["checkpoint.signed"])], None)]
         if args.against:
             try:
                 rows = cps.read_checkpoints(regular_file(args.against))
-                key = signed_note.load_key(regular_file(args.pubkey)) if args.pubkey else None
-            except (OSError, cps.CheckpointError, signed_note.NoteError) as exc:
+            except (OSError, cps.CheckpointError) as exc:
                 raise UsageError(f"{exc}") from None
+            key = None
+            if args.pubkey:
+                try:
+                    key = signed_note.load_key(regular_file(args.pubkey))
+                except (OSError, signed_note.NoteError) as exc:
+                    raise UsageError(f"--pubkey {args.pubkey}: {exc}") from None
             if isinstance(key, signed_note.Signer):
                 key = key.verifier
+            if not rows:   # a witness's empty copy proves nothing: said, not passed over
+                findings.append(finding("error", "checkpoints", f"checkpoints: {args.against}: holds no "
+                                        "checkpoint, so nothing was checked against it", None, str(args.against)))
             sources.append((str(args.against), rows, key))
         checked, root = [], None
         for name, rows, key in sources:
@@ -117,7 +132,9 @@ def check_checkpoints(args, findings: list[dict]) -> tuple[list[dict], str | Non
             result = cps.check_consistency(led, rows, key)
             root = result.root or root
             checked.append({"source": name, "checked": result.checked, "holds": result.holds,
-                            "broken": result.broken, "reason": result.reason})
+                            "broken": result.broken, "reason": result.reason,
+                            "signatures": None if name == OWN_CHECKPOINTS else
+                            "checked" if key is not None else "not checked"})
             if result.broken is not None:
                 latest = f"the latest that holds is at seq {result.holds[-1]}" if result.holds else "none holds"
                 findings.append(finding("error", "checkpoints", f"checkpoints: {name}: {result.reason}; history "
@@ -171,8 +188,11 @@ def text_lines(result: dict[str, Any]) -> list[str]:
         lines.append("read models match the events folded afresh")
     for source in result["checkpoints"]:
         if source["broken"] is None:
+            signed = {"checked": ", each signature checked with --pubkey",
+                      "not checked": "; their signatures were NOT checked (give --pubkey KEY): anyone "
+                                     "could have written them"}.get(source.get("signatures", ""), "")
             lines.append(f"checkpoints: {source['source']}: the ledger extends all {source['checked']} (RFC 6962 "
-                         f"consistency proofs), the latest at seq {source['holds'][-1]}")
+                         f"consistency proofs), the latest at seq {source['holds'][-1]}{signed}")
     return lines
 
 

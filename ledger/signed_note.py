@@ -119,7 +119,10 @@ def read_verifier(text: str) -> Verifier:
 
 def load_key(path: str | os.PathLike[str]) -> Signer | Verifier:
     """A signer or verifier key from a file (the file holds the key's text)."""
-    text = Path(path).read_text(encoding="utf-8").strip()
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise NoteError(f"not a key file: not UTF-8 text (byte {exc.start})") from None
     return read_signer(text) if text.startswith("PRIVATE+KEY+") else read_verifier(text)
 
 

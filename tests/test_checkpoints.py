@@ -191,6 +191,35 @@ def test_a_rewritten_and_rehashed_ledger_passes_verify_but_not_verify_against(tm
     assert "history was rewritten at or before seq 6; none holds" in against.stdout
 
 
+def test_verify_against_says_whether_signatures_were_checked_and_refuses_what_proves_nothing(tmp_path, run_cli):
+    """A forger who rehashes the ledger can rewrite a witness's copy to match it: without --pubkey,
+    verify --against printed the same reassuring line as a signature-checked run. An empty copy
+    passed unmentioned, --pubkey alone was ignored, and a key file that is not text was a traceback."""
+    home, key = tmp_path / "h", tmp_path / "keys" / "signer.key"
+    key.parent.mkdir()
+    run_cli("init", home=home)
+    run_cli("note", "--new-stream", "case:n1", "note", home=home)
+    _cli_keys(run_cli, key, home)
+    witness = tmp_path / "witness.jsonl"
+    assert run_cli("checkpoint", "--key", key, "--publish", witness, home=home).returncode == 0
+    unsigned = run_cli("verify", "--against", witness, home=home)
+    assert unsigned.returncode == 0 and "signatures were NOT checked (give --pubkey KEY)" in unsigned.stdout
+    signed = run_cli("verify", "--against", witness, "--pubkey", str(key) + ".pub", home=home)
+    assert signed.returncode == 0 and "each signature checked with --pubkey" in signed.stdout
+    assert "NOT checked" not in signed.stdout
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    empty = run_cli("verify", "--against", tmp_path / "empty.jsonl", home=home)
+    assert empty.returncode == 1 and "empty.jsonl: holds no checkpoint" in empty.stdout
+    alone = run_cli("verify", "--pubkey", str(key) + ".pub", home=home)
+    assert alone.returncode == 2 and "give --against" in alone.stderr
+    (tmp_path / "bad.pub").write_bytes(b"\xff\xfe\x00 not a key")
+    for args in (("verify", "--against", witness, "--pubkey", tmp_path / "bad.pub"),
+                 ("check-proof", witness, "--pubkey", tmp_path / "bad.pub")):
+        bad = run_cli(*args, home=home)
+        assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+        assert "bad.pub: not a key file: not UTF-8 text" in bad.stderr, bad.stderr
+
+
 def test_keygen_refuses_a_key_inside_the_home_and_never_overwrites(tmp_path, run_cli):
     home = tmp_path / "h"
     run_cli("init", home=home)
