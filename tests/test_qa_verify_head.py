@@ -67,7 +67,7 @@ def test_verify_json_is_one_object_with_the_head_counts_and_no_findings(home, ru
         hashes = [bytes.fromhex(e.hash) for e in led.read()]
     assert result["merkle_root"] == merkle.root(hashes).hex()
     assert result["checkpoints"] == [{"source": "the ledger's own checkpoints", "checked": 1, "holds": [1],
-                                      "broken": None, "reason": None}]
+                                      "broken": None, "reason": None, "signatures": None}]
     assert result["read_models"] == {"match": True, "differences": 0}
 
 
