@@ -94,6 +94,9 @@ def cmd_checkpoint(args) -> int:
     with open_existing(args) as led:
         try:
             checkpoint, note = cps.make_checkpoint(led, signer)
+        except cps.TreeMismatch as exc:   # a finding about the store, not a usage error
+            print(f"evalledger checkpoint: error: {exc}", file=sys.stderr)
+            return 1
         except cps.CheckpointError as exc:
             raise UsageError(str(exc)) from None
         path = cps.record_checkpoint(led, checkpoint, note, signer.verifier)

@@ -34,7 +34,11 @@ class Checkpointer:
             self.every_seconds is not None and new > 0 and time.monotonic() - self.last_at >= self.every_seconds)
         if not due:
             return
-        checkpoint, note = cps.make_checkpoint(self.led, self.signer)
+        try:
+            checkpoint, note = cps.make_checkpoint(self.led, self.signer)
+        except cps.TreeMismatch as exc:   # said at each pass it is due; the daemon carries on judging
+            self.log("checkpoint_refused", level="error", error=str(exc))
+            return
         path = cps.record_checkpoint(self.led, checkpoint, note, self.signer.verifier)
         self.last_size, self.last_at = checkpoint.size, time.monotonic()
         self.log("checkpoint", seq=checkpoint.size, hash=checkpoint.head, root=checkpoint.root.hex(),

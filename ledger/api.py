@@ -52,6 +52,7 @@ class Ledger:
         self.recorder = recorder
         self.home = home
         self._tree = Frontier()   # the Merkle tree over the events seen so far, advanced incrementally
+        self._events_tree = Frontier()   # the tree ``events_root`` computed from the hash column alone
 
     # --- the Merkle tree ---------------------------------------------------------------------------
     def merkle_root(self, size: int | None = None) -> bytes:
@@ -76,6 +77,18 @@ class Ledger:
             raise LedgerError(f"{self.location}: no tree of {target} events: the ledger holds {tree.size}")
         if size is None or target >= self._tree.size:
             self._tree = tree   # kept for the next call (a store that keeps no tree reads only what is new)
+        return tree.root()
+
+    def events_root(self, size: int) -> bytes:
+        """The RFC 6962 root over seq 1..``size`` from the events' own hashes, never from the tree the
+        store keeps: a checkpoint's root is checked against it before it is signed, since a signed
+        root is published for good. The tree is kept by this object, so a later call (a daemon's
+        next checkpoint) folds in only the events after it."""
+        tree = self._events_tree if self._events_tree.size <= size else Frontier()
+        tree.extend(self._leaves(tree.size + 1, size))
+        if tree.size != size:
+            raise LedgerError(f"{self.location}: no tree of {size} events: the ledger holds {tree.size}")
+        self._events_tree = tree
         return tree.root()
 
     def _kept_tree(self) -> Frontier | None:

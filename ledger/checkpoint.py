@@ -39,6 +39,10 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be made, read or trusted."""
 
 
+class TreeMismatch(CheckpointError):
+    """The tree the store keeps gives another root than the events' own hashes: nothing is signed."""
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """The signed claim: the ledger ``origin`` had ``size`` events, with this chain head and root."""
@@ -109,6 +113,10 @@ def make_checkpoint(led: Ledger, signer: signed_note.Signer, *, now: str | None 
     if head.seq == 0:
         raise CheckpointError("an empty ledger has nothing to checkpoint")
     root = led.merkle_root(head.seq)
+    if led.events_root(head.seq) != root:
+        raise TreeMismatch(f"{led.location}: the Merkle tree the store keeps (its merkle row) does not match the "
+                              f"events' hashes at seq {head.seq}: nothing was signed (a signed root is published "
+                              "for good); run 'evalledger verify', which names it")
     checkpoint = Checkpoint(origin_of(led), head.seq, root, head.hash, now or utc_now())
     return checkpoint, signed_note.sign(checkpoint.text(), signer)
 

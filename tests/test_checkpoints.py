@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
 from pathlib import Path
 
 import orjson
@@ -218,6 +219,30 @@ def test_verify_against_says_whether_signatures_were_checked_and_refuses_what_pr
         bad = run_cli(*args, home=home)
         assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
         assert "bad.pub: not a key file: not UTF-8 text" in bad.stderr, bad.stderr
+
+
+def test_a_kept_tree_that_does_not_match_the_events_is_never_signed(tmp_path, run_cli):
+    """checkpoint signed the root of the tree the store keeps (its merkle row) without looking at
+    the events: an edited or damaged row was signed and published for good, and every later check
+    then said history had been rewritten. The root is now computed from the events' hashes too,
+    and a mismatch signs nothing (exit 1)."""
+    home, key = tmp_path / "h", tmp_path / "keys" / "signer.key"
+    key.parent.mkdir()
+    run_cli("init", home=home)
+    for i in range(12):
+        run_cli("note", "--new-stream", f"case:n{i}", f"note {i}", home=home)
+    _cli_keys(run_cli, key, home)
+    conn = sqlite3.connect(home / "ledger.db")
+    with conn:
+        conn.execute("UPDATE merkle SET size = 8, frontier = ?", (bytes(range(32)),))
+    conn.close()
+    refused = run_cli("checkpoint", "--key", key, "--publish", tmp_path / "witness.jsonl", home=home)
+    assert refused.returncode == 1, refused.stderr
+    assert "does not match the events' hashes at seq 12: nothing was signed" in refused.stderr
+    assert not (home / "checkpoints.jsonl").exists() and not (tmp_path / "witness.jsonl").exists()
+    with ledger.open_ledger(home, readonly=True) as led:
+        assert not list(led.read(types=["checkpoint.signed"]))
+    assert "table merkle" in run_cli("verify", home=home).stdout   # verify names the row
 
 
 def test_keygen_refuses_a_key_inside_the_home_and_never_overwrites(tmp_path, run_cli):
