@@ -70,6 +70,12 @@ def build_bundle(led: Ledger, seqs: list[int], checkpoint_note: str, checkpoint:
         raise CheckpointError("this ledger no longer matches the checkpoint: it was rewritten after it")
     events = [{"line": lines[seq], "proof": [p.hex() for p in merkle.inclusion_proof(hashes, seq - 1, checkpoint.size)]}
               for seq in wanted]
+    for seq, entry in zip(wanted, events):   # as the auditor will: a line that does not hash is not shipped
+        try:
+            _event(entry, f"seq {seq}")
+        except ProofFailed as exc:
+            raise CheckpointError(f"{led.location}: {exc}; this bundle would fail every check: run "
+                                  "'evalledger verify', which names what was changed") from None
     return {"format": FORMAT, "checkpoint": checkpoint_note, "events": events}
 
 

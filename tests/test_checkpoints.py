@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -243,6 +244,31 @@ def test_a_kept_tree_that_does_not_match_the_events_is_never_signed(tmp_path, ru
     with ledger.open_ledger(home, readonly=True) as led:
         assert not list(led.read(types=["checkpoint.signed"]))
     assert "table merkle" in run_cli("verify", home=home).stdout   # verify names the row
+
+
+def test_prove_refuses_to_ship_an_event_edited_in_place(signed_home, run_cli, tmp_path):
+    """prove shipped the stored lines without checking them: on a ledger edited in place (its
+    triggers dropped, a verdict changed) it said "proof of case ..." and wrote a bundle that then
+    failed every auditor's check. It checks each line as check-proof will, and writes nothing."""
+    source, key = signed_home
+    home = tmp_path / "home"
+    shutil.copytree(source, home)
+    if not key.exists():
+        _cli_keys(run_cli, key, home)
+    assert run_cli("checkpoint", "--key", key, home=home).returncode == 0
+    with ledger.open_ledger(home, readonly=True) as led:
+        judged = next(iter(led.read(types=["case.judged"])))
+    conn = sqlite3.connect(home / "ledger.db")
+    with conn:
+        conn.execute("DROP TRIGGER events_refuse_update")
+        conn.execute("UPDATE events SET data = replace(data, '\"verdict\":\"', '\"verdict\":\"x') WHERE seq = ?",
+                     (judged.seq,))
+    conn.close()
+    out = tmp_path / "p.json"
+    done = run_cli("prove", judged.data["case_id"], "--out", out, home=home)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"seq {judged.seq}: the event's bytes do not hash" in done.stderr and "evalledger verify" in done.stderr
+    assert not out.exists()
 
 
 def test_keygen_refuses_a_key_inside_the_home_and_never_overwrites(tmp_path, run_cli):
