@@ -210,7 +210,7 @@ def check_report(args) -> int:
 def cmd_check_proof(args) -> int:
     """Check a bundle (or with --report, a report's checkpoint line) offline with the publisher's
     verifier key; exit 1 with the reason when it fails."""
-    from evalledger.ledger.proof import ProofFailed, check_proof
+    from evalledger.ledger.proof import ProofFailed, check_proof, missing_versions
     if args.report:
         return check_report(args)
     if not args.bundle:
@@ -228,8 +228,16 @@ def cmd_check_proof(args) -> int:
     except ProofFailed as exc:
         print(f"FAILED {args.bundle}: {exc}")
         return 1
+    gaps = missing_versions(events)
+    if gaps:
+        stream, versions = next(iter(gaps.items()))
+        print(f"FAILED {args.bundle}: stream {stream}: version(s) {', '.join(map(str, versions[:20]))} missing: the "
+              "bundle holds a selection of the case's events, not every one up to the checkpoint")
+        return 1
     print(f"OK {len(events)} events proven in the checkpoint of ledger {checkpoint.origin} at seq "
           f"{checkpoint.size} ({checkpoint.time}), signed by {verifier.name}")
     for event in events:
         print(f"  seq {event.seq} {event.type} {event.stream} {event.hash}")
+    print("  (every version of each stream up to the last one shown is here; events after it, such as a later "
+          "override, no bundle can show: ask for a bundle against a newer checkpoint)")
     return 0

@@ -51,6 +51,7 @@ class ProvenEvent:
     type: str
     stream: str
     data: Any
+    version: int = 0   # its version in its stream (0 when the envelope gives none)
 
 
 def build_bundle(led: Ledger, seqs: list[int], checkpoint_note: str, checkpoint: Checkpoint) -> dict[str, Any]:
@@ -118,10 +119,14 @@ def check_proof(bundle: Any, verifier: Verifier) -> tuple[Checkpoint, list[Prove
     if not isinstance(events, list) or not events:
         raise ProofFailed("the bundle proves no event")
     proven = []
+    listed: dict[int, int] = {}
     for number, entry in enumerate(events):
         where = f"events[{number}]"
         _, _, hash_, envelope = _event(entry, where)
         seq = envelope["seq"]
+        if seq in listed:   # one event shown twice would count as two
+            raise ProofFailed(f"{where}: seq {seq} is listed twice (events[{listed[seq]}] too)")
+        listed[seq] = number
         if seq > checkpoint.size:
             raise ProofFailed(f"{where}: seq {seq} is after the checkpoint (size {checkpoint.size})")
         if seq == checkpoint.size and hash_ != checkpoint.head:
@@ -131,5 +136,18 @@ def check_proof(bundle: Any, verifier: Verifier) -> tuple[Checkpoint, list[Prove
             merkle.verify_inclusion(bytes.fromhex(hash_), seq - 1, checkpoint.size, path, checkpoint.root)
         except (ValueError, TypeError) as exc:
             raise ProofFailed(f"{where}: seq {seq} is not in the checkpoint's tree: {exc}") from None
-        proven.append(ProvenEvent(seq, hash_, envelope.get("type", ""), envelope.get("stream", ""), envelope.get("data")))
+        version = envelope.get("version")
+        proven.append(ProvenEvent(seq, hash_, envelope.get("type", ""), envelope.get("stream", ""), envelope.get("data"),
+                                  version if isinstance(version, int) else 0))
     return checkpoint, proven
+
+
+def missing_versions(events: list[ProvenEvent]) -> dict[str, list[int]]:
+    """Per stream, the versions below the highest proven one that the events do not hold: a case's
+    bundle (``prove``) holds every event of its stream up to its checkpoint, so any is a selection.
+    (What came after the last proven version no bundle can show.)"""
+    seen: dict[str, set[int]] = {}
+    for event in events:
+        seen.setdefault(event.stream, set()).add(event.version)
+    return {stream: sorted(set(range(1, max(versions) + 1)) - versions)
+            for stream, versions in sorted(seen.items()) if set(range(1, max(versions) + 1)) - versions}

@@ -271,6 +271,22 @@ def test_prove_refuses_to_ship_an_event_edited_in_place(signed_home, run_cli, tm
     assert not out.exists()
 
 
+def test_a_bundle_with_an_event_left_out_or_listed_twice_fails(signed_home, run_cli, tmp_path):
+    """check-proof said OK to a case's bundle with a middle event dropped (a re-judgment left out)
+    and to one listing an event twice: each event proved on its own. A case's bundle holds every
+    version of its stream up to the checkpoint, so a gap or a repeat is a selection, and fails."""
+    bundle, _, out = _proved_case(signed_home, run_cli, tmp_path)
+    pub = str(signed_home[1]) + ".pub"
+    assert len(bundle["events"]) >= 3
+    whole = run_cli("check-proof", out, "--pubkey", pub)
+    assert whole.returncode == 0 and "events after it, such as a later override, no bundle can show" in whole.stdout
+    for name, events, said in [("gap.json", bundle["events"][:1] + bundle["events"][2:], "version(s) 2 missing"),
+                               ("twice.json", bundle["events"] + bundle["events"][-1:], "is listed twice")]:
+        (tmp_path / name).write_bytes(orjson.dumps({**bundle, "events": events}))
+        done = run_cli("check-proof", tmp_path / name, "--pubkey", pub)
+        assert done.returncode == 1 and said in done.stdout, done.stdout
+
+
 def test_keygen_refuses_a_key_inside_the_home_and_never_overwrites(tmp_path, run_cli):
     home = tmp_path / "h"
     run_cli("init", home=home)
