@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -59,6 +60,11 @@ class Checkpoint:
                 f"chain {self.head}\ntime {self.time}\n")
 
 
+_SIZE = re.compile(r"0|[1-9][0-9]*", re.ASCII)
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_ORIGIN = re.compile(r"[0-9a-f]{16}")
+
+
 def parse_text(text: str) -> Checkpoint:
     """Read a checkpoint's note text (after its signature has been checked)."""
     lines = text.rstrip("\n").split("\n")
@@ -67,7 +73,10 @@ def parse_text(text: str) -> Checkpoint:
         if not origin_line.startswith("evalledger/") or not chain.startswith("chain ") or not when.startswith("time "):
             raise ValueError
         root = base64.b64decode(root_b64, validate=True)
-        if len(root) != 32 or not size.isdigit():
+        # ASCII only, as any other reader of the note would take it (str.isdigit takes "٣٢٩" too),
+        # no leading zero; the chain hash as the ledger writes it
+        if len(root) != 32 or not _SIZE.fullmatch(size) or not _HEX64.fullmatch(chain[len("chain "):]) \
+                or not _ORIGIN.fullmatch(origin_line[len("evalledger/"):]):
             raise ValueError
     except ValueError:
         raise CheckpointError("not an evalledger checkpoint (origin, size, root, chain, time)") from None

@@ -3,6 +3,7 @@ caught, and a ledger rewritten and re-hashed after a checkpoint caught by verify
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import shutil
@@ -285,6 +286,19 @@ def test_a_bundle_with_an_event_left_out_or_listed_twice_fails(signed_home, run_
         (tmp_path / name).write_bytes(orjson.dumps({**bundle, "events": events}))
         done = run_cli("check-proof", tmp_path / name, "--pubkey", pub)
         assert done.returncode == 1 and said in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("size, chain", [("\u0663\u0662\u0669", "ab" * 32), ("0329", "ab" * 32),
+                                         ("329", "AB" * 32), ("329", "not hex")])
+def test_a_signed_note_with_a_size_or_chain_no_other_reader_would_take_is_refused(tmp_path, size, chain):
+    """The note parser took any Unicode digits for the size (Arabic-Indic "\u0663\u0662\u0669" read as 329),
+    a leading zero, and a chain line that is not the ledger's hex: a note another reader of the
+    format would refuse, even when its signature checks."""
+    from evalledger.ledger.checkpoint import CheckpointError, open_checkpoint
+    signer = signed_note.generate("alice")
+    text = f"evalledger/0123456789abcdef\n{size}\n{base64.b64encode(bytes(32)).decode()}\nchain {chain}\ntime t\n"
+    with pytest.raises(CheckpointError, match="not an evalledger checkpoint"):
+        open_checkpoint(signed_note.sign(text, signer), signer.verifier)
 
 
 def test_keygen_refuses_a_key_inside_the_home_and_never_overwrites(tmp_path, run_cli):
