@@ -113,6 +113,10 @@ class Daemon:
         restore = self._install_signals()
         forward = ObserverLogForwarder(self.log)
         logging.getLogger("watchdog").addHandler(forward)
+        judge_lines = ObserverLogForwarder(self.log, "judge")   # a retry's warning as a line of the log too
+        judge_log = logging.getLogger("evalledger.judge")
+        judge_log.addHandler(judge_lines)
+        judge_propagates, judge_log.propagate = judge_log.propagate, False
         observer = None if self.options.once else start_observer(
             self.home, self.inbox, self.options.polling,
             on_inbox=lambda path, kind: self.inbox_event(path, kind), on_ledger=self.wake.set)
@@ -139,6 +143,8 @@ class Daemon:
                 observer.stop()
                 observer.join(timeout=5)
             logging.getLogger("watchdog").removeHandler(forward)
+            judge_log.removeHandler(judge_lines)
+            judge_log.propagate = judge_propagates
             restore()
         self.log("stopped", ingested=self.outcome.ingested, batches=self.outcome.batches,
                  errors=self.outcome.errors)

@@ -116,14 +116,16 @@ class LedgerHandler(FileSystemEventHandler):
 
 
 class ObserverLogForwarder(logging.Handler):
-    """Turns watchdog's own log records (say, an inotify queue overflow) into daemon log lines, so
-    stderr stays one format; set ``quiet`` while stopping the observer (it complains then)."""
+    """Turns another component's log records into daemon log lines named ``event`` (watchdog's own,
+    say an inotify queue overflow: "observer"; the judge's retries and waits: "judge"), so stderr
+    stays one format; set ``quiet`` while stopping the observer (it complains then)."""
 
-    def __init__(self, log: Log):
+    def __init__(self, log: Log, event: str = "observer"):
         super().__init__(level=logging.WARNING)
         self.log = log
+        self.event = event
         self.quiet = False
 
     def emit(self, record: logging.LogRecord) -> None:
         if not self.quiet:
-            self.log("observer", level=record.levelname.lower(), message=record.getMessage())
+            self.log(self.event, level=record.levelname.lower(), message=record.getMessage())

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from evalledger import ledger
-from evalledger.testing.stand_in import Slow, StandIn, StandInThread, Status
+from evalledger.testing.stand_in import Raw, Slow, StandIn, StandInThread, Status
 from judge_server_support import judge_calls
 
 SAMPLE = Path(__file__).resolve().parents[1] / "benchmarks" / "samples" / "pharmacology.benchmark.json"
@@ -130,3 +130,69 @@ def test_a_base_url_no_request_can_use_is_a_usage_error_before_any_call(run_cli,
     assert "OPENAI_BASE_URL" in result.stderr and "UnicodeError" not in result.stderr
     with ledger.open_ledger(home) as led:
         assert list(led.read(types=["stage.failed", "judge.called"])) == []
+
+
+ESCAPED_KEY = "\\u0073" + KEY[1:]   # the key as JSON may spell it: its first letter as an escape
+
+
+@pytest.mark.parametrize("answer", [
+    Status(400, body='{"error": "bad key ' + ESCAPED_KEY + '"}'),
+    # a reply whose text (itself JSON) holds the key escaped once more: decoded twice, it is whole
+    Raw(b'{"choices":[{"message":{"content":"{\\"verdict\\": \\"\\\\u0073' + KEY[1:].encode() + b'\\"}"},'
+        b'"finish_reason":"stop"}]}')])
+def test_a_key_the_server_echoes_with_json_escapes_is_redacted_too(run_cli, home, answer):
+    """The key was blotted out of the body's text as sent; a server that spelled it with a JSON
+    escape (``\\u0073k-...``) had it decoded whole into the recorded error or reply, the stderr
+    and the reports."""
+    server = StandIn().script(*[answer] * 200)
+    result, _ = run_against(run_cli, home, server, "--concurrency", "2")
+    assert server.requests, result.stdout + result.stderr
+    assert KEY[1:] not in result.stdout + result.stderr
+    assert not any(KEY[1:] in json.dumps(c) for c in judge_calls(home))
+    with ledger.open_ledger(home) as led:
+        assert not any(KEY[1:] in json.dumps(e.data) for e in led.read())
+    assert run_cli("report", home=home).returncode == 0
+    assert not any(KEY[1:] in p.read_text() for p in (home / "reports").rglob("*") if p.is_file())
+
+
+def test_a_2xx_other_than_200_is_an_answer_when_it_holds_a_completion_and_retried_when_not(run_cli, home):
+    """A 201 (or any 2xx but 200) was taken as the server refusing the request: the case failed,
+    and a paid reply's usage went unrecorded. A 2xx with a completion is an answer; one without
+    (a bare 204) is not a chat completion, and is retried."""
+    from evalledger.stages.judge.http_outcome import classify
+    completion = '{"choices":[{"message":{"content":"{}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3}}'
+    taken = classify(201, {}, completion, 1.0)
+    assert taken.kind == "reply" and taken.status == 201 and taken.content == "{}"
+    server = StandIn().script(Raw(b"", status=204))
+    result, _ = run_against(run_cli, home, server)
+    assert "HTTP 204" not in result.stdout + result.stderr   # no case failed for it
+    [bare] = [c for c in judge_calls(home) if c["http_status"] == 204]
+    assert "not a chat completion" in bare["error"]
+    retried = [c for c in judge_calls(home) if c["case_id"] == bare["case_id"] and c["role"] == bare["role"]]
+    assert any(c["error"] is None for c in retried), retried   # asked again, and answered
+
+
+def test_control_characters_a_server_sends_are_escaped_where_they_are_printed(run_cli, home):
+    """A server's error text reached the terminal raw: an escape sequence retitled the window and
+    a newline forged a line of the log. Control characters are written as \\xNN."""
+    body = 'bad \x1b]0;pwned\x07 request\nfake-line level=info'
+    server = StandIn().script(*[Status(400, body=body)] * 200)
+    result, _ = run_against(run_cli, home, server, "--concurrency", "2")
+    said = result.stdout + result.stderr
+    assert "\x1b" not in said and "\x07" not in said and "\nfake-line" not in said
+    assert "\\x1b]0;pwned\\x07 request\\x0afake-line" in said
+
+
+def test_the_judges_warnings_under_watch_are_lines_of_its_log(run_cli, home):
+    """watch --log-format json printed the judge's retry warnings as bare text among its JSON
+    lines (they went to Python's last-resort handler); they are log lines of the daemon now."""
+    server = StandIn().script(Status(400, body="refused once"))
+    assert run_cli("ingest", SAMPLE, home=home).returncode == 0
+    with StandInThread(server) as serving:
+        env = {"OPENAI_BASE_URL": serving.base_url, "OPENAI_MODEL": "hostile-1", "OPENAI_API_KEY": KEY}
+        done = run_cli("watch", "--once", "--judge", "openai", "--log-format", "json", home=home, env=env,
+                       timeout=120)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines and all(line.startswith("{") for line in lines), done.stderr
+    assert any(json.loads(line).get("event") == "judge" and "refused once" in json.loads(line)["message"]
+               for line in lines), done.stderr

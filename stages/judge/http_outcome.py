@@ -15,7 +15,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from evalledger.stages.judge.reply_body import safe_text
+from evalledger.stages.judge.reply_body import printable, safe_text
 from evalledger.stages.judge.response_format import names_the_format
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524})
@@ -53,18 +53,18 @@ def classify(status: int, headers, text: str, latency_ms: float, not_utf8: str |
     A refusal of the format is only one when a format was sent (a mode other than ``prompt``):
     in the prompt mode there is no next mode, and the error is classified by its status.
     """
-    if status == 200:
-        return _completion(text, latency_ms, not_utf8, token_limit)
+    if 200 <= status < 300:   # a 201 or 203 with a completion is an answer; one without is not a completion
+        return _completion(text, latency_ms, not_utf8, token_limit, status)
     if not 200 <= status <= 599:
         # aiohttp passes any three digits (099 reads as 99) and a 1xx it did not ask for (a 101):
         # no answer to the request came, so no request is at fault; the server failed, as with a 5xx
         return HttpOutcome(latency_ms, status, kind="transient",
-                           error=f"HTTP {status}: not a final HTTP status (200-599): {text[:300]}")
+                           error=f"HTTP {status}: not a final HTTP status (200-599): {printable(text[:300])}")
     if 300 <= status < 400:   # not followed: the base URL is not the server's own (like a 404, it stops the run)
         return HttpOutcome(latency_ms, status, kind="unavailable",
                            error=f"HTTP {status}: the server redirects to {redirect_target(headers.get('Location'))}; "
                                  "redirects are not followed: set OPENAI_BASE_URL to the server's own address")
-    detail = f"HTTP {status}: {text[:300]}"
+    detail = f"HTTP {status}: {printable(text[:300])}"
     if format_sent and names_the_format(status, text):
         return HttpOutcome(latency_ms, status, error=detail, kind="refused_format")
     if status == 429:
@@ -92,37 +92,38 @@ def redirect_target(location: str | None) -> str:
     if ":" in host:
         host = f"[{host}]"
     where = f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else parts.path
-    return safe_text(where)[:200] or "an empty Location"
+    return printable(safe_text(where))[:200] or "an empty Location"
 
 
-def _completion(text: str, latency_ms: float, not_utf8: str | None, token_limit: int | None) -> HttpOutcome:
-    """A 200: the reply text, or why it is an invalid reply (or not a chat completion at all)."""
+def _completion(text: str, latency_ms: float, not_utf8: str | None, token_limit: int | None,
+                status: int = 200) -> HttpOutcome:
+    """A 2xx: the reply text, or why it is an invalid reply (or not a chat completion at all)."""
     if not_utf8:
-        return HttpOutcome(latency_ms, 200, error=not_utf8, kind="invalid", raw=text)
+        return HttpOutcome(latency_ms, status, error=not_utf8, kind="invalid", raw=text)
     try:
         body = json.loads(text)
         choice = body["choices"][0]
         message = choice["message"]
         content = message.get("content")
     except (ValueError, RecursionError, KeyError, IndexError, TypeError, AttributeError):
-        return HttpOutcome(latency_ms, 200, error=f"not a chat completion: {safe_text(text[:200])!r}",
+        return HttpOutcome(latency_ms, status, error=f"not a chat completion: {safe_text(text[:200])!r}",
                            kind="transient")
     usage = _usage(body.get("usage"))
     raw = safe_text(content) if isinstance(content, str) else safe_text(text)
     said = raw if isinstance(content, str) else None
     if choice.get("finish_reason") == "length":
         limit = f"max_tokens {token_limit}" if token_limit else "the server's token limit"
-        return HttpOutcome(latency_ms, 200, content=said, usage=usage, error=f"cut off at {limit}",
+        return HttpOutcome(latency_ms, status, content=said, usage=usage, error=f"cut off at {limit}",
                            kind="invalid", raw=raw)
     if not isinstance(content, str):
         refusal = message.get("refusal")
         error = (f"the model refused: {safe_text(str(refusal))[:300]}" if refusal
                  else "the reply has no text content")
-        return HttpOutcome(latency_ms, 200, usage=usage, error=error, kind="invalid", raw=raw)
+        return HttpOutcome(latency_ms, status, usage=usage, error=error, kind="invalid", raw=raw)
     if raw is not content:
-        return HttpOutcome(latency_ms, 200, content=said, usage=usage, kind="invalid", raw=raw,
+        return HttpOutcome(latency_ms, status, content=said, usage=usage, kind="invalid", raw=raw,
                            error="the reply text holds an unpaired surrogate (not UTF-8)")
-    return HttpOutcome(latency_ms, 200, content=content, usage=usage, raw=content)
+    return HttpOutcome(latency_ms, status, content=content, usage=usage, raw=content)
 
 
 _DELAY = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)

@@ -44,7 +44,14 @@ from evalledger.stages.judge.flow_control import AdaptiveLimit, Breaker
 from evalledger.stages.judge.http_outcome import HttpOutcome, classify
 from evalledger.stages.judge.recorded_calls import redact, redact_cut
 from evalledger.stages.judge.replies import decode_reply
-from evalledger.stages.judge.reply_body import BodyTooLarge, decode_body, read_capped, safe_text, storage_problem
+from evalledger.stages.judge.reply_body import (
+    BodyTooLarge,
+    decode_body,
+    printable,
+    read_capped,
+    safe_text,
+    storage_problem,
+)
 from evalledger.stages.judge.response_format import (
     FormatModes,
     messages_for,
@@ -320,7 +327,7 @@ class OpenAIBackend:
     def _not_http(self, exc: aiohttp.ClientResponseError) -> str:
         """The error of an answer aiohttp could not parse, on one line: the parser's message (which
         quotes the server's bytes) without the key, cut to 300 characters."""
-        message = " ".join(safe_text(str(exc.message)).split())
+        message = printable(" ".join(safe_text(str(exc.message)).split()))
         return "the server's answer is not valid HTTP: " + redact_cut(redact(message, self._key)[:300], self._key)
 
     def _delay(self, failures: int, retry_after: float | None) -> float:

@@ -25,6 +25,7 @@ import re
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -54,10 +55,25 @@ def redact(text: str, secret: str | None) -> str:
     if not secret or not text:
         return text
     if len(secret) >= SHORT_SECRET:
-        return text.replace(secret, "[redacted]")
+        text = text.replace(secret, "[redacted]")
+        if "\\" in text:   # JSON may spell the key with escapes ("\u0073k-..."): decoded, it is whole again
+            text = _spelled_in_json(secret).sub("[redacted]", text)
+        return text
     # Blotting a placeholder inside words would garble the recorded replies and errors.
     pattern = rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])"
     return re.sub(pattern, "[redacted]", text)
+
+
+@lru_cache(maxsize=8)
+def _spelled_in_json(secret: str) -> re.Pattern[str]:
+    """``secret`` as a JSON string may write it: each character itself or as a ``\\uXXXX`` escape
+    (hex digits in either case), a "/" also as ``\\/``."""
+    parts = []
+    for char in secret:
+        hex_digits = "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{ord(char):04x}")
+        spellings = [re.escape(char), r"\\u" + hex_digits] + ([r"\\/"] if char == "/" else [])
+        parts.append("(?:" + "|".join(spellings) + ")")
+    return re.compile("".join(parts))
 
 
 def redact_cut(text: str, key: str | None) -> str:

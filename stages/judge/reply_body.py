@@ -74,6 +74,16 @@ def safe_text(text: str) -> str:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+# C0 and C1 control characters (tab and newline too: a server's text is printed on one line)
+_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7f, 0xa0))}
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters written as ``\\xNN``: a server's error printed on a
+    terminal or in a log line cannot move the cursor, retitle the window or start a forged line."""
+    return text.translate(_CONTROLS)
+
+
 def storage_problem(value: Any, path: str = "reply", depth: int = 0) -> str | None:
     """Why a decoded reply cannot be stored in the ledger as JSON (None when it can)."""
     if depth > MAX_REPLY_DEPTH:
