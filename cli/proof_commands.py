@@ -204,6 +204,8 @@ def check_report(args) -> int:
         print(f"FAILED {args.report}: {exc}")
         return 1
     print(f"OK {args.report}: {said}")
+    print("  (only the report's checkpoint line is checked: its figures are not; rebuild them from the "
+          "ledger, 'evalledger rebuild', to check those)")
     return 0
 
 

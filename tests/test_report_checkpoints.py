@@ -71,6 +71,7 @@ def test_a_report_names_its_checkpoint_and_the_line_checks_against_checkpoints_j
         checked = _ok(run_cli("check-proof", "--report", path, "--checkpoints", home / "checkpoints.jsonl",
                               "--pubkey", pub, home=tmp_path / "no-home"))
         assert checked.stdout.startswith("OK ") and f"at seq {row['seq']}" in checked.stdout
+        assert "only the report's checkpoint line is checked: its figures are not" in checked.stdout
 
     # a report whose checkpoint line was edited (another root) no longer checks, and says why
     forged = tmp_path / "forged.md"
