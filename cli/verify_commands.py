@@ -137,9 +137,11 @@ def check_checkpoints(args, findings: list[dict]) -> tuple[list[dict], str | Non
                             "checked" if key is not None else "not checked"})
             if result.broken is not None:
                 latest = f"the latest that holds is at seq {result.holds[-1]}" if result.holds else "none holds"
-                findings.append(finding("error", "checkpoints", f"checkpoints: {name}: {result.reason}; history "
-                                        f"was rewritten at or before seq {result.broken}; {latest}",
-                                        result.broken, name))
+                meaning = {"unreadable": "it cannot be read, or its signature does not check with that key",
+                           "other ledger": "these checkpoints were signed for another ledger"}.get(
+                    result.kind or "", f"history was rewritten at or before seq {result.broken}")
+                findings.append(finding("error", "checkpoints", f"checkpoints: {name}: {result.reason}; {meaning}; "
+                                        f"{latest}", result.broken, name))
     return checked, root
 
 

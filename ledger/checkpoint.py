@@ -216,6 +216,9 @@ class Consistency:
     broken: int | None               # size of the first checkpoint it no longer extends
     reason: str | None
     root: str | None = None          # the Merkle root (hex) of the whole ledger, once computed
+    # why the first failing checkpoint fails: "unreadable" (its note, or its signature with the
+    # key), "other ledger" (its origin names another ledger), "rewritten" (this ledger does not extend it)
+    kind: str | None = None
 
 
 def check_consistency(led: Ledger, rows: list[dict[str, Any]], verifier: signed_note.Verifier | None = None) -> Consistency:
@@ -230,22 +233,27 @@ def check_consistency(led: Ledger, rows: list[dict[str, Any]], verifier: signed_
             cp = open_checkpoint(row["note"], verifier) if verifier else parse_text(
                 row["note"].rpartition("\n\n")[0] + "\n")
         except CheckpointError as exc:
-            return Consistency(number - 1, [c.size for c in checkpoints], row.get("seq"), f"checkpoint {number}: {exc}")
+            return Consistency(number - 1, [c.size for c in checkpoints], row.get("seq"), f"checkpoint {number}: {exc}",
+                               kind="unreadable")
         checkpoints.append(cp)
     hashes = [bytes.fromhex(e.hash) for e in led.read()]
     new_root, holds = merkle.root(hashes), list[int]()
+    mine = hashes[0].hex()[:16] if hashes else None   # origin_of, from the hashes at hand
     for cp in checkpoints:
+        if mine is not None and cp.origin != mine:
+            return Consistency(len(checkpoints), holds, cp.size, f"the checkpoint at seq {cp.size} is of ledger "
+                               f"{cp.origin}, not of this one ({mine})", kind="other ledger")
         if cp.size > len(hashes):
             return Consistency(len(checkpoints), holds, cp.size, f"checkpoint at seq {cp.size} is beyond this "
-                               f"ledger's head (seq {len(hashes)}): events were removed")
+                               f"ledger's head (seq {len(hashes)}): events were removed", kind="rewritten")
         try:
             proof = merkle.consistency_proof(hashes, cp.size, len(hashes))
             merkle.verify_consistency(cp.size, len(hashes), cp.root, new_root, proof)
         except merkle.ProofError as exc:
             return Consistency(len(checkpoints), holds, cp.size, f"the ledger does not extend the checkpoint at "
-                               f"seq {cp.size}: {exc}")
+                               f"seq {cp.size}: {exc}", kind="rewritten")
         if hashes[cp.size - 1].hex() != cp.head:
             return Consistency(len(checkpoints), holds, cp.size, f"the event at seq {cp.size} is not the "
-                               f"checkpoint's chain head")
+                               f"checkpoint's chain head", kind="rewritten")
         holds.append(cp.size)
     return Consistency(len(checkpoints), holds, None, None, new_root.hex())

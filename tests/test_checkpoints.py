@@ -301,6 +301,31 @@ def test_a_signed_note_with_a_size_or_chain_no_other_reader_would_take_is_refuse
         open_checkpoint(signed_note.sign(text, signer), signer.verifier)
 
 
+def test_verify_against_names_a_wrong_key_and_another_ledgers_checkpoints_as_such(tmp_path, run_cli):
+    """Every failing checkpoint was reported as "history was rewritten": a signature that does not
+    check with the key given, and checkpoints signed for another ledger (its origin line never
+    compared), sent an auditor looking for a rewrite that never happened."""
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    homes = {}
+    for name in ("a", "b"):
+        home = homes[name] = tmp_path / name
+        run_cli("init", home=home)
+        for i in range(3):
+            run_cli("note", "--new-stream", f"case:{name}{i}", f"note {name}{i}", home=home)
+        _cli_keys(run_cli, keys / name, home)
+        assert run_cli("checkpoint", "--key", keys / name, "--publish", tmp_path / f"{name}.jsonl",
+                       home=home).returncode == 0
+    wrong_key = run_cli("verify", "--against", tmp_path / "a.jsonl", "--pubkey", str(keys / "b") + ".pub",
+                        home=homes["a"])
+    assert wrong_key.returncode == 1 and "its signature does not check with that key" in wrong_key.stdout
+    assert "history was rewritten" not in wrong_key.stdout
+    other = run_cli("verify", "--against", tmp_path / "b.jsonl", "--pubkey", str(keys / "b") + ".pub",
+                    home=homes["a"])
+    assert other.returncode == 1 and "signed for another ledger" in other.stdout, other.stdout
+    assert "history was rewritten" not in other.stdout
+
+
 def test_keygen_refuses_a_key_inside_the_home_and_never_overwrites(tmp_path, run_cli):
     home = tmp_path / "h"
     run_cli("init", home=home)
