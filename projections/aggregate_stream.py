@@ -35,6 +35,7 @@ from evalledger.projections.results import (
     excerpt_retry_count,
     group_label,
     is_auto_failed,
+    override_of,
     pass_rate,
     rounded_cost,
     usage_of,
@@ -177,7 +178,7 @@ class GroupTally:
         c["with_verdict"] += verdict is not None
         c["auto_failed"] += is_auto_failed(case)
         c["abstained"] += case.get("abstention") is not None
-        c["overridden"] += bool(case["overrides"])
+        c["overridden"] += override_of(case) is not None   # a confirmation after it undoes it
         c["excerpt_retries"] += excerpt_retry_count(case)
         for key in _USAGE_SUMS:
             c[key] += usage[key]

@@ -195,7 +195,7 @@ def group_summary(cases: list[dict]) -> dict[str, Any]:
         "pass_rate_ci95": [rnd(interval[0]), rnd(interval[1])] if interval else None,
         "auto_failed": auto_failed, "auto_fail_rate": rnd(ratio(auto_failed, n)),
         "abstained": abstained, "abstention_rate": rnd(ratio(abstained, n)),
-        "overridden": sum(1 for c in cases if c["overrides"]),
+        "overridden": sum(1 for c in cases if override_of(c) is not None),   # a confirmed one is undone
         "excerpt_retries": sum(excerpt_retry_count(c) for c in cases),
         "judge_calls": sum(u["judge_calls"] for u in usages),
         "judge_retries": sum(u["judge_retries"] for u in usages),

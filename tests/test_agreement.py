@@ -92,6 +92,18 @@ def test_a_confirmation_after_an_override_puts_the_judge_verdict_back(tmp_path, 
     assert row["verdict"] == "pass" and row["override"] is None
     history = run_cli("history", case_id, home=home).stdout
     assert "verdict.confirmed" in history and "author='ana'" in history
+    # every count of overridden cases agrees: the override a confirmation undid is in none of them
+    # (the aggregates counted every case that ever had one: 1 here, against the report's own list)
+    stats = json.loads((home / "reports" / "aggregate-stats.json").read_text())
+    counts = [m["overridden"] for b in stats["benchmarks"].values() for m in b["models"].values()]
+    assert counts == [0], counts
+    from evalledger.cli.viewer.state import HomeView
+    view = HomeView(home)
+    try:
+        with view.reading():
+            assert view.cases({"verdict": "overridden"}, "case", False, 1)["total"] == 0
+    finally:
+        view.close()
 
 
 def test_confirm_refuses_what_it_cannot_confirm(tmp_path, run_cli):

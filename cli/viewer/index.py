@@ -21,10 +21,11 @@ from evalledger.projections.results import (
     effective_verdict,
     is_auto_failed,
     original_verdict,
+    override_of,
 )
 from evalledger.projections.store import json_bytes, rollback_if_open
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4   # 4: "overridden" is an override in force (one a confirmation undid is not)
 PAGE_SIZE = 50
 PAGE_RESULT_KEYS = ("status", "verdict", "original_verdict", "fields", "risk", "reasoning", "traits",
                     "traits_auto_failed", "claims", "audit", "failures")
@@ -200,7 +201,7 @@ def _case_row(case_id: str, stored: tuple, opened: dict | None, old: tuple | Non
     opened = opened or {"benchmark_name": benchmark, "question": "", "response": "", "seq": None}
     name = names.get(benchmark) or opened["benchmark_name"] or benchmark
     return (case_id, benchmark, name, model, kind, question_id, status,
-            effective_verdict(case), original_verdict(case), int(bool(case["overrides"])),
+            effective_verdict(case), original_verdict(case), int(override_of(case) is not None),
             int(is_auto_failed(case)), int(bool(case["failures"]) and status != "judged"), opened["seq"],
             opened["question"], opened["response"], page_result(case))
 
