@@ -194,6 +194,12 @@ def cmd_replay(args) -> int:
         _print_unrecorded(missing, listing)
     if hint:
         print(f"note: {hint}")
+    if result.unapplied:
+        shown = ", ".join(result.unapplied[:10]) + (f" and {len(result.unapplied) - 10} more"
+                                                    if len(result.unapplied) > 10 else "")
+        print(f"note: the source's runs layered settings over their cases' configs that this replay did not: "
+              f"{shown}; verdicts may differ for that reason alone: give the same --set to replay them "
+              "(runs that used different settings cannot all be reproduced by one replay)")
     return 1 if missing or not reported else 0
 
 

@@ -14,6 +14,7 @@ backend answers it; ``unrecorded_requests`` lists them from the new ledger alone
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,7 @@ class ReplayResult:
     missing: list[dict[str, str]] = field(default_factory=list)   # {case_id, role, request_hash, stage}
     live_calls: int = 0
     resumed: bool = False   # the target held this very replay, interrupted: it was carried on
+    unapplied: list[str] = field(default_factory=list)   # the source runs' --set layers this replay did not apply
 
 
 def replay_into(source: ledger.Ledger | str | Path, target: ledger.Ledger | str | Path, *,
@@ -84,6 +86,10 @@ def replay_into(source: ledger.Ledger | str | Path, target: ledger.Ledger | str 
             except (ConfigError, ValueError, JudgeError) as exc:
                 raise ReplayRefused(f"--live {live}: {exc}") from None
         if isinstance(target, (str, Path)):
+            if src.home is not None and Path(target).resolve().is_relative_to(Path(src.home).resolve()) \
+                    and Path(target).resolve() != Path(src.home).resolve():
+                # its files would be the source's: an inbox ingests them, a rescan moves them away
+                raise ReplayRefused(f"{target} is inside the source home {src.home}; give a folder outside it")
             check_target(Path(target), label, overrides or {}, live)
         # a new target keeps its mirror as the source does (a compressed source gives a compressed replay)
         led = ledger.open_ledger(target, mirror=_new_mirror(src, Path(target))) \
@@ -116,7 +122,20 @@ def _replay(source: ledger.Ledger, led: ledger.Ledger, label: str, settings: Jud
     missing = merge_misses(judge.unrecorded, unrecorded_requests(led))
     # Without a live backend nothing can be asked live (a resumed replay had none either: same --live).
     live = live_calls(led) if settings.live is not None else 0
-    return ReplayResult(origin, copied, summary, missing, live, resumed)
+    return ReplayResult(origin, copied, summary, missing, live, resumed, unapplied_settings(source, overrides))
+
+
+def unapplied_settings(source: ledger.Ledger, overrides: dict[str, Any]) -> list[str]:
+    """The settings the source's runs layered over their cases' configs (``run --set``, ``--repeats``,
+    recorded as each ``run.started``'s ``config_layer``) that this replay's ``overrides`` do not
+    set the same: its cases may judge differently for that reason alone. ``KEY=VALUE`` each, sorted."""
+    unapplied = set()
+    for event in source.read(types=["run.started"]):
+        layer = event.data.get("config_layer") or {}
+        for key, value in (layer.items() if isinstance(layer, dict) else ()):
+            if key not in overrides or overrides[key] != value:
+                unapplied.add(f"{key}={json.dumps(value, sort_keys=True)}")
+    return sorted(unapplied)
 
 
 def check_target(target: Path, source_label: str, overrides: dict[str, Any], live: str | None) -> None:

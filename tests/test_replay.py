@@ -137,6 +137,32 @@ def test_replay_refuses_a_home_that_has_content(tmp_path, capsys):
     assert "not empty" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("inside", ["inbox/r", "r", "reports/r"])
+def test_replay_refuses_a_target_inside_the_source_home(tmp_path, capsys, inside):
+    """A replay into a folder of the source home was made: the next ingest took the replay's
+    files for the inbox's (moved to rejected/, benchmark.rejected appended to the source)."""
+    source = offline_judged(tmp_path)
+    with ledger.open_ledger(source, readonly=True) as led:
+        head = led.head()
+    assert main(["--home", str(source), "replay", "--into", str(source / inside)]) == 2
+    assert "is inside the source home" in capsys.readouterr().err
+    assert not (source / inside).exists()
+    with ledger.open_ledger(source, readonly=True) as led:
+        assert led.head() == head
+
+
+def test_replay_says_which_of_the_source_runs_settings_it_did_not_apply(tmp_path, run_cli):
+    """A source run with --set (or --repeats) judged under settings a plain replay does not layer:
+    the replay's verdicts differed with nothing said. It names them; the same --set is quiet."""
+    source = home_with(tmp_path, ("b.json", template_benchmark()))
+    assert run_cli("run", "--set", "deep_judgment_fuzzy_match_threshold=0.95", home=source).returncode == 0
+    plain = run_cli("replay", "--into", tmp_path / "plain", home=source)
+    assert "this replay did not: deep_judgment_fuzzy_match_threshold=0.95" in plain.stdout, plain.stdout
+    same = run_cli("replay", "--into", tmp_path / "same", "--set", "deep_judgment_fuzzy_match_threshold=0.95",
+                   home=source)
+    assert same.returncode == 0 and "did not" not in same.stdout, same.stdout
+
+
 @pytest.mark.parametrize("sets", [["no_equals_sign"], ["not_a_config_key=1"]])
 def test_replay_rejects_a_bad_set(tmp_path, sets, capsys):
     source = home_with(tmp_path, ("b.json", template_benchmark()))
