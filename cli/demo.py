@@ -149,7 +149,13 @@ def _pct(rate: float) -> str:
 
 
 def cmd_demo(args) -> int:
-    """``evalledger demo``: run the demo; a missing sample folder is a usage error."""
+    """``evalledger demo``: run the demo; a missing sample folder is a usage error, a missing
+    ``--dir`` folder is made."""
+    if args.dir is not None:
+        try:
+            Path(args.dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--dir {args.dir}: cannot be made ({exc.strerror or exc})") from None
     try:
         return run_demo(args.samples, args.dir, args.log_format)
     except FileNotFoundError as exc:

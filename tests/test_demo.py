@@ -35,6 +35,19 @@ def test_demo_processes_the_samples_end_to_end_in_under_30_seconds(tmp_path):
     assert evalledger(home, "verify").returncode == 0
 
 
+def test_demo_makes_a_missing_dir_and_names_one_it_cannot_make(tmp_path):
+    """--dir naming a folder not made yet stopped at a bare "[Errno 2] No such file or directory"."""
+    where = tmp_path / "not" / "yet"
+    proc = subprocess.run([*CLI, "demo", "--dir", str(where)], capture_output=True, text=True,
+                          env=cli_env(), cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert Path(re.search(r"^demo home: (.+)$", proc.stdout, re.M).group(1)).parent == where
+    (tmp_path / "a-file").write_text("x")
+    proc = subprocess.run([*CLI, "demo", "--dir", str(tmp_path / "a-file" / "x")], capture_output=True, text=True,
+                          env=cli_env(), cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2 and "a-file/x: cannot be made" in proc.stderr, proc.stderr
+
+
 def test_demo_refuses_a_folder_without_samples(tmp_path):
     proc = subprocess.run([*CLI, "demo", "--dir", str(tmp_path), "--samples", str(tmp_path)],
                           capture_output=True, text=True, env=cli_env(), cwd=tmp_path, timeout=60)
