@@ -124,7 +124,10 @@ def case_history(led, case_id: str, state: dict[str, Any] | None = None) -> dict
         row = {"seq": event.seq, "recorded_at": (event.meta or {}).get("recorded_at"), "type": event.type,
                "stage": (event.meta or {}).get("stage"), "id": event.id, "hash": event.hash,
                "prev_hash": event.prev_hash, "causation": causation, "causation_seq": seqs.get(causation),
-               "config_hash": (event.meta or {}).get("config_hash"), "data": event.data}
+               "config_hash": (event.meta or {}).get("config_hash"), "data": event.data,
+               # the rest of the envelope, as docs/reports.md promises: a copied input's meta names
+               # its source event, which is how a replayed case leads back to its source
+               "stream": event.stream, "version": event.version, "schema": event.schema, "meta": event.meta}
         if event.type != "judge.called":
             row["judge_calls"] = [_call_row(c) for c in calls if call_backs_step(c, event)]
             row["computed"] = event.type in COMPUTED

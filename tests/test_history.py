@@ -36,6 +36,9 @@ def test_history_json_is_the_exact_ordered_stream_with_judge_calls(judged_home, 
         stream = list(led.read(stream=f"case:{case_id}"))
     assert history["case_id"] == case_id and history["model"] == "model-a"
     assert [(r["seq"], r["type"], r["hash"]) for r in history["events"]] == [(e.seq, e.type, e.hash) for e in stream]
+    # every envelope field, as the docs promise (stream, version, schema and meta were left out)
+    assert [(r["stream"], r["version"], r["schema"], r["meta"], r["prev_hash"], r["id"]) for r in history["events"]] \
+        == [(e.stream, e.version, e.schema, e.meta, e.prev_hash, e.id) for e in stream]
     rows = {r["type"]: r for r in history["events"]}
     opened = rows["case.opened"]
     with ledger.open_ledger(judged_home) as led:                 # caused by an event of another stream
