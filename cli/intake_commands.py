@@ -325,7 +325,7 @@ def cmd_source(args) -> int:
             raise UsageError(str(exc).strip("'\"")) from None
     if raw is None:
         print(f"evalledger source: the bytes of {shown_name(name)} (sha256 {sha}) are neither in the store nor in "
-              "this home's processed/ folder", file=sys.stderr)
+              "this home's processed/ folder (nor, for a replay, in the home it replayed)", file=sys.stderr)
         return 1
     if args.out is None:
         sys.stdout.buffer.write(raw)

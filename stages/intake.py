@@ -532,4 +532,19 @@ def case_source(led: Ledger, case_id: str) -> tuple[str, str, bytes | None]:
     if opened is None:
         raise LookupError(f"no case {case_id!r} in this ledger")
     source = opened.data.get("source") or {}
-    return str(source.get("file")), str(source.get("sha256")), led.file_bytes(str(source.get("sha256")))
+    sha = str(source.get("sha256"))
+    return str(source.get("file")), sha, led.file_bytes(sha) or _replayed_source_bytes(led, sha)
+
+
+def _replayed_source_bytes(led: Ledger, sha256: str) -> bytes | None:
+    """In a replay's home, the bytes of an input file from the home it replayed: a replay copies the
+    inputs' events, not the files (None when this is no replay, or the source is gone or lacks them)."""
+    from evalledger import ledger
+    first = next(iter(led.read(to_seq=1)), None)
+    if first is None or first.type != "replay.started" or not isinstance(first.data.get("source"), str):
+        return None
+    try:
+        with ledger.open_ledger(first.data["source"], readonly=True) as source:
+            return source.file_bytes(sha256)
+    except (ledger.LedgerError, OSError):
+        return None

@@ -151,6 +151,18 @@ def test_replay_refuses_a_target_inside_the_source_home(tmp_path, capsys, inside
         assert led.head() == head
 
 
+def test_source_in_a_replayed_home_gives_the_file_the_source_home_keeps(tmp_path, run_cli):
+    """A replay copies its inputs' events, not the files: ``source CASE`` in the replay's home said
+    the bytes were nowhere. They are read (hash-checked) from the home it replayed."""
+    source = offline_judged(tmp_path)
+    assert run_cli("replay", "--into", tmp_path / "r", home=source).returncode == 0
+    with ledger.open_ledger(tmp_path / "r", readonly=True) as led:
+        case_id = next(e.data["case_id"] for e in led.read(types=["case.opened"]))
+    there = run_cli("source", case_id, home=source)
+    here = run_cli("source", case_id, home=tmp_path / "r")
+    assert here.returncode == 0 and here.stdout == there.stdout and there.stdout, here.stderr
+
+
 def test_replay_says_which_of_the_source_runs_settings_it_did_not_apply(tmp_path, run_cli):
     """A source run with --set (or --repeats) judged under settings a plain replay does not layer:
     the replay's verdicts differed with nothing said. It names them; the same --set is quiet."""
