@@ -101,7 +101,12 @@ def origin_of(led: Ledger) -> str:
     first = next(iter(led.read()), None)
     if first is None:
         raise CheckpointError("an empty ledger has nothing to checkpoint")
-    return str(first.hash[:16])
+    return origin_from(first.hash)
+
+
+def origin_from(first_hash: str) -> str:
+    """A ledger's name in its checkpoints from its first event's hash (hex): its first 16 digits."""
+    return first_hash[:16]
 
 
 def tree_roots(led: Ledger, sizes: set[int]) -> dict[int, bytes]:
@@ -238,7 +243,7 @@ def check_consistency(led: Ledger, rows: list[dict[str, Any]], verifier: signed_
         checkpoints.append(cp)
     hashes = [bytes.fromhex(e.hash) for e in led.read()]
     new_root, holds = merkle.root(hashes), list[int]()
-    mine = hashes[0].hex()[:16] if hashes else None   # origin_of, from the hashes at hand
+    mine = origin_from(hashes[0].hex()) if hashes else None
     for cp in checkpoints:
         if mine is not None and cp.origin != mine:
             return Consistency(len(checkpoints), holds, cp.size, f"the checkpoint at seq {cp.size} is of ledger "

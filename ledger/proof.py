@@ -149,5 +149,5 @@ def missing_versions(events: list[ProvenEvent]) -> dict[str, list[int]]:
     seen: dict[str, set[int]] = {}
     for event in events:
         seen.setdefault(event.stream, set()).add(event.version)
-    return {stream: sorted(set(range(1, max(versions) + 1)) - versions)
-            for stream, versions in sorted(seen.items()) if set(range(1, max(versions) + 1)) - versions}
+    gaps = {stream: sorted(set(range(1, max(versions) + 1)) - versions) for stream, versions in sorted(seen.items())}
+    return {stream: missing for stream, missing in gaps.items() if missing}

@@ -91,16 +91,11 @@ def indexed_position(conn: sqlite3.Connection) -> tuple[int, str | None]:
 
 
 def _same_ledger(led, done: int, done_hash: str | None) -> bool:
-    """True when ``led``'s event at seq ``done`` still has the hash the index was synced to. The
-    index file stays in the home when its ``ledger.db`` is replaced (a backup restored, another
-    home's copied in), and a seq alone cannot tell: the index would keep the old ledger's rows
-    and add the new one's events after ``done`` to them."""
-    if done == 0:
-        return True
-    if done_hash is None:
-        return False
-    event = next(iter(led.read(from_seq=done, to_seq=done)), None)
-    return event is not None and event.hash == done_hash
+    """True when ``led``'s event at seq ``done`` still has the hash the index was synced to
+    (``Ledger.holds``). The index file stays in the home when its ``ledger.db`` is replaced (a
+    backup restored, another home's copied in), and a seq alone cannot tell: the index would keep
+    the old ledger's rows and add the new one's events after ``done`` to them."""
+    return done == 0 or (done_hash is not None and led.holds(done, done_hash))
 
 
 def _text(value: Any) -> str:

@@ -82,9 +82,9 @@ class HomeView:
         # (seq, hash) of the head the models and index were last brought to: a seq alone cannot
         # tell another ledger restored under the same name at the same length
         self.seen_head: tuple[int, str] = (-1, "")
-        self._overview: tuple[int, Any] | None = None
-        self._diff: tuple[tuple[int, int], dict] | None = None
-        self._choices: tuple[int, dict] | None = None
+        self._overview: tuple[tuple[int, str], Any] | None = None   # each cache keyed by the head it was made at
+        self._diff: tuple[tuple[tuple[int, str], tuple[int, str]], dict] | None = None
+        self._choices: tuple[tuple[int, str], dict] | None = None
         self._counts: dict[tuple, int] = {}
 
     def close(self) -> None:
