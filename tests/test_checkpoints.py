@@ -44,6 +44,15 @@ def _cli_keys(run_cli, key: Path, home: Path):
     return signed_note.load_key(key), signed_note.load_key(str(key) + ".pub")
 
 
+def _noted_home(run_cli, home: Path, key: Path, notes: int, prefix: str = "n") -> None:
+    """A new home holding ``notes`` notes (streams ``case:<prefix>0`` ...) and a signer key for it at ``key``."""
+    key.parent.mkdir(exist_ok=True)
+    run_cli("init", home=home)
+    for i in range(notes):
+        run_cli("note", "--new-stream", f"case:{prefix}{i}", f"note {i}", home=home)
+    _cli_keys(run_cli, key, home)
+
+
 def test_every_case_of_the_demo_home_is_proven_offline(signed_home, run_cli, tmp_path):
     home, key = signed_home
     signer, verifier = _cli_keys(run_cli, key, home)
@@ -168,11 +177,7 @@ def _rehashed_forgery(lines: list[bytes], seq: int) -> list[bytes]:
 
 def test_a_rewritten_and_rehashed_ledger_passes_verify_but_not_verify_against(tmp_path, run_cli):
     home, key = tmp_path / "h", tmp_path / "keys" / "signer.key"
-    key.parent.mkdir()
-    run_cli("init", home=home)
-    for i in range(6):
-        run_cli("note", "--new-stream", f"case:n{i}", f"note {i}", home=home)
-    _cli_keys(run_cli, key, home)
+    _noted_home(run_cli, home, key, 6)
     witness = tmp_path / "witness" / "checkpoints.jsonl"
     witness.parent.mkdir()
     assert run_cli("checkpoint", "--key", key, "--publish", witness, home=home).returncode == 0  # at seq 6
@@ -199,10 +204,7 @@ def test_verify_against_says_whether_signatures_were_checked_and_refuses_what_pr
     verify --against printed the same reassuring line as a signature-checked run. An empty copy
     passed unmentioned, --pubkey alone was ignored, and a key file that is not text was a traceback."""
     home, key = tmp_path / "h", tmp_path / "keys" / "signer.key"
-    key.parent.mkdir()
-    run_cli("init", home=home)
-    run_cli("note", "--new-stream", "case:n1", "note", home=home)
-    _cli_keys(run_cli, key, home)
+    _noted_home(run_cli, home, key, 1)
     witness = tmp_path / "witness.jsonl"
     assert run_cli("checkpoint", "--key", key, "--publish", witness, home=home).returncode == 0
     unsigned = run_cli("verify", "--against", witness, home=home)
@@ -229,11 +231,7 @@ def test_a_kept_tree_that_does_not_match_the_events_is_never_signed(tmp_path, ru
     then said history had been rewritten. The root is now computed from the events' hashes too,
     and a mismatch signs nothing (exit 1)."""
     home, key = tmp_path / "h", tmp_path / "keys" / "signer.key"
-    key.parent.mkdir()
-    run_cli("init", home=home)
-    for i in range(12):
-        run_cli("note", "--new-stream", f"case:n{i}", f"note {i}", home=home)
-    _cli_keys(run_cli, key, home)
+    _noted_home(run_cli, home, key, 12)
     conn = sqlite3.connect(home / "ledger.db")
     with conn:
         conn.execute("UPDATE merkle SET size = 8, frontier = ?", (bytes(range(32)),))
@@ -306,14 +304,10 @@ def test_verify_against_names_a_wrong_key_and_another_ledgers_checkpoints_as_suc
     check with the key given, and checkpoints signed for another ledger (its origin line never
     compared), sent an auditor looking for a rewrite that never happened."""
     keys = tmp_path / "keys"
-    keys.mkdir()
     homes = {}
     for name in ("a", "b"):
         home = homes[name] = tmp_path / name
-        run_cli("init", home=home)
-        for i in range(3):
-            run_cli("note", "--new-stream", f"case:{name}{i}", f"note {name}{i}", home=home)
-        _cli_keys(run_cli, keys / name, home)
+        _noted_home(run_cli, home, keys / name, 3, prefix=name)
         assert run_cli("checkpoint", "--key", keys / name, "--publish", tmp_path / f"{name}.jsonl",
                        home=home).returncode == 0
     wrong_key = run_cli("verify", "--against", tmp_path / "a.jsonl", "--pubkey", str(keys / "b") + ".pub",
@@ -375,9 +369,7 @@ def test_checkpoint_api_signs_what_verify_checks(tmp_path):
 
 def test_the_daemon_checkpoints_every_n_events_and_publishes(tmp_path, run_cli):
     home, key = tmp_path / "h", tmp_path / "keys" / "signer.key"
-    key.parent.mkdir()
-    run_cli("init", home=home)
-    _cli_keys(run_cli, key, home)
+    _noted_home(run_cli, home, key, 0)
     witness = tmp_path / "witness.jsonl"
     (home / "inbox" / "cases.audit.jsonl").write_bytes((SAMPLES / "verifyfast-cases.audit.jsonl").read_bytes())
     done = run_cli("watch", "--once", "--checkpoint-key", key, "--checkpoint-events", "10", "--publish", witness,
